@@ -1,0 +1,88 @@
+#pragma once
+// The data model of one reading of a node's GPUs. Plain values, no I/O.
+// Units are in the names: _mib (MiB, 2^20 bytes), _pct (0..100), _c (°C), _w (W), _mhz, _mj (mJ).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/reading.hpp"
+
+namespace gf::core {
+
+enum class Health : unsigned char { Ok, Lost, Error };
+std::string_view to_string(Health h) noexcept;
+
+enum class ProcessKind : unsigned char { Compute, Graphics, ComputeGraphics, Mps };
+std::string_view to_string(ProcessKind k) noexcept;
+
+struct GpuProcess {
+  std::uint32_t pid = 0;                  // as the driver reports it (host pid namespace for NVML)
+  std::optional<std::uint64_t> used_memory_mib;  // nullopt: the driver cannot tell
+  ProcessKind kind = ProcessKind::Compute;
+  // Filled from /proc when visible; empty when the process could not be resolved.
+  std::string name;
+  std::string user;
+  std::string command;                    // full command line, arguments separated by spaces
+  std::optional<std::string> container;   // container id or "k8s-pod:<uid>" when in a container cgroup
+  std::optional<std::uint32_t> container_pid;  // pid inside its own namespace (last NSpid entry)
+};
+
+struct GpuReading {
+  unsigned index = 0;
+  std::string uuid;
+  std::string name;
+  std::string pci_bus_id;
+
+  Reading<std::uint64_t> memory_total_mib;
+  Reading<std::uint64_t> memory_used_mib;
+  Reading<std::uint64_t> memory_free_mib;
+  Reading<unsigned> utilization_pct;         // GPU (SM) busy
+  Reading<unsigned> memory_utilization_pct;  // memory bandwidth busy
+  Reading<int> temperature_c;
+  Reading<double> power_draw_w;
+  Reading<double> power_limit_w;
+  Reading<unsigned> fan_pct;
+  Reading<unsigned> clock_graphics_mhz;
+  Reading<unsigned> clock_memory_mhz;
+  Reading<std::uint64_t> clock_event_reasons;  // NVML bit mask (see clock_event_names)
+  Reading<unsigned> performance_state;         // 0 = P0 (fastest) .. 15
+  Reading<bool> mig_enabled;
+  Reading<std::uint64_t> ecc_uncorrected_volatile;
+  Reading<bool> persistence_mode;
+  Reading<std::uint64_t> energy_mj;            // counter since driver load
+
+  Health health = Health::Ok;
+  std::string health_message;                  // why, when not Ok
+
+  Reading<double> availability_score;          // filled by score_gpus(); absent for lost GPUs
+  std::vector<GpuProcess> processes;
+  // Device used memory minus what the processes account for; absent when unknown.
+  Reading<std::uint64_t> memory_unattributed_mib;
+};
+
+struct ProcessVisibility {
+  bool complete = true;     // false: some GPU processes may be invisible to us
+  std::string message;      // why, when not complete
+};
+
+struct Snapshot {
+  std::chrono::system_clock::time_point timestamp{};
+  std::string backend;               // "nvml", "nvidia-smi", "amdgpu", "sim", "none"
+  bool simulated = false;
+  std::string driver_version;        // empty when unknown
+  std::string cuda_driver_version;   // e.g. "12.4"; empty when unknown or not NVIDIA
+  std::vector<GpuReading> gpus;
+  std::vector<std::string> warnings; // plain sentences, shown to the user (e.g. persistence mode off)
+  ProcessVisibility process_visibility;
+};
+
+using SnapshotPtr = std::shared_ptr<const Snapshot>;
+
+// Names of the clock-event (throttle) reasons set in an NVML mask, e.g. {"gpu_idle", "sw_power_cap"}.
+std::vector<std::string_view> clock_event_names(std::uint64_t mask);
+
+}  // namespace gf::core

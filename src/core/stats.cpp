@@ -1,0 +1,134 @@
+#include "core/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gf::core {
+namespace {
+
+double percentile(std::vector<double> v, double p) {
+  // Linear interpolation between closest ranks (numpy's default).
+  std::sort(v.begin(), v.end());
+  const double rank = p / 100.0 * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(rank));
+  const auto hi = static_cast<std::size_t>(std::ceil(rank));
+  return v[lo] + (rank - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+template <class T>
+std::optional<double> as_double(const Reading<T>& r) {
+  if (!r) return std::nullopt;
+  return static_cast<double>(*r);
+}
+
+}  // namespace
+
+std::optional<MetricStats> summarize(const std::vector<double>& t, const std::vector<double>& v) {
+  if (v.empty() || t.size() != v.size()) return std::nullopt;
+  MetricStats s;
+  s.samples = v.size();
+  s.min = *std::min_element(v.begin(), v.end());
+  s.max = *std::max_element(v.begin(), v.end());
+  double area = 0, span = 0;
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    const double dt = t[i] - t[i - 1];
+    if (dt <= 0) continue;
+    area += (v[i] + v[i - 1]) / 2.0 * dt;
+    span += dt;
+  }
+  if (span > 0) {
+    s.mean = area / span;
+  } else {
+    double sum = 0;
+    for (double x : v) sum += x;
+    s.mean = sum / static_cast<double>(v.size());
+  }
+  s.p50 = percentile(v, 50);
+  s.p95 = percentile(v, 95);
+  return s;
+}
+
+void RunAggregator::add(const Snapshot& s, std::chrono::steady_clock::time_point at) {
+  if (!first_) first_ = at;
+  const double t = std::chrono::duration<double>(at - *first_).count();
+  if (samples_ > 0 && t < last_t_) return;  // out of order: ignore rather than corrupt the integrals
+  last_t_ = t;
+  ++samples_;
+  for (const auto& g : s.gpus) {
+    if (!filter_.empty() && std::find(filter_.begin(), filter_.end(), g.index) == filter_.end()) continue;
+    Track& tr = tracks_[g.index];
+    tr.name = g.name;
+    tr.uuid = g.uuid;
+    ++tr.count;
+    if (g.health != Health::Ok) continue;
+    SeriesPoint pt{t, as_double(g.utilization_pct), as_double(g.memory_used_mib), as_double(g.temperature_c),
+                   as_double(g.power_draw_w)};
+    if (pt.utilization) tr.utilization.push_back({t, *pt.utilization});
+    if (pt.memory_used_mb) tr.mem_used.push_back({t, *pt.memory_used_mb});
+    if (g.memory_used_mib && g.memory_total_mib && *g.memory_total_mib > 0)
+      tr.mem_pct.push_back({t, 100.0 * static_cast<double>(*g.memory_used_mib) / static_cast<double>(*g.memory_total_mib)});
+    if (pt.temperature_c) tr.temperature.push_back({t, *pt.temperature_c});
+    if (pt.power_draw_w) tr.power.push_back({t, *pt.power_draw_w});
+    if (g.energy_mj) {
+      if (!tr.energy_first_mj) tr.energy_first_mj = *g.energy_mj;
+      if (tr.energy_last_mj && *g.energy_mj < *tr.energy_last_mj) tr.energy_counter_ok = false;  // driver reloaded
+      tr.energy_last_mj = *g.energy_mj;
+    } else {
+      tr.energy_counter_ok = false;
+    }
+    // Bounded series: when full, drop every other point and keep only every stride-th new one.
+    if (tr.series_seen++ % tr.series_stride == 0) {
+      tr.series.push_back(pt);
+      if (tr.series.size() >= max_points_) {
+        std::vector<SeriesPoint> half;
+        half.reserve(max_points_ / 2 + 1);
+        for (std::size_t i = 0; i < tr.series.size(); i += 2) half.push_back(tr.series[i]);
+        tr.series = std::move(half);
+        tr.series_stride *= 2;
+        tr.series_seen = 1;
+      }
+    }
+  }
+}
+
+RunReport RunAggregator::report() const {
+  RunReport r;
+  r.duration_s = last_t_;
+  r.sample_count = samples_;
+  auto stats = [](const std::vector<Sample>& xs) {
+    std::vector<double> t, v;
+    t.reserve(xs.size());
+    v.reserve(xs.size());
+    for (const auto& x : xs) {
+      t.push_back(x.t_s);
+      v.push_back(x.value);
+    }
+    return summarize(t, v);
+  };
+  for (const auto& [index, tr] : tracks_) {
+    GpuRunStats g;
+    g.name = tr.name;
+    g.uuid = tr.uuid;
+    g.sample_count = tr.count;
+    g.utilization = stats(tr.utilization);
+    g.memory_used_mb = stats(tr.mem_used);
+    g.memory_usage_percent = stats(tr.mem_pct);
+    g.temperature_c = stats(tr.temperature);
+    g.power_draw_w = stats(tr.power);
+    if (tr.energy_counter_ok && tr.energy_first_mj && tr.energy_last_mj) {
+      g.energy_joules = static_cast<double>(*tr.energy_last_mj - *tr.energy_first_mj) / 1000.0;
+      g.energy_source = EnergySource::Counter;
+    } else if (tr.power.size() >= 2) {
+      double j = 0;
+      for (std::size_t i = 1; i < tr.power.size(); ++i)
+        j += (tr.power[i].value + tr.power[i - 1].value) / 2.0 * (tr.power[i].t_s - tr.power[i - 1].t_s);
+      g.energy_joules = j;
+      g.energy_source = EnergySource::IntegratedPower;
+    }
+    r.gpus.emplace(index, std::move(g));
+    r.series.emplace(index, tr.series);
+  }
+  return r;
+}
+
+}  // namespace gf::core

@@ -1,0 +1,25 @@
+#pragma once
+// Running a command that shares our terminal (stdin/stdout/stderr inherited), for `gpufleet monitor`
+// and job runs. No shell is involved.
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace gf::platform {
+
+struct SpawnError {
+  int errno_value = 0;  // ENOENT: not found; EACCES/ENOEXEC: cannot execute
+  std::string message;
+};
+
+// Starts argv (argv[0] looked up in PATH). On failure, error().message is "<cmd>: <reason>" and
+// *spawn_errno receives the errno (when given).
+Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_errno = nullptr);
+
+// Waits for pid; its exit status, or 128 + signal when a signal ended it.
+int wait_exit_code(pid_t pid);
+
+}  // namespace gf::platform

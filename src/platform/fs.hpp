@@ -1,0 +1,29 @@
+#pragma once
+// Small filesystem helpers. Every reader of /proc or /sys takes its root as a parameter (tests point
+// it at a fixture tree); these helpers never throw.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gf::platform {
+
+// Whole file contents (at most max_bytes), or nullopt when it cannot be read.
+std::optional<std::string> read_file(const std::string& path, std::size_t max_bytes = 1 << 20);
+// First line without the trailing newline and surrounding blanks.
+std::optional<std::string> read_line(const std::string& path);
+// Integer content (decimal, or hex with 0x), or nullopt.
+std::optional<long long> read_int(const std::string& path);
+// Names in a directory (no "." or ".."), sorted; empty when it cannot be read.
+std::vector<std::string> list_dir(const std::string& path);
+// Target of a symbolic link, or nullopt.
+std::optional<std::string> read_link(const std::string& path);
+bool exists(const std::string& path);
+
+// root + absolute path, with no doubled slash ("" or "/" as root means the real root).
+std::string under_root(const std::string& root, const std::string& abs_path);
+
+// Environment variable, or nullopt when unset or empty.
+std::optional<std::string> env(const char* name);
+
+}  // namespace gf::platform

@@ -1,0 +1,43 @@
+#pragma once
+// A Backend for tests of the layers above: returns snapshots a test sets, counts queries.
+#include <atomic>
+#include <mutex>
+
+#include "backends/backend.hpp"
+
+namespace gf::test {
+
+class ScriptedBackend final : public backends::Backend {
+ public:
+  struct State {
+    std::mutex mu;
+    core::Snapshot next;
+    bool fail = false;
+    std::atomic<int> queries{0};
+  };
+  explicit ScriptedBackend(std::shared_ptr<State> st) : st_(std::move(st)) {}
+  std::string_view name() const noexcept override { return "scripted"; }
+  Result<core::Snapshot> snapshot() override {
+    st_->queries.fetch_add(1);
+    std::lock_guard lock(st_->mu);
+    if (st_->fail) return make_error("scripted failure");
+    return st_->next;
+  }
+
+ private:
+  std::shared_ptr<State> st_;
+};
+
+inline core::GpuReading make_gpu(unsigned index, unsigned util, std::uint64_t used = 1000, std::uint64_t total = 80000) {
+  core::GpuReading g;
+  g.index = index;
+  g.name = "Test GPU";
+  g.uuid = "GPU-test-" + std::to_string(index);
+  g.utilization_pct = util;
+  g.memory_total_mib = total;
+  g.memory_used_mib = used;
+  g.memory_free_mib = total - used;
+  return g;
+}
+
+}  // namespace gf::test

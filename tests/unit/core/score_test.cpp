@@ -1,0 +1,90 @@
+#include "core/score.hpp"
+
+#include <gtest/gtest.h>
+
+namespace gf::core {
+namespace {
+
+GpuReading gpu(unsigned index, std::uint64_t total, std::uint64_t used, unsigned util) {
+  GpuReading g;
+  g.index = index;
+  g.memory_total_mib = total;
+  g.memory_used_mib = used;
+  g.memory_free_mib = total - used;
+  g.utilization_pct = util;
+  return g;
+}
+
+TEST(Score, SeedFormula) {
+  // 0.6 * 60/80 + 0.4 * (100-25)/100 = 0.45 + 0.3
+  auto s = availability_score(gpu(0, 80000, 20000, 25));
+  ASSERT_TRUE(s);
+  EXPECT_NEAR(*s, 0.75, 1e-12);
+}
+
+TEST(Score, WeightsAreConfigurable) {
+  auto s = availability_score(gpu(0, 100, 0, 100), ScoreWeights{0.5, 0.5});
+  ASSERT_TRUE(s);
+  EXPECT_NEAR(*s, 0.5, 1e-12);
+}
+
+TEST(Score, LostOrUnknownGpuHasNoScore) {
+  auto g = gpu(0, 100, 0, 0);
+  g.health = Health::Lost;
+  EXPECT_FALSE(availability_score(g));
+  auto h = gpu(1, 100, 0, 0);
+  h.utilization_pct = Reading<unsigned>::absent(Absent::NotSupported);
+  EXPECT_FALSE(availability_score(h));
+  auto z = gpu(2, 0, 0, 0);
+  EXPECT_FALSE(availability_score(z));
+}
+
+TEST(Score, AvailableGpusFiltersAndOrdersBestFirst) {
+  Snapshot s;
+  s.gpus = {gpu(0, 80000, 70000, 10),  // 10000 free: below the floor
+            gpu(1, 80000, 10000, 50),  // util 50: inclusive ceiling, qualifies
+            gpu(2, 80000, 10000, 51),  // util 51: too busy
+            gpu(3, 80000, 0, 0),       // best
+            gpu(4, 80000, 0, 0)};      // tie with 3: lower index first
+  s.gpus.push_back(gpu(5, 80000, 0, 0));
+  s.gpus.back().health = Health::Lost;
+  score_gpus(s);
+  auto v = available_gpus(s, AvailabilityFilter{20000, 50});
+  EXPECT_EQ(v, (std::vector<unsigned>{3, 4, 1}));
+}
+
+TEST(Score, UnattributedMemory) {
+  auto g = gpu(0, 1000, 700, 0);
+  GpuProcess a;
+  a.used_memory_mib = 300;
+  GpuProcess b;  // unknown memory: counts as nothing known
+  g.processes = {a, b};
+  attribute_memory(g);
+  ASSERT_TRUE(g.memory_unattributed_mib);
+  EXPECT_EQ(*g.memory_unattributed_mib, 400u);
+  g.memory_used_mib = Reading<std::uint64_t>::absent(Absent::Error);
+  attribute_memory(g);
+  EXPECT_FALSE(g.memory_unattributed_mib);
+}
+
+TEST(Snapshot, ClockEventNames) {
+  auto n = clock_event_names(0x1 | 0x4 | 0x40);
+  ASSERT_EQ(n.size(), 3u);
+  EXPECT_EQ(n[0], "gpu_idle");
+  EXPECT_EQ(n[1], "sw_power_cap");
+  EXPECT_EQ(n[2], "hw_thermal_slowdown");
+  EXPECT_TRUE(clock_event_names(0).empty());
+}
+
+TEST(Reading, AbsentCarriesReason) {
+  auto r = Reading<int>::absent(Absent::NotSupported);
+  EXPECT_FALSE(r);
+  EXPECT_EQ(r.why(), Absent::NotSupported);
+  EXPECT_EQ(r.value_or(7), 7);
+  Reading<int> v = 0;  // zero is a real value, not absence
+  EXPECT_TRUE(v);
+  EXPECT_EQ(*v, 0);
+}
+
+}  // namespace
+}  // namespace gf::core
