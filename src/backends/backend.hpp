@@ -1,0 +1,62 @@
+#pragma once
+// The one interface every GPU vendor backend implements. Adding a vendor: a folder under backends/,
+// an open_<vendor>() factory, and one line in registry.cpp.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ports/clock.hpp"
+#include "core/result.hpp"
+#include "core/snapshot.hpp"
+
+namespace gf::backends {
+
+// Where each backend looks. Defaults are the real system; from_environment() applies
+// GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT and GPUFLEET_PROC_ROOT.
+struct BackendOptions {
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string nvidia_smi = "nvidia-smi";
+  std::chrono::milliseconds nvidia_smi_timeout{5000};
+  std::string sysfs_root = "/";      // replaces "/" for /sys/class/drm/...
+  std::string proc_root = "/proc";   // /proc for fdinfo, names, users, containers
+  std::string sim_scenario;          // JSON file for the sim backend; empty: built-in demo
+  unsigned sim_gpus = 0;             // 0: as many as the scenario says (built-in: 4)
+  const core::Clock* clock = nullptr;  // nullptr: the system clock
+
+  static BackendOptions from_environment();
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "nvml", "nvidia-smi", "amdgpu", "sim".
+  virtual std::string_view name() const noexcept = 0;
+  // One reading of every GPU. Processes carry pid, memory and kind (and a name when the vendor tool
+  // gives one); the caller resolves names, users and containers from /proc. A failure of one GPU is
+  // reported in that GPU's health; an error result means no reading at all.
+  // Thread-safety: not required to be re-entrant; the owner (sampler::Monitor) serialises calls.
+  virtual Result<core::Snapshot> snapshot() = 0;
+};
+
+enum class BackendKind { Auto, Nvml, NvidiaSmi, Amdgpu, Sim };
+Result<BackendKind> parse_backend_kind(std::string_view text);
+std::string_view to_string(BackendKind k) noexcept;
+
+struct DetectionStep {
+  std::string backend;
+  bool chosen = false;
+  std::string detail;  // what was found, or why it was not usable
+};
+
+struct OpenedBackend {
+  std::unique_ptr<Backend> backend;  // null when nothing could be opened
+  std::vector<DetectionStep> steps;  // what was tried, in order
+};
+
+// Opens the backend asked for. Auto tries NVML, then nvidia-smi, then amdgpu, and takes the first
+// that opens and sees at least one GPU; it never falls back to the simulated backend.
+OpenedBackend open_backend(BackendKind kind, const BackendOptions& opts);
+
+}  // namespace gf::backends
