@@ -1,0 +1,174 @@
+#pragma once
+// Our own declaration of the part of NVML's C ABI that gpufleet uses. No NVIDIA header is needed to
+// build: the library is opened at run time (nvml_api.hpp) and every symbol is resolved by name.
+// Layouts follow NVML's published nvml.h (x86-64, natural alignment); the static_asserts pin them.
+//
+// Internal to the nvml backend; not part of gpufleet's public interface.
+#include <cstdint>
+
+namespace gf::backends::nvml {
+
+using Return = int;  // nvmlReturn_t: a C enum, int-sized
+struct DeviceOpaque;
+using Device = DeviceOpaque*;  // nvmlDevice_t: opaque, valid until nvmlShutdown
+
+// nvmlReturn_t values we act on.
+inline constexpr Return kSuccess = 0;
+inline constexpr Return kErrorNotSupported = 3;
+inline constexpr Return kErrorNoPermission = 4;
+inline constexpr Return kErrorInsufficientSize = 7;
+inline constexpr Return kErrorDriverNotLoaded = 9;
+inline constexpr Return kErrorFunctionNotFound = 13;
+inline constexpr Return kErrorGpuIsLost = 15;
+inline constexpr Return kErrorResetRequired = 16;
+inline constexpr Return kErrorLibRmVersionMismatch = 18;
+inline constexpr Return kErrorArgumentVersionMismatch = 25;
+inline constexpr Return kErrorUnknown = 999;
+
+// Enum arguments (C enums, passed as int).
+inline constexpr int kTemperatureGpu = 0;    // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
+inline constexpr int kClockGraphics = 0;     // nvmlClockType_t
+inline constexpr int kClockMemory = 2;
+inline constexpr int kEccUncorrected = 1;    // nvmlMemoryErrorType_t
+inline constexpr int kEccVolatile = 0;       // nvmlEccCounterType_t
+inline constexpr int kPstateUnknown = 32;    // nvmlPstates_t NVML_PSTATE_UNKNOWN
+inline constexpr int kFeatureEnabled = 1;    // nvmlEnableState_t
+inline constexpr unsigned kMigEnabled = 1;   // NVML_DEVICE_MIG_ENABLE
+
+// usedGpuMemory when the driver cannot tell (common inside containers).
+inline constexpr unsigned long long kValueNotAvailable = 0xFFFFFFFFFFFFFFFFULL;
+
+inline constexpr unsigned kDriverVersionLength = 80;  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
+inline constexpr unsigned kDeviceStringLength = 96;   // NVML_DEVICE_NAME_V2 / UUID_V2 buffer size
+
+struct Memory {  // nvmlMemory_t; used includes memory the driver reserves
+  unsigned long long total_bytes;
+  unsigned long long free_bytes;
+  unsigned long long used_bytes;
+};
+
+struct MemoryV2 {  // nvmlMemory_v2_t; used excludes reserved
+  unsigned int version;
+  unsigned long long total_bytes;
+  unsigned long long reserved_bytes;
+  unsigned long long free_bytes;
+  unsigned long long used_bytes;
+};
+// The struct version tag NVML checks; anything else answers ARGUMENT_VERSION_MISMATCH.
+inline constexpr unsigned kMemoryV2Version = static_cast<unsigned>(sizeof(MemoryV2)) | (2u << 24);
+
+struct Utilization {  // nvmlUtilization_t, percent
+  unsigned int gpu_pct;
+  unsigned int memory_pct;
+};
+
+// nvmlProcessInfo_t as filled by the _v2 and _v3 process-list functions.
+struct ProcessInfoV2 {
+  unsigned int pid;
+  unsigned long long used_gpu_memory_bytes;  // or kValueNotAvailable
+  unsigned int gpu_instance_id;              // 0xFFFFFFFF when MIG is off
+  unsigned int compute_instance_id;
+};
+
+// nvmlProcessInfo_v1_t as filled by the unsuffixed (v1) process-list functions.
+struct ProcessInfoV1 {
+  unsigned int pid;
+  unsigned long long used_gpu_memory_bytes;
+};
+
+// nvmlPciInfo_t as filled by nvmlDeviceGetPciInfo_v3.
+struct PciInfo {
+  char bus_id_legacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pci_device_id;  // device id << 16 | vendor id
+  unsigned int pci_subsystem_id;
+  char bus_id[32];  // "00000000:1B:00.0"
+};
+
+// The older nvmlPciInfo_t filled by nvmlDeviceGetPciInfo_v2 and nvmlDeviceGetPciInfo: a 16-byte bus
+// id, then the same numbers at the same offsets as PciInfo, then reserved words.
+struct PciInfoLegacy {
+  char bus_id[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pci_device_id;
+  unsigned int pci_subsystem_id;
+  unsigned int reserved[4];
+};
+
+static_assert(sizeof(Memory) == 24);
+static_assert(sizeof(MemoryV2) == 40);
+static_assert(sizeof(Utilization) == 8);
+static_assert(sizeof(ProcessInfoV2) == 24);
+static_assert(sizeof(ProcessInfoV1) == 16);
+static_assert(sizeof(PciInfo) == 68);
+static_assert(sizeof(PciInfoLegacy) == 52);
+
+// Function types, grouped by shape.
+using FnVoid = Return();
+using FnErrorString = const char*(Return);
+using FnSystemString = Return(char*, unsigned);
+using FnSystemInt = Return(int*);
+using FnCount = Return(unsigned*);
+using FnHandleByIndex = Return(unsigned, Device*);
+using FnDeviceString = Return(Device, char*, unsigned);
+using FnDevicePci = Return(Device, PciInfo*);
+using FnDevicePciLegacy = Return(Device, PciInfoLegacy*);
+using FnDeviceMemory = Return(Device, Memory*);
+using FnDeviceMemoryV2 = Return(Device, MemoryV2*);
+using FnDeviceUtilization = Return(Device, Utilization*);
+using FnDeviceUnsigned = Return(Device, unsigned*);
+using FnDeviceUnsignedBy = Return(Device, int, unsigned*);  // (sensor or clock type, value)
+using FnDeviceU64 = Return(Device, unsigned long long*);
+using FnDeviceInt = Return(Device, int*);
+using FnDeviceMig = Return(Device, unsigned*, unsigned*);   // (current, pending)
+using FnDeviceEcc = Return(Device, int, int, unsigned long long*);
+using FnDeviceProcesses = Return(Device, unsigned*, ProcessInfoV2*);
+using FnDeviceProcessesV1 = Return(Device, unsigned*, ProcessInfoV1*);
+
+// Every entry point, once: X(member, function type, Required|Optional, names in order of preference).
+// The loader tries the names left to right; a later name must have the same signature (a different
+// struct layout gets its own entry, e.g. pci_info vs pci_info_legacy). A missing Required entry
+// makes the library unusable; a missing Optional one blanks its fields (NotSupported).
+#define GF_NVML_ENTRY_POINTS(X)                                                                          \
+  X(init, FnVoid, Required, "nvmlInit_v2", "nvmlInit")                                                   \
+  X(shutdown, FnVoid, Required, "nvmlShutdown")                                                          \
+  X(error_string, FnErrorString, Required, "nvmlErrorString")                                            \
+  X(device_count, FnCount, Required, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")                      \
+  X(device_handle, FnHandleByIndex, Required, "nvmlDeviceGetHandleByIndex_v2",                           \
+    "nvmlDeviceGetHandleByIndex")                                                                        \
+  X(driver_version, FnSystemString, Optional, "nvmlSystemGetDriverVersion")                              \
+  X(cuda_driver_version, FnSystemInt, Optional, "nvmlSystemGetCudaDriverVersion_v2",                     \
+    "nvmlSystemGetCudaDriverVersion")                                                                    \
+  X(name, FnDeviceString, Optional, "nvmlDeviceGetName")                                                 \
+  X(uuid, FnDeviceString, Optional, "nvmlDeviceGetUUID")                                                 \
+  X(pci_info, FnDevicePci, Optional, "nvmlDeviceGetPciInfo_v3")                                          \
+  X(pci_info_legacy, FnDevicePciLegacy, Optional, "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo")     \
+  X(memory_info_v2, FnDeviceMemoryV2, Optional, "nvmlDeviceGetMemoryInfo_v2")                            \
+  X(memory_info, FnDeviceMemory, Optional, "nvmlDeviceGetMemoryInfo")                                    \
+  X(utilization, FnDeviceUtilization, Optional, "nvmlDeviceGetUtilizationRates")                         \
+  X(temperature, FnDeviceUnsignedBy, Optional, "nvmlDeviceGetTemperature")                               \
+  X(power_usage, FnDeviceUnsigned, Optional, "nvmlDeviceGetPowerUsage")                                  \
+  X(power_limit, FnDeviceUnsigned, Optional, "nvmlDeviceGetEnforcedPowerLimit")                          \
+  X(energy, FnDeviceU64, Optional, "nvmlDeviceGetTotalEnergyConsumption")                                \
+  X(fan_speed, FnDeviceUnsigned, Optional, "nvmlDeviceGetFanSpeed")                                      \
+  X(clock, FnDeviceUnsignedBy, Optional, "nvmlDeviceGetClockInfo")                                       \
+  X(clock_event_reasons, FnDeviceU64, Optional, "nvmlDeviceGetCurrentClocksEventReasons",                \
+    "nvmlDeviceGetCurrentClocksThrottleReasons")                                                         \
+  X(performance_state, FnDeviceInt, Optional, "nvmlDeviceGetPerformanceState")                           \
+  X(mig_mode, FnDeviceMig, Optional, "nvmlDeviceGetMigMode")                                             \
+  X(ecc_total, FnDeviceEcc, Optional, "nvmlDeviceGetTotalEccErrors")                                     \
+  X(persistence_mode, FnDeviceInt, Optional, "nvmlDeviceGetPersistenceMode")                             \
+  X(compute_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetComputeRunningProcesses_v3",           \
+    "nvmlDeviceGetComputeRunningProcesses_v2")                                                           \
+  X(compute_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetComputeRunningProcesses")         \
+  X(graphics_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetGraphicsRunningProcesses_v3",         \
+    "nvmlDeviceGetGraphicsRunningProcesses_v2")                                                          \
+  X(graphics_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetGraphicsRunningProcesses")       \
+  X(mps_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetMPSComputeRunningProcesses_v3",            \
+    "nvmlDeviceGetMPSComputeRunningProcesses_v2")
+
+}  // namespace gf::backends::nvml

@@ -1,0 +1,141 @@
+#include "backends/nvml/nvml_backend.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backends/nvml/nvml_api.hpp"
+#include "backends/nvml/nvml_device.hpp"
+#include "platform/clock.hpp"
+#include "platform/dynlib.hpp"
+
+namespace gf::backends {
+namespace {
+
+using nvml::Api;
+using nvml::Device;
+using nvml::Return;
+
+// "12.4" from NVML's 1000 * major + 10 * minor (12040).
+std::string format_cuda_version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+std::string init_failure(const Api& api, const std::string& path, Return code) {
+  switch (code) {
+    case nvml::kErrorLibRmVersionMismatch:
+      return fmt::format(
+          "nvml: {} does not match the loaded NVIDIA kernel module ({}): the NVIDIA driver was upgraded but the "
+          "old kernel module is still loaded; reload the nvidia kernel module (stop GPU users, then "
+          "`rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia`) or reboot",
+          path, nvml::describe(api, code));
+    case nvml::kErrorDriverNotLoaded:
+      return fmt::format("nvml: {} loaded, but the NVIDIA kernel driver is not running ({}); load it with "
+                         "`modprobe nvidia` or check the driver installation",
+                         path, nvml::describe(api, code));
+    default:
+      return fmt::format("nvml: nvmlInit failed in {}: {}", path, nvml::describe(api, code));
+  }
+}
+
+class NvmlBackend final : public Backend {
+ public:
+  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock)
+      : lib_(std::move(lib)), api_(api), clock_(clock) {}
+  NvmlBackend(const NvmlBackend&) = delete;
+  NvmlBackend& operator=(const NvmlBackend&) = delete;
+
+  // Pairs the one successful nvmlInit with its nvmlShutdown; the library closes after (lib_ is
+  // declared first, so it is destroyed last).
+  ~NvmlBackend() override {
+    if (initialised_) api_.shutdown();
+  }
+
+  Result<void> start() {
+    const Return r = api_.init();
+    if (r != nvml::kSuccess) return make_error(init_failure(api_, lib_.path(), r));
+    initialised_ = true;
+    // Versions cannot change while the library is initialised: read them once.
+    if (api_.driver_version) {
+      char buffer[nvml::kDriverVersionLength] = {};
+      if (api_.driver_version(buffer, sizeof buffer) == nvml::kSuccess)
+        driver_version_.assign(buffer, strnlen(buffer, sizeof buffer));
+    }
+    int cuda = 0;
+    if (api_.cuda_driver_version && api_.cuda_driver_version(&cuda) == nvml::kSuccess && cuda > 0)
+      cuda_driver_version_ = format_cuda_version(cuda);
+    return {};
+  }
+
+  std::string_view name() const noexcept override { return "nvml"; }
+
+  Result<core::Snapshot> snapshot() override {
+    core::Snapshot snap;
+    snap.timestamp = clock_.wall_now();
+    snap.backend = "nvml";
+    snap.driver_version = driver_version_;
+    snap.cuda_driver_version = cuda_driver_version_;
+
+    // Count and handles every time: a GPU can fall off the bus between two snapshots.
+    unsigned count = 0;
+    if (const Return r = api_.device_count(&count); r != nvml::kSuccess)
+      return make_error(fmt::format("nvml: cannot count GPUs: {}", nvml::describe(api_, r)));
+
+    std::vector<unsigned> persistence_off;
+    std::vector<std::string> process_problems;
+    snap.gpus.reserve(count);
+    for (unsigned index = 0; index < count; ++index) {
+      Device device = nullptr;
+      if (const Return r = api_.device_handle(index, &device); r != nvml::kSuccess || device == nullptr) {
+        snap.gpus.push_back(nvml::unreachable_device(api_, index, r == nvml::kSuccess ? nvml::kErrorUnknown : r,
+                                                     "cannot get a handle for the GPU"));
+        continue;
+      }
+      auto result = nvml::read_device(api_, device, index, devices_[device]);
+      if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
+        persistence_off.push_back(index);
+      for (auto& p : result.process_problems) process_problems.push_back(std::move(p));
+      snap.gpus.push_back(std::move(result.reading));
+    }
+
+    if (!persistence_off.empty()) {
+      snap.warnings.push_back(fmt::format(
+          "persistence mode is off on GPU {}: the driver re-initialises on every first query after idle, which "
+          "makes queries slow; enable it with `nvidia-smi -pm 1` or nvidia-persistenced",
+          fmt::join(persistence_off, ", ")));
+    }
+    if (!process_problems.empty()) {
+      snap.process_visibility.complete = false;
+      snap.process_visibility.message = fmt::format("{}", fmt::join(process_problems, "; "));
+    }
+    return snap;
+  }
+
+ private:
+  platform::DynamicLibrary lib_;
+  Api api_;
+  const core::Clock& clock_;
+  bool initialised_ = false;
+  std::string driver_version_;
+  std::string cuda_driver_version_;
+  // What each device has told us (unsupported fields, identity), by handle; handles stay valid
+  // until nvmlShutdown.
+  std::unordered_map<Device, nvml::DeviceState> devices_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts) {
+  auto lib = platform::DynamicLibrary::open(opts.nvml_library);
+  if (!lib)
+    return make_error(fmt::format("nvml: {} (is the NVIDIA driver installed?)", lib.error().message));
+  auto api = nvml::load_api(*lib);
+  if (!api) return api.error();
+  const core::Clock& clock = opts.clock ? *opts.clock : platform::system_clock();
+  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock);
+  if (auto started = backend->start(); !started) return started.error();
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace gf::backends

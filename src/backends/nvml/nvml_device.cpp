@@ -1,0 +1,341 @@
+#include "backends/nvml/nvml_device.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace gf::backends::nvml {
+namespace {
+
+using core::Absent;
+using core::Reading;
+
+constexpr unsigned long long kBytesPerMiB = 1024ULL * 1024ULL;
+// INSUFFICIENT_SIZE can repeat when processes start between two calls; give up after a few rounds
+// rather than loop on a GPU whose process list keeps growing.
+constexpr int kProcessListAttempts = 4;
+// Extra entries beyond the count NVML asked for, for processes that start before the retry.
+constexpr unsigned kProcessHeadroom = 8;
+
+constexpr unsigned bit(Query q) { return static_cast<unsigned>(q); }
+
+template <class U, class T, class F>
+Reading<U> convert(const Reading<T>& r, F&& f) {
+  if (!r) return Reading<U>::absent(r.why());
+  return Reading<U>(f(*r));
+}
+
+std::optional<std::uint64_t> bytes_to_mib(unsigned long long bytes) {
+  if (bytes == kValueNotAvailable) return std::nullopt;  // never report 16 EiB
+  return bytes / kBytesPerMiB;
+}
+
+// Asks one device its questions. Remembers NOT_SUPPORTED answers in the DeviceState, and stops at
+// the first answer that says the GPU itself is gone (every later ask returns absent at once).
+class Asker {
+ public:
+  explicit Asker(DeviceState& state) : state_(state) {}
+
+  // `call(T& out)` makes the NVML call for `q` and returns its code; `available` is false when the
+  // driver lacks the symbol.
+  template <class T, class Call>
+  Reading<T> ask(Query q, bool available, Call&& call) {
+    if (fatal_ != kSuccess) return Reading<T>::absent(Absent::Error);
+    if (!available || state_.unsupported.test(bit(q))) return Reading<T>::absent(Absent::NotSupported);
+    T value{};
+    last_ = call(value);
+    if (last_ == kSuccess) return Reading<T>(std::move(value));
+    return Reading<T>::absent(classify(q, last_));
+  }
+
+  Return fatal() const noexcept { return fatal_; }
+  Return last() const noexcept { return last_; }
+
+ private:
+  Absent classify(Query q, Return r) {
+    switch (r) {
+      case kErrorNotSupported:
+      case kErrorFunctionNotFound:
+      case kErrorArgumentVersionMismatch:  // the driver does not know this struct version
+        state_.unsupported.set(bit(q));
+        return Absent::NotSupported;
+      case kErrorNoPermission:
+        return Absent::NoPermission;
+      case kErrorGpuIsLost:
+      case kErrorResetRequired:
+        fatal_ = r;
+        return Absent::Error;
+      default:
+        return Absent::Error;
+    }
+  }
+
+  DeviceState& state_;
+  Return fatal_ = kSuccess;
+  Return last_ = kSuccess;
+};
+
+Return read_string(FnDeviceString* fn, Device device, std::string& out) {
+  char buffer[kDeviceStringLength] = {};
+  const Return r = fn(device, buffer, sizeof buffer);
+  if (r == kSuccess) out.assign(buffer, strnlen(buffer, sizeof buffer));
+  return r;
+}
+
+std::string format_bus_id(unsigned domain, unsigned bus, unsigned device) {
+  // The same form as nvmlPciInfo_t.busId (v3): 8-digit domain, upper-case hex, function 0.
+  return fmt::format("{:08X}:{:02X}:{:02X}.0", domain, bus, device);
+}
+
+void read_identity(const Api& api, Device device, DeviceState& state, Asker& asker) {
+  auto once = [&](std::optional<std::string>& slot, Query q, FnDeviceString* fn) {
+    if (slot) return;
+    auto r = asker.ask<std::string>(q, fn != nullptr, [&](std::string& out) { return read_string(fn, device, out); });
+    if (r) slot = *r;
+  };
+  once(state.uuid, Query::Uuid, api.uuid);
+  once(state.name, Query::Name, api.name);
+  if (state.pci_bus_id) return;
+  auto pci = asker.ask<std::string>(Query::PciInfo, api.pci_info != nullptr, [&](std::string& out) {
+    PciInfo info{};
+    const Return r = api.pci_info(device, &info);
+    if (r == kSuccess) {
+      out.assign(info.bus_id, strnlen(info.bus_id, sizeof info.bus_id));
+      if (out.empty()) out = format_bus_id(info.domain, info.bus, info.device);
+    }
+    return r;
+  });
+  if (!pci && pci.why() == Absent::NotSupported) {
+    // The older struct's 16-byte busId may be truncated or in the 4-digit-domain form; the numbers
+    // sit at the same offsets in both layouts, so build the id from them.
+    pci = asker.ask<std::string>(Query::PciInfoLegacy, api.pci_info_legacy != nullptr, [&](std::string& out) {
+      PciInfoLegacy info{};
+      const Return r = api.pci_info_legacy(device, &info);
+      if (r == kSuccess) out = format_bus_id(info.domain, info.bus, info.device);
+      return r;
+    });
+  }
+  if (pci) state.pci_bus_id = *pci;
+}
+
+struct MemoryMib {
+  std::uint64_t total = 0;
+  std::uint64_t used = 0;
+  std::uint64_t free = 0;
+};
+
+void read_memory(const Api& api, Device device, Asker& asker, core::GpuReading& g) {
+  // _v2 first: its `used` leaves out the memory the driver reserves, which no process can get.
+  auto mem = asker.ask<MemoryMib>(Query::MemoryV2, api.memory_info_v2 != nullptr, [&](MemoryMib& out) {
+    MemoryV2 m{};
+    m.version = kMemoryV2Version;
+    const Return r = api.memory_info_v2(device, &m);
+    out = {m.total_bytes / kBytesPerMiB, m.used_bytes / kBytesPerMiB, m.free_bytes / kBytesPerMiB};
+    return r;
+  });
+  if (!mem && mem.why() == Absent::NotSupported) {
+    mem = asker.ask<MemoryMib>(Query::Memory, api.memory_info != nullptr, [&](MemoryMib& out) {
+      Memory m{};
+      const Return r = api.memory_info(device, &m);
+      out = {m.total_bytes / kBytesPerMiB, m.used_bytes / kBytesPerMiB, m.free_bytes / kBytesPerMiB};
+      return r;
+    });
+  }
+  g.memory_total_mib = convert<std::uint64_t>(mem, [](const MemoryMib& m) { return m.total; });
+  g.memory_used_mib = convert<std::uint64_t>(mem, [](const MemoryMib& m) { return m.used; });
+  g.memory_free_mib = convert<std::uint64_t>(mem, [](const MemoryMib& m) { return m.free; });
+}
+
+void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& g) {
+  auto util = asker.ask<Utilization>(Query::Utilization, api.utilization != nullptr,
+                                     [&](Utilization& out) { return api.utilization(device, &out); });
+  g.utilization_pct = convert<unsigned>(util, [](const Utilization& u) { return u.gpu_pct; });
+  g.memory_utilization_pct = convert<unsigned>(util, [](const Utilization& u) { return u.memory_pct; });
+
+  auto temp = asker.ask<unsigned>(Query::Temperature, api.temperature != nullptr,
+                                  [&](unsigned& out) { return api.temperature(device, kTemperatureGpu, &out); });
+  g.temperature_c = convert<int>(temp, [](unsigned c) { return static_cast<int>(c); });
+
+  auto power_mw = asker.ask<unsigned>(Query::PowerUsage, api.power_usage != nullptr,
+                                      [&](unsigned& out) { return api.power_usage(device, &out); });
+  g.power_draw_w = convert<double>(power_mw, [](unsigned mw) { return mw / 1000.0; });
+  auto limit_mw = asker.ask<unsigned>(Query::PowerLimit, api.power_limit != nullptr,
+                                      [&](unsigned& out) { return api.power_limit(device, &out); });
+  g.power_limit_w = convert<double>(limit_mw, [](unsigned mw) { return mw / 1000.0; });
+
+  auto energy_mj = asker.ask<unsigned long long>(Query::Energy, api.energy != nullptr,
+                                                 [&](unsigned long long& out) { return api.energy(device, &out); });
+  g.energy_mj = convert<std::uint64_t>(energy_mj, [](unsigned long long mj) { return std::uint64_t{mj}; });
+
+  g.fan_pct = asker.ask<unsigned>(Query::FanSpeed, api.fan_speed != nullptr,
+                                  [&](unsigned& out) { return api.fan_speed(device, &out); });
+  g.clock_graphics_mhz = asker.ask<unsigned>(Query::ClockGraphics, api.clock != nullptr,
+                                             [&](unsigned& out) { return api.clock(device, kClockGraphics, &out); });
+  g.clock_memory_mhz = asker.ask<unsigned>(Query::ClockMemory, api.clock != nullptr,
+                                           [&](unsigned& out) { return api.clock(device, kClockMemory, &out); });
+
+  auto reasons = asker.ask<unsigned long long>(Query::ClockEventReasons, api.clock_event_reasons != nullptr,
+                                               [&](unsigned long long& out) { return api.clock_event_reasons(device, &out); });
+  g.clock_event_reasons = convert<std::uint64_t>(reasons, [](unsigned long long m) { return std::uint64_t{m}; });
+
+  auto pstate = asker.ask<int>(Query::PerformanceState, api.performance_state != nullptr,
+                               [&](int& out) { return api.performance_state(device, &out); });
+  if (pstate && (*pstate < 0 || *pstate > 15))  // 32 is NVML_PSTATE_UNKNOWN
+    g.performance_state = Reading<unsigned>::absent(Absent::Unavailable);
+  else
+    g.performance_state = convert<unsigned>(pstate, [](int p) { return static_cast<unsigned>(p); });
+
+  auto mig = asker.ask<unsigned>(Query::MigMode, api.mig_mode != nullptr, [&](unsigned& current) {
+    unsigned pending = 0;
+    return api.mig_mode(device, &current, &pending);
+  });
+  g.mig_enabled = convert<bool>(mig, [](unsigned current) { return current == kMigEnabled; });
+
+  auto ecc = asker.ask<unsigned long long>(Query::EccUncorrected, api.ecc_total != nullptr, [&](unsigned long long& out) {
+    return api.ecc_total(device, kEccUncorrected, kEccVolatile, &out);
+  });
+  g.ecc_uncorrected_volatile = convert<std::uint64_t>(ecc, [](unsigned long long n) { return std::uint64_t{n}; });
+
+  auto persistence = asker.ask<int>(Query::PersistenceMode, api.persistence_mode != nullptr,
+                                    [&](int& out) { return api.persistence_mode(device, &out); });
+  g.persistence_mode = convert<bool>(persistence, [](int mode) { return mode == kFeatureEnabled; });
+}
+
+struct RawProcess {
+  std::uint32_t pid = 0;
+  std::optional<std::uint64_t> used_mib;
+};
+using ProcessList = std::vector<RawProcess>;
+
+// One process-list call with NVML's count-in/count-out protocol: on INSUFFICIENT_SIZE, `count`
+// holds the size needed; grow and ask again.
+template <class Info>
+Return list_processes(Return (*fn)(Device, unsigned*, Info*), Device device, unsigned& capacity, ProcessList& out) {
+  std::vector<Info> buffer(std::max(capacity, 1u));
+  for (int attempt = 0; attempt < kProcessListAttempts; ++attempt) {
+    unsigned count = static_cast<unsigned>(buffer.size());
+    const Return r = fn(device, &count, buffer.data());
+    if (r == kErrorInsufficientSize) {
+      buffer.resize(std::max<std::size_t>(count + kProcessHeadroom, buffer.size() + 1));
+      capacity = static_cast<unsigned>(buffer.size());
+      continue;
+    }
+    if (r != kSuccess) return r;
+    count = std::min(count, static_cast<unsigned>(buffer.size()));
+    out.reserve(count);
+    for (unsigned i = 0; i < count; ++i)
+      out.push_back({buffer[i].pid, bytes_to_mib(buffer[i].used_gpu_memory_bytes)});
+    return kSuccess;
+  }
+  return kErrorInsufficientSize;
+}
+
+struct MergedProcess {
+  std::uint32_t pid = 0;
+  std::optional<std::uint64_t> used_mib;
+  bool compute = false;
+  bool graphics = false;
+  bool mps = false;
+};
+
+void merge(std::vector<MergedProcess>& all, const ProcessList& list, bool MergedProcess::*kind) {
+  for (const auto& p : list) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const MergedProcess& m) { return m.pid == p.pid; });
+    if (it == all.end()) it = all.insert(all.end(), MergedProcess{p.pid, std::nullopt});
+    (*it).*kind = true;
+    // The lists report the same process's memory; a known value beats an unknown one.
+    if (p.used_mib) it->used_mib = std::max(it->used_mib.value_or(0), *p.used_mib);
+  }
+}
+
+core::ProcessKind kind_of(const MergedProcess& m) {
+  if (m.compute && m.graphics) return core::ProcessKind::ComputeGraphics;
+  if (m.compute) return core::ProcessKind::Compute;
+  if (m.graphics) return core::ProcessKind::Graphics;
+  return core::ProcessKind::Mps;
+}
+
+void read_processes(const Api& api, Device device, unsigned index, DeviceState& state, Asker& asker,
+                    DeviceResult& result) {
+  std::vector<MergedProcess> merged;
+  // Reads one list: the v2-layout entry point, then the v1 layout when the first is absent.
+  auto read_list = [&](const char* what, Query q, FnDeviceProcesses* fn, Query q_v1, FnDeviceProcessesV1* fn_v1,
+                       bool MergedProcess::*kind) {
+    auto list = asker.ask<ProcessList>(q, fn != nullptr, [&](ProcessList& out) {
+      return list_processes(fn, device, state.process_capacity, out);
+    });
+    if (!list && list.why() == Absent::NotSupported && q_v1 != q) {
+      list = asker.ask<ProcessList>(q_v1, fn_v1 != nullptr, [&](ProcessList& out) {
+        return list_processes(fn_v1, device, state.process_capacity, out);
+      });
+    }
+    if (list) {
+      merge(merged, *list, kind);
+    } else if (list.why() != Absent::NotSupported && asker.fatal() == kSuccess) {
+      result.process_problems.push_back(
+          fmt::format("GPU {}: cannot list {} processes: {}", index, what, describe(api, asker.last())));
+    }
+  };
+  read_list("compute", Query::ComputeProcesses, api.compute_processes, Query::ComputeProcessesV1,
+            api.compute_processes_v1, &MergedProcess::compute);
+  read_list("graphics", Query::GraphicsProcesses, api.graphics_processes, Query::GraphicsProcessesV1,
+            api.graphics_processes_v1, &MergedProcess::graphics);
+  read_list("MPS compute", Query::MpsProcesses, api.mps_processes, Query::MpsProcesses, nullptr, &MergedProcess::mps);
+
+  auto& out = result.reading.processes;
+  out.reserve(merged.size());
+  for (const auto& m : merged) {
+    core::GpuProcess p;
+    p.pid = m.pid;
+    p.used_memory_mib = m.used_mib;
+    p.kind = kind_of(m);
+    out.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state) {
+  Asker asker(state);
+  DeviceResult result;
+  auto& g = result.reading;
+  g.index = index;
+
+  read_identity(api, device, state, asker);
+  read_memory(api, device, asker, g);
+  read_gauges(api, device, asker, g);
+  read_processes(api, device, index, state, asker, result);
+
+  if (asker.fatal() != kSuccess) {
+    // The GPU went away mid-read: report it as a whole, not a half-filled reading.
+    DeviceResult gone;
+    gone.reading = unreachable_device(api, index, asker.fatal());
+    gone.reading.uuid = state.uuid.value_or("");
+    gone.reading.name = state.name.value_or("");
+    gone.reading.pci_bus_id = state.pci_bus_id.value_or("");
+    return gone;
+  }
+  g.uuid = state.uuid.value_or("");
+  g.name = state.name.value_or("");
+  g.pci_bus_id = state.pci_bus_id.value_or("");
+  return result;
+}
+
+core::GpuReading unreachable_device(const Api& api, unsigned index, Return code, std::string_view context) {
+  core::GpuReading g;
+  g.index = index;
+  if (code == kErrorGpuIsLost) {
+    g.health = core::Health::Lost;
+    const char* text = api.error_string ? api.error_string(code) : nullptr;
+    g.health_message = text && *text ? text : "GPU is lost";
+  } else {
+    g.health = core::Health::Error;
+    g.health_message = context.empty() ? describe(api, code) : fmt::format("{}: {}", context, describe(api, code));
+  }
+  return g;
+}
+
+}  // namespace gf::backends::nvml

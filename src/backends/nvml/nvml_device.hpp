@@ -1,0 +1,77 @@
+#pragma once
+// Reading one GPU through NVML: every GpuReading field, its processes, and what the device has told
+// us it lacks, so that later snapshots skip those queries (probe once, then skip).
+//
+// Not thread-safe: the backend owns one DeviceState per handle and calls read_device() from one
+// thread at a time.
+#include <bitset>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/nvml/nvml_api.hpp"
+#include "core/snapshot.hpp"
+
+namespace gf::backends::nvml {
+
+// One NVML query per entry (a field group that one call answers).
+enum class Query : unsigned {
+  Name,
+  Uuid,
+  PciInfo,
+  PciInfoLegacy,
+  MemoryV2,
+  Memory,
+  Utilization,
+  Temperature,
+  PowerUsage,
+  PowerLimit,
+  Energy,
+  FanSpeed,
+  ClockGraphics,
+  ClockMemory,
+  ClockEventReasons,
+  PerformanceState,
+  MigMode,
+  EccUncorrected,
+  PersistenceMode,
+  ComputeProcesses,
+  ComputeProcessesV1,
+  GraphicsProcesses,
+  GraphicsProcessesV1,
+  MpsProcesses,
+  Count_,
+};
+
+// What we remember about one device between snapshots. Handles stay valid until nvmlShutdown, so
+// the backend keys these by handle.
+struct DeviceState {
+  // Queries that answered NOT_SUPPORTED (or whose struct version the driver rejected): never asked
+  // again on this device.
+  std::bitset<static_cast<unsigned>(Query::Count_)> unsupported;
+  // Identity never changes for a handle: read once, then copied.
+  std::optional<std::string> uuid;
+  std::optional<std::string> name;
+  std::optional<std::string> pci_bus_id;
+  // Buffer size for process lists; grows when NVML answers INSUFFICIENT_SIZE, so that a busy GPU
+  // costs one call per list, not two.
+  unsigned process_capacity = 16;
+};
+
+struct DeviceResult {
+  core::GpuReading reading;
+  // "GPU 1: cannot list compute processes: …" when a process list could not be read.
+  std::vector<std::string> process_problems;
+};
+
+// Reads every field of the device with handle `device` at NVML index `index`. Field errors blank
+// that field; GPU_IS_LOST (or RESET_REQUIRED) from any call stops the queries and marks the GPU
+// Lost (Error), with the identity read earlier kept.
+DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state);
+
+// The reading of a GPU that cannot be read: Lost for GPU_IS_LOST (message: NVML's text, "GPU is
+// lost"), Error otherwise (message: `context` followed by NVML's text and code). Readings absent.
+core::GpuReading unreachable_device(const Api& api, unsigned index, Return code, std::string_view context = {});
+
+}  // namespace gf::backends::nvml
