@@ -1,0 +1,69 @@
+#pragma once
+// SampleHub: one collection loop shared by every listener (job samplers, later the agent's history and
+// WebSocket feeds). Each tick queries the driver once, through the Monitor (which refreshes its cache),
+// and hands the snapshot to every listener due at that tick.
+// Thread-safe. Listeners run on the hub's thread and must be quick; a listener must not subscribe or
+// unsubscribe from inside its own call.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "sampler/monitor.hpp"
+#include "sampler/schedule.hpp"
+
+namespace gf::sampler {
+
+class SampleHub {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // The snapshot (or the backend's error) and the steady time it was taken.
+  using Listener = std::function<void(const Result<core::SnapshotPtr>&, TimePoint)>;
+
+  class Subscription {
+   public:
+    Subscription() = default;
+    Subscription(Subscription&& o) noexcept : hub_(o.hub_), id_(o.id_) { o.hub_ = nullptr; }
+    Subscription& operator=(Subscription&& o) noexcept;
+    Subscription(const Subscription&) = delete;
+    Subscription& operator=(const Subscription&) = delete;
+    ~Subscription() { reset(); }
+    // Unsubscribes; when it returns, the listener is not running and will not run again.
+    void reset();
+    std::uint64_t missed_ticks() const;
+
+   private:
+    friend class SampleHub;
+    Subscription(SampleHub* hub, TickSchedule::Id id) : hub_(hub), id_(id) {}
+    SampleHub* hub_ = nullptr;
+    TickSchedule::Id id_ = 0;
+  };
+
+  explicit SampleHub(Monitor& monitor);
+  ~SampleHub();
+  SampleHub(const SampleHub&) = delete;
+  SampleHub& operator=(const SampleHub&) = delete;
+
+  // The first call comes at once, then every `interval` on a drift-free grid.
+  Subscription subscribe(std::chrono::nanoseconds interval, Listener listener);
+  // Driver queries made so far (one per tick, however many listeners were due).
+  std::uint64_t query_count() const noexcept { return queries_.load(); }
+
+ private:
+  void unsubscribe(TickSchedule::Id id);
+  void run(std::stop_token stop);
+
+  Monitor& monitor_;
+  std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::mutex deliver_mu_;  // held while listeners run, so unsubscribe can wait them out
+  TickSchedule schedule_;
+  std::unordered_map<TickSchedule::Id, Listener> listeners_;
+  std::atomic<std::uint64_t> queries_{0};
+  std::jthread thread_;
+};
+
+}  // namespace gf::sampler

@@ -1,0 +1,105 @@
+#include "sampler/monitor.hpp"
+
+#include <unordered_set>
+
+namespace gf::sampler {
+
+Monitor::Monitor(std::unique_ptr<backends::Backend> backend, const core::Clock& clock, MonitorOptions opts)
+    : backend_(std::move(backend)), clock_(clock), opts_(std::move(opts)), proc_(opts_.proc_root),
+      in_child_pid_ns_(proc_.in_child_pid_namespace()) {}
+
+std::string Monitor::backend_name() const { return backend_ ? std::string(backend_->name()) : "none"; }
+
+void Monitor::invalidate() {
+  std::lock_guard lock(mu_);
+  cached_.reset();
+}
+
+Result<core::SnapshotPtr> Monitor::snapshot(bool use_cache) {
+  std::lock_guard lock(mu_);
+  if (use_cache && cached_ && clock_.now() - cached_at_ < opts_.cache_ttl) return cached_;
+  return refresh_locked();
+}
+
+Result<core::SnapshotPtr> Monitor::refresh_locked() {
+  core::Snapshot s;
+  if (!backend_) {
+    s.timestamp = clock_.wall_now();
+    s.backend = "none";
+    s.warnings.push_back("no GPU backend is available on this machine");
+    for (const auto& r : opts_.no_backend_reasons) s.warnings.push_back(r);
+  } else {
+    auto got = backend_->snapshot();
+    if (!got) return got.error();
+    s = std::move(*got);
+    if (!s.simulated) resolve_processes(s);
+  }
+  for (auto& g : s.gpus) core::attribute_memory(g);
+  core::score_gpus(s, opts_.weights);
+  cached_ = std::make_shared<const core::Snapshot>(std::move(s));
+  cached_at_ = clock_.now();
+  return cached_;
+}
+
+void Monitor::resolve_processes(core::Snapshot& s) {
+  std::size_t reported = 0, invisible = 0;
+  std::unordered_set<std::uint32_t> seen;
+  for (auto& g : s.gpus) {
+    for (auto& p : g.processes) {
+      ++reported;
+      seen.insert(p.pid);
+      const platform::ProcInfo* info = nullptr;
+      const auto start = proc_.start_time(p.pid);
+      if (start) {
+        auto it = proc_cache_.find(p.pid);
+        if (it == proc_cache_.end() || it->second.start_time_ticks != *start) {
+          auto fresh = proc_.read(p.pid);
+          if (fresh) it = proc_cache_.insert_or_assign(p.pid, std::move(*fresh)).first;
+          else it = proc_cache_.end();
+        }
+        if (it != proc_cache_.end()) info = &it->second;
+      }
+      if (!info) {
+        ++invisible;
+        continue;
+      }
+      if (!info->name.empty()) p.name = info->name;
+      p.user = info->user;
+      p.command = info->command;
+      p.container = info->container;
+      if (info->nspid.size() > 1) p.container_pid = info->nspid.back();
+    }
+  }
+  std::erase_if(proc_cache_, [&](const auto& kv) { return !seen.contains(kv.first); });
+  std::string why;
+  if (in_child_pid_ns_) {
+    why = "gpufleet runs in a container's pid namespace: GPU processes outside it are not visible; run it with the "
+          "host's pid namespace (docker --pid=host, Kubernetes hostPID: true) to see them";
+  } else if (invisible > 0) {
+    why = std::to_string(invisible) + " of " + std::to_string(reported) +
+          " GPU processes reported by the driver are not visible in " + proc_.root() +
+          " (they ended, or live in another pid namespace)";
+  }
+  if (!why.empty()) {
+    auto& v = s.process_visibility;
+    v.complete = false;
+    v.message = v.message.empty() ? why : v.message + "; " + why;  // keep what the backend said
+  }
+}
+
+Result<std::vector<unsigned>> Monitor::available_gpus(std::uint64_t min_free_memory_mib, unsigned max_utilization_pct,
+                                                      bool use_cache) {
+  auto s = snapshot(use_cache);
+  if (!s) return s.error();
+  return core::available_gpus(**s, core::AvailabilityFilter{min_free_memory_mib, max_utilization_pct});
+}
+
+Result<std::optional<core::GpuReading>> Monitor::gpu(unsigned index, bool use_cache) {
+  auto s = snapshot(use_cache);
+  if (!s) return s.error();
+  for (const auto& g : (*s)->gpus)
+    if (g.index == index) return std::optional<core::GpuReading>(g);
+  return std::optional<core::GpuReading>();
+}
+
+}  // namespace gf::sampler

@@ -1,0 +1,64 @@
+#pragma once
+// Monitor: the node's view of its GPUs. Owns the backend, caches the last snapshot for a TTL, resolves
+// processes (name, user, command, container) from /proc, and scores availability.
+// Thread-safe: every public member may be called from any thread; backend queries are serialised.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/ports/clock.hpp"
+#include "core/score.hpp"
+#include "platform/procfs.hpp"
+
+namespace gf::sampler {
+
+struct MonitorOptions {
+  std::chrono::milliseconds cache_ttl{5000};
+  core::ScoreWeights weights{};
+  std::string proc_root = "/proc";
+  // Shown in the snapshot when there is no backend (why none could be opened).
+  std::vector<std::string> no_backend_reasons;
+};
+
+class Monitor {
+ public:
+  // backend may be null: the monitor then serves empty snapshots (backend "none") that say why.
+  Monitor(std::unique_ptr<backends::Backend> backend, const core::Clock& clock, MonitorOptions opts = {});
+
+  // The latest snapshot: from the cache when younger than the TTL and use_cache, else a fresh query.
+  // An error only when the backend failed; the cache keeps the last good snapshot.
+  Result<core::SnapshotPtr> snapshot(bool use_cache = true);
+  // Indices of GPUs with at least min_free_memory_mib free and at most max_utilization_pct busy,
+  // best availability score first. Lost GPUs are never available.
+  Result<std::vector<unsigned>> available_gpus(std::uint64_t min_free_memory_mib, unsigned max_utilization_pct = 50,
+                                               bool use_cache = true);
+  // One GPU's reading, or nullopt when there is no such index.
+  Result<std::optional<core::GpuReading>> gpu(unsigned index, bool use_cache = true);
+
+  std::string backend_name() const;
+  bool has_backend() const noexcept { return backend_ != nullptr; }
+  void invalidate();
+
+ private:
+  Result<core::SnapshotPtr> refresh_locked();
+  void resolve_processes(core::Snapshot& s);
+
+  std::unique_ptr<backends::Backend> backend_;
+  const core::Clock& clock_;
+  MonitorOptions opts_;
+  platform::ProcReader proc_;
+  bool in_child_pid_ns_ = false;  // read once: a process does not change pid namespace
+  mutable std::mutex mu_;
+  core::SnapshotPtr cached_;
+  std::chrono::steady_clock::time_point cached_at_{};
+  // Resolved /proc details by pid, valid while the pid's start time is unchanged.
+  std::unordered_map<std::uint32_t, platform::ProcInfo> proc_cache_;
+};
+
+}  // namespace gf::sampler

@@ -1,0 +1,53 @@
+#include "sampler/sampler.hpp"
+
+namespace gf::sampler {
+
+Result<std::unique_ptr<Sampler>> Sampler::create(SampleHub& hub, std::chrono::milliseconds interval,
+                                                 std::vector<unsigned> gpus) {
+  if (interval < kMinInterval || interval > kMaxInterval)
+    return make_error("sampling interval must be between 0.05 s and 60 s (got " +
+                      std::to_string(static_cast<double>(interval.count()) / 1000.0) + " s)");
+  return std::unique_ptr<Sampler>(new Sampler(hub, interval, std::move(gpus)));
+}
+
+Sampler::Sampler(SampleHub& hub, std::chrono::milliseconds interval, std::vector<unsigned> gpus)
+    : hub_(hub), interval_(interval) {
+  agg_.set_gpu_filter(std::move(gpus));
+}
+
+void Sampler::start() {
+  // Subscribe and swap outside mu_: the listener takes mu_, and dropping an old subscription waits
+  // for a delivery in flight.
+  auto sub = hub_.subscribe(interval_, [this](const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at) {
+    std::lock_guard l(mu_);
+    if (s) agg_.add(**s, at);
+    else ++failed_;
+  });
+  SampleHub::Subscription old;
+  std::lock_guard lock(mu_);
+  old = std::move(sub_);
+  sub_ = std::move(sub);
+}
+
+core::RunReport Sampler::stop() {
+  SampleHub::Subscription sub;
+  {
+    std::lock_guard lock(mu_);
+    sub = std::move(sub_);
+  }
+  sub.reset();  // outside mu_: the listener takes mu_
+  std::lock_guard lock(mu_);
+  return agg_.report();
+}
+
+std::size_t Sampler::sample_count() const {
+  std::lock_guard lock(mu_);
+  return agg_.sample_count();
+}
+
+std::size_t Sampler::failed_queries() const {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
+
+}  // namespace gf::sampler

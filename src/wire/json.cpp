@@ -1,0 +1,201 @@
+#include "wire/json.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+namespace gf::wire {
+namespace {
+
+using nlohmann::json;
+
+template <class T>
+json value(const core::Reading<T>& r) {
+  return r ? json(*r) : json(nullptr);
+}
+
+double round_to(double v, int decimals) {
+  const double f = std::pow(10.0, decimals);
+  return std::round(v * f) / f;
+}
+
+json rounded(const core::Reading<double>& r, int decimals) { return r ? json(round_to(*r, decimals)) : json(nullptr); }
+
+json process_json(const core::GpuProcess& p) {
+  json j{{"pid", p.pid},
+         {"name", p.name},
+         {"user", p.user.empty() ? json(nullptr) : json(p.user)},
+         {"command", p.command.empty() ? json(nullptr) : json(p.command)},
+         {"used_memory_mb", p.used_memory_mib ? json(*p.used_memory_mib) : json(nullptr)},
+         {"type", std::string(core::to_string(p.kind))},
+         {"container", p.container ? json(*p.container) : json(nullptr)}};
+  if (p.container_pid) j["container_pid"] = *p.container_pid;
+  return j;
+}
+
+json metric_json(const std::optional<core::MetricStats>& m, bool with_samples) {
+  if (!m) return nullptr;
+  json j{{"min", round_to(m->min, 3)},
+         {"max", round_to(m->max, 3)},
+         {"mean", round_to(m->mean, 3)},
+         {"p50", round_to(m->p50, 3)},
+         {"p95", round_to(m->p95, 3)}};
+  if (with_samples) j["samples"] = m->samples;
+  return j;
+}
+
+std::string_view energy_source(core::EnergySource s) {
+  switch (s) {
+    case core::EnergySource::Counter: return "energy_counter";
+    case core::EnergySource::IntegratedPower: return "integrated_power";
+    case core::EnergySource::None: break;
+  }
+  return "none";
+}
+
+}  // namespace
+
+std::string iso8601(std::chrono::system_clock::time_point t) {
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(us / 1000000);
+  long long frac = us % 1000000;
+  if (frac < 0) {
+    frac += 1000000;
+    --secs;
+  }
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+}
+
+json gpu_json(const core::GpuReading& g) {
+  json reasons = nullptr;
+  if (g.clock_event_reasons) {
+    reasons = json::array();
+    for (auto n : core::clock_event_names(*g.clock_event_reasons)) reasons.push_back(std::string(n));
+  }
+  json procs = json::array();
+  for (const auto& p : g.processes) procs.push_back(process_json(p));
+  return json{
+      {"id", fmt::format("gpu-{}", g.index)},
+      {"index", g.index},
+      {"name", g.name},
+      {"uuid", g.uuid},
+      {"pci_bus_id", g.pci_bus_id},
+      {"utilization", value(g.utilization_pct)},
+      {"memory_utilization", value(g.memory_utilization_pct)},
+      {"memory", {{"total", value(g.memory_total_mib)}, {"used", value(g.memory_used_mib)},
+                  {"free", value(g.memory_free_mib)}, {"unattributed", value(g.memory_unattributed_mib)}}},
+      {"temperature", value(g.temperature_c)},
+      {"power_usage", rounded(g.power_draw_w, 2)},
+      {"power_limit", rounded(g.power_limit_w, 2)},
+      {"fan_speed", value(g.fan_pct)},
+      {"clock_speeds", {{"graphics", value(g.clock_graphics_mhz)}, {"memory", value(g.clock_memory_mhz)}}},
+      {"clock_event_reasons", reasons},
+      {"performance_state", g.performance_state ? json(fmt::format("P{}", *g.performance_state)) : json(nullptr)},
+      {"mig_mode", g.mig_enabled ? json(*g.mig_enabled ? "enabled" : "disabled") : json(nullptr)},
+      {"ecc_errors_uncorrected_volatile", value(g.ecc_uncorrected_volatile)},
+      {"persistence_mode", value(g.persistence_mode)},
+      {"energy_consumption_mj", value(g.energy_mj)},
+      {"health", std::string(core::to_string(g.health))},
+      {"health_message", g.health_message.empty() ? json(nullptr) : json(g.health_message)},
+      {"availability_score", rounded(g.availability_score, 4)},
+      {"processes", std::move(procs)},
+  };
+}
+
+json snapshot_json(const core::Snapshot& s) {
+  json gpus = json::array();
+  for (const auto& g : s.gpus) gpus.push_back(gpu_json(g));
+  return json{
+      {"timestamp", iso8601(s.timestamp)},
+      {"backend", s.backend},
+      {"simulated", s.simulated},
+      {"driver_version", s.driver_version.empty() ? json(nullptr) : json(s.driver_version)},
+      {"cuda_driver_version", s.cuda_driver_version.empty() ? json(nullptr) : json(s.cuda_driver_version)},
+      {"warnings", s.warnings},
+      {"process_visibility",
+       {{"complete", s.process_visibility.complete},
+        {"message", s.process_visibility.message.empty() ? json(nullptr) : json(s.process_visibility.message)}}},
+      {"gpus", std::move(gpus)},
+  };
+}
+
+json processes_json(const core::Snapshot& s) {
+  struct Row {
+    const core::GpuReading* gpu;
+    const core::GpuProcess* proc;
+  };
+  std::vector<Row> rows;
+  for (const auto& g : s.gpus)
+    for (const auto& p : g.processes) rows.push_back({&g, &p});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    const auto ma = a.proc->used_memory_mib, mb = b.proc->used_memory_mib;
+    if (ma.has_value() != mb.has_value()) return ma.has_value();
+    return ma.value_or(0) > mb.value_or(0);
+  });
+  json list = json::array();
+  for (const auto& r : rows) {
+    json j = process_json(*r.proc);
+    j["gpu_index"] = r.gpu->index;
+    j["gpu_uuid"] = r.gpu->uuid;
+    list.push_back(std::move(j));
+  }
+  json unattributed = json::array();
+  for (const auto& g : s.gpus)
+    if (g.memory_unattributed_mib && *g.memory_unattributed_mib > 0)
+      unattributed.push_back({{"gpu_index", g.index}, {"memory_mb", *g.memory_unattributed_mib}});
+  return json{{"timestamp", iso8601(s.timestamp)},
+              {"backend", s.backend},
+              {"simulated", s.simulated},
+              {"process_visibility",
+               {{"complete", s.process_visibility.complete},
+                {"message", s.process_visibility.message.empty() ? json(nullptr) : json(s.process_visibility.message)}}},
+              {"processes", std::move(list)},
+              {"unattributed", std::move(unattributed)}};
+}
+
+json run_report_json(const core::RunReport& r, bool with_series) {
+  json stats = json::object();
+  for (const auto& [index, g] : r.gpus) {
+    stats[std::to_string(index)] = json{
+        {"name", g.name},
+        {"uuid", g.uuid},
+        {"sample_count", g.sample_count},
+        {"utilization", metric_json(g.utilization, true)},
+        {"memory_used_mb", metric_json(g.memory_used_mb, true)},
+        {"memory_usage_percent", metric_json(g.memory_usage_percent, true)},
+        {"temperature_c", metric_json(g.temperature_c, true)},
+        {"power_draw_w", metric_json(g.power_draw_w, true)},
+        {"energy_joules", g.energy_joules ? json(round_to(*g.energy_joules, 3)) : json(nullptr)},
+        {"energy_source", std::string(energy_source(g.energy_source))},
+    };
+  }
+  json out{{"monitoring_duration_seconds", round_to(r.duration_s, 3)},
+           {"sample_count", r.sample_count},
+           {"gpu_stats", std::move(stats)}};
+  if (with_series) {
+    json series = json::object();
+    for (const auto& [index, pts] : r.series) {
+      json t = json::array(), u = json::array(), m = json::array(), tc = json::array(), p = json::array();
+      auto opt = [](const std::optional<double>& v) { return v ? json(round_to(*v, 2)) : json(nullptr); };
+      for (const auto& pt : pts) {
+        t.push_back(round_to(pt.t_s, 3));
+        u.push_back(opt(pt.utilization));
+        m.push_back(opt(pt.memory_used_mb));
+        tc.push_back(opt(pt.temperature_c));
+        p.push_back(opt(pt.power_draw_w));
+      }
+      series[std::to_string(index)] = json{
+          {"t", std::move(t)}, {"utilization", std::move(u)}, {"memory_used_mb", std::move(m)},
+          {"temperature_c", std::move(tc)}, {"power_draw_w", std::move(p)}};
+    }
+    out["series"] = std::move(series);
+  }
+  return out;
+}
+
+}  // namespace gf::wire

@@ -1,0 +1,32 @@
+#pragma once
+// JSON documents gpufleet prints and (later) serves. Pure encoders: no I/O, locale-independent.
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/snapshot.hpp"
+#include "core/stats.hpp"
+
+namespace gf::wire {
+
+// "2025-03-04T23:02:50.123456Z" (UTC, microseconds).
+std::string iso8601(std::chrono::system_clock::time_point t);
+
+// The document of `gpufleet status --json` and GET /api/v1/monitoring/gpu-metrics:
+// {"timestamp","backend","simulated","driver_version","cuda_driver_version","warnings",
+//  "process_visibility", "gpus":[{"id":"gpu-0","index",...,"processes":[...]}]}. Absent readings are null.
+nlohmann::json snapshot_json(const core::Snapshot& s);
+
+// One GPU of that document.
+nlohmann::json gpu_json(const core::GpuReading& g);
+
+// The document of `gpufleet ps --json`: every GPU process, biggest memory first (unknown last).
+nlohmann::json processes_json(const core::Snapshot& s);
+
+// The sampler's statistics in the seed's shape: {"monitoring_duration_seconds","sample_count",
+// "gpu_stats":{"<index>":{name, utilization{min,max,mean,p50,p95,samples}, memory_used_mb{…},
+// memory_usage_percent{…}, temperature_c{…}, power_draw_w{…}, energy_joules, energy_source,
+// sample_count}}, "series": {"<index>": {"t": [...], "utilization": [...], ...}}}.
+nlohmann::json run_report_json(const core::RunReport& r, bool with_series = true);
+
+}  // namespace gf::wire

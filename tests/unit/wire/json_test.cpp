@@ -1,0 +1,151 @@
+#include "wire/json.hpp"
+
+#include <gtest/gtest.h>
+
+#include <clocale>
+#include <locale>
+
+namespace gf::wire {
+namespace {
+
+core::Snapshot sample() {
+  core::Snapshot s;
+  s.timestamp = std::chrono::system_clock::time_point(std::chrono::microseconds(1741129370123456LL));
+  s.backend = "nvml";
+  s.driver_version = "550.54.15";
+  s.cuda_driver_version = "12.4";
+  core::GpuReading g;
+  g.index = 0;
+  g.name = "NVIDIA H100 80GB HBM3";
+  g.uuid = "GPU-05a9ed06-0ddb-1882-ccba-3e5f36943994";
+  g.pci_bus_id = "00000000:1B:00.0";
+  g.memory_total_mib = 81559;
+  g.memory_used_mib = 8192;
+  g.memory_free_mib = 73367;
+  g.utilization_pct = 75;
+  g.memory_utilization_pct = 40;
+  g.temperature_c = 65;
+  g.power_draw_w = 220.456;
+  g.power_limit_w = 700.0;
+  g.fan_pct = core::Reading<unsigned>::absent(core::Absent::NotSupported);
+  g.clock_graphics_mhz = 1800;
+  g.clock_memory_mhz = 2619;
+  g.clock_event_reasons = std::uint64_t{0x4};
+  g.performance_state = 0u;
+  g.availability_score = 0.712345;
+  core::GpuProcess p;
+  p.pid = 4242;
+  p.name = "python3";
+  p.user = "alice";
+  p.command = "python3 train.py";
+  p.used_memory_mib = 8000;
+  p.container = "3f4e5d6c7b8a";
+  g.processes.push_back(p);
+  core::GpuProcess unknown;
+  unknown.pid = 99;
+  unknown.kind = core::ProcessKind::Graphics;
+  g.processes.push_back(unknown);
+  s.gpus.push_back(g);
+  return s;
+}
+
+TEST(Json, SeedShapeOfGpuMetrics) {
+  auto j = snapshot_json(sample());
+  EXPECT_EQ(j["timestamp"], "2025-03-04T23:02:50.123456Z");
+  EXPECT_EQ(j["backend"], "nvml");
+  EXPECT_EQ(j["driver_version"], "550.54.15");
+  const auto& g = j["gpus"][0];
+  EXPECT_EQ(g["id"], "gpu-0");
+  EXPECT_EQ(g["index"], 0);
+  EXPECT_EQ(g["utilization"], 75);
+  EXPECT_EQ(g["memory"]["total"], 81559);
+  EXPECT_EQ(g["memory"]["used"], 8192);
+  EXPECT_EQ(g["memory"]["free"], 73367);
+  EXPECT_EQ(g["temperature"], 65);
+  EXPECT_DOUBLE_EQ(g["power_usage"].get<double>(), 220.46);
+  EXPECT_EQ(g["clock_speeds"]["graphics"], 1800);
+  EXPECT_EQ(g["clock_speeds"]["memory"], 2619);
+  EXPECT_EQ(g["health"], "ok");
+  EXPECT_DOUBLE_EQ(g["availability_score"].get<double>(), 0.7123);
+  EXPECT_EQ(g["clock_event_reasons"], nlohmann::json::array({"sw_power_cap"}));
+  EXPECT_EQ(g["performance_state"], "P0");
+  for (const char* key : {"pci_bus_id", "memory_utilization", "power_limit", "fan_speed", "processes"})
+    EXPECT_TRUE(g.contains(key)) << key;
+}
+
+TEST(Json, AbsentIsNullNeverZero) {
+  auto j = snapshot_json(sample());
+  EXPECT_TRUE(j["gpus"][0]["fan_speed"].is_null());
+  EXPECT_TRUE(j["gpus"][0]["mig_mode"].is_null());
+  EXPECT_TRUE(j["gpus"][0]["processes"][1]["used_memory_mb"].is_null());
+  EXPECT_TRUE(j["gpus"][0]["processes"][1]["user"].is_null());
+  EXPECT_EQ(j["gpus"][0]["processes"][1]["type"], "graphics");
+}
+
+TEST(Json, ProcessShape) {
+  auto p = snapshot_json(sample())["gpus"][0]["processes"][0];
+  EXPECT_EQ(p["pid"], 4242);
+  EXPECT_EQ(p["name"], "python3");
+  EXPECT_EQ(p["user"], "alice");
+  EXPECT_EQ(p["command"], "python3 train.py");
+  EXPECT_EQ(p["used_memory_mb"], 8000);
+  EXPECT_EQ(p["type"], "compute");
+  EXPECT_EQ(p["container"], "3f4e5d6c7b8a");
+}
+
+TEST(Json, PsListsBiggestFirstUnknownLast) {
+  auto s = sample();
+  core::GpuProcess small;
+  small.pid = 5;
+  small.used_memory_mib = 10;
+  s.gpus[0].processes.insert(s.gpus[0].processes.begin(), small);
+  auto j = processes_json(s);
+  ASSERT_EQ(j["processes"].size(), 3u);
+  EXPECT_EQ(j["processes"][0]["pid"], 4242);
+  EXPECT_EQ(j["processes"][1]["pid"], 5);
+  EXPECT_EQ(j["processes"][2]["pid"], 99);
+  EXPECT_EQ(j["processes"][0]["gpu_index"], 0);
+}
+
+struct CommaDecimal : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+TEST(Json, NumbersIgnoreTheLocale) {
+  // A global locale with a decimal comma (as de_DE has) must not turn 220.46 into 220,46.
+  const std::locale saved = std::locale::global(std::locale(std::locale::classic(), new CommaDecimal));
+  const std::string text = snapshot_json(sample()).dump();
+  std::locale::global(saved);
+  EXPECT_NE(text.find("220.46"), std::string::npos);
+  EXPECT_EQ(text.find("220,46"), std::string::npos);
+  EXPECT_NE(text.find("81559"), std::string::npos);  // no thousands separators either
+}
+
+TEST(Json, RunReportSeedShape) {
+  core::RunAggregator agg;
+  auto s = sample();
+  agg.add(s, std::chrono::steady_clock::time_point{});
+  s.gpus[0].utilization_pct = 85u;
+  agg.add(s, std::chrono::steady_clock::time_point{} + std::chrono::seconds(2));
+  auto j = run_report_json(agg.report());
+  EXPECT_EQ(j["monitoring_duration_seconds"], 2.0);
+  EXPECT_EQ(j["sample_count"], 2);
+  const auto& g = j["gpu_stats"]["0"];
+  EXPECT_EQ(g["name"], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(g["utilization"]["min"], 75.0);
+  EXPECT_EQ(g["utilization"]["max"], 85.0);
+  EXPECT_EQ(g["utilization"]["mean"], 80.0);
+  EXPECT_EQ(g["utilization"]["samples"], 2);
+  for (const char* k : {"memory_used_mb", "memory_usage_percent", "temperature_c", "power_draw_w"}) {
+    ASSERT_TRUE(g[k].is_object()) << k;
+    for (const char* f : {"min", "max", "mean", "p50", "p95"}) EXPECT_TRUE(g[k].contains(f)) << k << "." << f;
+  }
+  EXPECT_EQ(g["energy_source"], "integrated_power");
+  EXPECT_EQ(j["series"]["0"]["utilization"], nlohmann::json::array({75.0, 85.0}));
+  EXPECT_FALSE(run_report_json(agg.report(), false).contains("series"));
+}
+
+}  // namespace
+}  // namespace gf::wire
