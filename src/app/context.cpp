@@ -1,0 +1,48 @@
+#include "app/context.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "platform/clock.hpp"
+#include "platform/fs.hpp"
+
+namespace gf::app {
+
+Context open_context(const GlobalOptions& g) {
+  Context ctx;
+  auto opts = backends::BackendOptions::from_environment();
+  if (!g.sim_scenario.empty()) opts.sim_scenario = g.sim_scenario;
+  opts.sim_gpus = g.sim_gpus;
+  opts.nvidia_smi_timeout = std::chrono::milliseconds(static_cast<long long>(g.nvidia_smi_timeout_s * 1000));
+  auto kind = backends::parse_backend_kind(g.backend).value_or(backends::BackendKind::Auto);
+  auto opened = backends::open_backend(kind, opts);
+  ctx.steps = opened.steps;
+  ctx.explicit_backend_failed = kind != backends::BackendKind::Auto && !opened.backend;
+  sampler::MonitorOptions mo;
+  mo.proc_root = opts.proc_root;
+  if (!opened.backend) mo.no_backend_reasons = describe_steps(opened.steps);
+  ctx.monitor = std::make_unique<sampler::Monitor>(std::move(opened.backend), platform::system_clock(), mo);
+  return ctx;
+}
+
+std::vector<std::string> describe_steps(const std::vector<backends::DetectionStep>& steps) {
+  std::vector<std::string> out;
+  for (const auto& s : steps) {
+    // Backends' messages usually name themselves already ("nvidia-smi: not found in PATH").
+    const bool named = s.detail.rfind(s.backend + ":", 0) == 0;
+    out.push_back(named ? s.detail : fmt::format("{}: {}", s.backend, s.detail));
+  }
+  return out;
+}
+
+bool use_color(int fd, const GlobalOptions& g) {
+  if (g.no_color || platform::env("NO_COLOR")) return false;
+  if (auto term = platform::env("TERM"); term && *term == "dumb") return false;
+  return ::isatty(fd) == 1;
+}
+
+void print_error(const std::string& message) { std::fprintf(stderr, "gpufleet: %s\n", message.c_str()); }
+
+}  // namespace gf::app

@@ -1,0 +1,147 @@
+#include "app/render.hpp"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace gf::app {
+namespace {
+
+template <class T>
+std::string num(const core::Reading<T>& r, const char* spec = "{}") {
+  return r ? fmt::format(fmt::runtime(spec), *r) : std::string("n/a");
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string lpad(std::string s, std::size_t width) {
+  if (s.size() < width) s.insert(0, width - s.size(), ' ');
+  return s;
+}
+
+std::string mem_mib(std::uint64_t mib) {
+  return mib >= 10240 ? fmt::format("{:.1f}G", static_cast<double>(mib) / 1024.0) : fmt::format("{}M", mib);
+}
+
+std::string header(const core::Snapshot& s, const std::string& host, const Style& st) {
+  const auto t = std::chrono::system_clock::to_time_t(s.timestamp);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::string h = fmt::format("{}  {:%Y-%m-%d %H:%M:%S}  backend {}", st.paint(host, "1"), tm, s.backend);
+  if (!s.driver_version.empty()) h += "  driver " + s.driver_version;
+  if (!s.cuda_driver_version.empty()) h += "  CUDA " + s.cuda_driver_version;
+  return h;
+}
+
+}  // namespace
+
+std::string Style::paint(const std::string& text, const char* sgr) const {
+  if (!color) return text;
+  return fmt::format("\x1b[{}m{}\x1b[0m", sgr, text);
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::vector<std::string> render_status(const core::Snapshot& s, const std::string& host, const Style& st) {
+  std::vector<std::string> out;
+  if (s.simulated) out.push_back(st.paint("SIMULATED GPUs (--backend sim): not real hardware", "1;30;43"));
+  out.push_back(header(s, host, st));
+  std::size_t name_w = 9;  // "(unknown)"
+  for (const auto& g : s.gpus) name_w = std::max(name_w, g.name.size());
+  for (const auto& g : s.gpus) {
+    std::string line = st.paint(fmt::format("[{}]", g.index), "36") + " " +
+                       st.paint(pad(g.name.empty() ? "(unknown)" : g.name, name_w), "34") + " |";
+    if (g.health != core::Health::Ok) {
+      line += " " + st.paint(fmt::format("{}: {}", g.health == core::Health::Lost ? "LOST" : "ERROR", g.health_message), "1;31");
+      out.push_back(std::move(line));
+      continue;
+    }
+    const bool hot = g.temperature_c && *g.temperature_c >= 80;
+    line += " " + st.paint(lpad(g.temperature_c ? fmt::format("{}°C", *g.temperature_c) : "n/a", 5), hot ? "1;31" : "31");
+    const bool busy = g.utilization_pct && *g.utilization_pct >= 50;
+    line += ", " + st.paint(lpad(g.utilization_pct ? fmt::format("{} %", *g.utilization_pct) : "n/a", 5), busy ? "1;32" : "32");
+    line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " MiB";
+    line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " + lpad(num(g.power_limit_w, "{:.0f}"), 4) + " W";
+    if (g.fan_pct) line += fmt::format(" | fan {:>3} %", *g.fan_pct);
+    line += " |";
+    for (const auto& p : g.processes) {
+      std::string who = p.name.empty() ? "pid" : p.name;
+      if (!p.user.empty()) who = p.user + ":" + who;
+      std::string mem = p.used_memory_mib ? mem_mib(*p.used_memory_mib) : "?";
+      line += " " + st.paint(fmt::format("{}/{}({})", who, p.pid, mem), "90");
+    }
+    out.push_back(std::move(line));
+  }
+  if (s.gpus.empty()) out.push_back(st.paint("No GPU found.", "1;33"));
+  for (const auto& w : s.warnings)
+    if (!s.simulated || w.find("simulated") == std::string::npos) out.push_back(st.paint("! " + w, "33"));
+  if (!s.process_visibility.complete) out.push_back(st.paint("! " + s.process_visibility.message, "33"));
+  return out;
+}
+
+std::vector<std::string> render_processes(const core::Snapshot& s, const Style& st) {
+  struct Row {
+    unsigned gpu;
+    const core::GpuProcess* p;
+  };
+  std::vector<Row> rows;
+  for (const auto& g : s.gpus)
+    for (const auto& p : g.processes) rows.push_back({g.index, &p});
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    if (a.p->used_memory_mib.has_value() != b.p->used_memory_mib.has_value()) return a.p->used_memory_mib.has_value();
+    return a.p->used_memory_mib.value_or(0) > b.p->used_memory_mib.value_or(0);
+  });
+  std::vector<std::string> out;
+  if (s.simulated) out.push_back(st.paint("SIMULATED GPUs (--backend sim): not real hardware", "1;30;43"));
+  out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", "GPU", "PID", "USER", "GPU MEM", "TYPE",
+                                     "CONTAINER", "COMMAND"), "1"));
+  for (const auto& r : rows) {
+    const auto& p = *r.p;
+    out.push_back(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", r.gpu, p.pid, p.user.empty() ? "?" : p.user,
+                              p.used_memory_mib ? fmt::format("{} MiB", *p.used_memory_mib) : "unknown",
+                              core::to_string(p.kind), p.container.value_or("-"),
+                              p.command.empty() ? (p.name.empty() ? "?" : p.name) : p.command));
+  }
+  for (const auto& g : s.gpus)
+    if (g.memory_unattributed_mib && *g.memory_unattributed_mib > 0)
+      out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", g.index, "-", "-",
+                                         fmt::format("{} MiB", *g.memory_unattributed_mib), "-", "-",
+                                         "other / not attributed (driver, contexts, processes not visible)"), "90"));
+  if (rows.empty()) out.push_back("No GPU processes.");
+  if (!s.process_visibility.complete) out.push_back(st.paint("! " + s.process_visibility.message, "33"));
+  return out;
+}
+
+std::vector<std::string> render_report(const core::RunReport& r, const Style& st) {
+  std::vector<std::string> out;
+  out.push_back(st.paint(fmt::format("GPU monitoring: {:.1f} s, {} samples", r.duration_s, r.sample_count), "1"));
+  auto range = [](const std::optional<core::MetricStats>& m, const char* unit, const char* spec) {
+    if (!m) return std::string("n/a");
+    return fmt::format(fmt::runtime(std::string("mean ") + spec + "{} ({}–{})"), m->mean, unit,
+                       fmt::format(fmt::runtime(spec), m->min), fmt::format(fmt::runtime(spec), m->max));
+  };
+  for (const auto& [index, g] : r.gpus) {
+    out.push_back(st.paint(fmt::format("[{}]", index), "36") + " " + g.name);
+    out.push_back("    utilization  " + range(g.utilization, " %", "{:.1f}") +
+                  (g.utilization ? fmt::format("  p95 {:.1f} %", g.utilization->p95) : ""));
+    out.push_back("    memory used  " + range(g.memory_used_mb, " MiB", "{:.0f}"));
+    out.push_back("    temperature  " + range(g.temperature_c, " °C", "{:.1f}"));
+    out.push_back("    power        " + range(g.power_draw_w, " W", "{:.1f}"));
+    if (g.energy_joules)
+      out.push_back(fmt::format("    energy       {:.1f} J ({})", *g.energy_joules,
+                                g.energy_source == core::EnergySource::Counter ? "driver energy counter" : "integrated power"));
+  }
+  if (r.gpus.empty()) out.push_back("No GPU readings were collected.");
+  return out;
+}
+
+}  // namespace gf::app
