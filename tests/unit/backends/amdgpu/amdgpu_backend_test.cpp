@@ -3,6 +3,7 @@
 #include "backends/amdgpu/amdgpu_backend.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -348,15 +349,35 @@ TEST_F(AmdgpuTempTree, NonDeviceFdsAreNotReadAndMissingFdLinksAreTolerated) {
 }
 
 TEST_F(AmdgpuTempTree, UnreadableProcessesAreSkippedAndReportedAsInvisible) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any directory; needs an unprivileged user";
   fs::permissions(proc() + "/2345/fdinfo", fs::perms::none);
-  const auto s = snapshot_of(options(sysfs(), proc()));
+  // Returns which expectation failed (0: none), so it can run in a child without privileges.
+  auto check = [&]() -> int {
+    const auto s = snapshot_of(options(sysfs(), proc()));
+    if (s.gpus.size() != 2u) return 1;
+    if (find_pid(s.gpus[1], 2345) != nullptr) return 2;
+    if (find_pid(s.gpus[1], 1234) == nullptr) return 3;
+    if (s.process_visibility.complete) return 4;
+    if (s.process_visibility.message.find("1 processes") == std::string::npos) return 5;
+    return 0;
+  };
+  int failed;
+  if (::geteuid() == 0) {
+    // Root reads any directory: check as an unprivileged user (nobody) in a child process.
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(90);
+      ::_exit(check());
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    failed = WEXITSTATUS(status);
+  } else {
+    failed = check();
+  }
   fs::permissions(proc() + "/2345/fdinfo", fs::perms::owner_all);
-  ASSERT_EQ(s.gpus.size(), 2u);
-  EXPECT_EQ(find_pid(s.gpus[1], 2345), nullptr);
-  EXPECT_NE(find_pid(s.gpus[1], 1234), nullptr);
-  EXPECT_FALSE(s.process_visibility.complete);
-  EXPECT_NE(s.process_visibility.message.find("1 processes"), std::string::npos) << s.process_visibility.message;
+  EXPECT_EQ(failed, 0) << "expectation " << failed << " failed (90: could not drop privileges)";
 }
 
 }  // namespace
