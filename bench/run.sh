@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every measurement behind bench/RESULTS.md, in one run on one machine. Usage: bench/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v hyperfine >/dev/null || { scripts/install-deps.sh; apt-get install -y -qq --no-install-recommends hyperfine; }
+
+B=build-bench
+cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build $B --target gpufleet gf_bench fake_nvml >/dev/null
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
+echo "== 1. one 8-GPU snapshot: NVML (fake library) vs nvidia-smi (fake script), and the layers above"
+$B/bench/gf_bench --benchmark_min_time=0.5
+
+export GPUFLEET_NVML_LIBRARY=$PWD/$B/tests/libnvidia-ml-fake.so
+export FAKE_NVML_SCENARIO=$PWD/tests/fixtures/nvml/eight_gpus.json
+export GPUFLEET_NVIDIA_SMI=$PWD/tests/fakes/fake-nvidia-smi
+export NO_COLOR=1
+
+echo "== 2. sampler CPU use at 10 Hz for 8 GPUs over 10 s (user+system seconds of gpufleet and its children)"
+TIMEFORMAT='%U %S'
+for backend in nvml nvidia-smi; do
+  t=$( { time $B/gpufleet --backend $backend monitor -n 0.1 --no-series -o /tmp/gf-bench-$backend.json -- sleep 10 >/dev/null 2>&1; } 2>&1 )
+  samples=$(grep -o '"sample_count": [0-9]*' /tmp/gf-bench-$backend.json | head -1 | grep -o '[0-9]*$')
+  awk -v b=$backend -v t="$t" -v n="$samples" 'BEGIN { split(t, a, " "); cpu = a[1] + a[2];
+    printf "%-10s samples %s  cpu %.3f s  = %.2f %% of one core\n", b, n, cpu, cpu / 10 * 100 }'
+done
+
+echo "== 3. cold start of 'gpufleet status --json' (8 GPUs)"
+hyperfine -N --warmup 3 --runs 40 --style basic \
+  "$B/gpufleet --backend nvml status --json" \
+  "$B/gpufleet --backend nvidia-smi status --json" \
+  "$B/gpufleet --backend sim status --json"
