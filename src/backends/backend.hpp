@@ -10,6 +10,7 @@
 #include "core/ports/clock.hpp"
 #include "core/result.hpp"
 #include "core/snapshot.hpp"
+#include "core/topology.hpp"
 
 namespace gf::backends {
 
@@ -38,6 +39,9 @@ class Backend {
   // reported in that GPU's health; an error result means no reading at all.
   // Thread-safety: not required to be re-entrant; the owner (sampler::Monitor) serialises calls.
   virtual Result<core::Snapshot> snapshot() = 0;
+  // How the GPUs are connected, indexed by GPU index. The default: nothing known (every pair
+  // Unknown), which the allocator treats as "no preference".
+  virtual Result<core::Topology> topology() { return core::Topology{}; }
 };
 
 enum class BackendKind { Auto, Nvml, NvidiaSmi, Amdgpu, Sim };

@@ -14,6 +14,7 @@ using Device = DeviceOpaque*;  // nvmlDevice_t: opaque, valid until nvmlShutdown
 
 // nvmlReturn_t values we act on.
 inline constexpr Return kSuccess = 0;
+inline constexpr Return kErrorInvalidArgument = 2;
 inline constexpr Return kErrorNotSupported = 3;
 inline constexpr Return kErrorNoPermission = 4;
 inline constexpr Return kErrorInsufficientSize = 7;
@@ -34,6 +35,16 @@ inline constexpr int kEccVolatile = 0;       // nvmlEccCounterType_t
 inline constexpr int kPstateUnknown = 32;    // nvmlPstates_t NVML_PSTATE_UNKNOWN
 inline constexpr int kFeatureEnabled = 1;    // nvmlEnableState_t
 inline constexpr unsigned kMigEnabled = 1;   // NVML_DEVICE_MIG_ENABLE
+
+// nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree; lower is closer.
+inline constexpr int kTopologyInternal = 0;     // same board (multi-GPU card)
+inline constexpr int kTopologySingle = 10;      // one PCIe switch
+inline constexpr int kTopologyMultiple = 20;    // several PCIe switches, no host bridge
+inline constexpr int kTopologyHostBridge = 30;  // same host bridge
+inline constexpr int kTopologyNode = 40;        // same NUMA node
+inline constexpr int kTopologySystem = 50;      // across CPU sockets
+// NVML_NVLINK_MAX_LINKS: NvLink link numbers run 0..17.
+inline constexpr unsigned kNvLinkMaxLinks = 18;
 
 // usedGpuMemory when the driver cannot tell (common inside containers).
 inline constexpr unsigned long long kValueNotAvailable = 0xFFFFFFFFFFFFFFFFULL;
@@ -128,6 +139,10 @@ using FnDeviceMig = Return(Device, unsigned*, unsigned*);   // (current, pending
 using FnDeviceEcc = Return(Device, int, int, unsigned long long*);
 using FnDeviceProcesses = Return(Device, unsigned*, ProcessInfoV2*);
 using FnDeviceProcessesV1 = Return(Device, unsigned*, ProcessInfoV1*);
+using FnDevicePairLevel = Return(Device, Device, int*);                  // (a, b, nvmlGpuTopologyLevel_t)
+using FnDeviceLinkState = Return(Device, unsigned, int*);                // (link, nvmlEnableState_t)
+using FnDeviceLinkPci = Return(Device, unsigned, PciInfo*);              // (link, peer)
+using FnDeviceLinkPciLegacy = Return(Device, unsigned, PciInfoLegacy*);  // (link, peer), old layout
 
 // Every entry point, once: X(member, function type, Required|Optional, names in order of preference).
 // The loader tries the names left to right; a later name must have the same signature (a different
@@ -169,6 +184,10 @@ using FnDeviceProcessesV1 = Return(Device, unsigned*, ProcessInfoV1*);
     "nvmlDeviceGetGraphicsRunningProcesses_v2")                                                          \
   X(graphics_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetGraphicsRunningProcesses")       \
   X(mps_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetMPSComputeRunningProcesses_v3",            \
-    "nvmlDeviceGetMPSComputeRunningProcesses_v2")
+    "nvmlDeviceGetMPSComputeRunningProcesses_v2")                                                        \
+  X(topology_common_ancestor, FnDevicePairLevel, Optional, "nvmlDeviceGetTopologyCommonAncestor")        \
+  X(nvlink_state, FnDeviceLinkState, Optional, "nvmlDeviceGetNvLinkState")                               \
+  X(nvlink_remote_pci, FnDeviceLinkPci, Optional, "nvmlDeviceGetNvLinkRemotePciInfo_v2")                 \
+  X(nvlink_remote_pci_legacy, FnDeviceLinkPciLegacy, Optional, "nvmlDeviceGetNvLinkRemotePciInfo")
 
 }  // namespace gf::backends::nvml

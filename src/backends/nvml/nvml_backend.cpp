@@ -9,6 +9,7 @@
 
 #include "backends/nvml/nvml_api.hpp"
 #include "backends/nvml/nvml_device.hpp"
+#include "backends/nvml/nvml_topology.hpp"
 #include "platform/clock.hpp"
 #include "platform/dynlib.hpp"
 
@@ -110,6 +111,18 @@ class NvmlBackend final : public Backend {
       snap.process_visibility.message = fmt::format("{}", fmt::join(process_problems, "; "));
     }
     return snap;
+  }
+
+  // Asked afresh each time (see nvml_topology.hpp for the cost): a GPU or an NvLink can fail while
+  // we run. Only a failure to count GPUs is an error; everything else degrades to Unknown.
+  Result<core::Topology> topology() override {
+    unsigned count = 0;
+    if (const Return r = api_.device_count(&count); r != nvml::kSuccess)
+      return make_error(fmt::format("nvml: cannot count GPUs: {}", nvml::describe(api_, r)));
+    std::vector<Device> devices(count, nullptr);
+    for (unsigned index = 0; index < count; ++index)
+      if (api_.device_handle(index, &devices[index]) != nvml::kSuccess) devices[index] = nullptr;
+    return nvml::read_topology(api_, devices);
   }
 
  private:

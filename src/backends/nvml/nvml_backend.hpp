@@ -13,7 +13,9 @@ namespace gf::backends {
 // lacks required symbols, or nvmlInit fails (a driver/kernel-module version mismatch says how to fix
 // it). snapshot() reads every GPU (a lost or failing GPU is reported in its health, the others as
 // usual), asks each device only for what it has not already called NOT_SUPPORTED, and leaves process
-// names, users and commands for the caller. Not thread-safe: one caller at a time.
+// names, users and commands for the caller. topology() gives every pair's PCIe common ancestor and the
+// active NvLink links between GPUs; whatever the driver or a device cannot tell stays Unknown (not an
+// error). Not thread-safe: one caller at a time.
 Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts);
 
 }  // namespace gf::backends

@@ -12,17 +12,31 @@
 //       "lost_after_s": 120    optional: the GPU answers "lost" from then on
 //   } ],
 //   "processes": [ {"gpu": 0, "pid": 4242, "name": "python", "user": "alice",
-//                   "command": "python train.py", "used_memory_mib": 30000} ]
+//                   "command": "python train.py", "used_memory_mib": 30000} ],
+//   "topology": {                                    optional: how the GPUs are connected
+//     "nvlink_pairs": [[0, 1, 4], [2, 3, 4]],        [gpu a, gpu b, links (1..18)]
+//     "levels": [[0, 1, "NumaNode"], [0, 2, "CrossSocket"]],   [gpu a, gpu b, PCIe common ancestor]
+//     "default_level": "CrossSocket"                 optional: level of pairs not listed (default Unknown)
+//   }
 // }
+// Levels are core::LinkLevel names: SameBoard, SingleSwitch, MultiSwitch, HostBridge, NumaNode,
+// CrossSocket, Unknown. Without "topology" every pair is Unknown and nothing has NvLink.
 // Between load points values are interpolated linearly. Temperature, power, fan and clocks follow
 // utilization by fixed rules; the energy counter integrates power.
+// With BackendOptions::sim_gpus above the scenario's count, the GPUs are replicated in blocks of the
+// scenario's size, and each block gets the scenario's topology inside it (GPU k·n + a pairs with
+// k·n + b); pairs in different blocks get default_level. The built-in demo is two NVLink pairs
+// (0-1, 2-3, 4 links each), each pair on one NUMA node, the pairs on different sockets.
 #include "backends/sim/sim_backend.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
+#include <utility>
 
 #include "platform/clock.hpp"
 
@@ -67,7 +81,12 @@ constexpr const char* kDemoScenario = R"({
   "processes": [
     {"gpu":0,"pid":31337,"name":"python3","user":"alice","command":"python3 train.py --model llama-3-8b","used_memory_mib":60500},
     {"gpu":3,"pid":31400,"name":"vllm","user":"bob","command":"vllm serve Qwen2.5-7B-Instruct","used_memory_mib":19500}
-  ]
+  ],
+  "topology": {
+    "nvlink_pairs": [[0, 1, 4], [2, 3, 4]],
+    "levels": [[0, 1, "NumaNode"], [2, 3, "NumaNode"]],
+    "default_level": "CrossSocket"
+  }
 })";
 
 double interpolate(const std::vector<LoadPoint>& pts, double t, double LoadPoint::*field) {
@@ -90,13 +109,97 @@ double number(const nlohmann::json& j, const char* key, double fallback) {
   return it->get<double>();
 }
 
+// The scenario's "topology", in the scenario's own GPU numbering (before replication).
+struct TopologySpec {
+  struct Pair {
+    unsigned a = 0;
+    unsigned b = 0;
+    unsigned links = 0;
+    core::LinkLevel level = core::LinkLevel::Unknown;
+  };
+  std::vector<Pair> nvlinks;  // links set
+  std::vector<Pair> levels;   // level set
+  core::LinkLevel default_level = core::LinkLevel::Unknown;
+};
+
+core::LinkLevel parse_level(const nlohmann::json& j) {
+  static constexpr std::pair<const char*, core::LinkLevel> kNames[] = {
+      {"SameBoard", core::LinkLevel::SameBoard},     {"SingleSwitch", core::LinkLevel::SingleSwitch},
+      {"MultiSwitch", core::LinkLevel::MultiSwitch}, {"HostBridge", core::LinkLevel::HostBridge},
+      {"NumaNode", core::LinkLevel::NumaNode},       {"CrossSocket", core::LinkLevel::CrossSocket},
+      {"Unknown", core::LinkLevel::Unknown}};
+  if (j.is_string())
+    for (const auto& [name, level] : kNames)
+      if (j.get<std::string>() == name) return level;
+  throw std::runtime_error("topology level " + j.dump() +
+                           " is not one of SameBoard, SingleSwitch, MultiSwitch, HostBridge, NumaNode, CrossSocket, "
+                           "Unknown");
+}
+
+// [a, b, x] with a and b GPUs of the scenario; x is read by the caller.
+std::pair<unsigned, unsigned> parse_pair(const nlohmann::json& j, std::size_t gpu_count, const char* key) {
+  if (!j.is_array() || j.size() != 3 || !j[0].is_number_unsigned() || !j[1].is_number_unsigned())
+    throw std::runtime_error(std::string("every entry of \"") + key + "\" must be [gpu a, gpu b, value]");
+  // Read wide, so that a huge index is refused rather than wrapped onto a real GPU.
+  const auto a = j[0].get<std::uint64_t>(), b = j[1].get<std::uint64_t>();
+  if (a >= gpu_count || b >= gpu_count || a == b)
+    throw std::runtime_error(std::string("\"") + key + "\" entry " + j.dump() +
+                             " must name two different GPUs of the scenario");
+  return {static_cast<unsigned>(a), static_cast<unsigned>(b)};
+}
+
+TopologySpec parse_topology(const nlohmann::json& doc, std::size_t gpu_count) {
+  TopologySpec spec;
+  const auto it = doc.find("topology");
+  if (it == doc.end()) return spec;
+  if (!it->is_object()) throw std::runtime_error("\"topology\" must be an object");
+  if (auto d = it->find("default_level"); d != it->end()) spec.default_level = parse_level(*d);
+  if (auto pj = it->find("nvlink_pairs"); pj != it->end()) {
+    if (!pj->is_array()) throw std::runtime_error("\"nvlink_pairs\" must be an array");
+    for (const auto& e : *pj) {
+      const auto [a, b] = parse_pair(e, gpu_count, "nvlink_pairs");
+      // NVML_NVLINK_MAX_LINKS: no GPU has more than 18 links.
+      if (!e[2].is_number_unsigned() || e[2].get<std::uint64_t>() < 1 || e[2].get<std::uint64_t>() > 18)
+        throw std::runtime_error("nvlink_pairs " + e.dump() + ": links must be 1..18");
+      spec.nvlinks.push_back({a, b, e[2].get<unsigned>(), core::LinkLevel::Unknown});
+    }
+  }
+  if (auto lj = it->find("levels"); lj != it->end()) {
+    if (!lj->is_array()) throw std::runtime_error("\"levels\" must be an array");
+    for (const auto& e : *lj) {
+      const auto [a, b] = parse_pair(e, gpu_count, "levels");
+      spec.levels.push_back({a, b, 0, parse_level(e[2])});
+    }
+  }
+  return spec;
+}
+
+// The topology of `total` GPUs: the scenario's `base` GPUs' topology repeated in every block of
+// `base` (the last block may be partial; pairs that fall outside it are dropped).
+core::Topology build_topology(const TopologySpec& spec, std::size_t base, std::size_t total) {
+  const auto n = static_cast<unsigned>(total);
+  core::Topology topo(n);
+  if (spec.default_level != core::LinkLevel::Unknown)
+    for (unsigned a = 0; a < n; ++a)
+      for (unsigned b = a + 1; b < n; ++b) topo.set_level(a, b, spec.default_level);
+  for (std::size_t offset = 0; offset < total; offset += base) {
+    const auto o = static_cast<unsigned>(offset);
+    for (const auto& p : spec.levels) topo.set_level(o + p.a, o + p.b, p.level);  // out of range: ignored
+    for (const auto& p : spec.nvlinks) topo.set_nvlinks(o + p.a, o + p.b, p.links);
+  }
+  return topo;
+}
+
 class SimBackend final : public Backend {
  public:
-  SimBackend(std::vector<SimGpu> gpus, std::vector<SimProcess> procs, std::string driver, const core::Clock& clock)
-      : gpus_(std::move(gpus)), procs_(std::move(procs)), driver_(std::move(driver)), clock_(clock),
-        start_(clock.now()), last_(start_) {}
+  SimBackend(std::vector<SimGpu> gpus, std::vector<SimProcess> procs, std::string driver, core::Topology topology,
+             const core::Clock& clock)
+      : gpus_(std::move(gpus)), procs_(std::move(procs)), driver_(std::move(driver)), topology_(std::move(topology)),
+        clock_(clock), start_(clock.now()), last_(start_) {}
 
   std::string_view name() const noexcept override { return "sim"; }
+
+  Result<core::Topology> topology() override { return topology_; }
 
   Result<core::Snapshot> snapshot() override {
     const auto now = clock_.now();
@@ -161,6 +264,7 @@ class SimBackend final : public Backend {
   std::vector<SimGpu> gpus_;
   std::vector<SimProcess> procs_;
   std::string driver_;
+  core::Topology topology_;
   const core::Clock& clock_;
   std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_;
@@ -193,6 +297,8 @@ Result<std::unique_ptr<Backend>> build(const nlohmann::json& doc, const BackendO
       g.period_s = number(jg, "period_s", g.load.size() > 1 ? g.load.back().t_s : 0);
       gpus.push_back(std::move(g));
     }
+    const std::size_t scenario_gpus = gpus.size();
+    const TopologySpec topology = parse_topology(doc, scenario_gpus);
     if (opts.sim_gpus > 0) {
       // Replicate (or trim) the scenario's GPUs, phase-shifting copies so they do not move in lockstep.
       const std::size_t base = gpus.size();
@@ -230,7 +336,9 @@ Result<std::unique_ptr<Backend>> build(const nlohmann::json& doc, const BackendO
                              ? doc["driver_version"].get<std::string>()
                              : std::string("simulated");
     const core::Clock& clock = opts.clock ? *opts.clock : platform::system_clock();
-    return std::unique_ptr<Backend>(new SimBackend(std::move(gpus), std::move(procs), std::move(driver), clock));
+    core::Topology topo = build_topology(topology, scenario_gpus, gpus.size());
+    return std::unique_ptr<Backend>(
+        new SimBackend(std::move(gpus), std::move(procs), std::move(driver), std::move(topo), clock));
   } catch (const std::exception& e) {
     return make_error(std::string("sim: bad scenario: ") + e.what());
   }
