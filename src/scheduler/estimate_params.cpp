@@ -1,0 +1,260 @@
+#include "scheduler/estimate_params.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace gf::scheduler {
+
+using nlohmann::json;
+
+namespace {
+
+// The seed's four spellings of each quantity come first; the snake_case long form is how Python
+// callers (vLLM's LLM(...), SGLang's Engine(...)) spell the same argument.
+constexpr std::array<std::string_view, 5> kTp = {"tensor-parallel-size", "tp-size", "tp_size", "tp",
+                                                 "tensor_parallel_size"};
+constexpr std::array<std::string_view, 5> kPp = {"pipeline-parallel-size", "pp-size", "pp_size", "pp",
+                                                 "pipeline_parallel_size"};
+constexpr std::array<std::string_view, 5> kDp = {"data-parallel-size", "dp-size", "dp_size", "dp",
+                                                 "data_parallel_size"};
+// vLLM has no "context parallel" flag of its own; what it calls prefill context parallel
+// (--prefill-context-parallel-size, -pcp) is the context parallelism that adds GPUs, so it is read as
+// cp.
+constexpr std::array<std::string_view, 10> kCp = {
+    "context-parallel-size",         "cp-size",  "cp_size",  "cp",  "context_parallel_size",
+    "prefill-context-parallel-size", "pcp-size", "pcp_size", "pcp", "prefill_context_parallel_size"};
+constexpr std::array<std::string_view, 5> kDcp = {"decode-context-parallel-size", "dcp-size", "dcp_size",
+                                                  "dcp", "decode_context_parallel_size"};
+
+std::string bad_value(std::string_view key, const json& v, std::string_view expected) {
+  return fmt::format("parameter '{}': expected {}, got {}", key, expected, describe_json(v));
+}
+
+std::string bad_element(std::string_view key, std::size_t index, const json& v,
+                        std::string_view expected) {
+  return fmt::format("parameter '{}': element {} of the list is {}; expected {}", key, index + 1,
+                     describe_json(v), expected);
+}
+
+// Runs check(element) on a scalar value, or on every element of a list. check returns an empty
+// string when the element is fine, else what was expected. Nested lists are not values.
+template <class Check>
+Result<void> each_value(std::string_view key, const json& v, std::string_view expected, Check&& check) {
+  if (v.is_array()) {
+    if (v.empty()) {
+      return make_error(fmt::format("parameter '{}': empty list; expected {} or a non-empty list of them",
+                                    key, expected));
+    }
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!check(v[i])) return make_error(bad_element(key, i, v[i], expected));
+    }
+    return {};
+  }
+  if (!check(v)) return make_error(bad_value(key, v, fmt::format("{} or a list of them", expected)));
+  return {};
+}
+
+bool positive_at_most(const json& e, std::uint64_t max_value, std::uint64_t& out) {
+  const auto n = json_natural(e);
+  if (!n || *n == 0 || *n > max_value) return false;
+  out = *n;
+  return true;
+}
+
+}  // namespace
+
+std::string_view parallel_name(Parallel p) {
+  switch (p) {
+    case Parallel::Tp: return "tp";
+    case Parallel::Pp: return "pp";
+    case Parallel::Dp: return "dp";
+    case Parallel::Cp: return "cp";
+    case Parallel::Dcp: return "dcp";
+  }
+  return "?";
+}
+
+std::span<const std::string_view> parallel_aliases(Parallel p) {
+  switch (p) {
+    case Parallel::Tp: return kTp;
+    case Parallel::Pp: return kPp;
+    case Parallel::Dp: return kDp;
+    case Parallel::Cp: return kCp;
+    case Parallel::Dcp: return kDcp;
+  }
+  return {};
+}
+
+const ParallelSize& ParallelSizes::get(Parallel p) const {
+  switch (p) {
+    case Parallel::Tp: return tp;
+    case Parallel::Pp: return pp;
+    case Parallel::Dp: return dp;
+    case Parallel::Cp: return cp;
+    case Parallel::Dcp: return dcp;
+  }
+  return tp;
+}
+
+Result<ParallelSizes> read_parallel_sizes(const json& parameters) {
+  ParallelSizes out;
+  for (const Parallel p : {Parallel::Tp, Parallel::Pp, Parallel::Dp, Parallel::Cp, Parallel::Dcp}) {
+    auto& size = out.get(p);
+    for (const std::string_view key : parallel_aliases(p)) {
+      const auto it = parameters.find(key);
+      if (it == parameters.end()) continue;
+      std::uint64_t largest = 0;
+      const auto expected = fmt::format("a positive integer up to {}", kMaxParallelSize);
+      auto ok = each_value(key, *it, expected, [&](const json& e) {
+        std::uint64_t n = 0;
+        if (!positive_at_most(e, kMaxParallelSize, n)) return false;
+        largest = std::max(largest, n);
+        return true;
+      });
+      if (!ok) return ok.error();
+      if (size.key.empty()) {
+        size.value = static_cast<unsigned>(largest);
+        size.key = std::string(key);
+        size.from_list = it->is_array();
+      } else {
+        // A second spelling of the same quantity: the task is ambiguous, and the largest value is the
+        // one that cannot under-reserve. The explanation lists every key that was read.
+        if (largest > size.value) {
+          size.other_keys.push_back(size.key);
+          size.value = static_cast<unsigned>(largest);
+          size.key = std::string(key);
+          size.from_list = it->is_array();
+        } else {
+          size.other_keys.emplace_back(key);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::optional<Param<double>>> read_fraction(const json& parameters,
+                                                  std::span<const std::string_view> keys) {
+  std::optional<Param<double>> out;
+  for (const std::string_view key : keys) {
+    const auto it = parameters.find(key);
+    if (it == parameters.end()) continue;
+    double largest = 0;
+    auto ok = each_value(key, *it, "a number in (0, 1]", [&](const json& e) {
+      if (!e.is_number()) return false;
+      const double d = e.get<double>();
+      if (!std::isfinite(d) || d <= 0.0 || d > 1.0) return false;
+      largest = std::max(largest, d);
+      return true;
+    });
+    if (!ok) return ok.error();
+    if (!out || largest > out->value) out = Param<double>{largest, std::string(key), it->is_array()};
+  }
+  return out;
+}
+
+Result<std::optional<Param<bool>>> read_switch(const json& parameters,
+                                               std::span<const std::string_view> keys) {
+  std::optional<Param<bool>> out;
+  for (const std::string_view key : keys) {
+    const auto it = parameters.find(key);
+    if (it == parameters.end()) continue;
+    bool all_on = true;
+    auto ok = each_value(key, *it, "true or false", [&](const json& e) {
+      if (!e.is_boolean()) return false;
+      all_on = all_on && e.get<bool>();
+      return true;
+    });
+    if (!ok) return ok.error();
+    if (!out) {
+      out = Param<bool>{all_on, std::string(key), it->is_array()};
+    } else if (!all_on) {
+      out->value = false;
+      out->key = std::string(key);
+    }
+  }
+  return out;
+}
+
+Result<std::optional<Param<std::uint64_t>>> read_positive(const json& parameters,
+                                                          std::span<const std::string_view> keys,
+                                                          std::uint64_t max_value) {
+  std::optional<Param<std::uint64_t>> out;
+  for (const std::string_view key : keys) {
+    const auto it = parameters.find(key);
+    if (it == parameters.end()) continue;
+    std::uint64_t largest = 0;
+    auto ok = each_value(key, *it, fmt::format("a positive integer up to {}", max_value), [&](const json& e) {
+      std::uint64_t n = 0;
+      if (!positive_at_most(e, max_value, n)) return false;
+      largest = std::max(largest, n);
+      return true;
+    });
+    if (!ok) return ok.error();
+    if (!out || largest > out->value) out = Param<std::uint64_t>{largest, std::string(key), it->is_array()};
+  }
+  return out;
+}
+
+Result<std::optional<Param<std::vector<std::string>>>> read_strings(
+    const json& parameters, std::span<const std::string_view> keys) {
+  std::optional<Param<std::vector<std::string>>> out;
+  for (const std::string_view key : keys) {
+    const auto it = parameters.find(key);
+    if (it == parameters.end()) continue;
+    std::vector<std::string> values;
+    auto ok = each_value(key, *it, "a string", [&](const json& e) {
+      if (!e.is_string()) return false;
+      values.push_back(e.get<std::string>());
+      return true;
+    });
+    if (!ok) return ok.error();
+    if (!out) {
+      out = Param<std::vector<std::string>>{std::move(values), std::string(key), it->is_array()};
+    } else {
+      out->value.insert(out->value.end(), values.begin(), values.end());
+    }
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> json_natural(const json& v) {
+  // Booleans are not numbers in nlohmann::json, so they never get here.
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer()) {
+    const auto n = v.get<std::int64_t>();
+    if (n >= 0) return static_cast<std::uint64_t>(n);
+  }
+  return std::nullopt;
+}
+
+std::string describe_json(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return fmt::format("{} (a boolean)", v.get<bool>() ? "true" : "false");
+    case json::value_t::number_unsigned: return fmt::format("{}", v.get<std::uint64_t>());
+    case json::value_t::number_integer: return fmt::format("{}", v.get<std::int64_t>());
+    case json::value_t::number_float: {
+      // fmt prints 2.0 as "2"; keep the point so that "expected an integer, got 2.0" makes sense.
+      auto s = fmt::format("{}", v.get<double>());
+      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+      return s;
+    }
+    case json::value_t::string: {
+      const auto& s = v.get_ref<const std::string&>();
+      const bool cut = s.size() > 40;
+      // replace: a string cut mid-character (or not UTF-8 at all) must not make dump() throw.
+      return fmt::format("{}{} (a string)", json(s.substr(0, 40)).dump(-1, ' ', false, json::error_handler_t::replace),
+                         cut ? "…" : "");
+    }
+    case json::value_t::array: return fmt::format("a list of {}", v.size());
+    case json::value_t::object: return "an object";
+    case json::value_t::binary: return "binary data";
+    case json::value_t::discarded: return "nothing";
+  }
+  return "a value";
+}
+
+}  // namespace gf::scheduler

@@ -1,0 +1,83 @@
+#pragma once
+// Reading a task's "parameters" for estimation: every alias of each parallel size, scalars or lists,
+// and the engine knobs that change the arithmetic (memory fractions, DP attention, context length,
+// KV-cache dtype). Internal to gf_scheduler (estimate.cpp); public for the tests.
+//
+// Every reader validates what it reads and names the key in its error; keys it does not know are
+// ignored. A list counts with its largest value (the largest configuration of a sweep).
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.hpp"
+
+namespace gf::scheduler {
+
+enum class Parallel { Tp, Pp, Dp, Cp, Dcp };
+
+// Short name used in explanations ("tp", "pp", ...).
+std::string_view parallel_name(Parallel p);
+// Every key accepted for p, in the order checked: the seed's four forms first, then the Python
+// keyword form (tensor_parallel_size), then any engine-specific names (vLLM's prefill context parallel
+// for cp).
+std::span<const std::string_view> parallel_aliases(Parallel p);
+
+// Largest accepted value of a parallel size. Beyond this a value is surely a typo, and the products
+// stay far from overflow.
+inline constexpr unsigned kMaxParallelSize = 65536;
+
+struct ParallelSize {
+  unsigned value = 1;                   // 1 when no alias is present
+  std::string key;                      // alias that supplied value; empty when absent
+  bool from_list = false;               // value is the largest element of a list
+  std::vector<std::string> other_keys;  // further aliases given for the same quantity
+};
+
+struct ParallelSizes {
+  ParallelSize tp, pp, dp, cp, dcp;
+  const ParallelSize& get(Parallel p) const;
+  ParallelSize& get(Parallel p) { return const_cast<ParallelSize&>(std::as_const(*this).get(p)); }
+};
+
+// `parameters` must be an object (the caller checks). Two aliases of one quantity: the largest value
+// wins and other_keys records the rest (the explanation says so).
+Result<ParallelSizes> read_parallel_sizes(const nlohmann::json& parameters);
+
+template <class T>
+struct Param {
+  T value;
+  std::string key;
+  bool from_list = false;
+};
+
+// Largest value in (0, 1] under any of keys (a fraction of GPU memory).
+Result<std::optional<Param<double>>> read_fraction(const nlohmann::json& parameters,
+                                                  std::span<const std::string_view> keys);
+// A boolean switch (true/false, or a list of them). A list counts as on only when every element is
+// true: a sweep that runs some experiments without the switch needs what those need.
+Result<std::optional<Param<bool>>> read_switch(const nlohmann::json& parameters,
+                                               std::span<const std::string_view> keys);
+// Largest positive integer up to max_value under any of keys.
+Result<std::optional<Param<std::uint64_t>>> read_positive(const nlohmann::json& parameters,
+                                                          std::span<const std::string_view> keys,
+                                                          std::uint64_t max_value);
+// A string (or a list of strings; all are returned, for the caller to pick the most demanding).
+Result<std::optional<Param<std::vector<std::string>>>> read_strings(
+    const nlohmann::json& parameters, std::span<const std::string_view> keys);
+
+// A JSON integer that is not negative, whether it was parsed (number_unsigned) or built from a C++
+// int (number_integer); nullopt for anything else, booleans and 2.0 included.
+std::optional<std::uint64_t> json_natural(const nlohmann::json& v);
+
+// A short, bounded, non-recursive description of a JSON value for error messages: scalars as they
+// are (strings quoted and cut at 40 bytes), containers by kind and size. Safe on hostile input.
+std::string describe_json(const nlohmann::json& v);
+
+}  // namespace gf::scheduler
