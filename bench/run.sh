@@ -6,7 +6,7 @@ command -v hyperfine >/dev/null || { scripts/install-deps.sh; apt-get install -y
 
 B=build-bench
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build $B --target gpufleet gf_bench fake_nvml >/dev/null
+cmake --build $B --target gpufleet gf_bench gf_bench_allocator gf_bench_scheduler fake_nvml >/dev/null
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
 echo "== 1. one 8-GPU snapshot: NVML (fake library) vs nvidia-smi (fake script), and the layers above"
@@ -31,3 +31,9 @@ hyperfine -N --warmup 3 --runs 40 --style basic \
   "$B/gpufleet --backend nvml status --json" \
   "$B/gpufleet --backend nvidia-smi status --json" \
   "$B/gpufleet --backend sim status --json"
+
+echo "== 4. GPU selection (pure allocator): 8 GPUs choose 1/2/4, 64 GPUs choose 1/8"
+$B/bench/gf_bench_allocator --benchmark_min_time=0.2
+
+echo "== 5. queue: dispatch the head of 10 000 waiting jobs; release -> next waiting job started"
+$B/bench/gf_bench_scheduler

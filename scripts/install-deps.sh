@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [--ci]   (--ci adds what only CI needs: clang for the fuzzers)
 set -euo pipefail
 
-pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
       libgtest-dev libgmock-dev libbenchmark-dev)
 if [[ "${1:-}" == "--ci" ]]; then
   pkgs+=(clang libclang-rt-14-dev)

@@ -1,5 +1,6 @@
 #pragma once
 // The CLI verbs. Each returns the process exit code (app/exit_codes.hpp).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,5 +23,43 @@ struct MonitorCommand {
   std::vector<std::string> argv;
 };
 int run_monitor(const GlobalOptions& g, const MonitorCommand& m);
+
+struct AllocCommand {
+  unsigned gpus = 1;
+  std::uint64_t min_memory_mb = 8000;
+  unsigned max_utilization = 50;
+  bool allow_busy = false;
+  bool uuids = false;  // CUDA_VISIBLE_DEVICES as UUIDs
+  bool json = false;
+  std::string name;
+  std::string db;
+};
+int run_alloc(const GlobalOptions& g, const AllocCommand& a);
+int run_release(const GlobalOptions& g, const std::string& lease_id, const std::string& db);
+int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& db);
+
+struct RunCommand {
+  AllocCommand alloc;
+  double wait_s = 300;
+  int priority = 0;
+  double interval_s = 1.0;
+  std::string docker_image;
+  std::vector<std::string> argv;
+};
+// Waits for GPUs, runs the command on them, samples, releases, records. Returns CMD's status.
+int run_job(const GlobalOptions& g, const RunCommand& r);
+int run_jobs(const GlobalOptions& g, bool json, const std::string& db);
+
+int run_estimate(const GlobalOptions& g, const std::string& task_path, const std::string& engine, bool json);
+
+struct TaskCommand {
+  std::string path;
+  std::string engine;
+  bool min_memory_given = false;  // --min-memory-mb given: it overrides the estimate
+  RunCommand run;                 // options shared by every experiment
+};
+// Expands the task's parameter grid and runs each experiment through the queue.
+int run_task(const GlobalOptions& g, const TaskCommand& t);
+int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db);
 
 }  // namespace gf::app

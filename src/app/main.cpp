@@ -15,8 +15,9 @@ simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SM
 GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, NO_COLOR.
 
 Exit codes: 0 ok; 1 a query or I/O failed; 2 bad command line; 3 the backend asked for is not usable
-here (or, for `backends`, none is); `monitor` exits with CMD's status, or 125 when gpufleet failed,
-126 when CMD cannot be executed, 127 when CMD is not found.)";
+here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --wait). `monitor` and
+`run` exit with CMD's status, or 125 when gpufleet failed, 126 when CMD cannot be executed, 127 when
+CMD is not found.)";
 
 }  // namespace
 
@@ -77,6 +78,73 @@ int main(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
 
+  auto alloc_options = [](CLI::App* sub, AllocCommand& a) {
+    sub->add_option("-g,--gpus", a.gpus, "number of GPUs")->capture_default_str()->check(CLI::Range(1u, 4096u));
+    sub->add_option("-m,--min-memory-mb", a.min_memory_mb, "free memory each GPU must have (MiB)")->capture_default_str();
+    sub->add_option("--max-utilization", a.max_utilization, "busiest a GPU may be (%, inclusive)")
+        ->capture_default_str()->check(CLI::Range(0u, 100u));
+    sub->add_flag("--allow-busy", a.allow_busy, "also take GPUs running processes gpufleet did not start");
+    sub->add_flag("--uuids", a.uuids, "CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices");
+    sub->add_option("--name", a.name, "a name for the lease or job");
+    sub->add_option("--db", a.db, "the node store (default: $GPUFLEET_DB, /var/lib/gpufleet/gpufleet.db as root, "
+                                  "else ~/.local/state/gpufleet/gpufleet.db)");
+  };
+  AllocCommand alloc_cmd;
+  auto* alloc = app.add_subcommand("alloc", "lease GPUs for the calling shell: eval \"$(gpufleet alloc --gpus 2)\"");
+  alloc_options(alloc, alloc_cmd);
+  alloc->add_flag("--json", alloc_cmd.json, "print the lease as JSON");
+
+  std::string lease_id, db;
+  auto* release = app.add_subcommand("release", "end a lease");
+  release->add_option("lease", lease_id, "lease id (see gpufleet leases)")->required();
+  release->add_option("--db", db, "the node store");
+
+  bool all = false;
+  auto* leases = app.add_subcommand("leases", "active GPU leases and the jobs waiting for GPUs");
+  leases->add_flag("--json", json, "print JSON");
+  leases->add_flag("--all", all, "ended leases too");
+  leases->add_option("--db", db, "the node store");
+
+  RunCommand run_cmd;
+  auto* run = app.add_subcommand("run", "wait for GPUs, run a command on them, sample, release, record");
+  alloc_options(run, run_cmd.alloc);
+  run->add_option("-w,--wait", run_cmd.wait_s, "seconds to wait for GPUs")->capture_default_str();
+  run->add_option("-p,--priority", run_cmd.priority, "higher goes first; first come first served within a priority");
+  run->add_option("-n,--interval", run_cmd.interval_s, "seconds between GPU samples (0.05 to 60)")->capture_default_str();
+  run->add_option("--docker", run_cmd.docker_image, "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
+  run->add_flag("--json", run_cmd.alloc.json, "print the job record as JSON when it ends");
+  run->add_option("command", run_cmd.argv, "the command (put it after --)");
+  run->footer("Usage: gpufleet run --gpus N [OPTIONS] -- CMD [ARGS...]\nExit status: CMD's; 75 when the GPUs did not come within --wait.");
+
+  std::string task_path, engine;
+  auto* estimate = app.add_subcommand("estimate", "how many GPUs and how much memory a task needs, with the arithmetic");
+  estimate->add_option("task", task_path, "task file (JSON: model.id_or_path, parameters, engine)")->required();
+  estimate->add_option("--engine", engine, "apply this engine's arithmetic")->check(CLI::IsMember({"vllm", "sglang"}));
+  estimate->add_flag("--json", json, "print JSON");
+
+  TaskCommand task_cmd;
+  auto* task = app.add_subcommand("task", "parameter-grid tasks");
+  task->require_subcommand(1);
+  auto* task_run = task->add_subcommand("run", "run every experiment of a task's parameter grid through the queue");
+  task_run->add_option("task", task_cmd.path, "task file (JSON)")->required();
+  task_run->add_option("--engine", task_cmd.engine, "apply this engine's arithmetic")->check(CLI::IsMember({"vllm", "sglang"}));
+  alloc_options(task_run, task_cmd.run.alloc);
+  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each experiment waits for GPUs")->capture_default_str();
+  task_run->add_option("-n,--interval", task_cmd.run.interval_s, "seconds between GPU samples")->capture_default_str();
+  task_run->add_option("--docker", task_cmd.run.docker_image, "run in this image through the Docker engine");
+  task_run->add_option("command", task_cmd.run.argv, "the command (after --); {tp-size}-style placeholders are replaced");
+  task_run->footer("Usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...]\n--gpus and --min-memory-mb default to each experiment's estimate.");
+
+  auto* jobs = app.add_subcommand("jobs", "recorded job runs, newest first");
+  jobs->add_flag("--json", json, "print JSON");
+  jobs->add_option("--db", db, "the node store");
+
+  std::string job_id;
+  auto* show = app.add_subcommand("show", "one recorded job run: GPUs, why they were chosen, what they did");
+  show->add_option("job", job_id, "job id (see gpufleet jobs)")->required();
+  show->add_flag("--json", json, "print JSON");
+  show->add_option("--db", db, "the node store");
+
   try {
     app.parse(args);
   } catch (const CLI::CallForHelp& e) {
@@ -91,14 +159,33 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (!command.empty() && !*monitor) {
-      print_error("unexpected arguments after '--' (only monitor takes a command)");
+    if (!command.empty() && !*monitor && !*run && !*task_run) {
+      print_error("unexpected arguments after '--' (only monitor and run take a command)");
       return kExitUsage;
     }
     if (*status) return run_status(g, json);
     if (*ps) return run_ps(g, json);
     if (*backends) return run_backends(g, json);
     if (*watch) return run_watch(g, watch_interval, watch_count);
+    if (*alloc) return run_alloc(g, alloc_cmd);
+    if (*release) return run_release(g, lease_id, db);
+    if (*leases) return run_leases(g, json, all, db);
+    if (*jobs) return run_jobs(g, json, db);
+    if (*estimate) return run_estimate(g, task_path, engine, json);
+    if (*task_run) {
+      task_cmd.run.argv.insert(task_cmd.run.argv.end(), command.begin(), command.end());
+      task_cmd.min_memory_given = task_run->count("--min-memory-mb") > 0;
+      if (task_run->count("--gpus") > 0) {
+        print_error("task run: the GPU count comes from each experiment's estimate (tp × pp × …); --gpus is not taken");
+        return kExitUsage;
+      }
+      return run_task(g, task_cmd);
+    }
+    if (*show) return run_show(g, job_id, json, db);
+    if (*run) {
+      run_cmd.argv.insert(run_cmd.argv.end(), command.begin(), command.end());
+      return run_job(g, run_cmd);
+    }
     if (*monitor) {
       mon.argv.insert(mon.argv.end(), command.begin(), command.end());
       return run_monitor(g, mon);

@@ -11,8 +11,22 @@ extern char** environ;
 
 namespace gf::platform {
 
-Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_errno) {
+Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_errno,
+                               const std::vector<std::string>& env_overrides) {
   if (argv.empty()) return make_error("no command given");
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    const auto key = entry.substr(0, entry.find('=') + 1);
+    bool overridden = false;
+    for (const auto& o : env_overrides)
+      if (o.compare(0, key.size(), key) == 0) overridden = true;
+    if (!overridden) env_store.push_back(entry);
+  }
+  for (const auto& o : env_overrides) env_store.push_back(o);
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
@@ -26,7 +40,7 @@ Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = -1;
-  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), nullptr, &attr, cargv.data(), environ);
+  const int rc = ::posix_spawnp(&pid, argv[0].c_str(), nullptr, &attr, cargv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     if (spawn_errno) *spawn_errno = rc;

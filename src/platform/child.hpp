@@ -17,7 +17,9 @@ struct SpawnError {
 
 // Starts argv (argv[0] looked up in PATH). On failure, error().message is "<cmd>: <reason>" and
 // *spawn_errno receives the errno (when given).
-Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_errno = nullptr);
+// env_overrides: "KEY=VALUE" entries replacing or adding to our environment for the child.
+Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_errno = nullptr,
+                               const std::vector<std::string>& env_overrides = {});
 
 // Waits for pid; its exit status, or 128 + signal when a signal ended it.
 int wait_exit_code(pid_t pid);

@@ -10,6 +10,12 @@ Monitor::Monitor(std::unique_ptr<backends::Backend> backend, const core::Clock& 
 
 std::string Monitor::backend_name() const { return backend_ ? std::string(backend_->name()) : "none"; }
 
+Result<core::Topology> Monitor::topology() {
+  std::lock_guard lock(mu_);
+  if (!backend_) return core::Topology{};
+  return backend_->topology();
+}
+
 void Monitor::invalidate() {
   std::lock_guard lock(mu_);
   cached_.reset();

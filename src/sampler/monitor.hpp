@@ -41,6 +41,8 @@ class Monitor {
   // One GPU's reading, or nullopt when there is no such index.
   Result<std::optional<core::GpuReading>> gpu(unsigned index, bool use_cache = true);
 
+  // How the GPUs are connected (empty Topology when there is no backend or it cannot tell).
+  Result<core::Topology> topology();
   std::string backend_name() const;
   bool has_backend() const noexcept { return backend_ != nullptr; }
   void invalidate();

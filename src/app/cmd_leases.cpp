@@ -1,0 +1,112 @@
+// `gpufleet alloc`, `release`, `leases`: GPU leases by hand, for a shell session.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "app/commands.hpp"
+#include "app/exit_codes.hpp"
+#include "app/jobs.hpp"
+
+namespace gf::app {
+
+int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
+  auto jc = open_job_context(g, a.db);
+  if (!jc) {
+    print_error(jc.error().message);
+    return jc.error().message.rfind("cannot open the store", 0) == 0 ? kExitError : kExitNoBackend;
+  }
+  scheduler::AllocationRequest req;
+  req.gpus = a.gpus;
+  req.min_memory_mib = a.min_memory_mb;
+  req.max_utilization_pct = a.max_utilization;
+  req.refuse_busy = !a.allow_busy;
+  req.job_id = "shell-" + store::new_id();
+  req.name = a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name;
+  // The lease belongs to the calling shell: it ends when the shell does (or on `gpufleet release`).
+  req.owner = owner_of(static_cast<std::uint32_t>(::getppid()));
+  auto got = jc->allocator->allocate(req);
+  if (!got) {
+    print_error(got.error().message);
+    return kExitNoGpus;
+  }
+  std::vector<std::string> ids;
+  for (const auto& gpu : got->lease.gpus) ids.push_back(a.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+  if (a.json) {
+    auto j = lease_json(got->lease);
+    j["cuda_visible_devices"] = fmt::format("{}", fmt::join(ids, ","));
+    j["why"] = got->selection.why;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    // stdout is shell code (eval "$(gpufleet alloc --gpus 2)"); the explanation goes to stderr.
+    std::printf("export CUDA_VISIBLE_DEVICES=%s\nexport GPUFLEET_LEASE=%s\n", fmt::format("{}", fmt::join(ids, ",")).c_str(),
+                got->lease.id.c_str());
+    std::fprintf(stderr, "gpufleet: lease %s: GPU %s for shell %d (ends with the shell, or: gpufleet release %s)\n",
+                 got->lease.id.c_str(), fmt::format("{}", fmt::join(ids, ",")).c_str(), ::getppid(), got->lease.id.c_str());
+    for (const auto& w : got->selection.why) std::fprintf(stderr, "  %s\n", w.c_str());
+  }
+  return kExitOk;
+}
+
+int run_release(const GlobalOptions&, const std::string& lease_id, const std::string& db) {
+  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  if (!st) {
+    print_error(st.error().message);
+    return kExitError;
+  }
+  auto r = (*st)->release(lease_id, "released by hand");
+  if (!r) {
+    print_error(r.error().message);
+    return kExitError;
+  }
+  if (!*r) {
+    print_error("no active lease " + lease_id + " (see gpufleet leases)");
+    return kExitError;
+  }
+  std::printf("released %s\n", lease_id.c_str());
+  return kExitOk;
+}
+
+int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& db) {
+  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  if (!st) {
+    print_error(st.error().message);
+    return kExitError;
+  }
+  auto leases = all ? (*st)->history(200) : (*st)->active();
+  if (!leases) {
+    print_error(leases.error().message);
+    return kExitError;
+  }
+  auto waiters = (*st)->waiters();
+  if (json) {
+    nlohmann::json out{{"leases", nlohmann::json::array()}, {"waiting", nlohmann::json::array()}};
+    for (const auto& l : *leases) out["leases"].push_back(lease_json(l));
+    if (waiters)
+      for (const auto& w : *waiters)
+        out["waiting"].push_back({{"id", w.id}, {"name", w.name}, {"priority", w.priority}, {"gpus", w.gpus},
+                                  {"owner", {{"pid", w.owner.pid}, {"user", w.owner.user}}}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  (void)g;
+  std::printf("%-12s  %-8s  %-10s  %8s  %-19s  %s\n", "LEASE", "GPUS", "USER", "PID", "SINCE", "JOB");
+  for (const auto& l : *leases) {
+    std::vector<unsigned> idx;
+    for (const auto& gpu : l.gpus) idx.push_back(gpu.index);
+    std::string job = l.name.empty() ? l.job_id : l.name;
+    if (l.released_at_ms) job += " (ended: " + l.release_reason + ")";
+    std::printf("%-12s  %-8s  %-10s  %8u  %-19s  %s\n", l.id.c_str(), fmt::format("{}", fmt::join(idx, ",")).c_str(),
+                l.owner.user.c_str(), l.owner.pid, format_time_ms(l.created_at_ms).c_str(), job.c_str());
+  }
+  if (leases->empty()) std::printf("No %sleases.\n", all ? "" : "active ");
+  if (waiters && !waiters->empty()) {
+    std::printf("\nWaiting (first served first):\n");
+    for (const auto& w : *waiters)
+      std::printf("  %s  %u GPU(s)  priority %d  pid %u %s\n", w.name.empty() ? w.id.c_str() : w.name.c_str(), w.gpus,
+                  w.priority, w.owner.pid, w.owner.user.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace gf::app

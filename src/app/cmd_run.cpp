@@ -1,0 +1,327 @@
+// `gpufleet run`: wait for GPUs, take the lease, run the command on them (or a Docker container),
+// sample while it runs, release, and record the run. Also `jobs` and `show`, which read the record.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+
+#include "app/commands.hpp"
+#include "app/exit_codes.hpp"
+#include "app/jobs.hpp"
+#include "app/render.hpp"
+#include "launch/docker.hpp"
+#include "platform/child.hpp"
+#include "sampler/hub.hpp"
+#include "sampler/sampler.hpp"
+#include "wire/json.hpp"
+
+namespace gf::app {
+namespace {
+
+std::atomic<bool> g_cancel{false};
+std::atomic<pid_t> g_job_child{0};
+
+extern "C" void on_cancel(int) { g_cancel.store(true); }
+extern "C" void on_forward(int sig) {
+  const pid_t c = g_job_child.load();
+  if (c > 0) ::kill(c, sig);
+  g_cancel.store(true);
+}
+
+void set_handler(int sig, void (*fn)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  sigaction(sig, &sa, nullptr);
+}
+
+std::string iso_ms(std::int64_t ms) {
+  return wire::iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
+}
+
+// One line of progress while waiting: rewritten in place on a terminal, printed on change otherwise.
+class WaitReporter {
+ public:
+  explicit WaitReporter(unsigned gpus) : tty_(::isatty(2) == 1), gpus_(gpus) {}
+  void operator()(const scheduler::WaitProgress& p) {
+    std::string held;
+    for (const auto& l : p.holders) {
+      std::vector<unsigned> idx;
+      for (const auto& gpu : l.gpus) idx.push_back(gpu.index);
+      held += fmt::format("{}GPU {} by {} ({})", held.empty() ? "" : ", ", fmt::join(idx, ","),
+                          l.name.empty() ? l.job_id : l.name, l.owner.user);
+    }
+    const std::string first = p.why_not.substr(0, p.why_not.find('\n'));
+    std::string line = fmt::format("waiting {:.0f} s for {} GPU(s): {}{}", std::chrono::duration<double>(p.waited).count(),
+                                   gpus_, first, held.empty() ? "" : " — held: " + held);
+    if (tty_) {
+      std::fprintf(stderr, "\r\x1b[K%s", line.substr(0, 200).c_str());
+      dirty_ = true;
+    } else if (first != last_) {
+      std::fprintf(stderr, "gpufleet: %s\n", line.c_str());
+      last_ = first;
+    }
+  }
+  void done() {
+    if (dirty_) std::fputs("\r\x1b[K", stderr);
+    dirty_ = false;
+  }
+
+ private:
+  bool tty_;
+  unsigned gpus_;
+  bool dirty_ = false;
+  std::string last_;
+};
+
+}  // namespace
+
+int run_job(const GlobalOptions& g, const RunCommand& r) {
+  if (r.argv.empty() && r.docker_image.empty()) {
+    print_error("run: no command given (usage: gpufleet run --gpus N [OPTIONS] -- CMD [ARGS...])");
+    return kExitUsage;
+  }
+  if (r.alloc.gpus == 0) {
+    print_error("run: --gpus must be at least 1");
+    return kExitUsage;
+  }
+  const auto interval = std::chrono::milliseconds(static_cast<long long>(r.interval_s * 1000.0));
+  if (interval < sampler::Sampler::kMinInterval || interval > sampler::Sampler::kMaxInterval) {
+    print_error("--interval must be between 0.05 and 60 seconds");
+    return kExitUsage;
+  }
+  auto jc = open_job_context(g, r.alloc.db);
+  if (!jc) {
+    print_error(jc.error().message);
+    return jc.error().message.rfind("cannot open the store", 0) == 0 ? kExitError : kExitNoBackend;
+  }
+
+  store::Experiment exp;
+  exp.id = store::new_id();
+  exp.name = r.alloc.name.empty() ? (r.docker_image.empty() ? r.argv.front() : r.docker_image) : r.alloc.name;
+  nlohmann::json command = r.argv;
+  exp.command = command.dump();
+  exp.status = "waiting";
+  exp.started_at_ms = store::now_ms();
+  exp.record = "{}";
+  (void)jc->store->put_experiment(exp);
+
+  scheduler::AllocationRequest req;
+  req.gpus = r.alloc.gpus;
+  req.min_memory_mib = r.alloc.min_memory_mb;
+  req.max_utilization_pct = r.alloc.max_utilization;
+  req.refuse_busy = !r.alloc.allow_busy;
+  req.job_id = exp.id;
+  req.name = exp.name;
+  req.priority = r.priority;
+  req.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
+
+  set_handler(SIGINT, on_cancel);
+  set_handler(SIGTERM, on_cancel);
+  WaitReporter reporter(req.gpus);
+  scheduler::WaitOptions wo;
+  wo.timeout = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, r.wait_s) * 1000.0));
+  wo.progress = std::ref(reporter);
+  wo.cancel = &g_cancel;
+  auto got = jc->allocator->wait_and_allocate(req, wo);
+  reporter.done();
+  if (!got) {
+    print_error(got.error().message);
+    exp.status = g_cancel.load() ? "interrupted" : "no_gpus";
+    exp.ended_at_ms = store::now_ms();
+    exp.record = nlohmann::json{{"id", exp.id}, {"name", exp.name}, {"command", command}, {"status", exp.status},
+                                {"error", got.error().message}, {"started_at", iso_ms(exp.started_at_ms)},
+                                {"ended_at", iso_ms(*exp.ended_at_ms)}}.dump();
+    (void)jc->store->put_experiment(exp);
+    return g_cancel.load() ? 130 : kExitNoGpus;
+  }
+  const core::Lease lease = got->lease;
+  std::vector<std::string> ids;
+  for (const auto& gpu : lease.gpus) ids.push_back(r.alloc.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+  const std::string visible = fmt::format("{}", fmt::join(ids, ","));
+  std::fprintf(stderr, "gpufleet: job %s on GPU %s (lease %s)\n", exp.id.c_str(), visible.c_str(), lease.id.c_str());
+
+  exp.status = "running";
+  exp.lease_id = lease.id;
+  const std::int64_t queued_at_ms = exp.started_at_ms;
+  exp.started_at_ms = store::now_ms();
+  (void)jc->store->put_experiment(exp);
+
+  sampler::SampleHub hub(*jc->node.monitor);
+  auto smp = sampler::Sampler::create(hub, interval, got->selection.indices);
+  if (smp) (*smp)->start();
+
+  int code = 0;
+  std::string docker_error, container_id, logs;
+  if (!r.docker_image.empty()) {
+    // Docker names the GPUs through DeviceRequests; CUDA_VISIBLE_DEVICES is not set (seed rule).
+    auto client = launch::DockerClient::from_environment();
+    launch::DockerRunSpec spec;
+    spec.image = r.docker_image;
+    spec.cmd = r.argv;
+    spec.gpu_ids = ids;
+    spec.labels = {{"gpufleet.job", exp.id}, {"gpufleet.lease", lease.id}};
+    if (!client) {
+      docker_error = client.error().message;
+    } else {
+      auto res = client->run(spec, &g_cancel);
+      if (!res) {
+        docker_error = res.error().message;
+      } else {
+        code = res->exit_code;
+        container_id = res->container_id;
+        logs = res->logs_tail;
+        for (const auto& w : res->warnings) print_error("docker: " + w);
+      }
+    }
+    if (!logs.empty()) std::fwrite(logs.data(), 1, logs.size(), stdout);
+    if (!docker_error.empty()) {
+      print_error(docker_error);
+      code = kExitMonitorFailed;
+    }
+  } else {
+    // Like monitor: Ctrl-C from the terminal reaches CMD directly; SIGTERM/SIGHUP are passed on.
+    set_handler(SIGINT, SIG_IGN);
+    set_handler(SIGTERM, on_forward);
+    set_handler(SIGHUP, on_forward);
+    int spawn_errno = 0;
+    auto pid = platform::spawn_inheriting(r.argv, &spawn_errno,
+                                          {"CUDA_VISIBLE_DEVICES=" + visible, "GPUFLEET_LEASE=" + lease.id, "GPUFLEET_JOB=" + exp.id});
+    if (!pid) {
+      print_error(pid.error().message);
+      code = spawn_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
+    } else {
+      g_job_child.store(*pid);
+      code = platform::wait_exit_code(*pid);
+      g_job_child.store(0);
+    }
+  }
+  // Release first (waiters wake at once), then summarise and record.
+  (void)jc->store->release(lease.id, "job ended");
+  core::RunReport report = smp ? (*smp)->stop() : core::RunReport{};
+
+  exp.exit_code = code;
+  exp.ended_at_ms = store::now_ms();
+  exp.status = code == 0 ? "succeeded" : (g_cancel.load() ? "interrupted" : "failed");
+  nlohmann::json rec{{"id", exp.id},
+                     {"name", exp.name},
+                     {"command", command},
+                     {"status", exp.status},
+                     {"exit_code", code},
+                     {"queued_at", iso_ms(queued_at_ms)},
+                     {"started_at", iso_ms(exp.started_at_ms)},
+                     {"ended_at", iso_ms(*exp.ended_at_ms)},
+                     {"duration_seconds", static_cast<double>(*exp.ended_at_ms - exp.started_at_ms) / 1000.0},
+                     {"lease_id", lease.id},
+                     {"backend", jc->node.monitor->backend_name()},
+                     {"host", hostname()},
+                     {"gpu_info", gpu_info_json(*got, req.gpus)},
+                     {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
+  if (!r.docker_image.empty()) {
+    rec["docker"] = {{"image", r.docker_image}, {"container_id", container_id}, {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
+  }
+  exp.record = rec.dump();
+  if (auto w = jc->store->put_experiment(exp); !w) print_error("cannot record the run: " + w.error().message);
+  if (r.alloc.json) {
+    std::printf("%s\n", rec.dump(2).c_str());
+  } else {
+    std::fprintf(stderr, "gpufleet: job %s %s (exit %d); details: gpufleet show %s\n", exp.id.c_str(), exp.status.c_str(), code,
+                 exp.id.c_str());
+  }
+  return code;
+}
+
+int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
+  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  if (!st) {
+    print_error(st.error().message);
+    return kExitError;
+  }
+  auto list = (*st)->experiments(200);
+  if (!list) {
+    print_error(list.error().message);
+    return kExitError;
+  }
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : *list) {
+      auto rec = nlohmann::json::parse(e.record, nullptr, false);
+      out.push_back(rec.is_object() && !rec.empty() ? rec
+                                                    : nlohmann::json{{"id", e.id}, {"name", e.name}, {"status", e.status}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", "JOB", "STATUS", "EXIT", "STARTED", "SECONDS", "GPUS", "NAME");
+  for (const auto& e : *list) {
+    auto rec = nlohmann::json::parse(e.record, nullptr, false);
+    std::string gpus = "-";
+    if (rec.is_object() && rec.contains("gpu_info")) {
+      const auto& gi = rec["gpu_info"];
+      // The distinguishing model name ("H100 80GB HBM3"), not the vendor's first word.
+      std::string model = gi.value("model", "");
+      if (model.rfind("NVIDIA ", 0) == 0) model = model.substr(7);
+      gpus = fmt::format("{} × {}", gi.value("count", 0), model);
+    }
+    const std::string secs = e.ended_at_ms ? fmt::format("{:.1f}", static_cast<double>(*e.ended_at_ms - e.started_at_ms) / 1000.0) : "-";
+    std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", e.id.c_str(), e.status.c_str(),
+                e.exit_code ? std::to_string(*e.exit_code).c_str() : "-", format_time_ms(e.started_at_ms).c_str(),
+                secs.c_str(), gpus.c_str(), e.name.c_str());
+  }
+  if (list->empty()) std::printf("No jobs recorded yet (gpufleet run --gpus N -- CMD).\n");
+  return kExitOk;
+}
+
+int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db) {
+  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  if (!st) {
+    print_error(st.error().message);
+    return kExitError;
+  }
+  auto e = (*st)->experiment(id);
+  if (!e) {
+    print_error(e.error().message);
+    return kExitError;
+  }
+  if (!*e) {
+    print_error("no job " + id + " (see gpufleet jobs)");
+    return kExitError;
+  }
+  auto rec = nlohmann::json::parse((*e)->record, nullptr, false);
+  if (json) {
+    std::printf("%s\n", rec.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("job %s  %s  status %s  exit %s\n", (*e)->id.c_str(), (*e)->name.c_str(), (*e)->status.c_str(),
+              (*e)->exit_code ? std::to_string(*(*e)->exit_code).c_str() : "-");
+  if (rec.is_object()) {
+    if (rec.contains("command")) std::printf("command   %s\n", rec["command"].dump().c_str());
+    if (rec.contains("started_at")) std::printf("started   %s\n", rec["started_at"].get<std::string>().c_str());
+    if (rec.contains("ended_at")) std::printf("ended     %s\n", rec["ended_at"].get<std::string>().c_str());
+    if (rec.contains("error")) std::printf("error     %s\n", rec["error"].get<std::string>().c_str());
+    if (rec.contains("gpu_info")) {
+      const auto& gi = rec["gpu_info"];
+      std::printf("gpus      %s × %s (%s)\n", gi["count"].dump().c_str(), gi.value("model", "").c_str(),
+                  gi["gpu_info"].value("allocation_method", "").c_str());
+      for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array())) std::printf("          %s\n", w.get<std::string>().c_str());
+    }
+    if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring")) {
+      const auto& m = rec["metrics"]["gpu_monitoring"];
+      std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0), m.value("sample_count", 0));
+      for (const auto& [idx, s] : m["gpu_stats"].items()) {
+        auto mean = [&](const char* k) { return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0)) : std::string("n/a"); };
+        std::printf("  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
+                    s.value("name", "").c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
+                    mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
+                    s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
+      }
+    }
+  }
+  (void)g;
+  return kExitOk;
+}
+
+}  // namespace gf::app

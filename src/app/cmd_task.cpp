@@ -1,0 +1,140 @@
+// `gpufleet estimate` and `gpufleet task run`: what a task needs, and running its parameter grid.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "app/commands.hpp"
+#include "app/exit_codes.hpp"
+#include "platform/fs.hpp"
+#include "scheduler/estimate.hpp"
+
+namespace gf::app {
+namespace {
+
+Result<nlohmann::json> read_task(const std::string& path) {
+  auto text = platform::read_file(path, 16 * 1024 * 1024);
+  if (!text) return make_error("cannot read task file " + path);
+  auto doc = nlohmann::json::parse(*text, nullptr, false);
+  if (doc.is_discarded()) return make_error(path + ": not valid JSON");
+  if (!doc.is_object()) return make_error(path + ": a task must be a JSON object");
+  return doc;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+  return s;
+}
+
+std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+}  // namespace
+
+int run_estimate(const GlobalOptions&, const std::string& path, const std::string& engine, bool json) {
+  auto task = read_task(path);
+  if (!task) {
+    print_error(task.error().message);
+    return kExitError;
+  }
+  scheduler::EstimateOptions opts;
+  opts.engine = engine;
+  auto e = scheduler::estimate(*task, opts);
+  if (!e) {
+    print_error(path + ": " + e.error().message);
+    return kExitError;
+  }
+  if (json) {
+    std::printf("%s\n", nlohmann::json{{"gpus", e->gpus},
+                                       {"memory_mb_per_gpu", e->memory_mb_per_gpu},
+                                       {"memory_fraction", e->memory_fraction ? nlohmann::json(*e->memory_fraction) : nlohmann::json(nullptr)},
+                                       {"engine", e->engine},
+                                       {"explanation", e->explanation}}.dump(2).c_str());
+  } else {
+    std::printf("%u GPU(s), %llu MiB free on each%s\n", e->gpus, static_cast<unsigned long long>(e->memory_mb_per_gpu),
+                e->memory_fraction ? fmt::format(" (the engine reserves {:.0f} % of each GPU)", *e->memory_fraction * 100).c_str() : "");
+    std::printf("%s\n", e->explanation.c_str());
+  }
+  return kExitOk;
+}
+
+int run_task(const GlobalOptions& g, const TaskCommand& t) {
+  auto task = read_task(t.path);
+  if (!task) {
+    print_error(task.error().message);
+    return kExitError;
+  }
+  if (t.run.argv.empty() && t.run.docker_image.empty()) {
+    print_error("task run: no command given (usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...])");
+    return kExitUsage;
+  }
+  const nlohmann::json params = task->contains("parameters") ? (*task)["parameters"] : nlohmann::json::object();
+  auto grid = scheduler::expand_grid(params);
+  if (!grid) {
+    print_error(t.path + ": " + grid.error().message);
+    return kExitError;
+  }
+  scheduler::EstimateOptions eo;
+  eo.engine = t.engine;
+  // Check every experiment before running any: a bad value should not surface after an hour of runs.
+  std::vector<scheduler::Estimate> estimates;
+  for (const auto& combo : *grid) {
+    nlohmann::json one = *task;
+    one["parameters"] = combo;
+    auto e = scheduler::estimate(one, eo);
+    if (!e) {
+      print_error(fmt::format("{}: experiment {}: {}", t.path, combo.dump(), e.error().message));
+      return kExitError;
+    }
+    estimates.push_back(std::move(*e));
+  }
+  const std::string task_name = task->value("name", std::string("task"));
+  // An engine that reserves a fraction of every GPU (vLLM's gpu-memory-utilization, SGLang's
+  // mem-fraction-static) needs that fraction of the GPU's memory free: taken of the largest GPU here.
+  std::uint64_t largest_gpu_mib = 0;
+  for (const auto& e : estimates) {
+    if (!e.memory_fraction) continue;
+    auto node = open_context(g);
+    if (auto s = node.monitor->snapshot(false); s)
+      for (const auto& gpu : (*s)->gpus) largest_gpu_mib = std::max(largest_gpu_mib, gpu.memory_total_mib.value_or(0));
+    break;
+  }
+  std::fprintf(stderr, "gpufleet: %zu experiment(s) from %s\n", grid->size(), t.path.c_str());
+  struct Outcome {
+    std::string name;
+    int code;
+  };
+  std::vector<Outcome> outcomes;
+  for (std::size_t i = 0; i < grid->size(); ++i) {
+    const auto& combo = (*grid)[i];
+    RunCommand r = t.run;
+    std::string label;
+    for (const auto& [k, v] : combo.items()) {
+      label += fmt::format("{}{}={}", label.empty() ? "" : " ", k, value_text(v));
+      for (auto& a : r.argv) a = replace_all(a, "{" + k + "}", value_text(v));
+    }
+    r.alloc.name = fmt::format("{} [{}]", task_name, label);
+    r.alloc.gpus = estimates[i].gpus;
+    if (!t.min_memory_given) {
+      r.alloc.min_memory_mb = estimates[i].memory_mb_per_gpu;
+      if (estimates[i].memory_fraction)
+        r.alloc.min_memory_mb = std::max(r.alloc.min_memory_mb, static_cast<std::uint64_t>(*estimates[i].memory_fraction *
+                                                                                           static_cast<double>(largest_gpu_mib)));
+    }
+    std::fprintf(stderr, "gpufleet: experiment %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(), label.c_str(),
+                 r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
+    // An experiment whose GPUs never come fails with its message; the others go on.
+    outcomes.push_back({r.alloc.name, run_job(g, r)});
+  }
+  int failed = 0;
+  std::fprintf(stderr, "\n%-6s  %s\n", "EXIT", "EXPERIMENT");
+  for (const auto& o : outcomes) {
+    std::fprintf(stderr, "%-6d  %s\n", o.code, o.name.c_str());
+    if (o.code != 0) ++failed;
+  }
+  std::fprintf(stderr, "%zu passed, %d failed\n", outcomes.size() - static_cast<std::size_t>(failed), failed);
+  return failed == 0 ? kExitOk : kExitError;
+}
+
+}  // namespace gf::app

@@ -1,0 +1,34 @@
+#pragma once
+// Shared pieces of the allocation and job verbs: opening the node store and the allocator, lease
+// owners, and the JSON record of a job run (an "experiment").
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "app/context.hpp"
+#include "core/stats.hpp"
+#include "scheduler/node_allocator.hpp"
+#include "store/node_store.hpp"
+
+namespace gf::app {
+
+struct JobContext {
+  Context node;
+  std::unique_ptr<store::NodeStore> store;
+  std::unique_ptr<scheduler::NodeAllocator> allocator;
+};
+
+// Opens the backend, the store (db_path empty: the default) and an allocator over them.
+Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path);
+
+// The owner of a lease: this process, or (for `alloc`) the calling shell.
+core::LeaseOwner owner_of(std::uint32_t pid);
+
+// The seed's gpu_info: {model, count, device_ids, world_size, gpu_info: {count, indices,
+// allocation_method, details: [{index, name, memory_free_mb, utilization_percent, availability_score}]}}.
+nlohmann::json gpu_info_json(const scheduler::Allocation& a, unsigned world_size);
+
+nlohmann::json lease_json(const core::Lease& l);
+std::string format_time_ms(std::int64_t ms);  // local "YYYY-MM-DD HH:MM:SS"
+
+}  // namespace gf::app

@@ -1,0 +1,76 @@
+#pragma once
+// LeaseStore port: where GPU leases and the wait queue live, shared by every gpufleet process of a
+// node. The scheduler decides; the store makes the decision atomic. Implemented by store/ (SQLite).
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace gf::core {
+
+struct LeaseOwner {
+  std::uint32_t pid = 0;
+  unsigned long long start_time = 0;  // clock ticks since boot (from /proc/<pid>/stat): tells reused pids apart
+  std::string user;
+};
+
+struct LeasedGpu {
+  unsigned index = 0;
+  std::string uuid;
+};
+
+struct Lease {
+  std::string id;
+  std::string job_id;
+  std::string name;
+  std::vector<LeasedGpu> gpus;
+  LeaseOwner owner;
+  std::int64_t created_at_ms = 0;  // Unix epoch milliseconds
+  std::optional<std::int64_t> released_at_ms;
+  std::string release_reason;      // "released", "job ended", "owner gone", …
+};
+
+struct Waiter {
+  std::string id;
+  std::string name;
+  int priority = 0;                // higher first
+  std::int64_t enqueued_at_ms = 0;
+  unsigned gpus = 0;
+  LeaseOwner owner;
+};
+
+struct LeaseRequest {
+  std::string job_id;
+  std::string name;
+  LeaseOwner owner;
+  std::string waiter_id;  // empty: not queued (take the GPUs now or not at all)
+};
+
+class LeaseStore {
+ public:
+  virtual ~LeaseStore() = default;
+
+  // The decider sees the active leases and the live waiters queued ahead of request.waiter_id (at
+  // least the first of them, when there are any), and returns the GPUs to lease (nullopt: not now).
+  // Runs inside the store's write lock.
+  using Decide = std::function<Result<std::optional<std::vector<LeasedGpu>>>(const std::vector<Lease>& active,
+                                                                              const std::vector<Waiter>& ahead)>;
+  // Atomically against every process sharing the store: ends leases whose owner is gone, calls
+  // decide, records the lease it picks (and dequeues the waiter). nullopt when decide said "not now".
+  virtual Result<std::optional<Lease>> acquire(const LeaseRequest& request, const Decide& decide) = 0;
+  // Ends a lease; false when there was no active lease with that id.
+  virtual Result<bool> release(const std::string& lease_id, const std::string& reason) = 0;
+  // Active leases (dead owners' leases ended first).
+  virtual Result<std::vector<Lease>> active() = 0;
+  virtual Result<std::vector<Waiter>> waiters() = 0;
+  virtual Result<void> enqueue(const Waiter& w) = 0;
+  virtual Result<void> dequeue(const std::string& waiter_id) = 0;
+  // Blocks until some process releases a lease or dequeues, or until the timeout; true when woken.
+  virtual bool wait_for_change(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace gf::core

@@ -1,0 +1,155 @@
+#include "scheduler/node_allocator.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace gf::scheduler {
+namespace {
+
+allocator::SelectRequest select_request(const AllocationRequest& req, const std::vector<core::Lease>& active) {
+  allocator::SelectRequest sr;
+  sr.count = req.gpus;
+  sr.min_free_memory_mib = req.min_memory_mib;
+  sr.max_utilization_pct = req.max_utilization_pct;
+  sr.refuse_busy = req.refuse_busy;
+  for (const auto& l : active)
+    for (const auto& g : l.gpus) sr.leased.insert(g.index);
+  return sr;
+}
+
+std::string holders_text(const std::vector<core::Lease>& active) {
+  std::string out;
+  for (const auto& l : active) {
+    std::vector<unsigned> idx;
+    for (const auto& g : l.gpus) idx.push_back(g.index);
+    out += fmt::format("{}GPU {} held by {} (lease {}, pid {}{})", out.empty() ? "" : "; ", fmt::join(idx, ","),
+                       l.name.empty() ? l.job_id : l.name, l.id, l.owner.pid, l.owner.user.empty() ? "" : ", " + l.owner.user);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest& req, const std::string& waiter_id,
+                                                         std::string& why_not, std::vector<core::Lease>* holders,
+                                                         std::size_t* ahead_out) {
+  std::optional<Allocation> got;
+  core::LeaseRequest lr{req.job_id, req.name, req.owner, waiter_id};
+  auto lease = store_.acquire(lr, [&](const std::vector<core::Lease>& active, const std::vector<core::Waiter>& ahead)
+                                      -> Result<std::optional<std::vector<core::LeasedGpu>>> {
+    if (holders) *holders = active;
+    if (ahead_out) *ahead_out = ahead.size();
+    if (!ahead.empty()) {
+      why_not = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
+                            ahead.front().name.empty() ? ahead.front().id : ahead.front().name, ahead.front().gpus,
+                            ahead.front().priority);
+      return std::optional<std::vector<core::LeasedGpu>>();
+    }
+    auto snap = source_.fresh();
+    if (!snap) return snap.error();
+    auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
+    if (!sel) {
+      why_not = sel.error().message;
+      return std::optional<std::vector<core::LeasedGpu>>();
+    }
+    std::vector<core::LeasedGpu> gpus;
+    for (unsigned i : sel->indices) {
+      std::string uuid;
+      for (const auto& g : (*snap)->gpus)
+        if (g.index == i) uuid = g.uuid;
+      gpus.push_back({i, uuid});
+    }
+    got = Allocation{{}, std::move(*sel), *snap};
+    return std::optional<std::vector<core::LeasedGpu>>(std::move(gpus));
+  });
+  if (!lease) return lease.error();
+  if (!*lease) return std::optional<Allocation>();
+  got->lease = std::move(**lease);
+  return got;
+}
+
+Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req) {
+  std::string why;
+  auto r = attempt(req, "", why, nullptr, nullptr);
+  if (!r) return r.error();
+  if (!*r) return make_error(why);
+  return std::move(**r);
+}
+
+std::pair<bool, std::string> NodeAllocator::check_availability(unsigned gpus, std::uint64_t min_memory_mib,
+                                                               unsigned max_utilization_pct, bool refuse_busy) {
+  auto active = store_.active();
+  if (!active) return {false, "cannot read the leases: " + active.error().message};
+  auto snap = source_.fresh();
+  if (!snap) return {false, "cannot read the GPUs: " + snap.error().message};
+  AllocationRequest req;
+  req.gpus = gpus;
+  req.min_memory_mib = min_memory_mib;
+  req.max_utilization_pct = max_utilization_pct;
+  req.refuse_busy = refuse_busy;
+  const auto sr = select_request(req, *active);
+  const auto refused = allocator::eligibility(**snap, sr);
+  std::set<unsigned> bad;
+  for (const auto& r : refused) bad.insert(r.index);
+  std::vector<std::string> lines;
+  for (const auto& g : (*snap)->gpus) {
+    if (bad.contains(g.index)) continue;
+    lines.push_back(fmt::format("GPU {} qualifies: {} MiB free, {} % busy, score {:.2f}", g.index,
+                                g.memory_free_mib.value_or(0), g.utilization_pct.value_or(0),
+                                g.availability_score.value_or(0.0)));
+  }
+  for (const auto& r : refused) lines.push_back(fmt::format("GPU {} does not: {}", r.index, r.reason));
+  const std::size_t ok = (*snap)->gpus.size() - bad.size();
+  const bool yes = ok >= gpus;
+  std::string msg = fmt::format("{} of {} GPUs qualify, {} needed ({} MiB free, at most {} % busy): {}", ok,
+                                (*snap)->gpus.size(), gpus, min_memory_mib, max_utilization_pct,
+                                yes ? "available" : "not available");
+  for (const auto& l : lines) msg += "\n  " + l;
+  return {yes, msg};
+}
+
+Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts) {
+  core::Waiter w;
+  w.id = req.job_id.empty() ? "w" : req.job_id;
+  w.name = req.name;
+  w.priority = req.priority;
+  w.enqueued_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+  w.gpus = req.gpus;
+  w.owner = req.owner;
+  if (auto r = store_.enqueue(w); !r) return make_error("cannot join the queue: " + r.error().message);
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + opts.timeout;
+  for (;;) {
+    std::string why;
+    WaitProgress p;
+    auto r = attempt(req, w.id, why, &p.holders, &p.ahead);
+    if (!r) {
+      (void)store_.dequeue(w.id);
+      return r.error();
+    }
+    if (*r) return std::move(**r);  // the store dequeued us with the lease
+    const auto now = std::chrono::steady_clock::now();
+    p.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
+    p.why_not = why;
+    const bool cancelled = opts.cancel && opts.cancel->load();
+    if (now >= deadline || cancelled) {
+      (void)store_.dequeue(w.id);
+      std::string held = holders_text(p.holders);
+      return make_error(fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}",
+                                    cancelled ? "Cancelled" : "Insufficient GPUs",
+                                    std::chrono::duration<double>(now - start).count(), req.gpus, why,
+                                    held.empty() ? "" : "\nholders: " + held));
+    }
+    if (opts.progress) opts.progress(p);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    // Woken at once by a release or a queue change anywhere on the node; else re-check after the
+    // interval, for load that comes and goes outside gpufleet.
+    auto slice = std::min(left, opts.recheck);
+    if (opts.cancel) slice = std::min(slice, std::chrono::milliseconds(250));  // stay responsive to Ctrl-C
+    store_.wait_for_change(slice);
+  }
+}
+
+}  // namespace gf::scheduler

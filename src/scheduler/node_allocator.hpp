@@ -1,0 +1,80 @@
+#pragma once
+// NodeAllocator: who gets which GPUs of this node, and when. Decisions are made inside the lease
+// store's write lock on a fresh snapshot, so two allocations that race (threads or processes) never
+// get the same GPU. Waiters are served first-come first-served within a priority; a release anywhere
+// on the node wakes them at once, and load from outside gpufleet is re-checked on a short interval.
+// Thread-safety: one NodeAllocator per thread (the store it uses is single-threaded).
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "allocator/select.hpp"
+#include "core/ports/lease_store.hpp"
+#include "core/snapshot.hpp"
+#include "core/topology.hpp"
+
+namespace gf::scheduler {
+
+struct SnapshotSource {
+  std::function<Result<core::SnapshotPtr>()> fresh;  // a new driver query (allocation never uses a cache)
+  core::Topology topology;
+};
+
+struct AllocationRequest {
+  unsigned gpus = 1;
+  std::uint64_t min_memory_mib = 8000;
+  unsigned max_utilization_pct = 50;
+  bool refuse_busy = true;  // refuse GPUs running processes gpufleet did not start
+  std::string job_id;
+  std::string name;
+  int priority = 0;
+  core::LeaseOwner owner;
+};
+
+struct Allocation {
+  core::Lease lease;
+  allocator::Selection selection;
+  core::SnapshotPtr snapshot;  // the reading the decision was made on
+};
+
+struct WaitProgress {
+  std::chrono::milliseconds waited{0};
+  std::string why_not;                // why the GPUs are not available yet
+  std::vector<core::Lease> holders;   // active leases (who holds the GPUs)
+  std::size_t ahead = 0;              // 1 when a live waiter is ahead of us (it blocks us), else 0
+};
+
+struct WaitOptions {
+  std::chrono::milliseconds timeout{300000};
+  std::chrono::milliseconds recheck{2000};  // re-check of load from outside gpufleet
+  std::function<void(const WaitProgress&)> progress;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+class NodeAllocator {
+ public:
+  NodeAllocator(core::LeaseStore& store, SnapshotSource source) : store_(store), source_(std::move(source)) {}
+
+  // One attempt now, not queued: the lease, or an error saying for each GPU why it was refused.
+  Result<Allocation> allocate(const AllocationRequest& req);
+  // Whether `gpus` GPUs with `min_memory_mib` free would be given now; the message says per GPU why
+  // it does or does not qualify. Takes nothing.
+  std::pair<bool, std::string> check_availability(unsigned gpus, std::uint64_t min_memory_mib,
+                                                  unsigned max_utilization_pct = 50, bool refuse_busy = true);
+  // Queues the request and waits up to opts.timeout. The error of a timeout starts with
+  // "Insufficient GPUs after waiting".
+  Result<Allocation> wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts);
+
+ private:
+  // nullopt with why_not filled when the GPUs are not available now.
+  Result<std::optional<Allocation>> attempt(const AllocationRequest& req, const std::string& waiter_id,
+                                            std::string& why_not, std::vector<core::Lease>* holders, std::size_t* ahead);
+
+  core::LeaseStore& store_;
+  SnapshotSource source_;
+};
+
+}  // namespace gf::scheduler

@@ -1,0 +1,404 @@
+#include "store/node_store.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "platform/fs.hpp"
+#include "platform/procfs.hpp"
+
+namespace gf::store {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS leases(
+  id TEXT PRIMARY KEY, job_id TEXT NOT NULL, name TEXT NOT NULL,
+  owner_pid INTEGER NOT NULL, owner_start INTEGER NOT NULL, owner_user TEXT NOT NULL,
+  created_ms INTEGER NOT NULL, released_ms INTEGER, release_reason TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS lease_gpus(
+  lease_id TEXT NOT NULL REFERENCES leases(id), gpu_index INTEGER NOT NULL, gpu_key TEXT NOT NULL,
+  gpu_uuid TEXT NOT NULL, active INTEGER NOT NULL DEFAULT 1);
+-- The last line of defence: whatever a caller decides, one GPU never has two active leases.
+CREATE UNIQUE INDEX IF NOT EXISTS one_active_lease_per_gpu ON lease_gpus(gpu_key) WHERE active = 1;
+CREATE INDEX IF NOT EXISTS leases_active ON leases(released_ms);
+CREATE INDEX IF NOT EXISTS lease_gpus_lease ON lease_gpus(lease_id);
+CREATE TABLE IF NOT EXISTS waiters(
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, priority INTEGER NOT NULL, enqueued_ms INTEGER NOT NULL,
+  gpus INTEGER NOT NULL, owner_pid INTEGER NOT NULL, owner_start INTEGER NOT NULL, owner_user TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS waiters_order ON waiters(priority DESC, enqueued_ms);
+CREATE TABLE IF NOT EXISTS experiments(
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, status TEXT NOT NULL, command TEXT NOT NULL, exit_code INTEGER,
+  started_ms INTEGER NOT NULL, ended_ms INTEGER, lease_id TEXT NOT NULL DEFAULT '', record TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS experiments_started ON experiments(started_ms);
+PRAGMA user_version = 1;
+)sql";
+
+// BEGIN IMMEDIATE takes the write lock up front, so a read-decide-write cannot interleave with
+// another process's; rolled back unless committed.
+class WriteTxn {
+ public:
+  explicit WriteTxn(Db& db) : db_(db) {}
+  Result<void> begin() {
+    auto r = db_.exec("BEGIN IMMEDIATE");
+    if (r) open_ = true;
+    return r;
+  }
+  Result<void> commit() {
+    auto r = db_.exec("COMMIT");
+    if (r) open_ = false;
+    return r;
+  }
+  ~WriteTxn() {
+    if (open_) (void)db_.exec("ROLLBACK");
+  }
+
+ private:
+  Db& db_;
+  bool open_ = false;
+};
+
+std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
+
+bool default_alive(const core::LeaseOwner& o) {
+  static const platform::ProcReader proc;
+  const auto start = proc.start_time(o.pid);
+  return start && (o.start_time == 0 || *start == o.start_time);
+}
+
+}  // namespace
+
+std::string default_db_path() {
+  if (auto v = platform::env("GPUFLEET_DB")) return *v;
+  if (::geteuid() == 0) return "/var/lib/gpufleet/gpufleet.db";
+  if (auto x = platform::env("XDG_STATE_HOME")) return *x + "/gpufleet/gpufleet.db";
+  if (auto h = platform::env("HOME")) return *h + "/.local/state/gpufleet/gpufleet.db";
+  return "gpufleet.db";
+}
+
+std::string new_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(::getpid()) << 32};
+  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFULL);
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+NodeStore::NodeStore(Db db, Alive alive)
+    : db_(std::move(db)), alive_(alive ? std::move(alive) : Alive(default_alive)), signal_(db_.path() + ".changed") {}
+
+Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Alive alive) {
+  auto db = Db::open(path);
+  if (!db) return db.error();
+  std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive)));
+  if (auto m = s->migrate(); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
+  return s;
+}
+
+Result<void> NodeStore::migrate() {
+  WriteTxn txn(db_);
+  if (auto r = txn.begin(); !r) return r;
+  if (auto r = db_.exec(kSchema); !r) return r;
+  return txn.commit();
+}
+
+Result<void> NodeStore::reap_locked(bool& changed) {
+  // Leases whose owner process is gone (crashed, SIGKILLed) end here, whoever looks next.
+  auto sel = db_.prepare("SELECT id, owner_pid, owner_start FROM leases WHERE released_ms IS NULL");
+  if (!sel) return sel.error();
+  std::vector<std::string> dead;
+  for (;;) {
+    auto row = sel->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    core::LeaseOwner o{static_cast<std::uint32_t>(sel->int64(1)), static_cast<unsigned long long>(sel->int64(2)), {}};
+    if (!alive_(o)) dead.push_back(sel->text(0));
+  }
+  for (const auto& id : dead) {
+    auto up = db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = 'owner gone' WHERE id = ?2");
+    if (!up) return up.error();
+    if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r;
+    auto g = db_.prepare("UPDATE lease_gpus SET active = 0 WHERE lease_id = ?1");
+    if (!g) return g.error();
+    if (auto r = g->bind(1, id).run(); !r) return r;
+    changed = true;
+  }
+  return {};
+}
+
+Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, std::size_t limit) {
+  auto sel = db_.prepare(fmt::format(
+      "SELECT id, job_id, name, owner_pid, owner_start, owner_user, created_ms, released_ms, release_reason "
+      "FROM leases {} ORDER BY created_ms DESC, id LIMIT {}",
+      where_sql, limit));
+  if (!sel) return sel.error();
+  std::vector<core::Lease> out;
+  std::map<std::string, std::size_t> by_id;
+  for (;;) {
+    auto row = sel->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    core::Lease l;
+    l.id = sel->text(0);
+    l.job_id = sel->text(1);
+    l.name = sel->text(2);
+    l.owner = {static_cast<std::uint32_t>(sel->int64(3)), static_cast<unsigned long long>(sel->int64(4)), sel->text(5)};
+    l.created_at_ms = sel->int64(6);
+    l.released_at_ms = sel->opt_int64(7);
+    l.release_reason = sel->text(8);
+    by_id[l.id] = out.size();
+    out.push_back(std::move(l));
+  }
+  for (auto& l : out) {
+    auto q = db_.prepare("SELECT gpu_index, gpu_uuid FROM lease_gpus WHERE lease_id = ?1 ORDER BY rowid");
+    if (!q) return q.error();
+    q->bind(1, l.id);
+    for (;;) {
+      auto row = q->step();
+      if (!row) return row.error();
+      if (!*row) break;
+      l.gpus.push_back({static_cast<unsigned>(q->int64(0)), q->text(1)});
+    }
+  }
+  return out;
+}
+
+Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::string& waiter_id, bool& changed) {
+  // Queue order: priority (higher first), then arrival. Only the first live waiter ahead matters to
+  // the decision (it blocks us), so walk from the front, dropping dead waiters, and stop there:
+  // the cost does not grow with the length of the queue.
+  auto me = db_.prepare("SELECT priority, enqueued_ms, rowid FROM waiters WHERE id = ?1");
+  if (!me) return me.error();
+  me->bind(1, waiter_id);
+  auto found = me->step();
+  if (!found) return found.error();
+  std::vector<core::Waiter> out;
+  if (!*found) return out;  // not queued (any more)
+  const std::int64_t prio = me->int64(0), enq = me->int64(1), rowid = me->int64(2);
+  auto sel = db_.prepare(
+      "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters "
+      "WHERE priority > ?1 OR (priority = ?1 AND (enqueued_ms < ?2 OR (enqueued_ms = ?2 AND rowid < ?3))) "
+      "ORDER BY priority DESC, enqueued_ms, rowid");
+  if (!sel) return sel.error();
+  sel->bind(1, prio).bind(2, enq).bind(3, rowid);
+  std::vector<std::string> dead;
+  for (;;) {
+    auto row = sel->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    core::Waiter w;
+    w.id = sel->text(0);
+    w.name = sel->text(1);
+    w.priority = static_cast<int>(sel->int64(2));
+    w.enqueued_at_ms = sel->int64(3);
+    w.gpus = static_cast<unsigned>(sel->int64(4));
+    w.owner = {static_cast<std::uint32_t>(sel->int64(5)), static_cast<unsigned long long>(sel->int64(6)), sel->text(7)};
+    if (!alive_(w.owner)) {
+      dead.push_back(w.id);
+      continue;
+    }
+    out.push_back(std::move(w));
+    break;
+  }
+  for (const auto& id : dead) {
+    auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
+    if (!del) return del.error();
+    if (auto r = del->bind(1, id).run(); !r) return r.error();
+    changed = true;
+  }
+  return out;
+}
+
+Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
+  auto sel = db_.prepare(
+      "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters "
+      "ORDER BY priority DESC, enqueued_ms, rowid");
+  if (!sel) return sel.error();
+  std::vector<core::Waiter> out;
+  for (;;) {
+    auto row = sel->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    core::Waiter w;
+    w.id = sel->text(0);
+    w.name = sel->text(1);
+    w.priority = static_cast<int>(sel->int64(2));
+    w.enqueued_at_ms = sel->int64(3);
+    w.gpus = static_cast<unsigned>(sel->int64(4));
+    w.owner = {static_cast<std::uint32_t>(sel->int64(5)), static_cast<unsigned long long>(sel->int64(6)), sel->text(7)};
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& req, const Decide& decide) {
+  WriteTxn txn(db_);
+  if (auto r = txn.begin(); !r) return r.error();
+  bool changed = false;
+  if (auto r = reap_locked(changed); !r) return r.error();
+  auto leases = load_leases("WHERE released_ms IS NULL", 1000000);
+  if (!leases) return leases.error();
+  std::vector<core::Waiter> ahead;
+  if (!req.waiter_id.empty()) {
+    auto a = live_waiters_ahead(req.waiter_id, changed);
+    if (!a) return a.error();
+    ahead = std::move(*a);
+  }
+  auto picked = decide(*leases, ahead);
+  if (!picked) return picked.error();
+  if (!*picked) {
+    if (changed) {
+      if (auto r = txn.commit(); !r) return r.error();
+      signal_.notify();
+    }
+    return std::optional<core::Lease>();
+  }
+  core::Lease lease;
+  lease.id = new_id();
+  lease.job_id = req.job_id;
+  lease.name = req.name;
+  lease.owner = req.owner;
+  lease.created_at_ms = now_ms();
+  lease.gpus = **picked;
+  auto ins = db_.prepare(
+      "INSERT INTO leases(id, job_id, name, owner_pid, owner_start, owner_user, created_ms) VALUES(?1,?2,?3,?4,?5,?6,?7)");
+  if (!ins) return ins.error();
+  ins->bind(1, lease.id).bind(2, lease.job_id).bind(3, lease.name).bind(4, std::int64_t{lease.owner.pid});
+  ins->bind(5, static_cast<std::int64_t>(lease.owner.start_time)).bind(6, lease.owner.user).bind(7, lease.created_at_ms);
+  if (auto r = ins->run(); !r) return r.error();
+  for (const auto& g : lease.gpus) {
+    auto gi = db_.prepare("INSERT INTO lease_gpus(lease_id, gpu_index, gpu_key, gpu_uuid) VALUES(?1,?2,?3,?4)");
+    if (!gi) return gi.error();
+    if (auto r = gi->bind(1, lease.id).bind(2, std::int64_t{g.index}).bind(3, gpu_key(g)).bind(4, g.uuid).run(); !r)
+      return make_error("GPU " + std::to_string(g.index) + " is already leased (" + r.error().message + ")");
+  }
+  if (!req.waiter_id.empty()) {
+    auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
+    if (!del) return del.error();
+    if (auto r = del->bind(1, req.waiter_id).run(); !r) return r.error();
+  }
+  if (auto r = txn.commit(); !r) return r.error();
+  // The queue moved: the next waiter may now be first in line.
+  signal_.notify();
+  return std::optional<core::Lease>(std::move(lease));
+}
+
+Result<bool> NodeStore::release(const std::string& lease_id, const std::string& reason) {
+  WriteTxn txn(db_);
+  if (auto r = txn.begin(); !r) return r.error();
+  auto up = db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = ?2 WHERE id = ?3 AND released_ms IS NULL");
+  if (!up) return up.error();
+  if (auto r = up->bind(1, now_ms()).bind(2, reason).bind(3, lease_id).run(); !r) return r.error();
+  const bool found = db_.changes() > 0;
+  auto g = db_.prepare("UPDATE lease_gpus SET active = 0 WHERE lease_id = ?1");
+  if (!g) return g.error();
+  if (auto r = g->bind(1, lease_id).run(); !r) return r.error();
+  if (auto r = txn.commit(); !r) return r.error();
+  if (found) signal_.notify();  // wakes waiters in every process at once
+  return found;
+}
+
+Result<std::vector<core::Lease>> NodeStore::active() {
+  WriteTxn txn(db_);
+  if (auto r = txn.begin(); !r) return r.error();
+  bool changed = false;
+  if (auto r = reap_locked(changed); !r) return r.error();
+  auto out = load_leases("WHERE released_ms IS NULL", 1000000);
+  if (!out) return out;
+  if (auto r = txn.commit(); !r) return r.error();
+  if (changed) signal_.notify();
+  return out;
+}
+
+Result<std::vector<core::Lease>> NodeStore::history(std::size_t limit) { return load_leases("", limit); }
+
+Result<std::vector<core::Waiter>> NodeStore::waiters() {
+  auto all = load_waiters();
+  if (!all) return all;
+  std::erase_if(*all, [&](const core::Waiter& w) { return !alive_(w.owner); });
+  return all;
+}
+
+Result<void> NodeStore::enqueue(const core::Waiter& w) {
+  auto ins = db_.prepare(
+      "INSERT INTO waiters(id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
+  if (!ins) return ins.error();
+  ins->bind(1, w.id).bind(2, w.name).bind(3, std::int64_t{w.priority}).bind(4, w.enqueued_at_ms);
+  ins->bind(5, std::int64_t{w.gpus}).bind(6, std::int64_t{w.owner.pid}).bind(7, static_cast<std::int64_t>(w.owner.start_time));
+  ins->bind(8, w.owner.user);
+  return ins->run();
+}
+
+Result<void> NodeStore::dequeue(const std::string& waiter_id) {
+  auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
+  if (!del) return del.error();
+  if (auto r = del->bind(1, waiter_id).run(); !r) return r;
+  signal_.notify();
+  return {};
+}
+
+bool NodeStore::wait_for_change(std::chrono::milliseconds timeout) { return signal_.wait(timeout); }
+
+Result<void> NodeStore::put_experiment(const Experiment& e) {
+  auto st = db_.prepare(
+      "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
+  if (!st) return st.error();
+  st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
+  if (e.exit_code) st->bind(5, std::int64_t{*e.exit_code});
+  else st->bind_null(5);
+  st->bind(6, e.started_at_ms);
+  if (e.ended_at_ms) st->bind(7, *e.ended_at_ms);
+  else st->bind_null(7);
+  st->bind(8, e.lease_id).bind(9, e.record);
+  return st->run();
+}
+
+namespace {
+Experiment read_experiment(const Stmt& s) {
+  Experiment e;
+  e.id = s.text(0);
+  e.name = s.text(1);
+  e.status = s.text(2);
+  e.command = s.text(3);
+  if (auto c = s.opt_int64(4)) e.exit_code = static_cast<int>(*c);
+  e.started_at_ms = s.int64(5);
+  e.ended_at_ms = s.opt_int64(6);
+  e.lease_id = s.text(7);
+  e.record = s.text(8);
+  return e;
+}
+constexpr const char* kExperimentColumns = "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record";
+}  // namespace
+
+Result<std::optional<Experiment>> NodeStore::experiment(const std::string& id) {
+  auto st = db_.prepare(fmt::format("SELECT {} FROM experiments WHERE id = ?1", kExperimentColumns));
+  if (!st) return st.error();
+  st->bind(1, id);
+  auto row = st->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<Experiment>();
+  return std::optional<Experiment>(read_experiment(*st));
+}
+
+Result<std::vector<Experiment>> NodeStore::experiments(std::size_t limit) {
+  auto st = db_.prepare(fmt::format("SELECT {} FROM experiments ORDER BY started_ms DESC, rowid DESC LIMIT {}",
+                                    kExperimentColumns, limit));
+  if (!st) return st.error();
+  std::vector<Experiment> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back(read_experiment(*st));
+  }
+  return out;
+}
+
+}  // namespace gf::store

@@ -1,0 +1,100 @@
+#include "store/sqlite.hpp"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+
+namespace gf::store {
+
+Result<Db> Db::open(const std::string& path) {
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return make_error("cannot open the store " + path + ": " + why);
+  }
+  Db out(db, path);
+  // Many gpufleet processes share the file: wait for each other's write locks rather than fail.
+  sqlite3_busy_timeout(db, 30000);
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
+    if (auto r = out.exec(pragma); !r) return make_error("cannot set up the store " + path + ": " + r.error().message);
+  }
+  return out;
+}
+
+Db::~Db() {
+  if (db_) sqlite3_close(db_);
+}
+
+int Db::changes() const { return sqlite3_changes(db_); }
+
+std::string Db::error() const { return db_ ? sqlite3_errmsg(db_) : "no database"; }
+
+Result<void> Db::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : error();
+    sqlite3_free(err);
+    return make_error(msg);
+  }
+  return {};
+}
+
+Result<Stmt> Db::prepare(std::string_view sql) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &st, nullptr) != SQLITE_OK)
+    return make_error(error());
+  return Stmt(st, db_);
+}
+
+Stmt::~Stmt() {
+  if (st_) sqlite3_finalize(st_);
+}
+
+Stmt& Stmt::bind(int i, std::int64_t v) {
+  sqlite3_bind_int64(st_, i, v);
+  return *this;
+}
+
+Stmt& Stmt::bind(int i, std::string_view v) {
+  sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+
+Stmt& Stmt::bind_null(int i) {
+  sqlite3_bind_null(st_, i);
+  return *this;
+}
+
+Result<bool> Stmt::step() {
+  const int rc = sqlite3_step(st_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return make_error(sqlite3_errmsg(db_));
+}
+
+Result<void> Stmt::run() {
+  for (;;) {
+    auto r = step();
+    if (!r) return r.error();
+    if (!*r) return {};
+  }
+}
+
+std::int64_t Stmt::int64(int col) const { return sqlite3_column_int64(st_, col); }
+
+std::optional<std::int64_t> Stmt::opt_int64(int col) const {
+  if (sqlite3_column_type(st_, col) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_int64(st_, col);
+}
+
+std::string Stmt::text(int col) const {
+  const auto* p = sqlite3_column_text(st_, col);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(st_, col))) : std::string();
+}
+
+}  // namespace gf::store

@@ -1,0 +1,64 @@
+#pragma once
+// A thin RAII layer over SQLite's C API: a connection (WAL, busy timeout) and prepared statements.
+// Not thread-safe: one Db per thread.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/result.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace gf::store {
+
+class Stmt;
+
+class Db {
+ public:
+  // Opens (creating) the database file and its directory; WAL mode, synchronous=NORMAL, busy timeout.
+  static Result<Db> open(const std::string& path);
+  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+  Db& operator=(Db&&) = delete;
+  Db(const Db&) = delete;
+  ~Db();
+
+  Result<void> exec(const char* sql);
+  Result<Stmt> prepare(std::string_view sql);
+  std::string error() const;
+  int changes() const;  // rows changed by the last statement
+  const std::string& path() const noexcept { return path_; }
+  sqlite3* raw() const noexcept { return db_; }
+
+ private:
+  Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+class Stmt {
+ public:
+  Stmt(Stmt&& o) noexcept : st_(o.st_), db_(o.db_) { o.st_ = nullptr; }
+  Stmt& operator=(Stmt&&) = delete;
+  Stmt(const Stmt&) = delete;
+  ~Stmt();
+
+  Stmt& bind(int i, std::int64_t v);
+  Stmt& bind(int i, std::string_view v);
+  Stmt& bind_null(int i);
+  // True with a row, false when done; an error on failure.
+  Result<bool> step();
+  Result<void> run();  // step to completion, expecting no rows
+  std::int64_t int64(int col) const;
+  std::optional<std::int64_t> opt_int64(int col) const;
+  std::string text(int col) const;
+
+ private:
+  friend class Db;
+  Stmt(sqlite3_stmt* st, sqlite3* db) : st_(st), db_(db) {}
+  sqlite3_stmt* st_ = nullptr;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace gf::store

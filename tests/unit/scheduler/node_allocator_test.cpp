@@ -1,0 +1,173 @@
+#include "scheduler/node_allocator.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "core/score.hpp"
+#include "store/node_store.hpp"
+
+namespace gf::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+core::GpuReading gpu(unsigned i, unsigned util, std::uint64_t used) {
+  core::GpuReading g;
+  g.index = i;
+  g.uuid = "GPU-" + std::to_string(i);
+  g.name = "Test GPU";
+  g.memory_total_mib = 80000;
+  g.memory_used_mib = used;
+  g.memory_free_mib = 80000 - used;
+  g.utilization_pct = util;
+  g.availability_score = core::availability_score(g);
+  return g;
+}
+
+struct NodeAllocatorTest : ::testing::Test {
+  fs::path dir;
+  // What the "driver" reports; a test may change it from another thread.
+  struct Gpus {
+    std::mutex mu;
+    std::vector<core::GpuReading> gpus;
+    void set(std::vector<core::GpuReading> g) {
+      std::lock_guard lock(mu);
+      gpus = std::move(g);
+    }
+  };
+  std::shared_ptr<Gpus> snap = std::make_shared<Gpus>();
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("gf-na-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    snap->set({gpu(0, 0, 1000), gpu(1, 90, 1000), gpu(2, 0, 75000), gpu(3, 10, 2000)});
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  std::unique_ptr<store::NodeStore> store() {
+    auto s = store::NodeStore::open((dir / "gf.db").string(), [](const core::LeaseOwner&) { return true; });
+    EXPECT_TRUE(s);
+    return std::move(*s);
+  }
+  SnapshotSource source() {
+    auto sp = snap;
+    return {[sp] {
+              auto s = std::make_shared<core::Snapshot>();
+              std::lock_guard lock(sp->mu);
+              s->gpus = sp->gpus;
+              return Result<core::SnapshotPtr>(core::SnapshotPtr(s));
+            },
+            core::Topology{}};
+  }
+  static AllocationRequest req(unsigned n, std::string job) {
+    AllocationRequest r;
+    r.gpus = n;
+    r.min_memory_mib = 8000;
+    r.job_id = job;
+    r.name = job;
+    r.owner = {42, 1, "alice"};
+    return r;
+  }
+};
+
+TEST_F(NodeAllocatorTest, CheckAvailabilitySaysWhyPerGpu) {
+  auto st = store();
+  NodeAllocator na(*st, source());
+  auto [ok, msg] = na.check_availability(2, 8000);
+  EXPECT_TRUE(ok);
+  EXPECT_NE(msg.find("2 of 4 GPUs qualify"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("GPU 1 does not"), std::string::npos) << msg;  // 90 % busy
+  EXPECT_NE(msg.find("GPU 2 does not"), std::string::npos) << msg;  // 5000 MiB free
+  auto [no, why] = na.check_availability(3, 8000);
+  EXPECT_FALSE(no);
+  EXPECT_NE(why.find("not available"), std::string::npos);
+}
+
+TEST_F(NodeAllocatorTest, LeasedGpusAreNotOfferedAgain) {
+  auto st = store();
+  NodeAllocator na(*st, source());
+  auto a = na.allocate(req(1, "a"));
+  ASSERT_TRUE(a) << a.error().message;
+  auto b = na.allocate(req(1, "b"));
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_NE(a->lease.gpus[0].index, b->lease.gpus[0].index);
+  auto c = na.allocate(req(1, "c"));  // only 0 and 3 qualify
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("leased"), std::string::npos) << c.error().message;
+}
+
+TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
+  auto st = store();
+  NodeAllocator na(*st, source());
+  WaitOptions wo;
+  wo.timeout = 300ms;
+  wo.recheck = 50ms;
+  int progress = 0;
+  wo.progress = [&](const WaitProgress&) { ++progress; };
+  auto r = na.wait_and_allocate(req(3, "big"), wo);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting", 0), 0u) << r.error().message;
+  EXPECT_GE(progress, 2);  // re-checked on the interval
+  EXPECT_TRUE(st->waiters()->empty());  // left the queue
+}
+
+TEST_F(NodeAllocatorTest, ExternalLoadGoingAwayIsNoticedByTheRecheck) {
+  snap->set({gpu(0, 95, 1000)});
+  auto st = store();
+  NodeAllocator na(*st, source());
+  std::thread t([&] {
+    std::this_thread::sleep_for(150ms);
+    snap->set({gpu(0, 0, 1000)});  // not a release: only the periodic re-check can see it
+  });
+  WaitOptions wo;
+  wo.timeout = 10s;
+  wo.recheck = 50ms;
+  auto r = na.wait_and_allocate(req(1, "j"), wo);
+  t.join();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->lease.gpus[0].index, 0u);
+}
+
+TEST_F(NodeAllocatorTest, FirstComeFirstServedWithinPriority) {
+  snap->set({gpu(0, 0, 1000)});
+  auto holder_store = store();
+  NodeAllocator holder(*holder_store, source());
+  auto held = holder.allocate(req(1, "holder"));
+  ASSERT_TRUE(held);
+  std::vector<std::string> order;
+  std::mutex mu;
+  auto waiter = [&](std::string job, int prio, std::chrono::milliseconds delay) {
+    std::this_thread::sleep_for(delay);
+    auto st = store();
+    NodeAllocator na(*st, source());
+    auto r = req(1, job);
+    r.priority = prio;
+    WaitOptions wo;
+    wo.timeout = 20s;
+    wo.recheck = 50ms;
+    auto got = na.wait_and_allocate(r, wo);
+    ASSERT_TRUE(got) << got.error().message;
+    {
+      std::lock_guard lock(mu);
+      order.push_back(job);
+    }
+    std::this_thread::sleep_for(30ms);
+    (void)st->release(got->lease.id, "done");
+  };
+  std::thread first(waiter, "first", 0, 0ms);
+  std::thread second(waiter, "second", 0, 100ms);
+  std::thread urgent(waiter, "urgent", 5, 200ms);  // came last, but higher priority
+  std::this_thread::sleep_for(400ms);
+  (void)holder_store->release(held->lease.id, "done");
+  first.join();
+  second.join();
+  urgent.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"urgent", "first", "second"}));
+}
+
+}  // namespace
+}  // namespace gf::scheduler

@@ -1,0 +1,184 @@
+#include "store/node_store.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+namespace gf::store {
+namespace {
+
+namespace fs = std::filesystem;
+using Gpus = std::vector<core::LeasedGpu>;
+
+struct StoreTest : ::testing::Test {
+  fs::path dir;
+  std::set<std::uint32_t> dead;  // owners the test declares gone
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("gf-store-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  std::unique_ptr<NodeStore> open() {
+    auto s = NodeStore::open((dir / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); });
+    EXPECT_TRUE(s) << (s ? "" : s.error().message);
+    return s ? std::move(*s) : nullptr;
+  }
+  static core::LeaseRequest req(std::uint32_t pid, std::string job = "job") {
+    return core::LeaseRequest{std::move(job), "name", core::LeaseOwner{pid, 1, "alice"}, ""};
+  }
+  static core::LeaseStore::Decide take(Gpus g) {
+    return [g](const auto&, const auto&) -> Result<std::optional<Gpus>> { return std::optional<Gpus>(g); };
+  }
+};
+
+TEST_F(StoreTest, AcquireListRelease) {
+  auto s = open();
+  auto l = s->acquire(req(100), take({{0, "GPU-a"}, {1, "GPU-b"}}));
+  ASSERT_TRUE(l && *l);
+  EXPECT_EQ((*l)->gpus.size(), 2u);
+  EXPECT_EQ((*l)->id.size(), 12u);
+  auto act = s->active();
+  ASSERT_TRUE(act);
+  ASSERT_EQ(act->size(), 1u);
+  EXPECT_EQ((*act)[0].owner.user, "alice");
+  EXPECT_EQ((*act)[0].gpus[1].uuid, "GPU-b");
+  auto rel = s->release((*l)->id, "released");
+  ASSERT_TRUE(rel);
+  EXPECT_TRUE(*rel);
+  EXPECT_FALSE(*s->release((*l)->id, "again"));  // already released
+  EXPECT_TRUE(s->active()->empty());
+  auto hist = s->history(10);
+  ASSERT_EQ(hist->size(), 1u);
+  EXPECT_EQ((*hist)[0].release_reason, "released");
+  EXPECT_TRUE((*hist)[0].released_at_ms);
+}
+
+TEST_F(StoreTest, DeciderSeesActiveLeasesAndNotNowTakesNothing) {
+  auto s = open();
+  ASSERT_TRUE(*s->acquire(req(100), take({{0, "GPU-a"}})));
+  std::size_t seen = 0;
+  auto r = s->acquire(req(101), [&](const std::vector<core::Lease>& active, const auto&) -> Result<std::optional<Gpus>> {
+    seen = active.size();
+    return std::optional<Gpus>();
+  });
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(seen, 1u);
+  EXPECT_EQ(s->active()->size(), 1u);
+}
+
+TEST_F(StoreTest, OneGpuNeverHasTwoActiveLeases) {
+  auto s = open();
+  ASSERT_TRUE(*s->acquire(req(100), take({{0, "GPU-a"}})));
+  auto clash = s->acquire(req(101), take({{0, "GPU-a"}}));  // a buggy decider
+  ASSERT_FALSE(clash);
+  EXPECT_NE(clash.error().message.find("already leased"), std::string::npos);
+  EXPECT_EQ(s->active()->size(), 1u);  // rolled back whole
+}
+
+TEST_F(StoreTest, DeadOwnersLoseTheirLeases) {
+  auto s = open();
+  auto l = s->acquire(req(4242), take({{0, "GPU-a"}}));
+  ASSERT_TRUE(l && *l);
+  dead.insert(4242);
+  auto act = s->active();
+  ASSERT_TRUE(act);
+  EXPECT_TRUE(act->empty());
+  EXPECT_EQ((*s->history(1))[0].release_reason, "owner gone");
+  EXPECT_TRUE(*s->acquire(req(7), take({{0, "GPU-a"}})));  // free again
+}
+
+TEST_F(StoreTest, DefaultLivenessUsesPidAndStartTime) {
+  auto s = NodeStore::open((dir / "real.db").string());
+  ASSERT_TRUE(s);
+  const auto me = static_cast<std::uint32_t>(::getpid());
+  // Our own pid with a wrong start time: a reused pid must not keep the lease.
+  ASSERT_TRUE(*(*s)->acquire(core::LeaseRequest{"j", "n", {me, 1, "x"}, ""}, take({{0, "GPU-a"}})));
+  EXPECT_TRUE((*s)->active()->empty());
+  ASSERT_TRUE(*(*s)->acquire(core::LeaseRequest{"j", "n", {me, 0, "x"}, ""}, take({{1, "GPU-b"}})));
+  EXPECT_EQ((*s)->active()->size(), 1u);  // start time 0 = unknown: the pid alone decides
+}
+
+TEST_F(StoreTest, QueueOrderIsPriorityThenArrival) {
+  auto s = open();
+  ASSERT_TRUE(s->enqueue({"a", "A", 0, 100, 1, {1, 1, "u"}}));
+  ASSERT_TRUE(s->enqueue({"b", "B", 5, 200, 1, {2, 1, "u"}}));
+  ASSERT_TRUE(s->enqueue({"c", "C", 0, 50, 1, {3, 1, "u"}}));
+  auto first_ahead_of = [&](const std::string& id) {
+    std::string first = "-";
+    auto r = s->acquire(core::LeaseRequest{id, id, {9, 1, "u"}, id},
+                        [&](const auto&, const std::vector<core::Waiter>& ahead) -> Result<std::optional<Gpus>> {
+                          if (!ahead.empty()) first = ahead.front().id;
+                          return std::optional<Gpus>();
+                        });
+    EXPECT_TRUE(r);
+    return first;
+  };
+  EXPECT_EQ(first_ahead_of("a"), "b");  // higher priority first
+  EXPECT_EQ(first_ahead_of("c"), "b");
+  EXPECT_EQ(first_ahead_of("b"), "-");  // b is first in line
+  EXPECT_EQ(s->waiters()->front().id, "b");
+  // A dead waiter ahead does not block: it is dropped on the way.
+  dead.insert(2);
+  EXPECT_EQ(first_ahead_of("a"), "c");  // same priority, earlier arrival
+  EXPECT_EQ(s->waiters()->size(), 2u);
+  // A lease taken by a waiter removes it from the queue.
+  ASSERT_TRUE(*s->acquire(core::LeaseRequest{"c", "C", {3, 1, "u"}, "c"}, take({{0, "GPU-a"}})));
+  auto w = s->waiters();
+  ASSERT_EQ(w->size(), 1u);
+  EXPECT_EQ((*w)[0].id, "a");
+  EXPECT_EQ(first_ahead_of("a"), "-");
+}
+
+TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
+  auto waiter = open();
+  auto other = open();
+  auto l = other->acquire(req(1), take({{0, "GPU-a"}}));
+  ASSERT_TRUE(l && *l);
+  while (waiter->wait_for_change(std::chrono::milliseconds(20))) {
+  }  // drain the acquire's own notification
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    (void)other->release((*l)->id, "done");
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool woke = waiter->wait_for_change(std::chrono::seconds(20));
+  t.join();
+  EXPECT_TRUE(woke);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_FALSE(waiter->wait_for_change(std::chrono::milliseconds(50)));  // nothing more happened
+}
+
+TEST_F(StoreTest, ExperimentsRoundTrip) {
+  auto s = open();
+  Experiment e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}"};
+  ASSERT_TRUE(s->put_experiment(e));
+  e.status = "succeeded";
+  e.exit_code = 0;
+  e.ended_at_ms = 2000;
+  e.record = "{\"x\":1}";
+  ASSERT_TRUE(s->put_experiment(e));
+  auto got = s->experiment("e1");
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ((*got)->status, "succeeded");
+  EXPECT_EQ((*got)->exit_code.value_or(-1), 0);
+  EXPECT_EQ((*got)->record, "{\"x\":1}");
+  ASSERT_TRUE(s->put_experiment({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}"}));
+  auto list = s->experiments(10);
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].id, "e2");  // newest first
+  EXPECT_FALSE(*s->experiment("nope"));
+}
+
+TEST_F(StoreTest, UnwritablePathIsOneClearError) {
+  auto s = NodeStore::open("/proc/gpufleet/nope.db");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("/proc/gpufleet/nope.db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gf::store
