@@ -1,0 +1,359 @@
+#include "wire/prometheus.hpp"
+
+#include <fmt/compile.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+namespace gf::wire {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------
+// Values. A sample's value is taken from a Reading without converting integers to double, so a 64-bit
+// counter (energy in mJ, ECC errors) prints exactly.
+
+struct Value {
+  enum class Kind : unsigned char { None, Unsigned, Signed, Double };
+  Kind kind = Kind::None;
+  std::uint64_t u = 0;
+  std::int64_t i = 0;
+  double d = 0;
+};
+
+constexpr Value unsigned_value(std::uint64_t v) { return Value{Value::Kind::Unsigned, v, 0, 0}; }
+constexpr Value signed_value(std::int64_t v) { return Value{Value::Kind::Signed, 0, v, 0}; }
+constexpr Value double_value(double v) { return Value{Value::Kind::Double, 0, 0, v}; }
+
+Value of(const core::Reading<unsigned>& r) { return r ? unsigned_value(*r) : Value{}; }
+Value of(const core::Reading<std::uint64_t>& r) { return r ? unsigned_value(*r) : Value{}; }
+Value of(const core::Reading<int>& r) { return r ? signed_value(*r) : Value{}; }
+Value of(const core::Reading<double>& r) { return r ? double_value(*r) : Value{}; }
+Value of(const core::Reading<bool>& r) { return r ? unsigned_value(*r ? 1 : 0) : Value{}; }
+
+void append_double(std::string& out, double d) {
+  // The exposition format spells the special values this way; fmt would write "nan"/"inf".
+  if (std::isnan(d)) {
+    out += "NaN";
+  } else if (std::isinf(d)) {
+    out += d > 0 ? "+Inf" : "-Inf";
+  } else {
+    // fmt's "{}" is the shortest text that reads back to the same double, and it never consults the
+    // locale (only the "L" flag does), so a decimal-comma global locale cannot turn 1.5 into 1,5.
+    char buf[32];  // the longest shortest-form double, "-2.2250738585072014e-308", is 24 characters
+    const auto r = fmt::format_to_n(buf, sizeof buf, FMT_COMPILE("{}"), d);
+    out.append(buf, std::min(r.size, sizeof buf));
+  }
+}
+
+void append_value(std::string& out, const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Unsigned: {
+      const fmt::format_int f(v.u);
+      out.append(f.data(), f.size());
+      return;
+    }
+    case Value::Kind::Signed: {
+      const fmt::format_int f(v.i);
+      out.append(f.data(), f.size());
+      return;
+    }
+    case Value::Kind::Double: append_double(out, v.d); return;
+    case Value::Kind::None: return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Escaping. Label values escape backslash, double quote and newline; HELP text escapes backslash and
+// newline. The fast path (nothing to escape, the usual case) is one scan and one append.
+
+void append_escaped(std::string& out, std::string_view s, std::string_view specials) {
+  if (s.find_first_of(specials) == std::string_view::npos) {
+    out += s;
+    return;
+  }
+  for (const char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (specials.find(c) != std::string_view::npos) {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+}
+
+void append_label_value(std::string& out, std::string_view s) { append_escaped(out, s, "\\\"\n"); }
+void append_help_text(std::string& out, std::string_view s) { append_escaped(out, s, "\\\n"); }
+
+// ---------------------------------------------------------------------------------------------------------
+// Families.
+
+enum class Type : unsigned char { Gauge, Counter };
+
+struct Family {
+  std::string_view name;
+  std::string_view help;
+  Type type;
+};
+
+void append_header(std::string& out, const Family& f) {
+  out += "# HELP ";
+  out += f.name;
+  out += ' ';
+  append_help_text(out, f.help);
+  out += "\n# TYPE ";
+  out += f.name;
+  out += f.type == Type::Counter ? " counter\n" : " gauge\n";
+}
+
+// `labels` is the inside of the braces, already escaped; empty means no braces at all.
+void append_sample(std::string& out, std::string_view name, std::string_view labels, const Value& v) {
+  out += name;
+  if (!labels.empty()) {
+    out += '{';
+    out += labels;
+    out += '}';
+  }
+  out += ' ';
+  append_value(out, v);
+  out += '\n';
+}
+
+struct GpuFamily {
+  Family family;
+  Value (*value)(const core::GpuReading&);
+};
+
+// The DCGM families, in the order of dcgm-exporter's default-counters.csv, then the extra DCGM fields we
+// can fill. Names, units and types are DCGM's (its counters keep their own names, without "_total").
+constexpr std::array kDcgmFamilies{
+    // We read NVML's graphics clock; DCGM's SM clock reads NVML_CLOCK_SM. On current NVIDIA GPUs the SM
+    // and graphics clocks are one domain and read the same, so the graphics clock stands in for it.
+    GpuFamily{{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.clock_graphics_mhz); }},
+    GpuFamily{{"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.clock_memory_mhz); }},
+    GpuFamily{{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.temperature_c); }},
+    GpuFamily{{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.power_draw_w); }},
+    // NVML's counter starts when the driver loads; DCGM's help says "since boot", meaning the same.
+    GpuFamily{{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since the driver was loaded (in mJ).",
+               Type::Counter},
+              [](const core::GpuReading& g) { return of(g.energy_mj); }},
+    GpuFamily{{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.utilization_pct); }},
+    GpuFamily{{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.memory_utilization_pct); }},
+    GpuFamily{{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.memory_free_mib); }},
+    GpuFamily{{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.memory_used_mib); }},
+    // No DCGM_FI_DEV_FB_RESERVED: total - used - free is the reserved memory only when the backend used
+    // nvmlDeviceGetMemoryInfo_v2; with v1 or nvidia-smi "used" already includes it, and the snapshot does
+    // not say which was used.
+    // Volatile uncorrected = DCGM's volatile double-bit total (the same NVML call).
+    GpuFamily{{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", Type::Counter},
+              [](const core::GpuReading& g) { return of(g.ecc_uncorrected_volatile); }},
+    GpuFamily{{"DCGM_FI_DEV_FAN_SPEED", "Fan speed for the device in percent 0-100.", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.fan_pct); }},
+    // The NVML backend reads nvmlDeviceGetEnforcedPowerLimit, which is this field, not
+    // DCGM_FI_DEV_POWER_MGMT_LIMIT (the limit set by the administrator; the two differ when another limiter
+    // is lower).
+    GpuFamily{{"DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+               "Effective power limit that the driver enforces after taking into account all limiters (in W).",
+               Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.power_limit_w); }},
+    GpuFamily{{"DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.performance_state); }},
+    // The field's old name (DCGM 3.3 renamed it DCGM_FI_DEV_CLOCKS_EVENT_REASONS and kept this one as an
+    // alias); the old name is the one existing dashboards and alerts query. DCGM's bits are NVML's.
+    GpuFamily{{"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bit mask of NVML clock event reasons).",
+               Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.clock_event_reasons); }},
+    GpuFamily{{"DCGM_FI_DEV_PERSISTENCE_MODE", "Persistence mode for the device (1 = enabled, 0 = disabled).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.persistence_mode); }},
+    GpuFamily{{"DCGM_FI_DEV_MIG_MODE", "MIG mode for the device (1 = enabled, 0 = disabled).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.mig_enabled); }},
+};
+
+constexpr Family kHealthFamily{"gpufleet_gpu_health",
+                               "GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).",
+                               Type::Gauge};
+
+constexpr std::array kGpufleetGpuFamilies{
+    GpuFamily{{"gpufleet_gpu_availability_score",
+               "How free the GPU is for new work, 0..1 (free memory and idle time, weighted).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.availability_score); }},
+    // DCGM exports no total (FB_TOTAL is not in dcgm-exporter's counters); free + used is not it either.
+    GpuFamily{{"gpufleet_gpu_memory_total_mib", "Framebuffer memory total (in MiB).", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.memory_total_mib); }},
+    GpuFamily{{"gpufleet_gpu_processes", "Processes gpufleet sees on the GPU.", Type::Gauge},
+              [](const core::GpuReading& g) { return unsigned_value(g.processes.size()); }},
+    GpuFamily{{"gpufleet_gpu_memory_unattributed_mib",
+               "Used memory that no visible process accounts for (in MiB); a lower bound.", Type::Gauge},
+              [](const core::GpuReading& g) { return of(g.memory_unattributed_mib); }},
+};
+
+struct AgentFamily {
+  Family family;
+  Value (*value)(const AgentStats&);
+};
+
+constexpr Family kAgentInfoFamily{"gpufleet_agent_info", "The gpufleet agent's version and GPU backend; always 1.",
+                                  Type::Gauge};
+
+constexpr std::array kAgentFamilies{
+    AgentFamily{{"gpufleet_agent_uptime_seconds", "Seconds since the agent started.", Type::Gauge},
+                [](const AgentStats& a) { return double_value(a.uptime_seconds); }},
+    AgentFamily{{"gpufleet_collections_total", "Snapshots collected from the GPU backend.", Type::Counter},
+                [](const AgentStats& a) { return unsigned_value(a.collections_total); }},
+    AgentFamily{{"gpufleet_collection_errors_total", "Snapshot collections that failed.", Type::Counter},
+                [](const AgentStats& a) { return unsigned_value(a.collection_errors_total); }},
+    AgentFamily{{"gpufleet_collection_duration_seconds", "Duration of the last snapshot collection (in seconds).",
+                 Type::Gauge},
+                [](const AgentStats& a) { return double_value(a.last_collection_duration_seconds); }},
+    AgentFamily{{"gpufleet_leases_active", "GPU leases currently held.", Type::Gauge},
+                [](const AgentStats& a) { return unsigned_value(a.active_leases); }},
+    AgentFamily{{"gpufleet_jobs_waiting", "Jobs waiting for GPUs.", Type::Gauge},
+                [](const AgentStats& a) { return unsigned_value(a.waiting_jobs); }},
+    AgentFamily{{"gpufleet_jobs_running", "Jobs running.", Type::Gauge},
+                [](const AgentStats& a) { return unsigned_value(a.jobs_running); }},
+    AgentFamily{{"gpufleet_jobs_finished_total", "Jobs that have finished, whatever their outcome.", Type::Counter},
+                [](const AgentStats& a) { return unsigned_value(a.jobs_finished_total); }},
+    AgentFamily{{"gpufleet_alerts_firing", "Alerts currently firing.", Type::Gauge},
+                [](const AgentStats& a) { return unsigned_value(a.alerts_firing); }},
+    AgentFamily{{"gpufleet_websocket_clients", "WebSocket clients connected.", Type::Gauge},
+                [](const AgentStats& a) { return unsigned_value(a.websocket_clients); }},
+};
+
+// Bytes of every # HELP / # TYPE pair, for the reserve.
+constexpr std::size_t header_bytes(const Family& f) { return 2 * f.name.size() + f.help.size() + 32; }
+constexpr std::size_t all_header_bytes() {
+  std::size_t n = header_bytes(kHealthFamily) + header_bytes(kAgentInfoFamily);
+  for (const auto& f : kDcgmFamilies) n += header_bytes(f.family);
+  for (const auto& f : kGpufleetGpuFamilies) n += header_bytes(f.family);
+  for (const auto& f : kAgentFamilies) n += header_bytes(f.family);
+  return n;
+}
+constexpr std::size_t kGpuSamplesPerGpu = kDcgmFamilies.size() + 1 + kGpufleetGpuFamilies.size();
+
+// ---------------------------------------------------------------------------------------------------------
+// Labels.
+
+bool is_nvidia_backend(std::string_view backend) {
+  return backend == "nvml" || backend == "nvidia-smi" || backend == "sim";
+}
+
+// gpu="0",UUID="…",pci_bus_id="…",device="nvidia0",modelName="…"[,Hostname="…"] — dcgm-exporter's order.
+std::string gpu_labels(const core::GpuReading& g, std::string_view device_prefix, std::string_view hostname) {
+  std::string l;
+  l.reserve(96 + g.uuid.size() + g.pci_bus_id.size() + g.name.size() + hostname.size());
+  const fmt::format_int index(g.index);
+  l += "gpu=\"";
+  l.append(index.data(), index.size());
+  l += "\",UUID=\"";
+  append_label_value(l, g.uuid);
+  l += "\",pci_bus_id=\"";
+  append_label_value(l, g.pci_bus_id);
+  l += "\",device=\"";
+  l += device_prefix;
+  l.append(index.data(), index.size());
+  l += "\",modelName=\"";
+  append_label_value(l, g.name);
+  l += '"';
+  if (!hostname.empty()) {
+    l += ",Hostname=\"";
+    append_label_value(l, hostname);
+    l += '"';
+  }
+  return l;
+}
+
+void write_gpu_family(std::string& out, const GpuFamily& f, const core::Snapshot& s,
+                      const std::vector<std::string>& labels) {
+  bool header = false;
+  for (std::size_t i = 0; i < s.gpus.size(); ++i) {
+    const core::GpuReading& g = s.gpus[i];
+    if (g.health == core::Health::Lost) continue;  // a lost GPU's values, if any, are stale
+    const Value v = f.value(g);
+    if (v.kind == Value::Kind::None) continue;
+    if (!header) {
+      append_header(out, f.family);
+      header = true;
+    }
+    append_sample(out, f.family.name, labels[i], v);
+  }
+}
+
+}  // namespace
+
+void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname,
+                      const AgentStats& agent) {
+  const std::string_view device_prefix = is_nvidia_backend(s.backend) ? "nvidia" : "gpu";
+  std::vector<std::string> labels;
+  labels.reserve(s.gpus.size());
+  std::size_t label_bytes = 0;
+  for (const auto& g : s.gpus) {
+    labels.push_back(gpu_labels(g, device_prefix, hostname));
+    label_bytes += labels.back().size();
+  }
+  // Each GPU sample is name{labels} value\n: at most ~40 bytes of name and ~24 of value around the labels.
+  out.reserve(out.size() + all_header_bytes() + kGpuSamplesPerGpu * (label_bytes + s.gpus.size() * 80) + 1024 +
+              (kAgentFamilies.size() + 1) * hostname.size() + agent.version.size() + agent.backend.size());
+
+  for (const auto& f : kDcgmFamilies) write_gpu_family(out, f, s, labels);
+
+  if (!s.gpus.empty()) {
+    append_header(out, kHealthFamily);
+    for (std::size_t i = 0; i < s.gpus.size(); ++i) {
+      out += kHealthFamily.name;
+      out += '{';
+      out += labels[i];
+      out += ",state=\"";
+      out += core::to_string(s.gpus[i].health);
+      out += "\"} 1\n";
+    }
+  }
+
+  for (const auto& f : kGpufleetGpuFamilies) write_gpu_family(out, f, s, labels);
+
+  // Agent series: only Hostname (when set), so they filter like the GPU series.
+  std::string host_label;
+  if (!hostname.empty()) {
+    host_label.reserve(hostname.size() + 12);
+    host_label += "Hostname=\"";
+    append_label_value(host_label, hostname);
+    host_label += '"';
+  }
+
+  append_header(out, kAgentInfoFamily);
+  out += kAgentInfoFamily.name;
+  out += "{version=\"";
+  append_label_value(out, agent.version);
+  out += "\",backend=\"";
+  append_label_value(out, agent.backend.empty() ? std::string_view(s.backend) : std::string_view(agent.backend));
+  out += '"';
+  if (!host_label.empty()) {
+    out += ',';
+    out += host_label;
+  }
+  out += "} 1\n";
+
+  for (const auto& f : kAgentFamilies) {
+    append_header(out, f.family);
+    append_sample(out, f.family.name, host_label, f.value(agent));
+  }
+}
+
+std::string prometheus_text(const core::Snapshot& s, const std::string& hostname, const AgentStats& agent) {
+  std::string out;
+  write_prometheus(out, s, hostname, agent);
+  return out;
+}
+
+}  // namespace gf::wire
