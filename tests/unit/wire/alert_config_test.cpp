@@ -1,0 +1,230 @@
+#include "wire/alert_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <locale>
+
+namespace gf::wire {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using core::AlertKind;
+
+const core::AlertRule& rule(const std::vector<core::AlertRule>& rules, AlertKind k) {
+  for (const auto& r : rules)
+    if (r.kind == k) return r;
+  throw std::runtime_error("no rule of that kind");
+}
+
+// The error of parsing `section`, or a note that it parsed.
+std::string error_of(const json& section) {
+  auto r = parse_alert_rules(section);
+  return r ? std::string("(parsed)") : r.error().message;
+}
+
+TEST(AlertConfig, AbsentOrEmptySectionGivesTheDefaults) {
+  for (const json& section : {json(nullptr), json::object()}) {
+    auto r = parse_alert_rules(section);
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(r->size(), core::kAlertKinds.size());
+    for (std::size_t i = 0; i < r->size(); ++i) {
+      const auto d = core::default_alert_rule(core::kAlertKinds[i]);
+      EXPECT_EQ((*r)[i].kind, d.kind);
+      EXPECT_EQ((*r)[i].enabled, d.enabled);
+      EXPECT_EQ((*r)[i].threshold, d.threshold);
+      EXPECT_EQ((*r)[i].duration, d.duration);
+      EXPECT_EQ((*r)[i].severity, d.severity);
+    }
+  }
+}
+
+TEST(AlertConfig, OverridesWhatIsGivenAndKeepsTheRest) {
+  auto r = parse_alert_rules(json::parse(R"({
+    "high_gpu_usage": {"enabled": true, "threshold": 70, "duration_s": 0, "severity": "critical"},
+    "temperature": {"threshold": 90.5, "duration_s": 1.5},
+    "gpu_lost": false,
+    "ecc_error_alert": {"threshold": 2},
+    "throttling": {"reasons": ["sw_thermal_slowdown", "hw_power_brake_slowdown"], "duration_s": 120}
+  })"));
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& usage = rule(*r, AlertKind::HighGpuUsage);
+  EXPECT_TRUE(usage.enabled);
+  EXPECT_EQ(usage.threshold, 70);
+  EXPECT_EQ(usage.duration, 0ms);
+  EXPECT_EQ(usage.severity, "critical");
+  const auto& temp = rule(*r, AlertKind::HighTemperature);
+  EXPECT_EQ(temp.threshold, 90.5);
+  EXPECT_EQ(temp.duration, 1500ms);
+  EXPECT_EQ(temp.severity, "critical");  // kept
+  EXPECT_FALSE(rule(*r, AlertKind::GpuLost).enabled);
+  EXPECT_EQ(rule(*r, AlertKind::EccErrors).threshold, 2);
+  EXPECT_EQ(rule(*r, AlertKind::EccErrors).duration, 300s);
+  const auto& thr = rule(*r, AlertKind::Throttling);
+  EXPECT_EQ(thr.threshold, 0x20 | 0x80);
+  EXPECT_EQ(thr.duration, 120s);
+  const auto& mem = rule(*r, AlertKind::HighMemoryUsage);  // not mentioned: the default
+  EXPECT_EQ(mem.threshold, 95);
+  EXPECT_EQ(mem.duration, 60s);
+  EXPECT_TRUE(mem.enabled);
+  // The result is a valid engine configuration.
+  EXPECT_NO_THROW(core::AlertEngine{*r});
+}
+
+TEST(AlertConfig, ThrottlingTakesABitMaskToo) {
+  auto r = parse_alert_rules(json{{"throttling", {{"threshold", 8}}}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(rule(*r, AlertKind::Throttling).threshold, 8);
+}
+
+TEST(AlertConfig, ErrorsNameTheKey) {
+  EXPECT_EQ(error_of(json::array()), "alerts: expected an object, got array");
+  EXPECT_EQ(error_of(json{{"temprature", {{"threshold", 90}}}}),
+            "alerts.temprature: unknown alert rule (known: high_gpu_usage, temperature, memory_usage, power_limit, "
+            "gpu_lost, ecc_errors, throttling)");
+  EXPECT_EQ(error_of(json{{"temperature", {{"threshold", "90"}}}}),
+            "alerts.temperature.threshold: expected a number, got string");
+  EXPECT_EQ(error_of(json{{"temperature", 90}}), "alerts.temperature: expected an object or a boolean, got number");
+  EXPECT_EQ(error_of(json{{"high_gpu_usage", {{"enabled", "yes"}}}}),
+            "alerts.high_gpu_usage.enabled: expected a boolean, got string");
+  EXPECT_EQ(error_of(json{{"high_gpu_usage", {{"duration_s", "30s"}}}}),
+            "alerts.high_gpu_usage.duration_s: expected a number of seconds, got string");
+  EXPECT_EQ(error_of(json{{"high_gpu_usage", {{"duration_s", -1}}}}),
+            "alerts.high_gpu_usage.duration_s: seconds, 0 or more (at most ten years), got -1");
+  EXPECT_EQ(error_of(json{{"memory_usage", {{"severity", "loud"}}}}),
+            "alerts.memory_usage.severity: \"warning\" or \"critical\", got \"loud\"");
+  EXPECT_EQ(error_of(json{{"temperature", {{"treshold", 90}}}}),
+            "alerts.temperature.treshold: unknown field (known: enabled, threshold, duration_s, severity)");
+  EXPECT_EQ(error_of(json{{"temperature", {{"reasons", json::array({"sw_power_cap"})}}}}),
+            "alerts.temperature.reasons: unknown field (known: enabled, threshold, duration_s, severity)");
+}
+
+TEST(AlertConfig, OutOfRangeThresholdsAreErrors) {
+  EXPECT_EQ(error_of(json{{"high_gpu_usage", {{"threshold", 150}}}}),
+            "alerts.high_gpu_usage.threshold: a percentage, 0 to 100, got 150");
+  EXPECT_EQ(error_of(json{{"memory_usage", {{"threshold", -5}}}}),
+            "alerts.memory_usage.threshold: a percentage, 0 to 100, got -5");
+  EXPECT_EQ(error_of(json{{"power_limit", {{"threshold", 0}}}}),
+            "alerts.power_limit.threshold: a percentage of the power limit above 0, got 0");
+  EXPECT_EQ(error_of(json{{"gpu_lost", {{"threshold", 1}}}}),
+            "alerts.gpu_lost.threshold: gpu_lost has no threshold (it fires when the driver reports the GPU lost)");
+  EXPECT_EQ(error_of(json{{"ecc_errors", {{"threshold", 0.5}}}}),
+            "alerts.ecc_errors.threshold: a whole number of new errors, at least 1, got 0.5");
+  EXPECT_EQ(error_of(json{{"throttling", {{"threshold", 2.5}}}}),
+            "alerts.throttling.threshold: a clock-event reason bit mask (a positive integer), got 2.5");
+  EXPECT_EQ(error_of(json{{"power_limit", {{"threshold", 105}}}}), "(parsed)");  // above the limit is allowed
+}
+
+TEST(AlertConfig, ThrottlingReasonsAreChecked) {
+  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array({"sw_power_cap", "too_hot"})}}}}).rfind(
+                "alerts.throttling.reasons[1]: unknown reason \"too_hot\" (known: gpu_idle, ", 0),
+            0u);
+  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array({"sw_power_cap", 4})}}}}),
+            "alerts.throttling.reasons[1]: expected a string, got number");
+  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", "sw_power_cap"}}}}),
+            "alerts.throttling.reasons: expected an array of reason names, got string");
+  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array()}}}}),
+            "alerts.throttling.reasons: name at least one reason (or disable the rule)");
+  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array({"sw_power_cap"})}, {"threshold", 4}}}}),
+            "alerts.throttling: give either threshold or reasons, not both");
+}
+
+TEST(AlertConfig, AliasesOfOneRuleMayNotBothBeGiven) {
+  auto r = parse_alert_rules(json{{"high_temperature_alert", {{"threshold", 88}}}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(rule(*r, AlertKind::HighTemperature).threshold, 88);
+  // nlohmann orders object keys, so "high_temperature" is met before "temperature".
+  EXPECT_EQ(error_of(json{{"temperature", {{"threshold", 80}}}, {"high_temperature", {{"threshold", 90}}}}),
+            "alerts.temperature: the same rule as alerts.high_temperature; give it once");
+}
+
+core::Alert sample_alert() {
+  core::Alert a;
+  a.id = "high_memory_usage_alert:GPU-a";
+  a.kind = AlertKind::HighMemoryUsage;
+  a.gpu_index = 3;
+  a.gpu_uuid = "GPU-a";
+  a.severity = "warning";
+  a.message = "GPU 3 memory 97.5 % used (975 of 1000 MiB), at or above 95 % for 60 s";
+  a.value = 97.5123;
+  a.threshold = 95;
+  a.started_at = std::chrono::system_clock::time_point(std::chrono::microseconds(1741129370123456LL));
+  return a;
+}
+
+TEST(AlertJson, FiringShape) {
+  const json j = alert_json(sample_alert());
+  EXPECT_EQ(j["id"], "high_memory_usage_alert:GPU-a");
+  EXPECT_EQ(j["kind"], "high_memory_usage_alert");
+  EXPECT_EQ(j["gpu_index"], 3);
+  EXPECT_EQ(j["gpu_uuid"], "GPU-a");
+  EXPECT_EQ(j["severity"], "warning");
+  EXPECT_EQ(j["message"], "GPU 3 memory 97.5 % used (975 of 1000 MiB), at or above 95 % for 60 s");
+  EXPECT_DOUBLE_EQ(j["value"].get<double>(), 97.51);
+  EXPECT_DOUBLE_EQ(j["threshold"].get<double>(), 95);
+  EXPECT_EQ(j["state"], "firing");
+  EXPECT_EQ(j["started_at"], "2025-03-04T23:02:50.123456Z");
+  ASSERT_TRUE(j.contains("resolved_at"));
+  EXPECT_TRUE(j["resolved_at"].is_null());
+  EXPECT_FALSE(j.contains("reasons"));
+}
+
+TEST(AlertJson, ResolvedEventMessage) {
+  core::AlertEvent e{core::AlertEvent::Type::Resolved, sample_alert()};
+  e.alert.resolved_at = e.alert.started_at + std::chrono::seconds(90);
+  e.alert.gpu_uuid.clear();
+  const json j = alert_event_json(e);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j["event"], "high_memory_usage_alert");
+  const json& d = j["data"];
+  EXPECT_EQ(d["state"], "resolved");
+  EXPECT_EQ(d["resolved_at"], "2025-03-04T23:04:20.123456Z");
+  EXPECT_TRUE(d["gpu_uuid"].is_null());
+  for (const char* key : {"id", "gpu_index", "gpu_uuid", "severity", "message", "value", "threshold", "state",
+                          "started_at", "resolved_at"})
+    EXPECT_TRUE(d.contains(key)) << key;
+}
+
+TEST(AlertJson, ThrottlingNamesItsReasons) {
+  auto a = sample_alert();
+  a.kind = AlertKind::Throttling;
+  a.value = 0x20 | 0x4;
+  const json j = alert_json(a);
+  EXPECT_EQ(j["reasons"], json::array({"sw_power_cap", "sw_thermal_slowdown"}));
+}
+
+struct CommaDecimal : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+TEST(AlertJson, EngineToWebSocketMessage) {
+  // The path the server takes: config section → rules → engine → events → messages.
+  auto rules = parse_alert_rules(json{{"high_gpu_usage", {{"duration_s", 0}}}});
+  ASSERT_TRUE(rules) << rules.error().message;
+  core::AlertEngine engine(*rules);
+  core::Snapshot s;
+  s.timestamp = std::chrono::system_clock::time_point(std::chrono::seconds(1741129370));
+  core::GpuReading g;
+  g.uuid = "GPU-a";
+  g.utilization_pct = 75u;
+  s.gpus.push_back(g);
+  const std::locale saved = std::locale::global(std::locale(std::locale::classic(), new CommaDecimal));
+  auto events = engine.evaluate(s, std::chrono::steady_clock::time_point{});
+  std::string text;
+  if (events.size() == 1) text = alert_event_json(events[0]).dump();
+  std::locale::global(saved);
+  ASSERT_EQ(events.size(), 1u);
+  const json j = json::parse(text);
+  EXPECT_EQ(j["event"], "high_gpu_usage_alert");
+  EXPECT_EQ(j["data"]["id"], "high_gpu_usage_alert:GPU-a");
+  EXPECT_EQ(j["data"]["value"], 75.0);
+  EXPECT_EQ(j["data"]["threshold"], 50.0);
+  EXPECT_EQ(j["data"]["state"], "firing");
+  EXPECT_EQ(j["data"]["started_at"], "2025-03-04T23:02:50.000000Z");
+  EXPECT_EQ(j["data"]["message"], "GPU 0 utilization 75 %, above 50 %");
+}
+
+}  // namespace
+}  // namespace gf::wire
