@@ -11,10 +11,11 @@
 namespace gf::app {
 
 int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
-  auto jc = open_job_context(g, a.db);
+  int open_code = kExitError;
+  auto jc = open_job_context(g, a.db, &open_code);
   if (!jc) {
     print_error(jc.error().message);
-    return jc.error().message.rfind("cannot open the store", 0) == 0 ? kExitError : kExitNoBackend;
+    return open_code;
   }
   scheduler::AllocationRequest req;
   req.gpus = a.gpus;
@@ -25,10 +26,11 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
   req.name = a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name;
   // The lease belongs to the calling shell: it ends when the shell does (or on `gpufleet release`).
   req.owner = owner_of(static_cast<std::uint32_t>(::getppid()));
-  auto got = jc->allocator->allocate(req);
+  bool unavailable = false;
+  auto got = jc->allocator->allocate(req, &unavailable);
   if (!got) {
     print_error(got.error().message);
-    return kExitNoGpus;
+    return unavailable ? kExitNoGpus : kExitError;
   }
   std::vector<std::string> ids;
   for (const auto& gpu : got->lease.gpus) ids.push_back(a.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
@@ -39,7 +41,7 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     // stdout is shell code (eval "$(gpufleet alloc --gpus 2)"); the explanation goes to stderr.
-    std::printf("export CUDA_VISIBLE_DEVICES=%s\nexport GPUFLEET_LEASE=%s\n", fmt::format("{}", fmt::join(ids, ",")).c_str(),
+    std::printf("export CUDA_VISIBLE_DEVICES=%s\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\nexport GPUFLEET_LEASE=%s\n", fmt::format("{}", fmt::join(ids, ",")).c_str(),
                 got->lease.id.c_str());
     std::fprintf(stderr, "gpufleet: lease %s: GPU %s for shell %d (ends with the shell, or: gpufleet release %s)\n",
                  got->lease.id.c_str(), fmt::format("{}", fmt::join(ids, ",")).c_str(), ::getppid(), got->lease.id.c_str());
@@ -49,7 +51,7 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
 }
 
 int run_release(const GlobalOptions&, const std::string& lease_id, const std::string& db) {
-  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
     return kExitError;
@@ -68,7 +70,7 @@ int run_release(const GlobalOptions&, const std::string& lease_id, const std::st
 }
 
 int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& db) {
-  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
     return kExitError;

@@ -8,28 +8,22 @@
 #include <cstdio>
 #include <fstream>
 
+#include "app/child_run.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/render.hpp"
-#include "platform/child.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/sampler.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
-namespace {
-
-std::atomic<pid_t> g_child{0};
-extern "C" void forward_signal(int sig) {
-  const pid_t c = g_child.load();
-  if (c > 0) ::kill(c, sig);
-}
-
-}  // namespace
-
 int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
   if (m.argv.empty()) {
     print_error("monitor: no command given (usage: gpufleet monitor [OPTIONS] -- CMD [ARGS...])");
+    return kExitUsage;
+  }
+  if (!(m.interval_s >= 0.05 && m.interval_s <= 60)) {
+    print_error("--interval must be between 0.05 and 60 seconds");
     return kExitUsage;
   }
   const auto interval = std::chrono::milliseconds(static_cast<long long>(m.interval_s * 1000.0));
@@ -48,33 +42,9 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
   }
   if (ctx.monitor->has_backend()) (*sampler)->start();
 
-  // Like time(1): the terminal's Ctrl-C goes to CMD (same process group); we wait for it to end and
-  // still print the statistics. SIGTERM/SIGHUP sent to us are passed on to CMD.
-  struct sigaction ignore {}, fwd {}, old_int {}, old_quit {}, old_term {}, old_hup {};
-  ignore.sa_handler = SIG_IGN;
-  fwd.sa_handler = forward_signal;
-  sigemptyset(&ignore.sa_mask);
-  sigemptyset(&fwd.sa_mask);
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGQUIT, &ignore, &old_quit);
-  sigaction(SIGTERM, &fwd, &old_term);
-  sigaction(SIGHUP, &fwd, &old_hup);
-
-  int spawn_errno = 0;
-  auto pid = platform::spawn_inheriting(m.argv, &spawn_errno);
-  int code;
-  if (!pid) {
-    print_error(pid.error().message);
-    code = spawn_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
-  } else {
-    g_child.store(*pid);
-    code = platform::wait_exit_code(*pid);
-    g_child.store(0);
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGQUIT, &old_quit, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGHUP, &old_hup, nullptr);
+  const ChildOutcome child = run_foreground_child(m.argv);
+  if (!child.started) print_error(child.error);
+  const int code = child.exit_code;
 
   const core::RunReport report = (*sampler)->stop();
   if (!ctx.monitor->has_backend()) return code;

@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "app/child_run.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/jobs.hpp"
 #include "app/render.hpp"
 #include "launch/docker.hpp"
-#include "platform/child.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/sampler.hpp"
 #include "wire/json.hpp"
@@ -22,14 +22,9 @@ namespace gf::app {
 namespace {
 
 std::atomic<bool> g_cancel{false};
-std::atomic<pid_t> g_job_child{0};
+bool g_interrupted = false;  // the last run_job was interrupted (SIGINT/SIGTERM/SIGHUP)
 
 extern "C" void on_cancel(int) { g_cancel.store(true); }
-extern "C" void on_forward(int sig) {
-  const pid_t c = g_job_child.load();
-  if (c > 0) ::kill(c, sig);
-  g_cancel.store(true);
-}
 
 void set_handler(int sig, void (*fn)(int)) {
   struct sigaction sa {};
@@ -79,7 +74,11 @@ class WaitReporter {
 
 }  // namespace
 
+bool last_run_interrupted() { return g_interrupted; }
+
 int run_job(const GlobalOptions& g, const RunCommand& r) {
+  g_cancel.store(false);
+  g_interrupted = false;
   if (r.argv.empty() && r.docker_image.empty()) {
     print_error("run: no command given (usage: gpufleet run --gpus N [OPTIONS] -- CMD [ARGS...])");
     return kExitUsage;
@@ -93,10 +92,11 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     print_error("--interval must be between 0.05 and 60 seconds");
     return kExitUsage;
   }
-  auto jc = open_job_context(g, r.alloc.db);
+  int open_code = kExitError;
+  auto jc = open_job_context(g, r.alloc.db, &open_code);
   if (!jc) {
     print_error(jc.error().message);
-    return jc.error().message.rfind("cannot open the store", 0) == 0 ? kExitError : kExitNoBackend;
+    return open_code;
   }
 
   store::Experiment exp;
@@ -107,6 +107,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   exp.status = "waiting";
   exp.started_at_ms = store::now_ms();
   exp.record = "{}";
+  exp.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
   (void)jc->store->put_experiment(exp);
 
   scheduler::AllocationRequest req;
@@ -117,7 +118,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   req.job_id = exp.id;
   req.name = exp.name;
   req.priority = r.priority;
-  req.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
+  req.owner = exp.owner;
 
   set_handler(SIGINT, on_cancel);
   set_handler(SIGTERM, on_cancel);
@@ -126,17 +127,20 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   wo.timeout = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, r.wait_s) * 1000.0));
   wo.progress = std::ref(reporter);
   wo.cancel = &g_cancel;
-  auto got = jc->allocator->wait_and_allocate(req, wo);
+  bool unavailable = false;
+  auto got = jc->allocator->wait_and_allocate(req, wo, &unavailable);
   reporter.done();
   if (!got) {
     print_error(got.error().message);
-    exp.status = g_cancel.load() ? "interrupted" : "no_gpus";
+    g_interrupted = g_cancel.load();
+    exp.status = g_cancel.load() ? "interrupted" : (unavailable ? "no_gpus" : "failed");
     exp.ended_at_ms = store::now_ms();
     exp.record = nlohmann::json{{"id", exp.id}, {"name", exp.name}, {"command", command}, {"status", exp.status},
                                 {"error", got.error().message}, {"started_at", iso_ms(exp.started_at_ms)},
                                 {"ended_at", iso_ms(*exp.ended_at_ms)}}.dump();
     (void)jc->store->put_experiment(exp);
-    return g_cancel.load() ? 130 : kExitNoGpus;
+    if (g_cancel.load()) return 130;
+    return unavailable ? kExitNoGpus : kExitError;
   }
   const core::Lease lease = got->lease;
   std::vector<std::string> ids;
@@ -182,22 +186,16 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
       print_error(docker_error);
       code = kExitMonitorFailed;
     }
+  } else if (!g_cancel.load()) {  // a signal between the grant and here: do not start the job
+    // CUDA numbers GPUs fastest-first unless told otherwise; our indices are the driver's PCI order.
+    const ChildOutcome child = run_foreground_child(
+        r.argv, {"CUDA_VISIBLE_DEVICES=" + visible, "CUDA_DEVICE_ORDER=PCI_BUS_ID", "GPUFLEET_LEASE=" + lease.id,
+                 "GPUFLEET_JOB=" + exp.id});
+    if (!child.started) print_error(child.error);
+    code = child.exit_code;
+    if (child.interrupted) g_cancel.store(true);
   } else {
-    // Like monitor: Ctrl-C from the terminal reaches CMD directly; SIGTERM/SIGHUP are passed on.
-    set_handler(SIGINT, SIG_IGN);
-    set_handler(SIGTERM, on_forward);
-    set_handler(SIGHUP, on_forward);
-    int spawn_errno = 0;
-    auto pid = platform::spawn_inheriting(r.argv, &spawn_errno,
-                                          {"CUDA_VISIBLE_DEVICES=" + visible, "GPUFLEET_LEASE=" + lease.id, "GPUFLEET_JOB=" + exp.id});
-    if (!pid) {
-      print_error(pid.error().message);
-      code = spawn_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
-    } else {
-      g_job_child.store(*pid);
-      code = platform::wait_exit_code(*pid);
-      g_job_child.store(0);
-    }
+    code = 130;
   }
   // Release first (waiters wake at once), then summarise and record.
   (void)jc->store->release(lease.id, "job ended");
@@ -205,7 +203,8 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
 
   exp.exit_code = code;
   exp.ended_at_ms = store::now_ms();
-  exp.status = code == 0 ? "succeeded" : (g_cancel.load() ? "interrupted" : "failed");
+  g_interrupted = g_cancel.load();
+  exp.status = code == 0 ? "succeeded" : (g_interrupted ? "interrupted" : "failed");
   nlohmann::json rec{{"id", exp.id},
                      {"name", exp.name},
                      {"command", command},
@@ -235,7 +234,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
 }
 
 int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
-  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
     return kExitError;
@@ -276,7 +275,7 @@ int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
 }
 
 int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db) {
-  auto st = store::NodeStore::open(db.empty() ? store::default_db_path() : db);
+  auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
     return kExitError;

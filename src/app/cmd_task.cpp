@@ -124,14 +124,19 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     }
     std::fprintf(stderr, "gpufleet: experiment %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(), label.c_str(),
                  r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
-    // An experiment whose GPUs never come fails with its message; the others go on.
+    // An experiment whose GPUs never come fails with its message; the others go on. An interrupt
+    // (Ctrl-C, SIGTERM) stops the whole task.
     outcomes.push_back({r.alloc.name, run_job(g, r)});
+    if (last_run_interrupted()) {
+      for (std::size_t k = i + 1; k < grid->size(); ++k) outcomes.push_back({fmt::format("{} (skipped: interrupted)", task_name), -1});
+      break;
+    }
   }
   int failed = 0;
   std::fprintf(stderr, "\n%-6s  %s\n", "EXIT", "EXPERIMENT");
   for (const auto& o : outcomes) {
     std::fprintf(stderr, "%-6d  %s\n", o.code, o.name.c_str());
-    if (o.code != 0) ++failed;
+    if (o.code != 0) ++failed;  // skipped experiments count as failed
   }
   std::fprintf(stderr, "%zu passed, %d failed\n", outcomes.size() - static_cast<std::size_t>(failed), failed);
   return failed == 0 ? kExitOk : kExitError;

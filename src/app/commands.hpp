@@ -48,6 +48,8 @@ struct RunCommand {
 };
 // Waits for GPUs, runs the command on them, samples, releases, records. Returns CMD's status.
 int run_job(const GlobalOptions& g, const RunCommand& r);
+// Whether the last run_job was interrupted by a signal (Ctrl-C, SIGTERM, SIGHUP).
+bool last_run_interrupted();
 int run_jobs(const GlobalOptions& g, bool json, const std::string& db);
 
 int run_estimate(const GlobalOptions& g, const std::string& task_path, const std::string& engine, bool json);

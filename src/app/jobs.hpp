@@ -18,8 +18,11 @@ struct JobContext {
   std::unique_ptr<scheduler::NodeAllocator> allocator;
 };
 
-// Opens the backend, the store (db_path empty: the default) and an allocator over them.
-Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path);
+// Opens the backend, the store (db_path empty: the default) and an allocator over them. On failure,
+// *exit_code says which part failed (kExitNoBackend or kExitError).
+Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path, int* exit_code);
+// The node store at db_path (empty: store::default_db_path()).
+Result<std::unique_ptr<store::NodeStore>> open_store(const std::string& db_path);
 
 // The owner of a lease: this process, or (for `alloc`) the calling shell.
 core::LeaseOwner owner_of(std::uint32_t pid);

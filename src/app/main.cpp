@@ -55,13 +55,13 @@ int main(int argc, char** argv) {
   double watch_interval = 1.0;
   unsigned watch_count = 0;
   auto* watch = app.add_subcommand("watch", "live view, refreshed in place");
-  watch->add_option("-n,--interval", watch_interval, "seconds between refreshes")->capture_default_str();
+  watch->add_option("-n,--interval", watch_interval, "seconds between refreshes")->capture_default_str()->check(CLI::Range(0.05, 3600.0));
   watch->add_option("--count", watch_count, "stop after this many refreshes (default: until Ctrl-C)");
 
   MonitorCommand mon;
   auto* monitor = app.add_subcommand("monitor", "run a command, sample the GPUs while it runs, print what they did");
   monitor->footer("Usage: gpufleet monitor [OPTIONS] -- CMD [ARGS...]");
-  monitor->add_option("-n,--interval", mon.interval_s, "seconds between samples (0.05 to 60)")->capture_default_str();
+  monitor->add_option("-n,--interval", mon.interval_s, "seconds between samples (0.05 to 60)")->capture_default_str()->check(CLI::Range(0.05, 60.0));
   monitor->add_flag("--json", mon.json, "print the statistics as JSON on stdout (CMD's output shares stdout)");
   monitor->add_option("-o,--output", mon.output, "write the JSON statistics to this file");
   monitor->add_flag("--no-series", mon.no_series, "leave the time series out of the JSON");
@@ -108,9 +108,9 @@ int main(int argc, char** argv) {
   RunCommand run_cmd;
   auto* run = app.add_subcommand("run", "wait for GPUs, run a command on them, sample, release, record");
   alloc_options(run, run_cmd.alloc);
-  run->add_option("-w,--wait", run_cmd.wait_s, "seconds to wait for GPUs")->capture_default_str();
+  run->add_option("-w,--wait", run_cmd.wait_s, "seconds to wait for GPUs")->capture_default_str()->check(CLI::Range(0.0, 31536000.0));
   run->add_option("-p,--priority", run_cmd.priority, "higher goes first; first come first served within a priority");
-  run->add_option("-n,--interval", run_cmd.interval_s, "seconds between GPU samples (0.05 to 60)")->capture_default_str();
+  run->add_option("-n,--interval", run_cmd.interval_s, "seconds between GPU samples (0.05 to 60)")->capture_default_str()->check(CLI::Range(0.05, 60.0));
   run->add_option("--docker", run_cmd.docker_image, "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
   run->add_flag("--json", run_cmd.alloc.json, "print the job record as JSON when it ends");
   run->add_option("command", run_cmd.argv, "the command (put it after --)");
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
   task_run->add_option("task", task_cmd.path, "task file (JSON)")->required();
   task_run->add_option("--engine", task_cmd.engine, "apply this engine's arithmetic")->check(CLI::IsMember({"vllm", "sglang"}));
   alloc_options(task_run, task_cmd.run.alloc);
-  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each experiment waits for GPUs")->capture_default_str();
-  task_run->add_option("-n,--interval", task_cmd.run.interval_s, "seconds between GPU samples")->capture_default_str();
+  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each experiment waits for GPUs")->capture_default_str()->check(CLI::Range(0.0, 31536000.0));
+  task_run->add_option("-n,--interval", task_cmd.run.interval_s, "seconds between GPU samples")->capture_default_str()->check(CLI::Range(0.05, 60.0));
   task_run->add_option("--docker", task_cmd.run.docker_image, "run in this image through the Docker engine");
   task_run->add_option("command", task_cmd.run.argv, "the command (after --); {tp-size}-style placeholders are replaced");
   task_run->footer("Usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...]\n--gpus and --min-memory-mb default to each experiment's estimate.");

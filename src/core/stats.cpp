@@ -48,6 +48,52 @@ std::optional<MetricStats> summarize(const std::vector<double>& t, const std::ve
   return s;
 }
 
+void RunAggregator::Metric::add(double t_s, double v) {
+  if (count == 0) {
+    min = max = v;
+  } else {
+    min = std::min(min, v);
+    max = std::max(max, v);
+    const double dt = t_s - last_t;
+    if (dt > 0) {
+      area += (v + last_v) / 2.0 * dt;
+      span += dt;
+    }
+  }
+  ++count;
+  last_t = t_s;
+  last_v = v;
+  if (seen++ % stride == 0) {
+    kept.push_back(static_cast<float>(v));
+    if (kept.size() >= kMaxKept) {
+      std::size_t j = 0;
+      for (std::size_t i = 0; i < kept.size(); i += 2) kept[j++] = kept[i];
+      kept.resize(j);
+      stride *= 2;
+      seen = 1;
+    }
+  }
+}
+
+std::optional<MetricStats> RunAggregator::Metric::stats() const {
+  if (count == 0) return std::nullopt;
+  MetricStats s;
+  s.samples = count;
+  s.min = min;
+  s.max = max;
+  if (span > 0) {
+    s.mean = area / span;
+  } else {  // every sample at one instant: a plain average of what we kept
+    double sum = 0;
+    for (float x : kept) sum += x;
+    s.mean = sum / static_cast<double>(kept.size());
+  }
+  std::vector<double> v(kept.begin(), kept.end());
+  s.p50 = percentile(v, 50);
+  s.p95 = percentile(std::move(v), 95);
+  return s;
+}
+
 void RunAggregator::add(const Snapshot& s, std::chrono::steady_clock::time_point at) {
   if (!first_) first_ = at;
   const double t = std::chrono::duration<double>(at - *first_).count();
@@ -63,12 +109,16 @@ void RunAggregator::add(const Snapshot& s, std::chrono::steady_clock::time_point
     if (g.health != Health::Ok) continue;
     SeriesPoint pt{t, as_double(g.utilization_pct), as_double(g.memory_used_mib), as_double(g.temperature_c),
                    as_double(g.power_draw_w)};
-    if (pt.utilization) tr.utilization.push_back({t, *pt.utilization});
-    if (pt.memory_used_mb) tr.mem_used.push_back({t, *pt.memory_used_mb});
+    if (pt.utilization) tr.utilization.add(t, *pt.utilization);
+    if (pt.memory_used_mb) tr.mem_used.add(t, *pt.memory_used_mb);
     if (g.memory_used_mib && g.memory_total_mib && *g.memory_total_mib > 0)
-      tr.mem_pct.push_back({t, 100.0 * static_cast<double>(*g.memory_used_mib) / static_cast<double>(*g.memory_total_mib)});
-    if (pt.temperature_c) tr.temperature.push_back({t, *pt.temperature_c});
-    if (pt.power_draw_w) tr.power.push_back({t, *pt.power_draw_w});
+      tr.mem_pct.add(t, 100.0 * static_cast<double>(*g.memory_used_mib) / static_cast<double>(*g.memory_total_mib));
+    if (pt.power_draw_w) {
+      if (tr.power.count > 0 && t > tr.power.last_t)
+        tr.energy_integrated_j += (*pt.power_draw_w + tr.power.last_v) / 2.0 * (t - tr.power.last_t);
+      tr.power.add(t, *pt.power_draw_w);
+    }
+    if (pt.temperature_c) tr.temperature.add(t, *pt.temperature_c);
     if (g.energy_mj) {
       if (!tr.energy_first_mj) tr.energy_first_mj = *g.energy_mj;
       if (tr.energy_last_mj && *g.energy_mj < *tr.energy_last_mj) tr.energy_counter_ok = false;  // driver reloaded
@@ -95,34 +145,21 @@ RunReport RunAggregator::report() const {
   RunReport r;
   r.duration_s = last_t_;
   r.sample_count = samples_;
-  auto stats = [](const std::vector<Sample>& xs) {
-    std::vector<double> t, v;
-    t.reserve(xs.size());
-    v.reserve(xs.size());
-    for (const auto& x : xs) {
-      t.push_back(x.t_s);
-      v.push_back(x.value);
-    }
-    return summarize(t, v);
-  };
   for (const auto& [index, tr] : tracks_) {
     GpuRunStats g;
     g.name = tr.name;
     g.uuid = tr.uuid;
     g.sample_count = tr.count;
-    g.utilization = stats(tr.utilization);
-    g.memory_used_mb = stats(tr.mem_used);
-    g.memory_usage_percent = stats(tr.mem_pct);
-    g.temperature_c = stats(tr.temperature);
-    g.power_draw_w = stats(tr.power);
+    g.utilization = tr.utilization.stats();
+    g.memory_used_mb = tr.mem_used.stats();
+    g.memory_usage_percent = tr.mem_pct.stats();
+    g.temperature_c = tr.temperature.stats();
+    g.power_draw_w = tr.power.stats();
     if (tr.energy_counter_ok && tr.energy_first_mj && tr.energy_last_mj) {
       g.energy_joules = static_cast<double>(*tr.energy_last_mj - *tr.energy_first_mj) / 1000.0;
       g.energy_source = EnergySource::Counter;
-    } else if (tr.power.size() >= 2) {
-      double j = 0;
-      for (std::size_t i = 1; i < tr.power.size(); ++i)
-        j += (tr.power[i].value + tr.power[i - 1].value) / 2.0 * (tr.power[i].t_s - tr.power[i - 1].t_s);
-      g.energy_joules = j;
+    } else if (tr.power.count >= 2) {
+      g.energy_joules = tr.energy_integrated_j;
       g.energy_source = EnergySource::IntegratedPower;
     }
     r.gpus.emplace(index, std::move(g));

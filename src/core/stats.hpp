@@ -48,8 +48,12 @@ struct RunReport {
   std::map<unsigned, std::vector<SeriesPoint>> series;  // for charts, decimated to at most max_points
 };
 
+// Not thread-safe: the owner (sampler::Sampler) serialises calls. Memory is bounded however long the
+// run: min, max and the time-weighted integral are kept as running values; percentiles come from at
+// most kMaxKept values per metric, thinned evenly (every other one dropped) when full.
 class RunAggregator {
  public:
+  static constexpr std::size_t kMaxKept = 16384;
   // max_points bounds the stored time series per GPU; older points are thinned (every other one kept)
   // when it is reached, so a long run keeps its whole shape in bounded memory.
   explicit RunAggregator(std::size_t max_points = 2048) : max_points_(max_points < 4 ? 4 : max_points) {}
@@ -62,12 +66,18 @@ class RunAggregator {
   std::size_t sample_count() const noexcept { return samples_; }
 
  private:
-  struct Sample {
-    double t_s;
-    double value;
+  // One metric of one GPU: exact running min/max/integral, bounded sample for percentiles.
+  struct Metric {
+    std::size_t count = 0;
+    double min = 0, max = 0, area = 0, span = 0, last_t = 0, last_v = 0;
+    std::vector<float> kept;
+    std::size_t stride = 1, seen = 0;
+    void add(double t_s, double v);
+    std::optional<MetricStats> stats() const;
   };
   struct Track {
-    std::vector<Sample> utilization, mem_used, mem_pct, temperature, power;
+    Metric utilization, mem_used, mem_pct, temperature, power;
+    double energy_integrated_j = 0;  // trapezoids of power over time
     std::optional<std::uint64_t> energy_first_mj, energy_last_mj;
     bool energy_counter_ok = true;
     std::string name, uuid;

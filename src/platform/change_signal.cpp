@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -28,7 +29,10 @@ ChangeSignal::~ChangeSignal() {
 
 void ChangeSignal::notify() const {
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) return;
+  if (fd < 0) return;  // another user's marker we may not write: waiters fall back to their re-check
+  // Every user of a shared store must be able to wake the others, whatever our umask: the file holds
+  // nothing but the fact that it was written.
+  (void)::fchmod(fd, 0666);
   (void)!::write(fd, "1", 1);
   ::close(fd);
 }

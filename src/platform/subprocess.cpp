@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 extern char** environ;
 
@@ -110,6 +111,7 @@ Result<ProcessOutput> run_process(const std::vector<std::string>& argv, const Ru
     const int n = ::poll(fds, 2, static_cast<int>(left.count()));
     if (n < 0) {
       if (errno == EINTR) continue;
+      result.timed_out = true;  // cannot watch it any more: treat as hung, kill below
       break;
     }
     for (int i = 0; i < 2; ++i) {
@@ -125,12 +127,43 @@ Result<ProcessOutput> run_process(const std::vector<std::string>& argv, const Ru
       }
     }
   }
-  if (result.timed_out) ::kill(-pid, SIGKILL);
 
+  // The output is closed, but the program may still run (it closed its stdout and hung): the
+  // deadline covers its exit too.
   int status = 0;
-  for (;;) {
-    if (::waitpid(pid, &status, 0) >= 0) break;
-    if (errno != EINTR) break;
+  bool reaped = false;
+  while (!result.timed_out) {
+    const pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      reaped = true;
+      break;
+    }
+    if (w < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      result.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (result.timed_out) {
+    ::kill(-pid, SIGKILL);
+    // A process stuck in the kernel (an nvidia-smi in D state) may not die at once: wait a little,
+    // then leave the reaping to a detached thread rather than block our caller.
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (!reaped && std::chrono::steady_clock::now() < grace) {
+      const pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) reaped = true;
+      else std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (!reaped) {
+      std::thread([pid] {
+        int st = 0;
+        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+      }).detach();
+      result.exit_code = 128 + SIGKILL;
+      return result;
+    }
   }
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);

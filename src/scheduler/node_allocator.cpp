@@ -47,7 +47,10 @@ Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest
       return std::optional<std::vector<core::LeasedGpu>>();
     }
     auto snap = source_.fresh();
-    if (!snap) return snap.error();
+    if (!snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end of a wait
+      why_not = "cannot read the GPUs: " + snap.error().message;
+      return std::optional<std::vector<core::LeasedGpu>>();
+    }
     auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
     if (!sel) {
       why_not = sel.error().message;
@@ -69,9 +72,10 @@ Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest
   return got;
 }
 
-Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req) {
+Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req, bool* unavailable) {
   std::string why;
   auto r = attempt(req, "", why, nullptr, nullptr);
+  if (unavailable) *unavailable = r && !*r;
   if (!r) return r.error();
   if (!*r) return make_error(why);
   return std::move(**r);
@@ -109,18 +113,22 @@ std::pair<bool, std::string> NodeAllocator::check_availability(unsigned gpus, st
   return {yes, msg};
 }
 
-Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts) {
+Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts,
+                                                    bool* unavailable) {
+  if (unavailable) *unavailable = false;
   core::Waiter w;
   w.id = req.job_id.empty() ? "w" : req.job_id;
   w.name = req.name;
   w.priority = req.priority;
   w.enqueued_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+                         std::chrono::system_clock::now().time_since_epoch()).count();  // wall time: shared by processes
   w.gpus = req.gpus;
   w.owner = req.owner;
   if (auto r = store_.enqueue(w); !r) return make_error("cannot join the queue: " + r.error().message);
   const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + opts.timeout;
+  // Saturate: a huge --wait must not overflow the clock into the past.
+  const auto max_wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 100));
+  const auto deadline = start + std::min(opts.timeout, max_wait);
   for (;;) {
     std::string why;
     WaitProgress p;
@@ -136,6 +144,7 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
     const bool cancelled = opts.cancel && opts.cancel->load();
     if (now >= deadline || cancelled) {
       (void)store_.dequeue(w.id);
+      if (unavailable) *unavailable = true;
       std::string held = holders_text(p.holders);
       return make_error(fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}",
                                     cancelled ? "Cancelled" : "Insufficient GPUs",

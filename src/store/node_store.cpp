@@ -1,7 +1,10 @@
 #include "store/node_store.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +18,7 @@
 namespace gf::store {
 namespace {
 
+constexpr std::int64_t kSchemaVersion = 1;
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS leases(
   id TEXT PRIMARY KEY, job_id TEXT NOT NULL, name TEXT NOT NULL,
@@ -33,7 +37,8 @@ CREATE TABLE IF NOT EXISTS waiters(
 CREATE INDEX IF NOT EXISTS waiters_order ON waiters(priority DESC, enqueued_ms);
 CREATE TABLE IF NOT EXISTS experiments(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, status TEXT NOT NULL, command TEXT NOT NULL, exit_code INTEGER,
-  started_ms INTEGER NOT NULL, ended_ms INTEGER, lease_id TEXT NOT NULL DEFAULT '', record TEXT NOT NULL);
+  started_ms INTEGER NOT NULL, ended_ms INTEGER, lease_id TEXT NOT NULL DEFAULT '', record TEXT NOT NULL,
+  owner_pid INTEGER NOT NULL DEFAULT 0, owner_start INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS experiments_started ON experiments(started_ms);
 PRAGMA user_version = 1;
 )sql";
@@ -67,7 +72,10 @@ std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::for
 bool default_alive(const core::LeaseOwner& o) {
   static const platform::ProcReader proc;
   const auto start = proc.start_time(o.pid);
-  return start && (o.start_time == 0 || *start == o.start_time);
+  if (start) return o.start_time == 0 || *start == o.start_time;
+  // /proc/<pid> unreadable (hidepid, another pid namespace) is not "gone": ask the kernel. Only ESRCH
+  // proves the owner is dead; a live lease must never be reaped.
+  return ::kill(static_cast<pid_t>(o.pid), 0) == 0 || errno == EPERM;
 }
 
 }  // namespace
@@ -101,6 +109,14 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
 }
 
 Result<void> NodeStore::migrate() {
+  // Read-only verbs must not queue behind writers: take the write lock only when the schema is older.
+  {
+    auto v = db_.prepare("PRAGMA user_version");
+    if (!v) return v.error();
+    auto row = v->step();
+    if (!row) return row.error();
+    if (*row && v->int64(0) >= kSchemaVersion) return {};
+  }
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r;
   if (auto r = db_.exec(kSchema); !r) return r;
@@ -347,8 +363,8 @@ bool NodeStore::wait_for_change(std::chrono::milliseconds timeout) { return sign
 
 Result<void> NodeStore::put_experiment(const Experiment& e) {
   auto st = db_.prepare(
-      "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record) "
-      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
+      "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, "
+      "owner_pid, owner_start) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
   if (!st) return st.error();
   st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
   if (e.exit_code) st->bind(5, std::int64_t{*e.exit_code});
@@ -356,7 +372,8 @@ Result<void> NodeStore::put_experiment(const Experiment& e) {
   st->bind(6, e.started_at_ms);
   if (e.ended_at_ms) st->bind(7, *e.ended_at_ms);
   else st->bind_null(7);
-  st->bind(8, e.lease_id).bind(9, e.record);
+  st->bind(8, e.lease_id).bind(9, e.record).bind(10, std::int64_t{e.owner.pid});
+  st->bind(11, static_cast<std::int64_t>(e.owner.start_time));
   return st->run();
 }
 
@@ -372,12 +389,35 @@ Experiment read_experiment(const Stmt& s) {
   e.ended_at_ms = s.opt_int64(6);
   e.lease_id = s.text(7);
   e.record = s.text(8);
+  e.owner.pid = static_cast<std::uint32_t>(s.int64(9));
+  e.owner.start_time = static_cast<unsigned long long>(s.int64(10));
   return e;
 }
-constexpr const char* kExperimentColumns = "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record";
+constexpr const char* kExperimentColumns =
+    "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start";
 }  // namespace
 
+Result<void> NodeStore::reconcile_experiments() {
+  auto sel = db_.prepare("SELECT id, owner_pid, owner_start FROM experiments WHERE status IN ('waiting', 'running')");
+  if (!sel) return sel.error();
+  std::vector<std::string> lost;
+  for (;;) {
+    auto row = sel->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    const core::LeaseOwner o{static_cast<std::uint32_t>(sel->int64(1)), static_cast<unsigned long long>(sel->int64(2)), {}};
+    if (o.pid != 0 && !alive_(o)) lost.push_back(sel->text(0));
+  }
+  for (const auto& id : lost) {
+    auto up = db_.prepare("UPDATE experiments SET status = 'lost', ended_ms = ?1 WHERE id = ?2 AND status IN ('waiting', 'running')");
+    if (!up) return up.error();
+    if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r;
+  }
+  return {};
+}
+
 Result<std::optional<Experiment>> NodeStore::experiment(const std::string& id) {
+  if (auto r = reconcile_experiments(); !r) return r.error();
   auto st = db_.prepare(fmt::format("SELECT {} FROM experiments WHERE id = ?1", kExperimentColumns));
   if (!st) return st.error();
   st->bind(1, id);
@@ -388,6 +428,7 @@ Result<std::optional<Experiment>> NodeStore::experiment(const std::string& id) {
 }
 
 Result<std::vector<Experiment>> NodeStore::experiments(std::size_t limit) {
+  if (auto r = reconcile_experiments(); !r) return r.error();
   auto st = db_.prepare(fmt::format("SELECT {} FROM experiments ORDER BY started_ms DESC, rowid DESC LIMIT {}",
                                     kExperimentColumns, limit));
   if (!st) return st.error();

@@ -33,6 +33,7 @@ struct Experiment {
   std::optional<std::int64_t> ended_at_ms;
   std::string lease_id;
   std::string record;   // the whole record as JSON text (gpu_info, metrics, …)
+  core::LeaseOwner owner;  // the gpufleet process running it: a dead owner turns waiting/running into "lost"
 };
 
 class NodeStore final : public core::LeaseStore {
@@ -64,6 +65,8 @@ class NodeStore final : public core::LeaseStore {
   Result<void> reap_locked(bool& changed);  // ends leases and waiters of dead owners
   Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
   Result<std::vector<core::Waiter>> load_waiters();
+  // Marks waiting/running experiments whose owner process is gone as "lost".
+  Result<void> reconcile_experiments();
   // The first live waiter queued ahead of waiter_id (empty: none); dead ones met on the way are removed.
   Result<std::vector<core::Waiter>> live_waiters_ahead(const std::string& waiter_id, bool& changed);
 

@@ -84,3 +84,18 @@ TEST(Fs, UnderRootAndReaders) {
 
 }  // namespace
 }  // namespace gf::platform
+
+namespace gf::platform {
+namespace {
+
+TEST(RunProcess, AProgramThatClosesItsOutputAndHangsIsStillKilled) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_process({"sh", "-c", "exec >/dev/null 2>&1; sleep 30"}, RunOptions{std::chrono::milliseconds(300)});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_EQ(r->exit_code, 128 + 9);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace gf::platform

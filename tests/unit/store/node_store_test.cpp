@@ -155,7 +155,7 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
 
 TEST_F(StoreTest, ExperimentsRoundTrip) {
   auto s = open();
-  Experiment e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}"};
+  Experiment e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}", {}};
   ASSERT_TRUE(s->put_experiment(e));
   e.status = "succeeded";
   e.exit_code = 0;
@@ -167,11 +167,22 @@ TEST_F(StoreTest, ExperimentsRoundTrip) {
   EXPECT_EQ((*got)->status, "succeeded");
   EXPECT_EQ((*got)->exit_code.value_or(-1), 0);
   EXPECT_EQ((*got)->record, "{\"x\":1}");
-  ASSERT_TRUE(s->put_experiment({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}"}));
+  ASSERT_TRUE(s->put_experiment({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}", {}}));
   auto list = s->experiments(10);
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].id, "e2");  // newest first
   EXPECT_FALSE(*s->experiment("nope"));
+}
+
+TEST_F(StoreTest, ExperimentsOfDeadOwnersBecomeLost) {
+  auto s = open();
+  Experiment e{"e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", {777, 1, "u"}};
+  ASSERT_TRUE(s->put_experiment(e));
+  EXPECT_EQ((*s->experiment("e1"))->status, "running");
+  dead.insert(777);  // gpufleet was SIGKILLed while the job ran
+  auto got = s->experiment("e1");
+  EXPECT_EQ((*got)->status, "lost");
+  EXPECT_TRUE((*got)->ended_at_ms);
 }
 
 TEST_F(StoreTest, UnwritablePathIsOneClearError) {
