@@ -47,6 +47,8 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
   const int code = child.exit_code;
 
   const core::RunReport report = (*sampler)->stop();
+  if (const auto failed = (*sampler)->failed_queries(); failed > 0)
+    print_error(std::to_string(failed) + " GPU queries failed while the command ran; the statistics miss those samples");
   if (!ctx.monitor->has_backend()) return code;
   if (m.json || !m.output.empty()) {
     auto doc = wire::run_report_json(report, !m.no_series);

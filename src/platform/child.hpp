@@ -1,6 +1,6 @@
 #pragma once
 // Running a command that shares our terminal (stdin/stdout/stderr inherited), for `gpufleet monitor`
-// and job runs. No shell is involved.
+// and job runs. No shell is involved. Both functions are safe to call from any thread.
 #include <sys/types.h>
 
 #include <string>
@@ -9,11 +9,6 @@
 #include "core/result.hpp"
 
 namespace gf::platform {
-
-struct SpawnError {
-  int errno_value = 0;  // ENOENT: not found; EACCES/ENOEXEC: cannot execute
-  std::string message;
-};
 
 // Starts argv (argv[0] looked up in PATH). On failure, error().message is "<cmd>: <reason>" and
 // *spawn_errno receives the errno (when given).

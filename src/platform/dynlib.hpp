@@ -1,5 +1,6 @@
 #pragma once
-// A shared library opened with dlopen(RTLD_NOW | RTLD_LOCAL), closed on destruction. Move-only.
+// A shared library opened with dlopen(RTLD_NOW | RTLD_LOCAL), closed on destruction. Move-only;
+// symbol() is thread-safe.
 #include <string>
 
 #include "core/result.hpp"

@@ -25,6 +25,7 @@ std::optional<std::string> parse_container_id(std::string_view cgroup_text);
 // NSpid values from the text of /proc/<pid>/status (empty when the line is missing or malformed).
 std::vector<std::uint32_t> parse_nspid(std::string_view status_text);
 
+// Stateless apart from its root: thread-safe.
 class ProcReader {
  public:
   explicit ProcReader(std::string proc_root = "/proc") : root_(std::move(proc_root)) {}

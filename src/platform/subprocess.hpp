@@ -1,5 +1,5 @@
 #pragma once
-// Running a program without a shell, with a hard timeout. A program that outlives the timeout is
+// Running a program without a shell, with a hard timeout (thread-safe; one call per program). A program that outlives the timeout is
 // killed (SIGKILL to its process group) and reaped; output beyond max_output_bytes is discarded.
 #include <chrono>
 #include <cstddef>

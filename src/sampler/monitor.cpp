@@ -16,11 +16,6 @@ Result<core::Topology> Monitor::topology() {
   return backend_->topology();
 }
 
-void Monitor::invalidate() {
-  std::lock_guard lock(mu_);
-  cached_.reset();
-}
-
 Result<core::SnapshotPtr> Monitor::snapshot(bool use_cache) {
   std::lock_guard lock(mu_);
   if (use_cache && cached_ && clock_.now() - cached_at_ < opts_.cache_ttl) return cached_;

@@ -45,7 +45,6 @@ class Monitor {
   Result<core::Topology> topology();
   std::string backend_name() const;
   bool has_backend() const noexcept { return backend_ != nullptr; }
-  void invalidate();
 
  private:
   Result<core::SnapshotPtr> refresh_locked();

@@ -69,6 +69,18 @@ class WriteTxn {
 
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
 
+// A row of "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters".
+core::Waiter read_waiter(const Stmt& s) {
+  core::Waiter w;
+  w.id = s.text(0);
+  w.name = s.text(1);
+  w.priority = static_cast<int>(s.int64(2));
+  w.enqueued_at_ms = s.int64(3);
+  w.gpus = static_cast<unsigned>(s.int64(4));
+  w.owner = {static_cast<std::uint32_t>(s.int64(5)), static_cast<unsigned long long>(s.int64(6)), s.text(7)};
+  return w;
+}
+
 bool default_alive(const core::LeaseOwner& o) {
   static const platform::ProcReader proc;
   const auto start = proc.start_time(o.pid);
@@ -207,13 +219,7 @@ Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::strin
     auto row = sel->step();
     if (!row) return row.error();
     if (!*row) break;
-    core::Waiter w;
-    w.id = sel->text(0);
-    w.name = sel->text(1);
-    w.priority = static_cast<int>(sel->int64(2));
-    w.enqueued_at_ms = sel->int64(3);
-    w.gpus = static_cast<unsigned>(sel->int64(4));
-    w.owner = {static_cast<std::uint32_t>(sel->int64(5)), static_cast<unsigned long long>(sel->int64(6)), sel->text(7)};
+    core::Waiter w = read_waiter(*sel);
     if (!alive_(w.owner)) {
       dead.push_back(w.id);
       continue;
@@ -240,13 +246,7 @@ Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
     auto row = sel->step();
     if (!row) return row.error();
     if (!*row) break;
-    core::Waiter w;
-    w.id = sel->text(0);
-    w.name = sel->text(1);
-    w.priority = static_cast<int>(sel->int64(2));
-    w.enqueued_at_ms = sel->int64(3);
-    w.gpus = static_cast<unsigned>(sel->int64(4));
-    w.owner = {static_cast<std::uint32_t>(sel->int64(5)), static_cast<unsigned long long>(sel->int64(6)), sel->text(7)};
+    core::Waiter w = read_waiter(*sel);
     out.push_back(std::move(w));
   }
   return out;

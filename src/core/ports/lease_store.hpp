@@ -50,6 +50,7 @@ struct LeaseRequest {
   std::string waiter_id;  // empty: not queued (take the GPUs now or not at all)
 };
 
+// Implementations need not be thread-safe: one LeaseStore (connection) per thread.
 class LeaseStore {
  public:
   virtual ~LeaseStore() = default;
