@@ -28,10 +28,7 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
   }
   const auto interval = std::chrono::milliseconds(static_cast<long long>(m.interval_s * 1000.0));
   Context ctx = open_context(g);
-  if (ctx.explicit_backend_failed) {
-    for (const auto& line : describe_steps(ctx.steps)) print_error(line);
-    return kExitNoBackend;
-  }
+  if (report_unusable_backend(ctx)) return kExitNoBackend;
   if (!ctx.monitor->has_backend()) print_error("no GPU backend is usable here; running the command without GPU monitoring");
 
   sampler::SampleHub hub(*ctx.monitor);

@@ -16,52 +16,35 @@ void print_lines(const std::vector<std::string>& lines, std::FILE* f = stdout) {
   for (const auto& l : lines) std::fprintf(f, "%s\n", l.c_str());
 }
 
-// Opens the context; on an explicit backend that cannot be used, says why and yields the exit code.
-std::optional<Context> open_or_report(const GlobalOptions& g, int& code) {
+// One fresh reading, handed to `print`; the exit code of the whole verb.
+template <class Print>
+int with_snapshot(const GlobalOptions& g, Print print) {
   Context ctx = open_context(g);
-  if (ctx.explicit_backend_failed) {
-    for (const auto& line : describe_steps(ctx.steps)) print_error(line);
-    code = kExitNoBackend;
-    return std::nullopt;
+  if (report_unusable_backend(ctx)) return kExitNoBackend;
+  auto snap = ctx.monitor->snapshot(true);  // fresh: at most auto-detection's probe of a moment ago
+  if (!snap) {
+    print_error(snap.error().message);
+    return kExitError;
   }
-  return ctx;
+  print(**snap);
+  return kExitOk;
 }
 
 }  // namespace
 
 int run_status(const GlobalOptions& g, bool json) {
-  int code = kExitOk;
-  auto ctx = open_or_report(g, code);
-  if (!ctx) return code;
-  auto snap = ctx->monitor->snapshot(false);
-  if (!snap) {
-    print_error(snap.error().message);
-    return kExitError;
-  }
-  if (json) {
-    std::printf("%s\n", wire::snapshot_json(**snap).dump(2).c_str());
-  } else {
-    print_lines(render_status(**snap, hostname(), Style{use_color(1, g)}));
-  }
-  return kExitOk;
+  return with_snapshot(g, [&](const core::Snapshot& s) {
+    if (json) std::printf("%s\n", wire::snapshot_json(s).dump(2).c_str());
+    else print_lines(render_status(s, hostname(), Style{use_color(1, g)}));
+  });
 }
 
 int run_ps(const GlobalOptions& g, bool json) {
-  int code = kExitOk;
-  auto ctx = open_or_report(g, code);
-  if (!ctx) return code;
-  auto snap = ctx->monitor->snapshot(false);
-  if (!snap) {
-    print_error(snap.error().message);
-    return kExitError;
-  }
-  if (json) {
-    std::printf("%s\n", wire::processes_json(**snap).dump(2).c_str());
-  } else {
-    if ((*snap)->gpus.empty()) print_lines(render_status(**snap, hostname(), Style{use_color(1, g)}));
-    else print_lines(render_processes(**snap, Style{use_color(1, g)}));
-  }
-  return kExitOk;
+  return with_snapshot(g, [&](const core::Snapshot& s) {
+    if (json) std::printf("%s\n", wire::processes_json(s).dump(2).c_str());
+    else if (s.gpus.empty()) print_lines(render_status(s, hostname(), Style{use_color(1, g)}));  // says why
+    else print_lines(render_processes(s, Style{use_color(1, g)}));
+  });
 }
 
 int run_backends(const GlobalOptions& g, bool json) {

@@ -27,10 +27,7 @@ int run_watch(const GlobalOptions& g, double interval_s, unsigned count) {
     return kExitUsage;
   }
   Context ctx = open_context(g);
-  if (ctx.explicit_backend_failed) {
-    for (const auto& line : describe_steps(ctx.steps)) print_error(line);
-    return kExitNoBackend;
-  }
+  if (report_unusable_backend(ctx)) return kExitNoBackend;
   const bool tty = ::isatty(1) == 1;
   const Style style{use_color(1, g)};
   struct sigaction sa {};
@@ -45,7 +42,7 @@ int run_watch(const GlobalOptions& g, double interval_s, unsigned count) {
   auto next = std::chrono::steady_clock::now();
   int code = kExitOk;
   for (unsigned frame = 0; !g_stop.load() && (count == 0 || frame < count); ++frame) {
-    auto snap = ctx.monitor->snapshot(false);
+    auto snap = ctx.monitor->snapshot(frame == 0);  // the first frame may use auto-detection's probe
     std::string out;
     if (tty) out += "\x1b[H";
     std::vector<std::string> lines;

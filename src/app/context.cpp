@@ -24,7 +24,14 @@ Context open_context(const GlobalOptions& g) {
   mo.proc_root = opts.proc_root;
   if (!opened.backend) mo.no_backend_reasons = describe_steps(opened.steps);
   ctx.monitor = std::make_unique<sampler::Monitor>(std::move(opened.backend), platform::system_clock(), mo);
+  if (opened.probe) ctx.monitor->prime(std::move(*opened.probe));  // no second query right away
   return ctx;
+}
+
+bool report_unusable_backend(const Context& ctx) {
+  if (!ctx.explicit_backend_failed) return false;
+  for (const auto& line : describe_steps(ctx.steps)) print_error(line);
+  return true;
 }
 
 std::vector<std::string> describe_steps(const std::vector<backends::DetectionStep>& steps) {

@@ -28,6 +28,10 @@ struct Context {
 // Never fails: with no backend the Monitor serves empty snapshots that say why.
 Context open_context(const GlobalOptions& g);
 
+// When --backend named a backend that could not be opened: says why on stderr and returns true
+// (the verb then exits with kExitNoBackend).
+bool report_unusable_backend(const Context& ctx);
+
 // One line per detection step: "nvml: <detail>".
 std::vector<std::string> describe_steps(const std::vector<backends::DetectionStep>& steps);
 

@@ -3,6 +3,7 @@
 // an open_<vendor>() factory, and one line in registry.cpp.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,9 @@ struct DetectionStep {
 struct OpenedBackend {
   std::unique_ptr<Backend> backend;  // null when nothing could be opened
   std::vector<DetectionStep> steps;  // what was tried, in order
+  // Auto-detection reads the GPUs once to see that there are any; that reading, so the caller need
+  // not query the driver again at once.
+  std::optional<core::Snapshot> probe;
 };
 
 // Opens the backend asked for. Auto tries NVML, then nvidia-smi, then amdgpu, and takes the first

@@ -70,6 +70,7 @@ OpenedBackend open_backend(BackendKind kind, const BackendOptions& opts) {
         out.steps.push_back({std::string(e.name), false, s ? "loaded, but reports no GPU" : s.error().message});
         continue;
       }
+      out.probe = std::move(*s);
     }
     out.steps.push_back({std::string(e.name), true, "opened"});
     out.backend = std::move(*b);

@@ -33,13 +33,22 @@ Result<core::SnapshotPtr> Monitor::refresh_locked() {
     auto got = backend_->snapshot();
     if (!got) return got.error();
     s = std::move(*got);
-    if (!s.simulated) resolve_processes(s);
   }
+  return finish_locked(std::move(s));
+}
+
+core::SnapshotPtr Monitor::finish_locked(core::Snapshot s) {
+  if (backend_ && !s.simulated) resolve_processes(s);
   for (auto& g : s.gpus) core::attribute_memory(g);
   core::score_gpus(s, opts_.weights);
   cached_ = std::make_shared<const core::Snapshot>(std::move(s));
   cached_at_ = clock_.now();
   return cached_;
+}
+
+void Monitor::prime(core::Snapshot raw) {
+  std::lock_guard lock(mu_);
+  finish_locked(std::move(raw));
 }
 
 void Monitor::resolve_processes(core::Snapshot& s) {

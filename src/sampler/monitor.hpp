@@ -34,6 +34,9 @@ class Monitor {
   // The latest snapshot: from the cache when younger than the TTL and use_cache, else a fresh query.
   // An error only when the backend failed; the cache keeps the last good snapshot.
   Result<core::SnapshotPtr> snapshot(bool use_cache = true);
+  // Takes a reading made elsewhere (auto-detection's probe) as the current snapshot, processed
+  // (processes resolved, scored) and cached as if just queried.
+  void prime(core::Snapshot raw);
   // Indices of GPUs with at least min_free_memory_mib free and at most max_utilization_pct busy,
   // best availability score first. Lost GPUs are never available.
   Result<std::vector<unsigned>> available_gpus(std::uint64_t min_free_memory_mib, unsigned max_utilization_pct = 50,
@@ -48,6 +51,7 @@ class Monitor {
 
  private:
   Result<core::SnapshotPtr> refresh_locked();
+  core::SnapshotPtr finish_locked(core::Snapshot s);  // resolve, attribute, score, cache
   void resolve_processes(core::Snapshot& s);
 
   std::unique_ptr<backends::Backend> backend_;

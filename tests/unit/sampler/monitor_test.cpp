@@ -114,3 +114,30 @@ TEST(MonitorNoBackend, ServesEmptySnapshotSayingWhy) {
 
 }  // namespace
 }  // namespace gf::sampler
+
+namespace gf::sampler {
+namespace {
+
+TEST(MonitorPrime, ProbeIsProcessedAndServedWithoutAnotherQuery) {
+  auto st = std::make_shared<test::ScriptedBackend::State>();
+  test::FakeClock clock;
+  MonitorOptions o;
+  o.proc_root = std::string(GF_FIXTURES_DIR) + "/proc/host";
+  Monitor m(std::make_unique<test::ScriptedBackend>(st), clock, o);
+  core::Snapshot probe;
+  probe.gpus = {test::make_gpu(0, 20, 30000)};
+  core::GpuProcess p;
+  p.pid = 4242;
+  p.used_memory_mib = 10000;
+  probe.gpus[0].processes.push_back(p);
+  m.prime(probe);
+  auto s = m.snapshot(true);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(st->queries.load(), 0);  // served from the primed cache
+  EXPECT_EQ((*s)->gpus[0].processes[0].name, "python3");  // resolved from /proc
+  EXPECT_TRUE((*s)->gpus[0].availability_score);           // scored
+  EXPECT_EQ(*(*s)->gpus[0].memory_unattributed_mib, 20000u);
+}
+
+}  // namespace
+}  // namespace gf::sampler
