@@ -12,7 +12,7 @@ namespace {
 constexpr const char* kFooter = R"(Backends: auto-detection tries NVML, then nvidia-smi, then amdgpu, and says which it chose
 (`gpufleet backends`); it never falls back to simulated GPUs. --backend sim shows clearly labelled
 simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT,
-GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, NO_COLOR.
+GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), DOCKER_HOST, NO_COLOR.
 
 Exit codes: 0 ok; 1 a query or I/O failed; 2 bad command line; 3 the backend asked for is not usable
 here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --wait). `monitor` and
@@ -24,6 +24,7 @@ CMD is not found.)";
 int main(int argc, char** argv) {
   using namespace gf::app;
   CLI::App app{"gpufleet: what your GPUs are doing, who is using them, and what they did while a job ran"};
+  app.name("gpufleet");  // parse() gets the arguments without argv[0]
   app.footer(kFooter);
   app.set_version_flag("--version", std::string("gpufleet ") + GF_VERSION);
   app.require_subcommand(1);
