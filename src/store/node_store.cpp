@@ -43,30 +43,6 @@ CREATE INDEX IF NOT EXISTS experiments_started ON experiments(started_ms);
 PRAGMA user_version = 1;
 )sql";
 
-// BEGIN IMMEDIATE takes the write lock up front, so a read-decide-write cannot interleave with
-// another process's; rolled back unless committed.
-class WriteTxn {
- public:
-  explicit WriteTxn(Db& db) : db_(db) {}
-  Result<void> begin() {
-    auto r = db_.exec("BEGIN IMMEDIATE");
-    if (r) open_ = true;
-    return r;
-  }
-  Result<void> commit() {
-    auto r = db_.exec("COMMIT");
-    if (r) open_ = false;
-    return r;
-  }
-  ~WriteTxn() {
-    if (open_) (void)db_.exec("ROLLBACK");
-  }
-
- private:
-  Db& db_;
-  bool open_ = false;
-};
-
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
 
 // A row of "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters".

@@ -60,6 +60,21 @@ Stmt& Stmt::bind(int i, std::int64_t v) {
   return *this;
 }
 
+Stmt& Stmt::bind(int i, double v) {
+  sqlite3_bind_double(st_, i, v);  // NaN is stored as NULL by SQLite
+  return *this;
+}
+
+void Stmt::reset() {
+  sqlite3_reset(st_);
+  sqlite3_clear_bindings(st_);
+}
+
+std::optional<double> Stmt::opt_double(int col) const {
+  if (sqlite3_column_type(st_, col) == SQLITE_NULL) return std::nullopt;
+  return sqlite3_column_double(st_, col);
+}
+
 Stmt& Stmt::bind(int i, std::string_view v) {
   sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
   return *this;

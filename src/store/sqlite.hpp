@@ -45,13 +45,16 @@ class Stmt {
   ~Stmt();
 
   Stmt& bind(int i, std::int64_t v);
+  Stmt& bind(int i, double v);
   Stmt& bind(int i, std::string_view v);
   Stmt& bind_null(int i);
   // True with a row, false when done; an error on failure.
   Result<bool> step();
   Result<void> run();  // step to completion, expecting no rows
+  void reset();        // ready to run again, bindings cleared
   std::int64_t int64(int col) const;
   std::optional<std::int64_t> opt_int64(int col) const;
+  std::optional<double> opt_double(int col) const;
   std::string text(int col) const;
 
  private:
@@ -59,6 +62,32 @@ class Stmt {
   Stmt(sqlite3_stmt* st, sqlite3* db) : st_(st), db_(db) {}
   sqlite3_stmt* st_ = nullptr;
   sqlite3* db_ = nullptr;
+};
+
+// BEGIN IMMEDIATE takes the write lock up front, so a read-decide-write cannot interleave with
+// another process's; rolled back unless committed.
+class WriteTxn {
+ public:
+  explicit WriteTxn(Db& db) : db_(db) {}
+  WriteTxn(const WriteTxn&) = delete;
+  WriteTxn& operator=(const WriteTxn&) = delete;
+  Result<void> begin() {
+    auto r = db_.exec("BEGIN IMMEDIATE");
+    if (r) open_ = true;
+    return r;
+  }
+  Result<void> commit() {
+    auto r = db_.exec("COMMIT");
+    if (r) open_ = false;
+    return r;
+  }
+  ~WriteTxn() {
+    if (open_) (void)db_.exec("ROLLBACK");
+  }
+
+ private:
+  Db& db_;
+  bool open_ = false;
 };
 
 }  // namespace gf::store

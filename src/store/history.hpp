@@ -1,0 +1,80 @@
+#pragma once
+// The agent's metric history: one SQLite file (WAL, synchronous=NORMAL), separate from the node store.
+// Three tiers: samples_raw (one row per GPU per snapshot), samples_1m and samples_1h (per GPU per bucket:
+// count, min/max/avg of each metric). Absent readings are stored as NULL and stay NULL through the
+// rollups; nothing is ever written as a made-up 0.
+// Not thread-safe: one HistoryStore per thread (the agent gives it one owner thread).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.hpp"
+#include "core/snapshot.hpp"
+#include "store/sqlite.hpp"
+
+namespace gf::store {
+
+struct HistoryOptions {
+  std::chrono::seconds raw_retention = std::chrono::hours(1);
+  std::chrono::seconds minute_retention = std::chrono::hours(24 * 7);
+  std::chrono::seconds hour_retention = std::chrono::hours(24 * 90);
+};
+
+enum class Metric { Utilization, MemoryUtilization, MemoryUsed, Temperature, Power, Fan, SmClock, MemClock };
+
+// "utilization", "memory_utilization", "memory_used", "temperature", "power", "fan", "sm_clock", "mem_clock".
+Result<Metric> parse_metric(std::string_view name);
+std::string_view to_string(Metric m) noexcept;
+
+// One bucket of a query. ts_ms: the bucket's start (Unix ms, aligned to a multiple of the step).
+// samples: how many raw samples with a value for the metric went into it; 0 (and no avg/min/max) when
+// the GPU was sampled but did not report the metric.
+struct HistoryPoint {
+  std::int64_t ts_ms = 0;
+  std::optional<double> avg, min, max;
+  std::size_t samples = 0;
+};
+
+class HistoryStore {
+ public:
+  using TimePoint = std::chrono::system_clock::time_point;
+
+  static Result<std::unique_ptr<HistoryStore>> open(const std::string& path, HistoryOptions options = {});
+
+  // One row per GPU of the snapshot, in one transaction.
+  Result<void> append(const core::Snapshot& s);
+  // All snapshots in ONE transaction: all rows or none (a null pointer fails the whole batch).
+  // Batching writes off the request path is the caller's job.
+  Result<void> append_batch(const std::vector<core::SnapshotPtr>& batch);
+
+  // Folds complete minutes of raw into samples_1m and complete hours of samples_1m into samples_1h, then
+  // deletes rows older than each tier's retention, measured from now. Idempotent: each tier keeps a
+  // watermark (all buckets before it are rolled up), and a bucket is written with INSERT OR REPLACE
+  // recomputed from its source. Raw rows that arrive later than their minute's rollup are not folded
+  // in (they stay queryable while raw keeps them). Call it about once a minute.
+  Result<void> maintain(TimePoint now);
+
+  // Points of one GPU's metric with since <= ts < until, in step buckets (step 0: the tier's own
+  // resolution, one point per raw sample for raw). Reads the finest tier whose retention still covers
+  // since (as of the last maintain); the part of the range newer than that tier's watermark comes from
+  // the finer tiers, so the newest samples are never missing. Oldest first.
+  Result<std::vector<HistoryPoint>> query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
+                                          std::chrono::seconds step);
+
+  const std::string& path() const noexcept { return db_.path(); }
+
+ private:
+  HistoryStore(Db db, HistoryOptions options) : db_(std::move(db)), options_(options) {}
+  Result<void> migrate();
+  Result<void> insert_rows(const core::Snapshot& s);
+
+  Db db_;
+  HistoryOptions options_;
+};
+
+}  // namespace gf::store
