@@ -1,7 +1,6 @@
 #include "store/history.hpp"
 
 #include <fmt/format.h>
-#include <sqlite3.h>
 
 #include <algorithm>
 #include <array>
