@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 namespace gf::store {
 
@@ -21,7 +23,14 @@ Result<Db> Db::open(const std::string& path) {
   // Many gpufleet processes share the file: wait for each other's write locks rather than fail.
   sqlite3_busy_timeout(db, 30000);
   for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
-    if (auto r = out.exec(pragma); !r) return make_error("cannot set up the store " + path + ": " + r.error().message);
+    // Switching a new file to WAL needs a moment alone with it; when many processes open a fresh
+    // store at once, SQLite can answer "locked" without consulting the busy timeout: retry.
+    Result<void> r = out.exec(pragma);
+    for (int attempt = 0; !r && attempt < 500 && sqlite3_errcode(db) == SQLITE_BUSY; ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 + attempt % 20));
+      r = out.exec(pragma);
+    }
+    if (!r) return make_error("cannot set up the store " + path + ": " + r.error().message);
   }
   return out;
 }

@@ -83,8 +83,9 @@ TEST_F(Jobs, FiftyConcurrentRunsNeverShareAGpu) {
 }
 
 TEST_F(Jobs, SigkilledRunFreesItsLeaseForTheNext) {
+  const std::string job_pid = (dir / "job.pid").string();
   auto pid = gf::platform::spawn_inheriting({GF_BINARY, "--backend", "sim", "run", "--gpus", "2", "--min-memory-mb", "1000",
-                                             "--", "sleep", "30"});
+                                             "--", "sh", "-c", "echo $$ > " + job_pid + "; exec sleep 30"});
   ASSERT_TRUE(pid);
   bool leased = false;
   for (int i = 0; i < 200 && !leased; ++i) {
@@ -102,7 +103,10 @@ TEST_F(Jobs, SigkilledRunFreesItsLeaseForTheNext) {
   bool owner_gone = false;
   for (const auto& l : all) owner_gone |= l["release_reason"] == "owner gone";
   EXPECT_TRUE(owner_gone);
-  (void)gf::platform::run_process({"pkill", "-f", "^sleep 30$"});
+  // The job itself outlived its killed gpufleet (as a real one would): end it, and only it.
+  std::ifstream pf(job_pid);
+  pid_t orphan = 0;
+  if (pf >> orphan && orphan > 0) ::kill(orphan, SIGKILL);
 }
 
 TEST_F(Jobs, RunRecordsTheSeedShape) {
