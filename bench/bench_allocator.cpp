@@ -5,10 +5,13 @@
 #include <benchmark/benchmark.h>
 
 #include "allocator/select.hpp"
+#include "unit/allocator/allocator_support.hpp"  // the tests' DGX-1 and 64-GPU topologies
 
 namespace {
 
 using namespace gf;
+using allocator::test::big_node;
+using allocator::test::dgx1;
 
 core::Snapshot node(unsigned n) {
   core::Snapshot s;
@@ -22,35 +25,6 @@ core::Snapshot node(unsigned n) {
     s.gpus.push_back(std::move(g));
   }
   return s;
-}
-
-core::Topology dgx1() {
-  core::Topology t(8);
-  for (unsigned a = 0; a < 8; ++a)
-    for (unsigned b = a + 1; b < 8; ++b)
-      t.set_level(a, b, (a < 4) == (b < 4) ? core::LinkLevel::NumaNode : core::LinkLevel::CrossSocket);
-  const unsigned links[][3] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {1, 2, 2}, {1, 3, 1}, {1, 5, 2},
-                               {2, 3, 2}, {2, 6, 1}, {3, 7, 1}, {4, 5, 1}, {4, 6, 1}, {4, 7, 2}, {5, 6, 2},
-                               {5, 7, 1}, {6, 7, 2}};
-  for (const auto& l : links) t.set_nvlinks(l[0], l[1], l[2]);
-  return t;
-}
-
-core::Topology big_node(unsigned n) {
-  core::Topology t(n);
-  for (unsigned a = 0; a < n; ++a)
-    for (unsigned b = a + 1; b < n; ++b) {
-      core::LinkLevel l = core::LinkLevel::CrossSocket;
-      if (a / 4 == b / 4)
-        l = core::LinkLevel::SingleSwitch;
-      else if (a / 8 == b / 8)
-        l = core::LinkLevel::HostBridge;
-      else if (a / 32 == b / 32)
-        l = core::LinkLevel::NumaNode;
-      t.set_level(a, b, l);
-      if (a / 2 == b / 2) t.set_nvlinks(a, b, 4);
-    }
-  return t;
 }
 
 void run(benchmark::State& state, const core::Snapshot& s, const core::Topology& t) {

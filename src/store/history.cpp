@@ -159,22 +159,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<HistoryStore> s(new HistoryStore(std::move(*db), options));
-  if (auto m = s->migrate(); !m) return make_error("cannot prepare the history store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate(kSchemaVersion, schema_sql().c_str()); !m) return make_error("cannot prepare the history store " + path + ": " + m.error().message);
   return s;
-}
-
-Result<void> HistoryStore::migrate() {
-  {
-    auto v = db_.prepare("PRAGMA user_version");
-    if (!v) return v.error();
-    auto row = v->step();
-    if (!row) return row.error();
-    if (*row && v->int64(0) >= kSchemaVersion) return {};
-  }
-  WriteTxn txn(db_);
-  if (auto r = txn.begin(); !r) return r;
-  if (auto r = db_.exec(schema_sql().c_str()); !r) return r;
-  return txn.commit();
 }
 
 Result<void> HistoryStore::insert_rows(const core::Snapshot& s) {

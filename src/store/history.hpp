@@ -70,7 +70,6 @@ class HistoryStore {
 
  private:
   HistoryStore(Db db, HistoryOptions options) : db_(std::move(db)), options_(options) {}
-  Result<void> migrate();
   Result<void> insert_rows(const core::Snapshot& s);
 
   Db db_;

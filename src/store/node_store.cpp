@@ -92,23 +92,8 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive)));
-  if (auto m = s->migrate(); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate(kSchemaVersion, kSchema); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
   return s;
-}
-
-Result<void> NodeStore::migrate() {
-  // Read-only verbs must not queue behind writers: take the write lock only when the schema is older.
-  {
-    auto v = db_.prepare("PRAGMA user_version");
-    if (!v) return v.error();
-    auto row = v->step();
-    if (!row) return row.error();
-    if (*row && v->int64(0) >= kSchemaVersion) return {};
-  }
-  WriteTxn txn(db_);
-  if (auto r = txn.begin(); !r) return r;
-  if (auto r = db_.exec(kSchema); !r) return r;
-  return txn.commit();
 }
 
 Result<void> NodeStore::reap_locked(bool& changed) {

@@ -61,7 +61,6 @@ class NodeStore final : public core::LeaseStore {
 
  private:
   NodeStore(Db db, Alive alive);
-  Result<void> migrate();
   Result<void> reap_locked(bool& changed);  // ends leases and waiters of dead owners
   Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
   Result<std::vector<core::Waiter>> load_waiters();

@@ -53,6 +53,20 @@ Result<void> Db::exec(const char* sql) {
   return {};
 }
 
+Result<void> Db::migrate(std::int64_t version, const char* schema_sql) {
+  {
+    auto v = prepare("PRAGMA user_version");
+    if (!v) return v.error();
+    auto row = v->step();
+    if (!row) return row.error();
+    if (*row && v->int64(0) >= version) return {};
+  }
+  WriteTxn txn(*this);
+  if (auto r = txn.begin(); !r) return r;
+  if (auto r = exec(schema_sql); !r) return r;
+  return txn.commit();
+}
+
 Result<Stmt> Db::prepare(std::string_view sql) {
   sqlite3_stmt* st = nullptr;
   if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &st, nullptr) != SQLITE_OK)

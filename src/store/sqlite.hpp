@@ -25,6 +25,9 @@ class Db {
   ~Db();
 
   Result<void> exec(const char* sql);
+  // Creates or upgrades the schema to `version` (PRAGMA user_version) by running `schema_sql` in a
+  // write transaction — only when the file's version is older, so opening never waits on writers.
+  Result<void> migrate(std::int64_t version, const char* schema_sql);
   Result<Stmt> prepare(std::string_view sql);
   std::string error() const;
   int changes() const;  // rows changed by the last statement
