@@ -73,7 +73,11 @@ std::string schema_sql() {
   s += "CREATE TABLE IF NOT EXISTS history_tiers(tier TEXT PRIMARY KEY, rolled_ms INTEGER NOT NULL DEFAULT 0,"
        " pruned_ms INTEGER NOT NULL DEFAULT 0);\n"
        "INSERT OR IGNORE INTO history_tiers(tier) VALUES ('raw'), ('1m'), ('1h');\n";
-  s += fmt::format("PRAGMA user_version = {};\n", kSchemaVersion);
+  // One row per alert episode: inserted when it fires, completed when it resolves.
+  s += "CREATE TABLE IF NOT EXISTS alerts(alert_id TEXT NOT NULL, started_ms INTEGER NOT NULL, kind TEXT NOT NULL,"
+       " gpu INTEGER NOT NULL, uuid TEXT NOT NULL, severity TEXT NOT NULL, message TEXT NOT NULL,"
+       " value REAL NOT NULL, threshold REAL NOT NULL, resolved_ms INTEGER, PRIMARY KEY(alert_id, started_ms));\n"
+       "CREATE INDEX IF NOT EXISTS alerts_started ON alerts(started_ms);\n";
   return s;
 }
 
@@ -159,7 +163,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<HistoryStore> s(new HistoryStore(std::move(*db), options));
-  if (auto m = s->db_.migrate(kSchemaVersion, schema_sql().c_str()); !m) return make_error("cannot prepare the history store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("history", kSchemaVersion, schema_sql().c_str()); !m) return make_error("cannot prepare the history store " + path + ": " + m.error().message);
   return s;
 }
 
@@ -317,6 +321,73 @@ Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metri
     p.max = st->opt_double(3);
     p.avg = st->opt_double(4);
     out.push_back(p);
+  }
+  return out;
+}
+
+Result<void> HistoryStore::record_alerts(const std::vector<core::AlertEvent>& events) {
+  if (events.empty()) return {};
+  WriteTxn txn(db_);
+  if (auto r = txn.begin(); !r) return r;
+  auto fired = db_.prepare(
+      "INSERT OR REPLACE INTO alerts(alert_id, started_ms, kind, gpu, uuid, severity, message, value, threshold,"
+      " resolved_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL)");
+  if (!fired) return fired.error();
+  auto resolved = db_.prepare(
+      "UPDATE alerts SET resolved_ms = ?3, value = ?4, message = ?5 WHERE alert_id = ?1 AND started_ms = ?2");
+  if (!resolved) return resolved.error();
+  for (const auto& e : events) {
+    const auto& a = e.alert;
+    if (e.type == core::AlertEvent::Type::Fired) {
+      fired->reset();
+      fired->bind(1, std::string_view(a.id));
+      fired->bind(2, to_ms(a.started_at));
+      fired->bind(3, core::event_name(a.kind));
+      fired->bind(4, static_cast<std::int64_t>(a.gpu_index));
+      fired->bind(5, std::string_view(a.gpu_uuid));
+      fired->bind(6, std::string_view(a.severity));
+      fired->bind(7, std::string_view(a.message));
+      fired->bind(8, a.value);
+      fired->bind(9, a.threshold);
+      if (auto r = fired->run(); !r) return r;
+    } else {
+      resolved->reset();
+      resolved->bind(1, std::string_view(a.id));
+      resolved->bind(2, to_ms(a.started_at));
+      resolved->bind(3, to_ms(a.resolved_at.value_or(a.started_at)));
+      resolved->bind(4, a.value);
+      resolved->bind(5, std::string_view(a.message));
+      if (auto r = resolved->run(); !r) return r;
+    }
+  }
+  return txn.commit();
+}
+
+Result<std::vector<core::Alert>> HistoryStore::recent_alerts(std::size_t limit) {
+  auto st = db_.prepare(
+      "SELECT alert_id, started_ms, kind, gpu, uuid, severity, message, value, threshold, resolved_ms FROM alerts"
+      " ORDER BY started_ms DESC LIMIT ?1");
+  if (!st) return st.error();
+  st->bind(1, static_cast<std::int64_t>(limit));
+  std::vector<core::Alert> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    core::Alert a;
+    a.id = st->text(0);
+    a.started_at = TimePoint(milliseconds(st->int64(1)));
+    const auto kind = core::alert_kind_from_name(st->text(2));
+    if (!kind) continue;  // written by a newer gpufleet that knows more rules
+    a.kind = *kind;
+    a.gpu_index = static_cast<unsigned>(st->int64(3));
+    a.gpu_uuid = st->text(4);
+    a.severity = st->text(5);
+    a.message = st->text(6);
+    a.value = st->opt_double(7).value_or(0);
+    a.threshold = st->opt_double(8).value_or(0);
+    if (st->opt_double(9)) a.resolved_at = TimePoint(milliseconds(st->int64(9)));
+    out.push_back(std::move(a));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/alerts.hpp"
 #include "core/result.hpp"
 #include "core/snapshot.hpp"
 #include "store/sqlite.hpp"
@@ -65,6 +66,11 @@ class HistoryStore {
   // the finer tiers, so the newest samples are never missing. Oldest first.
   Result<std::vector<HistoryPoint>> query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
                                           std::chrono::seconds step);
+
+  // Alert episodes: a Fired event inserts one, its Resolved event completes it. One transaction.
+  Result<void> record_alerts(const std::vector<core::AlertEvent>& events);
+  // The newest `limit` episodes, newest first (resolved_at set on those that ended).
+  Result<std::vector<core::Alert>> recent_alerts(std::size_t limit);
 
   const std::string& path() const noexcept { return db_.path(); }
 

@@ -40,7 +40,6 @@ CREATE TABLE IF NOT EXISTS experiments(
   started_ms INTEGER NOT NULL, ended_ms INTEGER, lease_id TEXT NOT NULL DEFAULT '', record TEXT NOT NULL,
   owner_pid INTEGER NOT NULL DEFAULT 0, owner_start INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS experiments_started ON experiments(started_ms);
-PRAGMA user_version = 1;
 )sql";
 
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
@@ -92,7 +91,7 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive)));
-  if (auto m = s->db_.migrate(kSchemaVersion, kSchema); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("node", kSchemaVersion, kSchema); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
   return s;
 }
 

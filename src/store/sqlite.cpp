@@ -53,17 +53,36 @@ Result<void> Db::exec(const char* sql) {
   return {};
 }
 
-Result<void> Db::migrate(std::int64_t version, const char* schema_sql) {
-  {
-    auto v = prepare("PRAGMA user_version");
+Result<void> Db::migrate(std::string_view component, std::int64_t version, const char* schema_sql) {
+  // Several components (node store, history) share one file: each keeps its own row in gf_schema.
+  // The first look is read-only, so opening an up-to-date store never waits on writers.
+  auto current = [&]() -> Result<std::int64_t> {
+    auto t = prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'gf_schema'");
+    if (!t) return t.error();
+    auto has = t->step();
+    if (!has) return has.error();
+    if (!*has) return 0;
+    auto v = prepare("SELECT version FROM gf_schema WHERE component = ?1");
     if (!v) return v.error();
+    v->bind(1, component);
     auto row = v->step();
     if (!row) return row.error();
-    if (*row && v->int64(0) >= version) return {};
-  }
+    return *row ? v->int64(0) : 0;
+  };
+  if (auto v = current(); !v) return v.error();
+  else if (*v >= version) return {};
   WriteTxn txn(*this);
   if (auto r = txn.begin(); !r) return r;
+  if (auto v = current(); !v) return v.error();  // another process may have migrated meanwhile
+  else if (*v >= version) return txn.commit();
+  if (auto r = exec("CREATE TABLE IF NOT EXISTS gf_schema(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"); !r)
+    return r;
   if (auto r = exec(schema_sql); !r) return r;
+  auto up = prepare("INSERT OR REPLACE INTO gf_schema(component, version) VALUES (?1, ?2)");
+  if (!up) return up.error();
+  up->bind(1, component);
+  up->bind(2, version);
+  if (auto r = up->run(); !r) return r;
   return txn.commit();
 }
 

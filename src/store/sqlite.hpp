@@ -25,9 +25,10 @@ class Db {
   ~Db();
 
   Result<void> exec(const char* sql);
-  // Creates or upgrades the schema to `version` (PRAGMA user_version) by running `schema_sql` in a
-  // write transaction — only when the file's version is older, so opening never waits on writers.
-  Result<void> migrate(std::int64_t version, const char* schema_sql);
+  // Creates or upgrades `component`'s tables to `version` by running `schema_sql` in a write
+  // transaction, only when the file's version of that component is older (table gf_schema), so
+  // opening never waits on writers and several components can share one file.
+  Result<void> migrate(std::string_view component, std::int64_t version, const char* schema_sql);
   Result<Stmt> prepare(std::string_view sql);
   std::string error() const;
   int changes() const;  // rows changed by the last statement

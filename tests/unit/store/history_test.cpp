@@ -345,5 +345,63 @@ TEST_F(HistoryTest, SigkillMidWriteLeavesAnIntactStore) {
   ASSERT_TRUE(s->maintain(at(kH0 + 1'000'000'000)));
 }
 
+TEST_F(HistoryTest, AlertEpisodesAreStoredFiredThenResolved) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  core::AlertEvent fired;
+  fired.alert.id = "high_temperature_alert:GPU-a";
+  fired.alert.kind = core::AlertKind::HighTemperature;
+  fired.alert.gpu_index = 1;
+  fired.alert.gpu_uuid = "GPU-a";
+  fired.alert.severity = "critical";
+  fired.alert.message = "hot";
+  fired.alert.value = 91;
+  fired.alert.threshold = 85;
+  fired.alert.started_at = at(kH0);
+  core::AlertEvent second = fired;  // a later episode of the same rule on the same GPU
+  second.alert.started_at = at(kH0 + 600'000);
+  ASSERT_TRUE(s->record_alerts({fired, second}));
+  core::AlertEvent resolved = fired;
+  resolved.type = core::AlertEvent::Type::Resolved;
+  resolved.alert.value = 70;
+  resolved.alert.resolved_at = at(kH0 + 60'000);
+  ASSERT_TRUE(s->record_alerts({resolved}));
+
+  auto got = s->recent_alerts(10);
+  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].started_at, at(kH0 + 600'000));  // newest first
+  EXPECT_FALSE((*got)[0].resolved_at);
+  const auto& first = (*got)[1];
+  EXPECT_EQ(first.kind, core::AlertKind::HighTemperature);
+  EXPECT_EQ(first.gpu_index, 1u);
+  EXPECT_EQ(first.gpu_uuid, "GPU-a");
+  EXPECT_EQ(first.severity, "critical");
+  EXPECT_DOUBLE_EQ(first.threshold, 85);
+  EXPECT_DOUBLE_EQ(first.value, 70);
+  ASSERT_TRUE(first.resolved_at);
+  EXPECT_EQ(*first.resolved_at, at(kH0 + 60'000));
+  auto one = s->recent_alerts(1);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->size(), 1u);
+}
+
+TEST_F(HistoryTest, SharesItsFileWithTheNodeStore) {
+  // Both components migrate the same file; neither may skip its tables because the other went first.
+  {
+    auto db = Db::open(file());
+    ASSERT_TRUE(db);
+    ASSERT_TRUE(db->migrate("other", 3, "CREATE TABLE other_things(x);"));
+  }
+  auto s = open();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->append(*snap(kH0, {{0, 10, 100.0, 30}})));
+  EXPECT_EQ(count("samples_raw"), 1);
+  EXPECT_EQ(count("other_things"), 0);
+  auto again = open();  // an up-to-date file opens without re-running the schema
+  ASSERT_TRUE(again);
+  EXPECT_EQ(count("samples_raw"), 1);
+}
+
 }  // namespace
 }  // namespace gf::store
