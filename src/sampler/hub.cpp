@@ -34,11 +34,11 @@ SampleHub::~SampleHub() {
   cv_.notify_all();
 }
 
-SampleHub::Subscription SampleHub::subscribe(std::chrono::nanoseconds interval, Listener listener) {
+SampleHub::Subscription SampleHub::subscribe(std::chrono::nanoseconds interval, Listener listener, bool aligned) {
   TickSchedule::Id id;
   {
     std::lock_guard lock(mu_);
-    id = schedule_.add(interval, std::chrono::steady_clock::now());
+    id = schedule_.add(interval, std::chrono::steady_clock::now(), aligned);
     listeners_.emplace(id, std::move(listener));
   }
   cv_.notify_all();

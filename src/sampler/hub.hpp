@@ -48,7 +48,9 @@ class SampleHub {
   SampleHub& operator=(const SampleHub&) = delete;
 
   // The first call comes at once, then every `interval` on a drift-free grid.
-  Subscription subscribe(std::chrono::nanoseconds interval, Listener listener);
+  // Aligned: the ticks sit on multiples of the interval from the steady clock's epoch instead (the
+  // first one within an interval), so aligned listeners of 100 ms, 1 s and 5 s share their queries.
+  Subscription subscribe(std::chrono::nanoseconds interval, Listener listener, bool aligned = false);
   // Driver queries made so far (one per tick, however many listeners were due).
   std::uint64_t query_count() const noexcept { return queries_.load(); }
 

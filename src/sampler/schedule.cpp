@@ -2,10 +2,16 @@
 
 namespace gf::sampler {
 
-TickSchedule::Id TickSchedule::add(std::chrono::nanoseconds interval, TimePoint now) {
+TickSchedule::Id TickSchedule::add(std::chrono::nanoseconds interval, TimePoint now, bool aligned) {
   if (interval <= std::chrono::nanoseconds::zero()) interval = std::chrono::milliseconds(1);
   const Id id = next_id_++;
-  entries_.emplace(id, Entry{interval, now});
+  TimePoint first = now;
+  if (aligned) {
+    const auto since_epoch = now.time_since_epoch();
+    const auto k = (since_epoch + interval - std::chrono::nanoseconds(1)) / interval;  // ceil
+    first = TimePoint(std::chrono::duration_cast<TimePoint::duration>(interval * k));
+  }
+  entries_.emplace(id, Entry{interval, first});
   return id;
 }
 

@@ -15,8 +15,10 @@ class TickSchedule {
   using Id = std::uint64_t;
   using TimePoint = std::chrono::steady_clock::time_point;
 
-  // Adds a listener whose first tick is due at `now`.
-  Id add(std::chrono::nanoseconds interval, TimePoint now);
+  // Adds a listener whose first tick is due at `now` — or, aligned, at the first multiple of the
+  // interval (counted from the clock's epoch) at or after now, so that listeners with commensurate
+  // intervals tick together and share one driver query.
+  Id add(std::chrono::nanoseconds interval, TimePoint now, bool aligned = false);
   void remove(Id id);
   bool empty() const noexcept { return entries_.empty(); }
   // The earliest due time, or nullopt when there are no listeners.

@@ -47,6 +47,22 @@ TEST(TickSchedule, SeveralListenersShareTicks) {
   EXPECT_FALSE(s.next_due());
 }
 
+TEST(TickSchedule, AlignedListenersAddedAtDifferentTimesTickTogether) {
+  TickSchedule s;
+  const TP t0{12'345ms};
+  auto main_loop = s.add(1s, t0, true);
+  EXPECT_EQ(*s.next_due(), TP{13s});  // the next whole second, not t0
+  auto ws = s.add(100ms, t0 + 437ms, true);
+  auto slow = s.add(5s, t0 + 2s, true);
+  EXPECT_EQ(s.take_due(TP{12'800ms}), std::vector<TickSchedule::Id>{ws});
+  s.take_due(TP{12'900ms});
+  // At 13 s both the 1 s and the 100 ms listener are due: one tick serves them.
+  EXPECT_EQ(s.take_due(TP{13s}), (std::vector<TickSchedule::Id>{main_loop, ws}));
+  for (TP t{13'100ms}; t < TP{15s}; t += 100ms) s.take_due(t);
+  EXPECT_EQ(s.take_due(TP{15s}), (std::vector<TickSchedule::Id>{main_loop, ws, slow}));
+  EXPECT_EQ(s.missed(ws), 0u);
+}
+
 TEST(TickSchedule, NotDueYet) {
   TickSchedule s;
   const TP t0{};
