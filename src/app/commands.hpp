@@ -62,6 +62,10 @@ struct TaskCommand {
 };
 // Expands the task's parameter grid and runs each experiment through the queue.
 int run_task(const GlobalOptions& g, const TaskCommand& t);
+struct ServeCommand;  // app/serve_config.hpp
+// The node agent: REST, WebSocket, /metrics, history, alerts, the dashboard. Runs until SIGINT/SIGTERM.
+int run_serve(const GlobalOptions& g, const ServeCommand& s);
+
 int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db);
 
 }  // namespace gf::app

@@ -7,8 +7,10 @@
 
 #include "app/context.hpp"
 #include "core/stats.hpp"
+#include "scheduler/allocation_json.hpp"
 #include "scheduler/node_allocator.hpp"
 #include "store/node_store.hpp"
+#include "wire/json.hpp"
 
 namespace gf::app {
 
@@ -27,11 +29,8 @@ Result<std::unique_ptr<store::NodeStore>> open_store(const std::string& db_path)
 // The owner of a lease: this process, or (for `alloc`) the calling shell.
 core::LeaseOwner owner_of(std::uint32_t pid);
 
-// The seed's gpu_info: {model, count, device_ids, world_size, gpu_info: {count, indices,
-// allocation_method, details: [{index, name, memory_free_mb, utilization_percent, availability_score}]}}.
-nlohmann::json gpu_info_json(const scheduler::Allocation& a, unsigned world_size);
-
-nlohmann::json lease_json(const core::Lease& l);
+using scheduler::gpu_info_json;
+using wire::lease_json;
 std::string format_time_ms(std::int64_t ms);  // local "YYYY-MM-DD HH:MM:SS"
 
 }  // namespace gf::app

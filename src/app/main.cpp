@@ -6,6 +6,7 @@
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
+#include "app/serve_config.hpp"
 
 namespace {
 
@@ -141,6 +142,21 @@ int main(int argc, char** argv) {
   jobs->add_option("--db", db, "the node store");
 
   std::string job_id;
+  ServeCommand serve_cmd;
+  auto* serve = app.add_subcommand("serve", "the node agent: REST API, WebSocket live updates, /metrics, history, alerts, dashboard");
+  serve->add_option("--listen", serve_cmd.listen, "HOST:PORT to listen on (default 127.0.0.1:9401; 0.0.0.0:9401 for every interface)");
+  serve->add_option("--interval", serve_cmd.interval_s, "seconds between collections (default 1)")->check(CLI::Range(0.05, 3600.0));
+  serve->add_option("--node-name", serve_cmd.node_name, "the name that labels everything served (default: the hostname)");
+  serve->add_option("--config", serve_cmd.config, "JSON config file (alerts, history retention, limits, …; see README)")->check(CLI::ExistingFile);
+  serve->add_option("--static", serve_cmd.static_dir, "the dashboard's directory (default: web/dist next to the binary)");
+  serve->add_option("--db", serve_cmd.db, "the store: leases, jobs, history, alerts (default: GPUFLEET_DB or the state directory)");
+  serve->add_option("--token-file", serve_cmd.token_file, "bearer token for state-changing requests (created on first start; GPUFLEET_TOKEN wins)");
+  serve->add_flag("--auth-read", serve_cmd.auth_read, "require the token for reads too");
+  serve->add_flag("--no-history", serve_cmd.no_history, "keep no history");
+  serve->add_option("--max-ws-clients", serve_cmd.max_ws_clients, "WebSocket connections at most (default 1024)")->check(CLI::Range(1u, 100000u));
+  serve->add_option("--allow-origin", serve_cmd.allow_origins, "a WebSocket Origin allowed besides the agent's own address (repeatable)");
+  serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
+
   auto* show = app.add_subcommand("show", "one recorded job run: GPUs, why they were chosen, what they did");
   show->add_option("job", job_id, "job id (see gpufleet jobs)")->required();
   show->add_flag("--json", json, "print JSON");
@@ -182,6 +198,7 @@ int main(int argc, char** argv) {
       }
       return run_task(g, task_cmd);
     }
+    if (*serve) return run_serve(g, serve_cmd);
     if (*show) return run_show(g, job_id, json, db);
     if (*run) {
       run_cmd.argv.insert(run_cmd.argv.end(), command.begin(), command.end());

@@ -74,8 +74,10 @@ void SampleHub::run(std::stop_token stop) {
     // so once it returns its listener is neither running nor about to run.
     std::unique_lock deliver(deliver_mu_);
     lock.unlock();
+    const auto started = std::chrono::steady_clock::now();
     const auto snap = monitor_.snapshot(false);  // one driver query for everyone due now
     const auto taken = std::chrono::steady_clock::now();
+    last_query_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(taken - started).count());
     queries_.fetch_add(1);
     lock.lock();
     std::vector<Listener> calls;  // copies: a listener may be removed while we call the others

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -53,6 +54,8 @@ class SampleHub {
   Subscription subscribe(std::chrono::nanoseconds interval, Listener listener, bool aligned = false);
   // Driver queries made so far (one per tick, however many listeners were due).
   std::uint64_t query_count() const noexcept { return queries_.load(); }
+  // How long the latest driver query took.
+  std::chrono::nanoseconds last_query_duration() const noexcept { return std::chrono::nanoseconds(last_query_ns_.load()); }
 
  private:
   void unsubscribe(TickSchedule::Id id);
@@ -65,6 +68,7 @@ class SampleHub {
   TickSchedule schedule_;
   std::unordered_map<TickSchedule::Id, Listener> listeners_;
   std::atomic<std::uint64_t> queries_{0};
+  std::atomic<std::int64_t> last_query_ns_{0};
   std::jthread thread_;
 };
 

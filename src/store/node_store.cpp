@@ -402,4 +402,18 @@ Result<std::vector<Experiment>> NodeStore::experiments(std::size_t limit) {
   return out;
 }
 
+Result<std::map<std::string, std::uint64_t>> NodeStore::experiment_counts() {
+  if (auto r = reconcile_experiments(); !r) return r.error();
+  auto st = db_.prepare("SELECT status, COUNT(*) FROM experiments GROUP BY status");
+  if (!st) return st.error();
+  std::map<std::string, std::uint64_t> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out[st->text(0)] = static_cast<std::uint64_t>(st->int64(1));
+  }
+  return out;
+}
+
 }  // namespace gf::store

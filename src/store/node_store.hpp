@@ -3,6 +3,7 @@
 // Every gpufleet process of the node opens the same file; SQLite's write lock makes each
 // acquire/release atomic across them. Not thread-safe: one NodeStore per thread.
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,8 @@ class NodeStore final : public core::LeaseStore {
   Result<void> put_experiment(const Experiment& e);  // insert or replace
   Result<std::optional<Experiment>> experiment(const std::string& id);
   Result<std::vector<Experiment>> experiments(std::size_t limit);
+  // How many experiments are in each status ("running", "succeeded", …).
+  Result<std::map<std::string, std::uint64_t>> experiment_counts();
 
   const std::string& path() const noexcept { return db_.path(); }
 

@@ -170,6 +170,8 @@ Result<std::vector<core::AlertRule>> parse_alert_rules(const json& section) {
 json alert_json(const core::Alert& a) {
   json j{{"id", a.id},
          {"kind", std::string(core::event_name(a.kind))},
+         {"event", std::string(core::event_name(a.kind))},
+         {"rule", std::string(core::rule_name(a.kind))},
          {"gpu_index", a.gpu_index},
          {"gpu_uuid", a.gpu_uuid.empty() ? json(nullptr) : json(a.gpu_uuid)},
          {"severity", a.severity},

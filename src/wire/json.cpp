@@ -198,4 +198,19 @@ json run_report_json(const core::RunReport& r, bool with_series) {
   return out;
 }
 
+nlohmann::json lease_json(const core::Lease& l) {
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : l.gpus) gpus.push_back({{"index", g.index}, {"uuid", g.uuid}});
+  return {{"id", l.id},
+          {"job_id", l.job_id},
+          {"name", l.name},
+          {"gpus", gpus},
+          {"owner", {{"pid", l.owner.pid}, {"user", l.owner.user}}},
+          {"created_at", iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(l.created_at_ms)))},
+          {"released_at", l.released_at_ms ? nlohmann::json(iso8601(std::chrono::system_clock::time_point(
+                                                 std::chrono::milliseconds(*l.released_at_ms))))
+                                           : nlohmann::json(nullptr)},
+          {"release_reason", l.release_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.release_reason)}};
+}
+
 }  // namespace gf::wire

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/ports/lease_store.hpp"
 #include "core/snapshot.hpp"
 #include "core/stats.hpp"
 
@@ -28,5 +29,9 @@ nlohmann::json processes_json(const core::Snapshot& s);
 // memory_usage_percent{…}, temperature_c{…}, power_draw_w{…}, energy_joules, energy_source,
 // sample_count}}, "series": {"<index>": {"t": [...], "utilization": [...], ...}}}.
 nlohmann::json run_report_json(const core::RunReport& r, bool with_series = true);
+
+// A lease: {id, job_id, name, gpus: [{index, uuid}], owner: {pid, user}, created_at, released_at,
+// release_reason}.
+nlohmann::json lease_json(const core::Lease& l);
 
 }  // namespace gf::wire

@@ -1,0 +1,170 @@
+// gpufleet serve: the node agent. Wires the monitor, the collection loop (Agent), the stores, the
+// WebSocket hub, the REST routes and the HTTP server together, and runs until SIGINT/SIGTERM.
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "app/exit_codes.hpp"
+#include "app/serve_config.hpp"
+#include "platform/fs.hpp"
+#include "sampler/hub.hpp"
+#include "server/agent.hpp"
+#include "server/api.hpp"
+#include "server/http_server.hpp"
+#include "server/security.hpp"
+#include "server/ws_hub.hpp"
+#include "store/history.hpp"
+#include "store/node_store.hpp"
+#include "wire/alert_config.hpp"
+
+namespace gf::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+// 1 000 WebSocket clients need more descriptors than the usual soft limit of 1 024.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+// The dashboard next to the binary: <prefix>/share/gpufleet/web when installed, else the source
+// tree's web/dist (build/gpufleet → web/dist).
+std::string default_static_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (const fs::path& cand : {exe.parent_path().parent_path() / "share/gpufleet/web", exe.parent_path().parent_path() / "web/dist"})
+    if (fs::exists(cand / "index.html", ec)) return cand.string();
+  return {};
+}
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
+  auto cfg = load_serve_config(cmd);
+  if (!cfg) {
+    print_error(cfg.error().message);
+    return kExitUsage;
+  }
+  ServeConfig& c = *cfg;
+  if (c.node_name.empty()) c.node_name = hostname();
+  if (c.static_dir.empty()) c.static_dir = default_static_dir();
+  if (c.db.empty()) c.db = store::default_db_path();
+  if (c.token_file.empty()) c.token_file = (fs::path(c.db).parent_path() / "agent.token").string();
+
+  Context ctx = open_context(g);
+  if (report_unusable_backend(ctx)) return kExitNoBackend;
+  raise_fd_limit();
+
+  // The stores: leases/jobs and history share one SQLite file (WAL); history has a writer connection
+  // (the batch thread) and a reader (requests).
+  server::ApiContext api;
+  std::unique_ptr<server::NodeJobs> jobs;
+  std::unique_ptr<store::HistoryStore> history, history_reader;
+  if (auto st = store::NodeStore::open(c.db)) {
+    jobs = std::make_unique<server::NodeJobs>(std::move(*st), *ctx.monitor);
+  } else {
+    api.store_error = st.error().message;
+    print_error("the store is not usable (" + st.error().message + "): leases and jobs are not served");
+  }
+  if (jobs && c.history) {
+    auto w = store::HistoryStore::open(c.db, c.history_options);
+    if (!w) {
+      print_error("history is not kept: " + w.error().message);
+    } else if (auto r = store::HistoryStore::open(c.db, c.history_options); !r) {
+      print_error("history is not kept: " + r.error().message);
+    } else {
+      history = std::move(*w);
+      history_reader = std::move(*r);
+    }
+  }
+
+  bool created = false;
+  auto token = server::load_or_create_token(c.token_file, &created);
+  if (!token) {
+    print_error(token.error().message + " (set GPUFLEET_TOKEN or --token-file)");
+    return kExitError;
+  }
+  if (created)
+    std::fprintf(stderr, "gpufleet: created the API token for state-changing requests in %s:\n  %s\n", c.token_file.c_str(),
+                 token->c_str());
+
+  sampler::SampleHub hub(*ctx.monitor);
+  server::AgentOptions ao;
+  ao.interval = c.interval;
+  ao.node_name = c.node_name;
+  ao.alert_rules = c.alert_rules;
+  server::Agent agent(*ctx.monitor, hub, std::move(history), std::move(history_reader), ao);
+  server::WsHub ws(agent, hub, c.ws);
+  agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
+    for (const auto& e : events) {
+      const auto j = wire::alert_event_json(e);
+      ws.broadcast(server::WsHub::envelope(j["event"].get<std::string>(), j["data"].dump()), false);
+    }
+  });
+
+  api.agent = &agent;
+  api.monitor = ctx.monitor.get();
+  api.ws = &ws;
+  api.jobs = jobs.get();
+  api.version = GF_VERSION;
+  api.node_name = c.node_name;
+  api.started = std::chrono::steady_clock::now();
+  api.interval = c.interval;
+  server::Router router;
+  server::add_monitoring_routes(router, api);
+  server::add_job_routes(router, api);
+  server::add_meta_routes(router, api);
+
+  c.server.token = *token;
+  c.server.static_dir = c.static_dir;
+  c.server.server_header = std::string("gpufleet/") + GF_VERSION;
+  server::HttpServer http(router, &ws, c.server);
+  auto port = http.listen();
+  if (!port) {
+    print_error(port.error().message);
+    return kExitError;
+  }
+  agent.start();
+  if (!cmd.port_file.empty()) {
+    // Written whole under a temporary name, then renamed: a reader never sees half a number.
+    const std::string tmp = cmd.port_file + ".tmp";
+    std::ofstream(tmp) << *port << "\n";
+    std::error_code ec;
+    fs::rename(tmp, cmd.port_file, ec);
+    if (ec) print_error("cannot write the port file " + cmd.port_file + ": " + ec.message());
+  }
+  const auto latest = agent.latest();
+  const std::string host = c.server.host.find(':') != std::string::npos ? "[" + c.server.host + "]" : c.server.host;
+  std::fprintf(stderr, "gpufleet: agent for node %s listening on http://%s:%u (backend %s, %zu GPU(s)%s, every %.3g s)\n",
+               c.node_name.c_str(), host.c_str(), static_cast<unsigned>(*port), ctx.monitor->backend_name().c_str(),
+               latest ? latest->snapshot->gpus.size() : 0, latest && latest->snapshot->simulated ? ", SIMULATED" : "",
+               std::chrono::duration<double>(c.interval).count());
+  std::fprintf(stderr, "gpufleet: dashboard %s; API http://%s:%u/api/openapi.json; metrics /metrics; store %s\n",
+               c.static_dir.empty() ? "not found (make web, or --static DIR)" : ("http://" + host + ":" + std::to_string(*port) + "/").c_str(),
+               host.c_str(), static_cast<unsigned>(*port), jobs ? c.db.c_str() : "none");
+  std::fflush(stderr);
+
+  http.run(true);  // until SIGINT/SIGTERM: then in-flight requests finish and clients are told
+  agent.stop();    // the last batch is written
+  std::fprintf(stderr, "gpufleet: agent stopped\n");
+  return kExitOk;
+}
+
+}  // namespace gf::app

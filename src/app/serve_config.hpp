@@ -1,0 +1,54 @@
+#pragma once
+// The agent's settings: built-in defaults, then the config file (--config, JSON), then the command
+// line. Every error names the key (or option) and the expected form.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/alerts.hpp"
+#include "core/result.hpp"
+#include "server/http_server.hpp"
+#include "server/ws_hub.hpp"
+#include "store/history.hpp"
+
+namespace gf::app {
+
+// What the command line said (nullopt / empty: not given).
+struct ServeCommand {
+  std::optional<std::string> listen;
+  std::optional<double> interval_s;
+  std::optional<std::string> node_name;
+  std::string config;
+  std::optional<std::string> static_dir;
+  std::optional<std::string> db;
+  std::optional<std::string> token_file;
+  bool auth_read = false;
+  bool no_history = false;
+  std::optional<unsigned> max_ws_clients;
+  std::vector<std::string> allow_origins;
+  std::string port_file;
+};
+
+struct ServeConfig {
+  std::chrono::milliseconds interval{1000};
+  std::string node_name;
+  std::string static_dir;
+  std::string db;
+  std::string token_file;
+  bool history = true;
+  store::HistoryOptions history_options;
+  std::vector<core::AlertRule> alert_rules = core::default_alert_rules();
+  server::ServerOptions server;
+  server::WsOptions ws;
+};
+
+Result<ServeConfig> load_serve_config(const ServeCommand& cmd);
+// The same from a JSON text (for tests and the file): `source` names it in errors.
+Result<ServeConfig> serve_config_from_json(const std::string& text, const std::string& source, ServeConfig base = {});
+// "127.0.0.1:9401", "[::1]:9401", "0.0.0.0:80", ":9401" (all interfaces is NOT implied: ":" means 127.0.0.1).
+Result<std::pair<std::string, unsigned short>> parse_listen(const std::string& text);
+// "90s", "15m", "1h", "7d" or a number of seconds.
+Result<std::chrono::seconds> parse_duration(const std::string& text);
+
+}  // namespace gf::app

@@ -1,0 +1,217 @@
+#include "server/agent.hpp"
+
+#include <algorithm>
+
+#include "wire/json.hpp"
+
+namespace gf::server {
+
+Agent::Agent(sampler::Monitor& monitor, sampler::SampleHub& hub, std::unique_ptr<store::HistoryStore> history,
+             std::unique_ptr<store::HistoryStore> history_reader, AgentOptions options)
+    : monitor_(monitor),
+      hub_(hub),
+      history_(std::move(history)),
+      history_reader_(std::move(history_reader)),
+      options_(std::move(options)),
+      engine_(options_.alert_rules) {}
+
+Agent::~Agent() { stop(); }
+
+void Agent::start() {
+  if (started_.exchange(true)) return;
+  // Serve something from the first request on: the monitor's cached reading (auto-detection's probe)
+  // or, failing that, a first query now.
+  if (auto s = monitor_.snapshot(true)) publish(*s, std::chrono::steady_clock::now());
+  if (history_) writer_ = std::jthread([this](std::stop_token st) { writer(st); });
+  sub_ = hub_.subscribe(
+      options_.interval, [this](const Result<core::SnapshotPtr>& s, auto taken) { on_tick(s, taken); }, true);
+}
+
+void Agent::stop() {
+  if (!started_.load() || stopped_.exchange(true)) return;
+  sub_.reset();  // no tick runs after this
+  if (writer_.joinable()) {
+    writer_.request_stop();
+    writer_cv_.notify_all();
+    writer_.join();  // the writer flushes what is pending before it returns
+  }
+}
+
+std::shared_ptr<const std::string> Agent::render(const core::Snapshot& s) const {
+  auto j = wire::snapshot_json(s);
+  j["node"] = options_.node_name;
+  return std::make_shared<const std::string>(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void Agent::publish(core::SnapshotPtr snap, std::chrono::steady_clock::time_point taken) {
+  auto p = std::make_shared<Published>();
+  p->document = render(*snap);
+  p->snapshot = std::move(snap);
+  p->taken = taken;
+  std::lock_guard lock(mu_);
+  p->sequence = ++sequence_;
+  latest_ = std::move(p);
+}
+
+void Agent::on_tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken) {
+  if (!snap) {
+    std::lock_guard lock(mu_);
+    ++counters_.collection_errors;
+    counters_.last_error = snap.error().message;
+    counters_.last_query_duration = hub_.last_query_duration();
+    return;
+  }
+  publish(*snap, taken);
+  std::vector<core::AlertEvent> events;
+  std::vector<AlertListener> listeners;
+  {
+    std::lock_guard lock(mu_);
+    ++counters_.collections;
+    counters_.last_error.clear();
+    counters_.last_success = taken;
+    counters_.last_query_duration = hub_.last_query_duration();
+    events = engine_.evaluate(**snap, taken);
+    if (history_) {
+      pending_samples_.push_back(*snap);
+      pending_alerts_.insert(pending_alerts_.end(), events.begin(), events.end());
+    }
+    for (const auto& e : events) {
+      if (e.type == core::AlertEvent::Type::Fired) {
+        recent_.push_back(e.alert);
+      } else {
+        // The episode that started at the same time on the same rule and GPU ends.
+        for (auto it = recent_.rbegin(); it != recent_.rend(); ++it)
+          if (it->id == e.alert.id && it->started_at == e.alert.started_at) {
+            *it = e.alert;
+            break;
+          }
+      }
+    }
+    if (recent_.size() > options_.alert_history)
+      recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_.size() - options_.alert_history));
+    if (!events.empty()) listeners = alert_listeners_;
+  }
+  if (!events.empty()) {
+    for (const auto& l : listeners) l(events);
+  }
+}
+
+std::shared_ptr<const Published> Agent::latest() const {
+  std::lock_guard lock(mu_);
+  return latest_;
+}
+
+Result<std::shared_ptr<const Published>> Agent::fresh() {
+  auto s = monitor_.snapshot(false);
+  if (!s) return s.error();
+  publish(*s, std::chrono::steady_clock::now());
+  return latest();
+}
+
+std::vector<core::Alert> Agent::firing() const {
+  std::lock_guard lock(mu_);
+  return engine_.firing();
+}
+
+Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
+  if (history_reader_) {
+    std::lock_guard lock(reader_mu_);
+    auto stored = history_reader_->recent_alerts(limit);
+    if (!stored) return stored.error();
+    // Episodes not written yet (the current batch) come from memory.
+    std::vector<core::Alert> out;
+    {
+      std::lock_guard l(mu_);
+      for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it) {
+        const bool in_store = std::any_of(stored->begin(), stored->end(), [&](const core::Alert& a) {
+          return a.id == it->id && a.started_at == it->started_at;
+        });
+        if (!in_store) out.push_back(*it);
+      }
+    }
+    for (auto& a : *stored) {
+      // The in-memory copy is newer (resolved, not yet written) when both have it.
+      std::lock_guard l(mu_);
+      for (const auto& m : recent_)
+        if (m.id == a.id && m.started_at == a.started_at) a = m;
+    }
+    out.insert(out.end(), stored->begin(), stored->end());
+    std::stable_sort(out.begin(), out.end(), [](const core::Alert& a, const core::Alert& b) { return a.started_at > b.started_at; });
+    if (out.size() > limit) out.resize(limit);
+    return out;
+  }
+  std::lock_guard lock(mu_);
+  std::vector<core::Alert> out(recent_.rbegin(), recent_.rend());
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+Result<std::vector<store::HistoryPoint>> Agent::history(unsigned gpu, store::Metric metric,
+                                                        std::chrono::system_clock::time_point since,
+                                                        std::chrono::system_clock::time_point until,
+                                                        std::chrono::seconds step) {
+  if (!history_reader_) return make_error("this agent keeps no history (started with --no-history)");
+  std::lock_guard lock(reader_mu_);
+  return history_reader_->query(gpu, metric, since, until, step);
+}
+
+std::string Agent::history_path() const { return history_reader_ ? history_reader_->path() : std::string(); }
+
+AgentCounters Agent::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+void Agent::on_alerts(AlertListener l) {
+  std::lock_guard lock(mu_);
+  alert_listeners_.push_back(std::move(l));
+}
+
+void Agent::flush() {
+  std::vector<core::SnapshotPtr> samples;
+  std::vector<core::AlertEvent> alerts;
+  {
+    std::lock_guard lock(mu_);
+    samples.swap(pending_samples_);
+    alerts.swap(pending_alerts_);
+  }
+  if (samples.empty() && alerts.empty()) return;
+  // One transaction each: a crash loses at most this batch.
+  auto r = history_->append_batch(samples);
+  Result<void> a = r ? history_->record_alerts(alerts) : Result<void>();
+  std::lock_guard lock(mu_);
+  if (!r || !a) {
+    ++counters_.history_errors;
+    counters_.history_error = !r ? r.error().message : a.error().message;
+    // Keep the batch for the next try, within a bound: a store that stays broken must not eat memory.
+    constexpr std::size_t kMaxPending = 3600;
+    if (!r && samples.size() + pending_samples_.size() <= kMaxPending)
+      pending_samples_.insert(pending_samples_.begin(), samples.begin(), samples.end());
+    if (alerts.size() + pending_alerts_.size() <= kMaxPending)
+      pending_alerts_.insert(pending_alerts_.begin(), alerts.begin(), alerts.end());
+  } else {
+    ++counters_.history_batches;
+    counters_.history_error.clear();
+  }
+}
+
+void Agent::writer(std::stop_token stop) {
+  auto next_maintain = std::chrono::steady_clock::now();
+  std::mutex m;
+  std::unique_lock lock(m);
+  while (!stop.stop_requested()) {
+    writer_cv_.wait_for(lock, stop, options_.history_flush, [] { return false; });
+    flush();
+    if (std::chrono::steady_clock::now() >= next_maintain) {
+      if (auto r = history_->maintain(std::chrono::system_clock::now()); !r) {
+        std::lock_guard l(mu_);
+        ++counters_.history_errors;
+        counters_.history_error = r.error().message;
+      }
+      next_maintain = std::chrono::steady_clock::now() + options_.history_maintain;
+    }
+  }
+  flush();  // shutdown: what the last ticks collected
+}
+
+}  // namespace gf::server

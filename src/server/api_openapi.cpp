@@ -1,0 +1,38 @@
+// The OpenAPI 3 description of the agent's API. A test checks that its paths and methods are exactly
+// the router's routes.
+#include <string>
+
+#include "server/api.hpp"
+
+namespace gf::server {
+
+const std::string& openapi_document() {
+  static const std::string doc = R"json({
+  "openapi": "3.0.3",
+  "info": {"title": "gpufleet agent", "version": "0.1.0",
+           "description": "What this node's GPUs are doing, who uses them, leases and jobs. Errors are {\"error\": code, \"message\": text}. Requests that change state need Authorization: Bearer <token>."},
+  "paths": {
+    "/api/v1/monitoring/gpu-metrics": {"get": {"summary": "The latest reading of every GPU (the gpufleet status --json document)", "responses": {"200": {"description": "snapshot"}, "503": {"description": "no reading"}}}},
+    "/api/gpu/summary": {"get": {"summary": "Dashboard summary", "responses": {"200": {"description": "summary"}}}},
+    "/api/gpu/metrics": {"get": {"summary": "Detailed metrics with processes and firing alerts", "responses": {"200": {"description": "metrics"}}}},
+    "/api/health": {"get": {"summary": "Agent, backend and store status", "responses": {"200": {"description": "ok"}, "503": {"description": "degraded"}}}},
+    "/api/v1/gpus/{index}": {"get": {"summary": "One GPU", "parameters": [{"name": "index", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 0}}], "responses": {"200": {"description": "GPU"}, "400": {"description": "bad index"}, "404": {"description": "no such GPU"}}}},
+    "/api/v1/processes": {"get": {"summary": "Processes on the GPUs", "responses": {"200": {"description": "processes"}}}},
+    "/api/v1/history": {"get": {"summary": "Downsampled history of one metric", "responses": {"200": {"description": "series"}, "400": {"description": "bad parameter"}}}},
+    "/api/v1/alerts": {"get": {"summary": "Firing and recent alerts, and the rules", "responses": {"200": {"description": "alerts"}}}},
+    "/api/v1/availability": {"get": {"summary": "Whether GPUs qualify for a job now", "responses": {"200": {"description": "availability"}}}},
+    "/api/v1/allocations": {"post": {"summary": "Lease GPUs", "security": [{"bearer": []}], "responses": {"201": {"description": "lease"}, "409": {"description": "not enough GPUs"}}}},
+    "/api/v1/allocations/{id}": {"delete": {"summary": "Release a lease", "security": [{"bearer": []}], "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "released"}, "404": {"description": "no such lease"}}}},
+    "/api/v1/leases": {"get": {"summary": "Active leases and waiting jobs", "responses": {"200": {"description": "leases"}}}},
+    "/api/v1/jobs": {"get": {"summary": "Recorded job runs", "responses": {"200": {"description": "jobs"}}}},
+    "/api/v1/experiments/{id}": {"get": {"summary": "One job run's record", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "experiment"}, "404": {"description": "no such experiment"}}}},
+    "/api/v1/estimate": {"post": {"summary": "GPUs and memory a task needs", "responses": {"200": {"description": "estimate"}, "400": {"description": "bad task"}}}},
+    "/api/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3"}}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics (dcgm-exporter names)", "responses": {"200": {"description": "text exposition format"}}}}
+  },
+  "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}}
+})json";
+  return doc;
+}
+
+}  // namespace gf::server

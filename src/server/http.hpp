@@ -1,0 +1,47 @@
+#pragma once
+// The server's own request/response types: what handlers see. No Beast type appears here, so the
+// REST handlers, the router and their tests compile without the HTTP library.
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gf::server {
+
+enum class Method { Get, Head, Post, Put, Delete, Patch, Options, Other };
+std::string_view to_string(Method m) noexcept;
+
+struct Request {
+  Method method = Method::Get;
+  std::string target;                         // as sent: path and query
+  std::string path;                           // decoded path, without the query
+  std::map<std::string, std::string> query;   // decoded query parameters (last one wins)
+  std::map<std::string, std::string> params;  // path parameters ({index}), filled by the router
+  std::string content_type;
+  std::string authorization;
+  std::string body;
+};
+
+struct Response {
+  unsigned status = 200;
+  std::string content_type = "application/json";
+  std::shared_ptr<const std::string> body;  // shared: a cached document is served without a copy
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A JSON body (compact).
+Response json_response(unsigned status, const nlohmann::json& j);
+// A body shared with a cache.
+Response shared_response(unsigned status, std::string content_type, std::shared_ptr<const std::string> body);
+// {"error": code, "message": message}.
+Response error_response(unsigned status, std::string_view code, std::string_view message);
+
+// Splits "a=1&b=x%20y" into decoded pairs; false when an escape is malformed.
+bool parse_query(std::string_view query, std::map<std::string, std::string>& out);
+// Percent-decodes (and '+' → ' ' when form is set); nullopt-like: false on a malformed escape.
+bool url_decode(std::string_view in, std::string& out, bool form);
+
+}  // namespace gf::server

@@ -1,0 +1,61 @@
+#pragma once
+// HttpServer: HTTP/1.1 (keep-alive) and WebSocket on one port, over Boost.Beast — the only part of
+// gpufleet that knows Beast, kept in one translation unit (it is slow to compile). One I/O thread
+// serves every connection; handlers that may block (store, fresh driver query) run on a small worker
+// pool and hand their response back to the I/O thread.
+// Thread-safety: listen() and run() from one thread; stop() from any thread (or a signal).
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+#include "server/router.hpp"
+#include "server/ws_hub.hpp"
+
+namespace gf::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  unsigned short port = 9401;
+  std::string static_dir;                  // the dashboard; empty: none
+  std::string token;                       // bearer token for Access::Write routes (and all with auth_read)
+  bool auth_read = false;
+  std::size_t header_limit = 8 * 1024;     // bytes; more → 431
+  std::size_t body_limit = 1024 * 1024;    // bytes; more → 413
+  std::chrono::milliseconds request_timeout{15000};  // to receive one whole request (slowloris) or idle
+  std::size_t max_connections = 4096;      // HTTP + WebSocket; more are closed at once
+  std::vector<std::string> allowed_origins;  // WebSocket Origins allowed besides our own address
+  std::size_t ws_queue = 32;               // messages waiting per WebSocket client
+  std::chrono::milliseconds ws_stall_timeout{10000};  // a write pending this long closes the client
+  std::size_t ws_message_limit = 64 * 1024;
+  unsigned workers = 2;
+  std::chrono::milliseconds drain_timeout{5000};  // on stop: in-flight requests get this long
+  std::string server_header = "gpufleet";
+};
+
+class HttpServer {
+ public:
+  // ws may be null (no /ws). router and ws outlive the server.
+  HttpServer(const Router& router, WsHub* ws, ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens; returns the port (the chosen one when options.port is 0).
+  Result<unsigned short> listen();
+  // Serves until stop() (or SIGINT/SIGTERM when handle_signals), then drains: no new connections,
+  // in-flight requests finish (up to drain_timeout), WebSocket clients get a "going away" close.
+  void run(bool handle_signals);
+  void stop();
+
+  std::size_t connections() const;
+
+  struct Impl;  // opaque (http_server.cpp); public only so that the sessions there can name it
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace gf::server

@@ -1,0 +1,174 @@
+#include "server/security.hpp"
+
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "platform/fs.hpp"
+
+namespace gf::server {
+
+bool bearer_ok(std::string_view authorization, std::string_view token) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (token.empty() || authorization.size() != kScheme.size() + token.size()) return false;
+  // The scheme is case-insensitive (RFC 7235); the token is compared without an early exit.
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    char c = authorization[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    char w = kScheme[i];
+    if (w >= 'A' && w <= 'Z') w = static_cast<char>(w - 'A' + 'a');
+    if (c != w) return false;
+  }
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < token.size(); ++i)
+    diff |= static_cast<unsigned char>(authorization[kScheme.size() + i] ^ token[i]);
+  return diff == 0;
+}
+
+std::string random_token() {
+  unsigned char buf[32];
+  std::size_t got = 0;
+  while (got < sizeof buf) {
+    const auto n = ::getrandom(buf + got, sizeof buf - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < got; ++i) {
+    out.push_back(kHex[buf[i] >> 4]);
+    out.push_back(kHex[buf[i] & 15]);
+  }
+  return out;
+}
+
+Result<std::string> load_or_create_token(const std::string& path, bool* created) {
+  if (created) *created = false;
+  if (auto env = platform::env("GPUFLEET_TOKEN"); env && !env->empty()) return *env;
+  {
+    std::ifstream in(path);
+    if (in) {
+      std::string t;
+      std::getline(in, t);
+      while (!t.empty() && (t.back() == '\r' || t.back() == ' ')) t.pop_back();
+      if (t.empty()) return make_error("the token file " + path + " is empty");
+      return t;
+    }
+  }
+  std::error_code ec;
+  const auto dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  const std::string token = random_token();
+  if (token.size() != 64) return make_error("cannot read random bytes for a token");
+  // O_EXCL: two agents starting at once never overwrite each other's token.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return load_or_create_token(path, created);
+    return make_error("cannot create the token file " + path + ": " + std::strerror(errno));
+  }
+  const std::string line = token + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) return make_error("cannot write the token file " + path);
+  if (created) *created = true;
+  return token;
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+bool is_loopback(std::string_view host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";
+}
+
+}  // namespace
+
+bool origin_allowed(std::string_view origin, std::string_view listen_host, unsigned short port,
+                    const std::vector<std::string>& extra) {
+  if (origin.empty()) return true;
+  const std::string o = lower(origin);
+  for (const auto& e : extra)
+    if (lower(e) == o) return true;
+  // scheme://host[:port]
+  const auto scheme_end = o.find("://");
+  if (scheme_end == std::string::npos) return false;
+  const std::string scheme = o.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return false;
+  std::string_view hostport = std::string_view(o).substr(scheme_end + 3);
+  if (hostport.find('/') != std::string_view::npos) return false;
+  std::string_view host = hostport;
+  unsigned origin_port = scheme == "https" ? 443 : 80;
+  const auto colon = hostport.rfind(':');
+  const auto bracket = hostport.rfind(']');
+  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
+    host = hostport.substr(0, colon);
+    const auto p = hostport.substr(colon + 1);
+    if (p.empty() || p.size() > 5) return false;
+    origin_port = 0;
+    for (char c : p) {
+      if (c < '0' || c > '9') return false;
+      origin_port = origin_port * 10 + static_cast<unsigned>(c - '0');
+    }
+  }
+  if (origin_port != port) return false;
+  const std::string lh = lower(listen_host);
+  if (host == lh) return true;
+  if (is_loopback(lh) && is_loopback(host)) return true;
+  return false;
+}
+
+std::optional<std::filesystem::path> resolve_static(const std::filesystem::path& root, std::string_view url_path) {
+  namespace fs = std::filesystem;
+  if (url_path.empty() || url_path.front() != '/') return std::nullopt;
+  if (url_path.find('\0') != std::string_view::npos || url_path.find('\\') != std::string_view::npos) return std::nullopt;
+  // No segment may be "..", whatever the file system would make of it.
+  std::string_view rest = url_path.substr(1);
+  while (!rest.empty()) {
+    const auto slash = rest.find('/');
+    const auto seg = rest.substr(0, slash);
+    if (seg == "..") return std::nullopt;
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  std::error_code ec;
+  const fs::path real_root = fs::canonical(root, ec);
+  if (ec) return std::nullopt;
+  fs::path p = real_root / fs::path(std::string(url_path.substr(1)));
+  if (fs::is_directory(p, ec)) p /= "index.html";
+  const fs::path real = fs::canonical(p, ec);  // resolves symlinks: the target must stay inside root
+  if (ec || !fs::is_regular_file(real, ec)) return std::nullopt;
+  const auto rs = real_root.native();
+  const auto fsn = real.native();
+  if (fsn.size() <= rs.size() || fsn.compare(0, rs.size(), rs) != 0 || fsn[rs.size()] != '/') return std::nullopt;
+  return real;
+}
+
+std::string_view content_type_for(const std::filesystem::path& p) {
+  const std::string ext = lower(p.extension().string());
+  if (ext == ".html") return "text/html; charset=utf-8";
+  if (ext == ".js" || ext == ".mjs") return "text/javascript; charset=utf-8";
+  if (ext == ".css") return "text/css; charset=utf-8";
+  if (ext == ".json" || ext == ".map") return "application/json";
+  if (ext == ".svg") return "image/svg+xml";
+  if (ext == ".png") return "image/png";
+  if (ext == ".ico") return "image/x-icon";
+  if (ext == ".woff2") return "font/woff2";
+  if (ext == ".txt") return "text/plain; charset=utf-8";
+  return "application/octet-stream";
+}
+
+}  // namespace gf::server

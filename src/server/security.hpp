@@ -1,0 +1,32 @@
+#pragma once
+// Request checks that need no socket: the bearer token, the WebSocket Origin, static file paths.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace gf::server {
+
+// Whether an Authorization header carries exactly "Bearer <token>" (compared in constant time).
+bool bearer_ok(std::string_view authorization, std::string_view token);
+
+// Where the agent's token comes from: $GPUFLEET_TOKEN, else the file (created with a new random token,
+// mode 0600, when it does not exist; *created tells the caller to print it once).
+Result<std::string> load_or_create_token(const std::string& path, bool* created);
+std::string random_token();  // 32 bytes from the kernel's random source, hex
+
+// A browser's Origin header against where we listen: allowed when it names this host and port
+// (127.0.0.1, localhost and [::1] are the same host for a loopback listener) or one of `extra`.
+// An absent Origin (not a browser) is allowed.
+bool origin_allowed(std::string_view origin, std::string_view listen_host, unsigned short port,
+                    const std::vector<std::string>& extra);
+
+// The file a URL path names inside root, or nullopt when it does not exist or would escape root
+// ("..", symlinks out, NUL). "/" and directories mean their index.html.
+std::optional<std::filesystem::path> resolve_static(const std::filesystem::path& root, std::string_view url_path);
+std::string_view content_type_for(const std::filesystem::path& p);
+
+}  // namespace gf::server

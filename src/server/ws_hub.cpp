@@ -1,0 +1,199 @@
+#include "server/ws_hub.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace gf::server {
+
+bool OutboundQueue::push(Text text, bool droppable) {
+  if (items_.size() >= capacity_) {
+    auto victim = items_.end();
+    for (auto it = items_.begin(); it != items_.end(); ++it)
+      if (it->droppable) {
+        victim = it;
+        break;
+      }
+    if (victim == items_.end()) return false;
+    items_.erase(victim);
+    ++dropped_;
+  }
+  items_.push_back({std::move(text), droppable});
+  return true;
+}
+
+std::optional<Text> OutboundQueue::pop() {
+  if (items_.empty()) return std::nullopt;
+  Text t = std::move(items_.front().text);
+  items_.pop_front();
+  return t;
+}
+
+WsHub::WsHub(Agent& agent, sampler::SampleHub& hub, WsOptions options)
+    : agent_(agent), hub_(hub), options_(options) {}
+
+WsHub::~WsHub() { close_all(); }
+
+void WsHub::close_all() {
+  std::vector<sampler::SampleHub::Subscription> subs;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [p, g] : groups_) subs.push_back(std::move(g.sub));
+    groups_.clear();
+    clients_.clear();
+  }
+  subs.clear();  // unsubscribes, outside the lock (a tick may be waiting for it)
+}
+
+Text WsHub::envelope(std::string_view event, const std::string& data_json) {
+  std::string out;
+  out.reserve(data_json.size() + event.size() + 24);
+  out += R"({"event":")";
+  out += event;
+  out += R"(","data":)";
+  out += data_json;
+  out += '}';
+  return std::make_shared<const std::string>(std::move(out));
+}
+
+std::chrono::milliseconds WsHub::clamp_period(std::chrono::milliseconds p) const {
+  using std::chrono::milliseconds;
+  if (p < options_.min_period) p = options_.min_period;
+  if (p > options_.max_period) p = options_.max_period;
+  // Rounded to 100 ms so that clients share groups (and aligned ticks share driver queries).
+  const auto r = milliseconds((p.count() + 50) / 100 * 100);
+  return r < options_.min_period ? options_.min_period : r;
+}
+
+Text WsHub::update_for(const core::SnapshotPtr& s) {
+  std::lock_guard lock(render_mu_);
+  if (s == last_rendered_ && last_update_) return last_update_;
+  // The main loop may have rendered this very snapshot already.
+  auto latest = agent_.latest();
+  auto doc = latest && latest->snapshot == s ? latest->document : agent_.render(*s);
+  last_update_ = envelope("gpu_status_update", *doc);
+  last_rendered_ = s;
+  return last_update_;
+}
+
+void WsHub::join_group_locked(std::uint64_t id, std::chrono::milliseconds period,
+                              std::vector<sampler::SampleHub::Subscription>& to_reset) {
+  (void)to_reset;
+  auto [it, created] = groups_.try_emplace(period);
+  it->second.members.insert(id);
+  if (created) {
+    // Aligned: a 1 s group ticks with the agent's own 1 s loop, on the same driver query. The first
+    // tick comes on the next grid point, not at once (the client just got gpu_status).
+    it->second.sub = hub_.subscribe(
+        period, [this, period](const Result<core::SnapshotPtr>& s, auto) { on_group_tick(period, s); }, true);
+  }
+}
+
+void WsHub::leave_group_locked(std::uint64_t id, std::chrono::milliseconds period,
+                               std::vector<sampler::SampleHub::Subscription>& to_reset) {
+  auto it = groups_.find(period);
+  if (it == groups_.end()) return;
+  it->second.members.erase(id);
+  if (it->second.members.empty()) {
+    to_reset.push_back(std::move(it->second.sub));
+    groups_.erase(it);
+  }
+}
+
+std::optional<WsHub::Joined> WsHub::add(std::weak_ptr<WsClient> client, std::optional<std::chrono::milliseconds> period) {
+  std::vector<sampler::SampleHub::Subscription> to_reset;
+  Joined j{};
+  {
+    std::lock_guard lock(mu_);
+    if (clients_.size() >= options_.max_clients) return std::nullopt;
+    j.id = next_id_++;
+    const auto p = clamp_period(period.value_or(options_.default_period));
+    clients_.emplace(j.id, Client{std::move(client), p});
+    join_group_locked(j.id, p, to_reset);
+  }
+  auto latest = agent_.latest();
+  j.greeting = envelope("gpu_status", latest ? *latest->document : std::string("null"));
+  return j;
+}
+
+void WsHub::remove(std::uint64_t id) {
+  std::vector<sampler::SampleHub::Subscription> to_reset;
+  {
+    std::lock_guard lock(mu_);
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    leave_group_locked(id, it->second.period, to_reset);
+    clients_.erase(it);
+  }
+  to_reset.clear();  // outside the lock: unsubscribing waits for a tick in flight
+}
+
+std::size_t WsHub::clients() const {
+  std::lock_guard lock(mu_);
+  return clients_.size();
+}
+
+std::optional<Text> WsHub::on_message(std::uint64_t id, std::string_view text) {
+  auto error = [](const std::string& message) {
+    return envelope("error", nlohmann::json{{"message", message}}.dump());
+  };
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string())
+    return error(R"(expected a JSON object {"event": name, "data": …})");
+  const std::string event = j["event"].get<std::string>();
+  if (event == "request_gpu_update") {
+    auto latest = agent_.latest();
+    if (!latest) return error("no reading yet");
+    return envelope("gpu_status_update", *latest->document);
+  }
+  if (event == "set_period") {
+    const auto data = j.value("data", nlohmann::json::object());
+    if (!data.is_object() || !data.contains("period_ms") || !data["period_ms"].is_number())
+      return error(R"(set_period needs {"data": {"period_ms": N}})");
+    const double ms = data["period_ms"].get<double>();
+    if (!(ms > 0) || ms > 1e9) return error("period_ms must be a positive number of milliseconds");
+    const auto p = clamp_period(std::chrono::milliseconds(static_cast<std::int64_t>(ms)));
+    std::vector<sampler::SampleHub::Subscription> to_reset;
+    {
+      std::lock_guard lock(mu_);
+      auto it = clients_.find(id);
+      if (it == clients_.end()) return std::nullopt;
+      if (it->second.period != p) {
+        leave_group_locked(id, it->second.period, to_reset);
+        it->second.period = p;
+        join_group_locked(id, p, to_reset);
+      }
+    }
+    to_reset.clear();
+    return envelope("period", nlohmann::json{{"period_ms", p.count()}}.dump());
+  }
+  return error("unknown event '" + event + "' (expected request_gpu_update or set_period)");
+}
+
+void WsHub::broadcast(const Text& text, bool droppable) {
+  std::vector<std::shared_ptr<WsClient>> targets;
+  {
+    std::lock_guard lock(mu_);
+    targets.reserve(clients_.size());
+    for (auto& [id, c] : clients_)
+      if (auto l = c.link.lock()) targets.push_back(std::move(l));
+  }
+  for (auto& t : targets) t->send(text, droppable);
+}
+
+void WsHub::on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s) {
+  if (!s) return;  // the agent counts and reports collection errors; clients keep the last update
+  std::vector<std::shared_ptr<WsClient>> targets;
+  {
+    std::lock_guard lock(mu_);
+    auto g = groups_.find(period);
+    if (g == groups_.end()) return;
+    targets.reserve(g->second.members.size());
+    for (auto id : g->second.members)
+      if (auto c = clients_.find(id); c != clients_.end())
+        if (auto l = c->second.link.lock()) targets.push_back(std::move(l));
+  }
+  if (targets.empty()) return;
+  const Text msg = update_for(*s);
+  for (auto& t : targets) t->send(msg, true);
+}
+
+}  // namespace gf::server

@@ -1,0 +1,122 @@
+#pragma once
+// WebSocket fan-out, without sockets: which client gets which message when. Clients choose their
+// update period (grouped: one collection subscription and one rendering per distinct period, shared by
+// every client of that period); alerts go to everyone. The transport implements WsClient.
+// Thread-safety: every public member may be called from any thread.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/alerts.hpp"
+#include "sampler/hub.hpp"
+#include "server/agent.hpp"
+
+namespace gf::server {
+
+using Text = std::shared_ptr<const std::string>;
+
+// What one connection still has to send. Periodic updates may be dropped (the oldest first: a newer
+// one supersedes it); alerts and replies may not. Pure; one per connection, used by its owner only.
+class OutboundQueue {
+ public:
+  explicit OutboundQueue(std::size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+  // false when the queue is full of messages that may not be dropped: the client is not reading.
+  bool push(Text text, bool droppable);
+  std::optional<Text> pop();
+  bool empty() const noexcept { return items_.empty(); }
+  std::size_t size() const noexcept { return items_.size(); }
+  std::uint64_t dropped() const noexcept { return dropped_; }
+
+ private:
+  struct Item {
+    Text text;
+    bool droppable;
+  };
+  std::size_t capacity_;
+  std::deque<Item> items_;
+  std::uint64_t dropped_ = 0;
+};
+
+// A connected client, as the hub sees it. send() must not block (queue and return).
+class WsClient {
+ public:
+  virtual ~WsClient() = default;
+  virtual void send(Text text, bool droppable) = 0;
+};
+
+struct WsOptions {
+  std::size_t max_clients = 1024;
+  std::chrono::milliseconds default_period{5000};
+  std::chrono::milliseconds min_period{100};
+  std::chrono::milliseconds max_period{3600000};
+};
+
+class WsHub {
+ public:
+  WsHub(Agent& agent, sampler::SampleHub& hub, WsOptions options);
+  ~WsHub();
+  WsHub(const WsHub&) = delete;
+  WsHub& operator=(const WsHub&) = delete;
+
+  // Registers a client: nullopt when the cap is reached. The client then gets the gpu_status message
+  // (returned here, for the transport to send first) and updates every period.
+  struct Joined {
+    std::uint64_t id;
+    Text greeting;
+  };
+  std::optional<Joined> add(std::weak_ptr<WsClient> client, std::optional<std::chrono::milliseconds> period);
+  void remove(std::uint64_t id);
+  std::size_t clients() const;
+  std::size_t max_clients() const noexcept { return options_.max_clients; }
+  // Forgets every client and stops the update subscriptions (waiting for a tick in flight): after it
+  // returns, no client's send() is called again.
+  void close_all();
+
+  // A message from client `id`; returns the reply to send it (nullopt: none).
+  std::optional<Text> on_message(std::uint64_t id, std::string_view text);
+
+  // Sends to every client (alert events: not droppable).
+  void broadcast(const Text& text, bool droppable);
+
+  // The period a requested one becomes (clamped to [min, max], rounded to 100 ms).
+  std::chrono::milliseconds clamp_period(std::chrono::milliseconds p) const;
+  // {"event": name, "data": <raw JSON text>}.
+  static Text envelope(std::string_view event, const std::string& data_json);
+
+ private:
+  struct Group {
+    sampler::SampleHub::Subscription sub;
+    std::set<std::uint64_t> members;
+  };
+  struct Client {
+    std::weak_ptr<WsClient> link;
+    std::chrono::milliseconds period;
+  };
+  void join_group_locked(std::uint64_t id, std::chrono::milliseconds period,
+                         std::vector<sampler::SampleHub::Subscription>& to_reset);
+  void leave_group_locked(std::uint64_t id, std::chrono::milliseconds period,
+                          std::vector<sampler::SampleHub::Subscription>& to_reset);
+  void on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s);
+  Text update_for(const core::SnapshotPtr& s);
+
+  Agent& agent_;
+  sampler::SampleHub& hub_;
+  WsOptions options_;
+  mutable std::mutex mu_;
+  std::uint64_t next_id_ = 1;
+  std::unordered_map<std::uint64_t, Client> clients_;
+  std::map<std::chrono::milliseconds, Group> groups_;
+  std::mutex render_mu_;
+  core::SnapshotPtr last_rendered_;  // the update message of the latest snapshot, shared by groups
+  Text last_update_;
+};
+
+}  // namespace gf::server
