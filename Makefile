@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
 GPUFLEET = $(BUILD)/gpufleet
 
-.PHONY: all deps build run test asan fuzz bench clean
+.PHONY: all deps build web run test asan fuzz bench clean
 
 all: build
 
@@ -16,20 +16,30 @@ build: deps
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: a live view of this machine's GPUs; simulated GPUs (clearly labelled) where there are none.
-run: build
+# The dashboard: web/dist, which `gpufleet serve --static web/dist` serves. npm ci only when package-lock.json
+# changed since the last install (stamp in node_modules); the build itself takes a few seconds.
+web: deps
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); if (a < 20 || (a === 20 && b < 19)) { console.error("web: Vite 8 needs Node >= 20.19, this is " + process.version); process.exit(1); }'
+	@cd web && if [ ! -f node_modules/.gf-npm-ci ] || [ package-lock.json -nt node_modules/.gf-npm-ci ]; then \
+	  npm ci --no-audit --no-fund && touch node_modules/.gf-npm-ci; fi
+	@cd web && npm run --silent build
+
+# The main job: the agent with its dashboard (http://127.0.0.1:9401/); simulated GPUs, clearly labelled,
+# where no backend finds real ones. ARGS are passed to `gpufleet serve` (e.g. ARGS="--listen 0.0.0.0:9401").
+ARGS ?=
+run: build web
 	@if $(GPUFLEET) backends >/dev/null 2>&1; then \
-	  exec $(GPUFLEET) watch; \
+	  exec $(GPUFLEET) serve $(ARGS); \
 	else \
-	  echo "No usable GPU backend here ($(GPUFLEET) backends says why): showing SIMULATED GPUs."; sleep 2; \
-	  exec $(GPUFLEET) --backend sim watch; \
+	  echo "No usable GPU backend here ($(GPUFLEET) backends says why): serving SIMULATED GPUs."; \
+	  exec $(GPUFLEET) --backend sim serve $(ARGS); \
 	fi
 
-test: build
+test: build web
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # The whole suite once more under AddressSanitizer + UndefinedBehaviorSanitizer.
-asan: deps
+asan: deps web
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_SANITIZE=ON -DGF_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS)
@@ -38,8 +48,8 @@ asan: deps
 fuzz:
 	@scripts/install-deps.sh --ci
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGF_FUZZ=ON -DGF_TESTS=OFF -DGF_BENCH=OFF >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_fdinfo fuzz_estimate
-	@for t in nvidia_smi_csv fdinfo estimate; do \
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_fdinfo fuzz_estimate fuzz_api_request
+	@for t in nvidia_smi_csv fdinfo estimate api_request; do \
 	  mkdir -p fuzz/corpus-work/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz/corpus-work/$$t fuzz/corpus/$$t \

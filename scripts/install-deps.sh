@@ -4,10 +4,16 @@
 set -euo pipefail
 
 pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
-      libgtest-dev libgmock-dev libbenchmark-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev
+      prometheus                           # tests/integration/prometheus_test.sh scrapes the agent with it
+      chromium                             # web/tests/dashboard.test.mjs drives it (playwright-core; never a downloaded browser)
+      wrk prometheus-node-exporter)        # bench/http_bench.sh: the load, and the exporter people run today
 if [[ "${1:-}" == "--ci" ]]; then
   pkgs+=(clang libclang-rt-14-dev)
 fi
+# web/ (the dashboard) builds with npm. This machine kind ships Node 20 + npm 11; Debian's are the fallback
+# (Debian 12's Node 18 is too old for Vite 8: `make web` says so).
+command -v npm >/dev/null || pkgs+=(nodejs npm)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -5,6 +5,16 @@
 #include "wire/json.hpp"
 
 namespace gf::server {
+namespace {
+
+// The store keeps milliseconds; the engine's clock has finer ticks: compare at the store's precision.
+bool same_episode(const core::Alert& a, const core::Alert& b) {
+  using std::chrono::floor;
+  using std::chrono::milliseconds;
+  return a.id == b.id && floor<milliseconds>(a.started_at) == floor<milliseconds>(b.started_at);
+}
+
+}  // namespace
 
 Agent::Agent(sampler::Monitor& monitor, sampler::SampleHub& hub, std::unique_ptr<store::HistoryStore> history,
              std::unique_ptr<store::HistoryStore> history_reader, AgentOptions options)
@@ -123,9 +133,7 @@ Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
     {
       std::lock_guard l(mu_);
       for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it) {
-        const bool in_store = std::any_of(stored->begin(), stored->end(), [&](const core::Alert& a) {
-          return a.id == it->id && a.started_at == it->started_at;
-        });
+        const bool in_store = std::any_of(stored->begin(), stored->end(), [&](const core::Alert& a) { return same_episode(a, *it); });
         if (!in_store) out.push_back(*it);
       }
     }
@@ -133,7 +141,7 @@ Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
       // The in-memory copy is newer (resolved, not yet written) when both have it.
       std::lock_guard l(mu_);
       for (const auto& m : recent_)
-        if (m.id == a.id && m.started_at == a.started_at) a = m;
+        if (same_episode(m, a)) a = m;
     }
     out.insert(out.end(), stored->begin(), stored->end());
     std::stable_sort(out.begin(), out.end(), [](const core::Alert& a, const core::Alert& b) { return a.started_at > b.started_at; });

@@ -14,6 +14,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <iterator>
@@ -96,7 +97,7 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
     --srv_->connections;
   }
 
-  void start(http::request<http::string_body> req, std::optional<std::chrono::milliseconds> period) {
+  void start(http::request<http::string_body> req, std::optional<std::chrono::milliseconds> period, std::string subprotocol) {
     beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timeouts
     websocket::stream_base::timeout t{};
     t.handshake_timeout = std::chrono::seconds(10);
@@ -105,8 +106,10 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
     ws_.set_option(t);
     ws_.read_message_max(srv_->opts.ws_message_limit);
     const std::string server = srv_->opts.server_header;
-    ws_.set_option(websocket::stream_base::decorator(
-        [server](websocket::response_type& res) { res.set(http::field::server, server); }));
+    ws_.set_option(websocket::stream_base::decorator([server, subprotocol](websocket::response_type& res) {
+      res.set(http::field::server, server);
+      if (!subprotocol.empty()) res.set(http::field::sec_websocket_protocol, subprotocol);
+    }));
     period_ = period;
     ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
   }
@@ -344,10 +347,29 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       reply(error_response(403, "forbidden_origin", "WebSocket Origin " + origin + " is not this agent's address"), false, head);
       return;
     }
-    if (srv_->opts.auth_read && !bearer_ok(req.authorization, srv_->opts.token)) {
-      reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false, head);
-      return;
+    // Browsers cannot set headers on a WebSocket: they offer the token as a subprotocol
+    // ("gpufleet.bearer.<token>") next to "gpufleet.v1", which is the one we select.
+    std::string offered;
+    if (auto it = msg.find(http::field::sec_websocket_protocol); it != msg.end()) offered = std::string(it->value());
+    std::vector<std::string> protocols;
+    for (std::size_t pos = 0; pos <= offered.size();) {
+      const auto comma = std::min(offered.find(',', pos), offered.size());
+      std::string p = offered.substr(pos, comma - pos);
+      while (!p.empty() && p.front() == ' ') p.erase(p.begin());
+      while (!p.empty() && p.back() == ' ') p.pop_back();
+      if (!p.empty()) protocols.push_back(std::move(p));
+      pos = comma + 1;
     }
+    if (srv_->opts.auth_read && !bearer_ok(req.authorization, srv_->opts.token)) {
+      const bool by_protocol = std::any_of(protocols.begin(), protocols.end(), [&](const std::string& p) {
+        return p.rfind("gpufleet.bearer.", 0) == 0 && bearer_ok("Bearer " + p.substr(16), srv_->opts.token);
+      });
+      if (!by_protocol) {
+        reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false, head);
+        return;
+      }
+    }
+    const bool v1 = std::find(protocols.begin(), protocols.end(), "gpufleet.v1") != protocols.end();
     if (srv_->ws->clients() >= srv_->ws->max_clients()) {
       reply(error_response(503, "too_many_clients", "the WebSocket client limit is reached"), false, head);
       return;
@@ -365,7 +387,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     auto ws = std::make_shared<WsSession>(srv_, std::move(stream_));
     srv_->ws_sessions.remove_if([](const auto& w) { return w.expired(); });
     srv_->ws_sessions.push_back(ws);
-    ws->start(parser_->release(), period);
+    ws->start(parser_->release(), period, v1 ? "gpufleet.v1" : "");
   }
 
   void serve_static(const Request& req, bool keep_alive, bool head) {

@@ -1,0 +1,314 @@
+#!/usr/bin/env node
+// A stand-in for `gpufleet serve`, for working on the dashboard without the agent. Node built-ins only.
+// It serves the API contract from the sim backend's real document (`gpufleet --backend sim status --json`,
+// run once per second) and web/dist as static files, with a small WebSocket server of its own.
+//
+//   node dev/mock-server.mjs [--port 9401] [--host 127.0.0.1] [--static dist] [--binary ../build/gpufleet]
+//   MOCK_LOST=1   report the last GPU as lost (null readings), to see how the UI marks it
+//   MOCK_ALERTS=1 fire and resolve a high_temperature_alert every 20 s
+//
+// With `npm run dev` (Vite on :5173) the API is proxied here; or build and open http://127.0.0.1:9401/.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { hostname } from 'node:os';
+import { dirname, extname, join, normalize, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const { values: opt } = parseArgs({
+  options: {
+    port: { type: 'string', default: '9401' },
+    host: { type: 'string', default: '127.0.0.1' },
+    static: { type: 'string', default: resolve(here, '../dist') },
+    binary: { type: 'string', default: process.env.GF_BINARY ?? resolve(here, '../../build/gpufleet') },
+  },
+});
+const staticRoot = resolve(opt.static);
+const WINDOW_MS = 15 * 60 * 1000;
+
+// --- the document ------------------------------------------------------------------------------------
+let doc = null; // latest snapshot document
+const samples = []; // { t, gpus: [{ index, utilization, memory_used, ... }] } for /api/v1/history
+
+function sample() {
+  return new Promise((res) => {
+    execFile(opt.binary, ['--backend', 'sim', 'status', '--json'], { timeout: 5000 }, (err, stdout) => {
+      if (err) {
+        console.error(`mock: ${opt.binary} failed: ${err.message}`);
+        return res(null);
+      }
+      const d = JSON.parse(stdout);
+      d.node = `${hostname()} (mock)`;
+      d.timestamp = new Date().toISOString(); // the sim's clock may be a scenario clock
+      if (process.env.MOCK_LOST && d.gpus.length) {
+        const g = d.gpus[d.gpus.length - 1];
+        Object.assign(g, { health: 'lost', health_message: 'GPU has fallen off the bus', utilization: null, temperature: null,
+          power_usage: null, fan_speed: null, memory_utilization: null, processes: [] });
+        g.memory.used = null;
+      }
+      res(d);
+    });
+  });
+}
+
+const metricOf = {
+  utilization: (g) => g.utilization,
+  memory_utilization: (g) => g.memory_utilization,
+  memory_used: (g) => g.memory?.used,
+  temperature: (g) => g.temperature,
+  power: (g) => g.power_usage,
+  fan: (g) => g.fan_speed,
+  sm_clock: (g) => g.clock_speeds?.graphics,
+  mem_clock: (g) => g.clock_speeds?.memory,
+};
+const units = { utilization: '%', memory_utilization: '%', memory_used: 'MiB', temperature: '°C', power: 'W', fan: '%', sm_clock: 'MHz', mem_clock: 'MHz' };
+
+function record(d) {
+  const t = Date.parse(d.timestamp);
+  samples.push({ t, gpus: d.gpus });
+  while (samples.length && samples[0].t < t - 2 * WINDOW_MS) samples.shift();
+}
+
+// 15 minutes of made-up past around the first document, so the charts have a history to seed from.
+function prefill(d) {
+  const now = Date.parse(d.timestamp);
+  for (let t = now - WINDOW_MS; t < now - 1000; t += 5000) {
+    const wobble = (x, amp) => (typeof x === 'number' ? Math.max(0, x + (Math.random() - 0.5) * amp) : x);
+    samples.push({
+      t,
+      gpus: d.gpus.map((g) => ({ ...g, utilization: Math.min(100, wobble(g.utilization, 20)), temperature: wobble(g.temperature, 4),
+        power_usage: wobble(g.power_usage, 60), memory: { ...g.memory, used: wobble(g.memory?.used, 2000) } })),
+    });
+  }
+}
+
+function parseSince(s, now) {
+  if (!s) return now - WINDOW_MS;
+  const m = /^(\d+(?:\.\d+)?)([smhd])$/.exec(s);
+  if (m) return now - Number(m[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[m[2]] ;
+  if (/^\d+(\.\d+)?$/.test(s)) return Number(s) * 1000;
+  const t = Date.parse(s);
+  return Number.isNaN(t) ? null : t;
+}
+
+function history(q) {
+  const metric = q.get('metric') ?? 'utilization';
+  if (!metricOf[metric]) return [400, { error: 'bad_request', message: `unknown metric ${metric}` }];
+  const now = Date.now();
+  const since = parseSince(q.get('since'), now);
+  const until = q.has('until') ? parseSince(q.get('until'), now) : now;
+  if (since === null || until === null) return [400, { error: 'bad_request', message: 'bad since/until' }];
+  const step = Number(q.get('step')) || Math.max(1, Math.ceil((until - since) / 1000 / 500));
+  const gpuFilter = q.has('gpu') ? Number(q.get('gpu')) : null;
+  const buckets = new Map(); // gpu → Map(bucketStart → values[])
+  for (const s of samples) {
+    if (s.t < since || s.t > until) continue;
+    const b = Math.floor(s.t / 1000 / step) * step * 1000;
+    for (const g of s.gpus) {
+      if (gpuFilter !== null && g.index !== gpuFilter) continue;
+      if (!buckets.has(g.index)) buckets.set(g.index, new Map());
+      const m = buckets.get(g.index);
+      if (!m.has(b)) m.set(b, []);
+      m.get(b).push(metricOf[metric](g));
+    }
+  }
+  const series = [...buckets].sort((a, b) => a[0] - b[0]).map(([gpu, m]) => ({
+    gpu,
+    points: [...m].map(([t, vs]) => {
+      const nums = vs.filter((v) => typeof v === 'number');
+      return nums.length
+        ? { t, avg: nums.reduce((a, b) => a + b, 0) / nums.length, min: Math.min(...nums), max: Math.max(...nums), samples: nums.length }
+        : { t, avg: null, min: null, max: null, samples: 0 };
+    }),
+  }));
+  return [200, { metric, unit: units[metric], since: new Date(since).toISOString(), until: new Date(until).toISOString(), step_s: step, series }];
+}
+
+// --- alerts, leases, jobs ------------------------------------------------------------------------------
+const firing = new Map();
+const recent = [];
+let alertSeq = 0;
+function toggleAlert() {
+  const g = doc?.gpus?.[0];
+  if (!g) return null;
+  const now = new Date().toISOString();
+  let a = [...firing.values()][0];
+  if (a) {
+    firing.delete(a.id);
+    a = { ...a, state: 'resolved', resolved_at: now, at: now, message: `temperature back to ${g.temperature} °C` };
+  } else {
+    a = { id: `a${++alertSeq}`, kind: 'high_temperature_alert', gpu_index: g.index, gpu_uuid: g.uuid, severity: 'critical',
+      message: `GPU ${g.index} at ${g.temperature} °C (threshold 70 °C)`, value: g.temperature, threshold: 70,
+      state: 'firing', started_at: now, resolved_at: null, at: now };
+    firing.set(a.id, a);
+  }
+  recent.unshift(a);
+  recent.length = Math.min(recent.length, 100);
+  return a;
+}
+
+const started = Date.now();
+const leases = () => ({
+  leases: [{ id: 'l-7f3a', name: 'train-llama', job_id: 'j-0042', gpus: [{ index: 0, uuid: doc?.gpus?.[0]?.uuid ?? null }],
+    owner: { pid: 31337, user: 'alice' }, created_at: new Date(started - 3600e3).toISOString(), released_at: null }],
+});
+const jobs = () => ({
+  jobs: [
+    { id: 'j-0042', name: 'train-llama', status: 'running', command: ['python3', 'train.py', '--model', 'llama-3-8b'],
+      gpu_info: { model: 'Simulated H100 80GB HBM3', count: 1, device_ids: ['0'], gpu_info: { indices: [0] } },
+      started_at: new Date(started - 3600e3).toISOString(), ended_at: null },
+    { id: 'j-0041', name: 'eval', status: 'succeeded', exit_code: 0, command: ['python3', 'eval.py'],
+      gpu_info: { model: 'Simulated H100 80GB HBM3', count: 2, gpu_info: { indices: [1, 2] } },
+      started_at: new Date(started - 7200e3).toISOString(), ended_at: new Date(started - 6900e3).toISOString() },
+    { id: 'j-0040', name: 'sweep', status: 'failed', exit_code: 1, command: ['bash', 'sweep.sh'],
+      started_at: new Date(started - 9000e3).toISOString(), ended_at: new Date(started - 8990e3).toISOString() },
+  ],
+});
+
+function summary() {
+  const gs = doc?.gpus ?? [];
+  const nums = (f) => gs.map(f).filter((v) => typeof v === 'number');
+  const avg = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+  const busiest = gs.reduce((b, g) => (g.utilization ?? -1) > (b?.utilization ?? -1) ? g : b, null);
+  return { timestamp: doc?.timestamp, node: doc?.node, backend: doc?.backend, simulated: doc?.simulated === true, gpu_count: gs.length,
+    available_gpus: gs.filter((g) => (g.availability_score ?? 0) > 0.5).length, busy_gpus: gs.filter((g) => (g.utilization ?? 0) > 50).length,
+    lost_gpus: gs.filter((g) => g.health !== 'ok').length,
+    memory: { total: nums((g) => g.memory?.total).reduce((a, b) => a + b, 0), used: nums((g) => g.memory?.used).reduce((a, b) => a + b, 0),
+      free: nums((g) => g.memory?.free).reduce((a, b) => a + b, 0) },
+    utilization_avg: avg(nums((g) => g.utilization)), temperature_avg: avg(nums((g) => g.temperature)),
+    temperature_max: nums((g) => g.temperature).length ? Math.max(...nums((g) => g.temperature)) : null,
+    power_total: nums((g) => g.power_usage).reduce((a, b) => a + b, 0),
+    busiest_gpu: busiest ? { index: busiest.index, name: busiest.name, utilization: busiest.utilization } : null,
+    process_count: gs.reduce((n, g) => n + (g.processes?.length ?? 0), 0), alerts_firing: firing.size };
+}
+
+// --- HTTP ----------------------------------------------------------------------------------------------
+const mime = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.json': 'application/json' };
+
+function sendJson(res, status, body) {
+  const s = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+  res.end(s);
+}
+
+const server = createServer((req, res) => {
+  const u = new URL(req.url, 'http://x');
+  const routes = {
+    '/api/v1/monitoring/gpu-metrics': () => (doc ? [200, doc] : [503, { error: 'unavailable', message: 'no sample yet' }]),
+    '/api/gpu/summary': () => [200, summary()],
+    '/api/v1/history': () => history(u.searchParams),
+    '/api/v1/alerts': () => [200, { firing: [...firing.values()], recent, rules: [] }],
+    '/api/v1/leases': () => [200, leases()],
+    '/api/v1/jobs': () => [200, jobs()],
+    '/api/health': () => [200, { status: 'ok', backend: doc?.backend ?? null }],
+  };
+  if (routes[u.pathname]) return sendJson(res, ...routes[u.pathname]());
+  if (u.pathname.startsWith('/api/')) return sendJson(res, 404, { error: 'not_found', message: u.pathname });
+  let file = normalize(join(staticRoot, decodeURIComponent(u.pathname)));
+  if (!file.startsWith(staticRoot)) return sendJson(res, 403, { error: 'forbidden', message: 'outside the static root' });
+  if (existsSync(file) && statSync(file).isDirectory()) file = join(file, 'index.html');
+  if (!existsSync(file)) return sendJson(res, 404, { error: 'not_found', message: `${u.pathname} (did you run npm run build?)` });
+  res.writeHead(200, { 'content-type': mime[extname(file)] ?? 'application/octet-stream' });
+  createReadStream(file).pipe(res);
+});
+
+// --- WebSocket (RFC 6455, text frames only; enough for the dashboard) -------------------------------
+const clients = new Set();
+
+function frame(text) {
+  const payload = Buffer.from(text);
+  const n = payload.length;
+  const head = n < 126 ? Buffer.from([0x81, n]) : n < 65536 ? Buffer.from([0x81, 126, n >> 8, n & 255]) : Buffer.alloc(10);
+  if (n >= 65536) {
+    head[0] = 0x81;
+    head[1] = 127;
+    head.writeBigUInt64BE(BigInt(n), 2);
+  }
+  return Buffer.concat([head, payload]);
+}
+
+function send(c, msg) {
+  if (!c.sock.destroyed) c.sock.write(frame(JSON.stringify(msg)));
+}
+
+function schedule(c) {
+  clearInterval(c.timer);
+  c.timer = setInterval(() => doc && send(c, { event: 'gpu_status_update', data: doc }), c.periodMs);
+}
+
+function onMessage(c, text) {
+  let m;
+  try {
+    m = JSON.parse(text);
+  } catch {
+    return send(c, { event: 'error', data: { error: 'bad_request', message: 'not JSON' } });
+  }
+  if (m.event === 'request_gpu_update') send(c, { event: 'gpu_status_update', data: doc });
+  else if (m.event === 'set_period') {
+    c.periodMs = Math.min(60000, Math.max(250, Number(m.data?.period_ms) || 1000));
+    schedule(c);
+    send(c, { event: 'period', data: { period_ms: c.periodMs } });
+  }
+}
+
+server.on('upgrade', (req, sock) => {
+  const u = new URL(req.url, 'http://x');
+  const key = req.headers['sec-websocket-key'];
+  if (u.pathname !== '/ws' || !key) return sock.destroy();
+  const accept = createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+  sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+  const c = { sock, periodMs: Math.min(60000, Math.max(250, Number(u.searchParams.get('period_ms')) || 1000)), timer: null, buf: Buffer.alloc(0) };
+  clients.add(c);
+  if (doc) send(c, { event: 'gpu_status', data: doc });
+  schedule(c);
+  sock.on('data', (chunk) => {
+    c.buf = Buffer.concat([c.buf, chunk]);
+    for (;;) {
+      const b = c.buf;
+      if (b.length < 2) return;
+      const op = b[0] & 15;
+      let len = b[1] & 127;
+      let off = 2;
+      if (len === 126) (len = b.readUInt16BE(2)), (off = 4);
+      else if (len === 127) (len = Number(b.readBigUInt64BE(2))), (off = 10);
+      const masked = b[1] & 128;
+      const total = off + (masked ? 4 : 0) + len;
+      if (b.length < total) return;
+      const mask = masked ? b.subarray(off, off + 4) : null;
+      const data = Buffer.from(b.subarray(total - len, total));
+      if (mask) for (let i = 0; i < data.length; i++) data[i] ^= mask[i & 3];
+      c.buf = b.subarray(total);
+      if (op === 1) onMessage(c, data.toString());
+      else if (op === 8) return sock.end(Buffer.from([0x88, 0]));
+      else if (op === 9) sock.write(Buffer.concat([Buffer.from([0x8a, data.length]), data]));
+    }
+  });
+  const drop = () => {
+    clearInterval(c.timer);
+    clients.delete(c);
+  };
+  sock.on('close', drop);
+  sock.on('error', drop);
+});
+
+// --- main ----------------------------------------------------------------------------------------------
+doc = await sample();
+if (!doc) process.exit(1);
+prefill(doc);
+record(doc);
+setInterval(async () => {
+  const d = await sample();
+  if (d) (doc = d), record(d);
+}, 1000);
+if (process.env.MOCK_ALERTS) {
+  setInterval(() => {
+    const a = toggleAlert();
+    if (a) for (const c of clients) send(c, { event: a.kind, data: a });
+  }, 20000);
+}
+server.listen(Number(opt.port), opt.host, () => {
+  console.log(`mock gpufleet agent on http://${opt.host}:${server.address().port}/ (static ${staticRoot})`);
+});

@@ -1,0 +1,296 @@
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
+import { Alerts } from './components/Alerts';
+import { Chart } from './components/Chart';
+import { GpuCard } from './components/GpuCard';
+import { Header, PERIODS_MS } from './components/Header';
+import { Processes } from './components/Processes';
+import { Jobs, Leases } from './components/Work';
+import { SeriesStore } from './series';
+
+interface MetricDef {
+  metric: ChartMetric;
+  title: string;
+  unit: string;
+  pick: (g: Gpu) => number | null;
+  /** History values (in the snapshot's unit) → chart unit. */
+  scale?: number;
+  yMax?: number;
+  fmt: (v: number) => string;
+}
+
+const METRICS: MetricDef[] = [
+  { metric: 'utilization', title: 'Utilization', unit: '%', pick: (g) => g.utilizationPct, yMax: 100, fmt: (v) => `${v.toFixed(0)} %` },
+  {
+    metric: 'memory_used',
+    title: 'Memory used',
+    unit: 'GiB',
+    pick: (g) => (g.memoryUsedMib === null ? null : g.memoryUsedMib / 1024),
+    scale: 1 / 1024,
+    fmt: (v) => `${v.toFixed(v >= 10 || v === 0 ? 0 : 1)} GiB`,
+  },
+  { metric: 'temperature', title: 'Temperature', unit: '°C', pick: (g) => g.temperatureC, fmt: (v) => `${v.toFixed(0)} °C` },
+  { metric: 'power', title: 'Power', unit: 'W', pick: (g) => g.powerW, fmt: (v) => `${v.toFixed(0)} W` },
+];
+
+const POLL_MS = 10_000;
+const RECENT_MAX = 50;
+const PERIOD_KEY = 'gpufleet.period_ms';
+
+function initialPeriod(): number {
+  const saved = Number(localStorage.getItem(PERIOD_KEY));
+  return PERIODS_MS.includes(saved) ? saved : 1000;
+}
+
+function useDarkScheme(): boolean {
+  const mq = useMemo(() => window.matchMedia('(prefers-color-scheme: dark)'), []);
+  const [dark, setDark] = useState(mq.matches);
+  useEffect(() => {
+    const on = () => setDark(mq.matches);
+    mq.addEventListener('change', on);
+    return () => mq.removeEventListener('change', on);
+  }, [mq]);
+  return dark;
+}
+
+const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/** One alert episode: the same rule on the same GPU from one start to its resolve. */
+const episode = (a: Alert) => `${a.key}@${a.startedAt ?? a.at ?? ''}`;
+
+/** Recent episodes, newest event first, one row each (a resolve replaces its firing row). */
+function mergeRecent(prev: Alert[], incoming: Alert[]): Alert[] {
+  const byEpisode = new Map<string, Alert>();
+  for (const a of [...prev, ...incoming]) {
+    const had = byEpisode.get(episode(a));
+    if (!had || had.state !== 'resolved') byEpisode.set(episode(a), a);
+  }
+  return [...byEpisode.values()].sort((a, b) => (b.at ?? 0) - (a.at ?? 0)).slice(0, RECENT_MAX);
+}
+
+export function App() {
+  const [snap, setSnap] = useState<Snapshot | null>(null);
+  const [link, setLink] = useState<LinkState>('connecting');
+  const [retryIn, setRetryIn] = useState<number | null>(null);
+  const [periodMs, setPeriodMs] = useState(initialPeriod);
+  const [firing, setFiring] = useState<Map<string, Alert>>(new Map());
+  const [recent, setRecent] = useState<Alert[]>([]);
+  const [leases, setLeases] = useState<LeasesDoc | null>(null);
+  const [jobs, setJobs] = useState<Job[] | null>(null);
+  const [leasesErr, setLeasesErr] = useState<string | null>(null);
+  const [jobsErr, setJobsErr] = useState<string | null>(null);
+  const [health, setHealth] = useState<AgentHealth | null>(null);
+  const [loadErr, setLoadErr] = useState<string | null>(null);
+  const [needToken, setNeedToken] = useState(false);
+  const [version, setVersion] = useState(0);
+  const dark = useDarkScheme();
+
+  const stores = useMemo(() => new Map(METRICS.map((m) => [m.metric, new SeriesStore()])), []);
+  const linkRef = useRef<LiveLink | null>(null);
+  // Time of the first live sample of the current connection, and of the last live sample overall:
+  // history is merged only before the first (so it never interleaves with live points), and after a
+  // reconnect the gap between the two is filled from history.
+  const liveFrom = useRef<number>(Infinity);
+  const lastLive = useRef<number | null>(null);
+
+  const bump = () => setVersion((v) => v + 1);
+
+  const loadHistory = async (since: string, after: number, before: () => number) => {
+    const docs = await Promise.allSettled(METRICS.map((m) => api.history(m.metric, since)));
+    docs.forEach((d, i) => {
+      if (d.status !== 'fulfilled') return;
+      const { metric, scale = 1 } = METRICS[i];
+      const store = stores.get(metric)!;
+      const until = before();
+      for (const s of d.value.series)
+        for (const p of s.points) if (p.t > after && p.t < until) store.put(p.t, s.gpu, p.v === null ? null : p.v * scale);
+      store.prune();
+    });
+    bump();
+  };
+
+  const loadAlerts = () =>
+    api
+      .alerts()
+      .then((doc) => {
+        setFiring(new Map(doc.firing.map((a) => [a.key, a])));
+        setRecent(mergeRecent([], doc.recent));
+      })
+      .catch(() => {});
+
+  const onSnapshot = (s: Snapshot, initial: boolean) => {
+    if (initial) {
+      const gapFrom = lastLive.current;
+      liveFrom.current = s.t;
+      if (gapFrom !== null && s.t - gapFrom > 5000) {
+        void loadHistory(String(Math.floor(gapFrom / 1000)), gapFrom, () => liveFrom.current);
+      }
+      if (gapFrom !== null) void loadAlerts(); // events may have been missed while disconnected
+    }
+    lastLive.current = s.t;
+    for (const m of METRICS) {
+      const store = stores.get(m.metric)!;
+      for (const g of s.gpus) store.put(s.t, g.index, m.pick(g));
+      store.prune();
+    }
+    setSnap(s);
+    setLoadErr(null);
+    bump();
+  };
+
+  const onAlert = (a: Alert) => {
+    setFiring((prev) => {
+      const next = new Map(prev);
+      if (a.state === 'firing') next.set(a.key, a);
+      else {
+        next.delete(a.key);
+        // A resolve without the firing alert's id: match it by rule and GPU.
+        for (const [k, f] of next) if (f.rule === a.rule && f.gpuIndex === a.gpuIndex && f.gpuUuid === a.gpuUuid) next.delete(k);
+      }
+      return next;
+    });
+    setRecent((prev) => mergeRecent(prev, [a]));
+  };
+
+  // Live stream, history seed, alerts.
+  useEffect(() => {
+    const live = new LiveLink(
+      {
+        snapshot: onSnapshot,
+        alert: onAlert,
+        period: (ms) => setPeriodMs(ms),
+        state: (st, retry) => {
+          setLink(st);
+          setRetryIn(retry ?? null);
+        },
+      },
+      periodMs,
+    );
+    linkRef.current = live;
+    live.start();
+    void loadHistory('15m', -Infinity, () => liveFrom.current);
+    void loadAlerts();
+    // Show something at once even if the socket is slow or blocked by a proxy.
+    api
+      .snapshot()
+      .then((s) => setSnap((cur) => cur ?? s))
+      .catch((e) => {
+        if (e instanceof ApiError && e.status === 401) setNeedToken(true);
+        setLoadErr(`cannot read from the agent: ${errText(e)}`);
+      });
+    return () => live.stop();
+    // Handlers only touch refs and state setters; the link lives as long as the page.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, []);
+
+  // Leases, jobs and the agent's health, every ~10 s.
+  useEffect(() => {
+    const poll = () => {
+      api.leases().then((l) => (setLeases(l), setLeasesErr(null)), (e) => setLeasesErr(errText(e)));
+      api.jobs().then((j) => (setJobs(j), setJobsErr(null)), (e) => setJobsErr(errText(e)));
+      api.health().then(setHealth, () => setHealth(null));
+    };
+    poll();
+    const t = setInterval(poll, POLL_MS);
+    return () => clearInterval(t);
+  }, []);
+
+  const choosePeriod = (ms: number) => {
+    setPeriodMs(ms);
+    localStorage.setItem(PERIOD_KEY, String(ms));
+    linkRef.current?.setPeriod(ms);
+  };
+
+  const gpus = snap?.gpus ?? [];
+  const chartGpus = useMemo(() => {
+    const set = new Set<number>(gpus.map((g) => g.index));
+    for (const s of stores.values()) for (const g of s.gpus) set.add(g);
+    return [...set].sort((a, b) => a - b);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [version]);
+  const firingList = [...firing.values()].sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0));
+  const now = Date.now();
+
+  return (
+    <>
+      <Header
+        snap={snap}
+        link={link}
+        retryInMs={retryIn}
+        alertsFiring={firing.size}
+        health={health?.status ?? null}
+        periodMs={periodMs}
+        onPeriod={choosePeriod}
+      />
+      <main>
+        {loadErr && link !== 'live' && <p class="banner error">{loadErr}</p>}
+        {needToken && (
+          <form
+            class="banner token"
+            onSubmit={(e) => {
+              e.preventDefault();
+              auth.set(new FormData(e.currentTarget as HTMLFormElement).get('token') as string);
+              location.reload();
+            }}
+          >
+            <label>
+              This agent wants its bearer token for reads (--auth-read):{' '}
+              <input name="token" type="password" autocomplete="off" placeholder="contents of the agent's token file" />
+            </label>{' '}
+            <button type="submit">use token</button>
+          </form>
+        )}
+        {health?.status === 'degraded' && health.problems.length > 0 && (
+          <ul class="banner warnings" id="agent-problems">
+            {health.problems.map((p) => (
+              <li>agent: {p}</li>
+            ))}
+          </ul>
+        )}
+        {snap && snap.warnings.length > 0 && (
+          <ul class="banner warnings">
+            {snap.warnings.map((w) => (
+              <li>{w}</li>
+            ))}
+          </ul>
+        )}
+        <section id="gpus" class="gpu-grid" aria-label="GPUs">
+          {snap === null ? (
+            <p class="empty">Waiting for the first sample…</p>
+          ) : gpus.length === 0 ? (
+            <p class="empty">No GPUs reported by the {snap.backend ?? ''} backend.</p>
+          ) : (
+            gpus.map((g) => <GpuCard key={g.uuid ?? g.index} gpu={g} />)
+          )}
+        </section>
+        <section id="charts" class="charts" aria-label="last 15 minutes">
+          {METRICS.map((m) => (
+            <Chart
+              key={m.metric}
+              id={`chart-${m.metric}`}
+              title={m.title}
+              unit={m.unit}
+              store={stores.get(m.metric)!}
+              version={version}
+              gpus={chartGpus}
+              yMax={m.yMax}
+              fmtValue={m.fmt}
+              dark={dark}
+            />
+          ))}
+        </section>
+        <div class="two-col">
+          <Processes gpus={gpus} visibilityMessage={snap?.processVisibilityMessage ?? null} />
+          <Alerts firing={firingList} recent={recent} now={now} />
+        </div>
+        <div class="two-col">
+          <Leases doc={leases} error={leasesErr} now={now} />
+          <Jobs jobs={jobs} error={jobsErr} now={now} />
+        </div>
+      </main>
+      <footer class="foot">
+        gpufleet agent dashboard · charts show the last 15 minutes · {snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
+      </footer>
+    </>
+  );
+}

@@ -1,0 +1,69 @@
+import type { Gpu } from '../api';
+import { fmtMib, fmtNum, gpuColor, NA, pct } from '../format';
+
+function Bar({ value, label }: { value: number | null; label: string }) {
+  return (
+    <div class="bar" role="meter" aria-label={label} aria-valuemin={0} aria-valuemax={100} aria-valuenow={value ?? undefined}>
+      <div class={`fill ${value === null ? 'unknown' : value >= 90 ? 'hot' : value >= 70 ? 'warm' : ''}`} style={{ width: `${value ?? 0}%` }} />
+    </div>
+  );
+}
+
+function Stat({ label, value, cls }: { label: string; value: string; cls?: string }) {
+  return (
+    <div class={`stat ${cls ?? ''}`}>
+      <span class="label">{label}</span>
+      <span class={`value ${value === NA ? 'na' : ''}`}>{value}</span>
+    </div>
+  );
+}
+
+export function GpuCard({ gpu }: { gpu: Gpu }) {
+  const lost = gpu.health !== 'ok';
+  const memPct = pct(gpu.memoryUsedMib, gpu.memoryTotalMib);
+  const power =
+    gpu.powerW === null && gpu.powerLimitW === null ? NA : `${fmtNum(gpu.powerW, 0)} / ${fmtNum(gpu.powerLimitW, 0)} W`;
+  const clocks =
+    gpu.graphicsClockMhz === null && gpu.memoryClockMhz === null
+      ? NA
+      : `${fmtNum(gpu.graphicsClockMhz)} / ${fmtNum(gpu.memoryClockMhz)} MHz`;
+  return (
+    <article class={`gpu-card ${lost ? 'lost' : ''}`} data-gpu-index={gpu.index} data-health={gpu.health}>
+      <header>
+        <span class="swatch" style={{ background: gpuColor(gpu.index) }} aria-hidden="true" />
+        <span class="gpu-index">GPU {gpu.index}</span>
+        <span class="gpu-name" title={gpu.uuid ?? ''}>
+          {gpu.name ?? NA}
+        </span>
+        <span class={`badge health ${lost ? 'bad' : 'ok'}`} title={gpu.healthMessage ?? ''}>
+          {lost ? gpu.health.toUpperCase() : 'ok'}
+        </span>
+      </header>
+      {lost && gpu.healthMessage && <p class="health-message">{gpu.healthMessage}</p>}
+      <div class="meter">
+        <div class="meter-head">
+          <span class="label">utilization</span>
+          <span class="value util">{fmtNum(gpu.utilizationPct, 0, ' %')}</span>
+        </div>
+        <Bar value={gpu.utilizationPct} label="utilization" />
+      </div>
+      <div class="meter">
+        <div class="meter-head">
+          <span class="label">memory</span>
+          <span class="value mem">
+            {fmtMib(gpu.memoryUsedMib)} / {fmtMib(gpu.memoryTotalMib)}
+          </span>
+        </div>
+        <Bar value={memPct} label="memory used" />
+      </div>
+      <div class="stats">
+        <Stat label="temperature" value={fmtNum(gpu.temperatureC, 0, ' °C')} cls={gpu.temperatureC !== null && gpu.temperatureC >= 85 ? 'hot' : ''} />
+        <Stat label="power" value={power} />
+        <Stat label="fan" value={fmtNum(gpu.fanPct, 0, ' %')} />
+        <Stat label="clocks (sm / mem)" value={clocks} />
+        <Stat label="perf state" value={gpu.performanceState ?? NA} />
+        <Stat label="availability" value={fmtNum(gpu.availabilityScore, 2)} />
+      </div>
+    </article>
+  );
+}

@@ -1,0 +1,322 @@
+#!/usr/bin/env node
+// Browser test of the dashboard against the real agent: starts `gpufleet serve` on the sim backend with
+// web/dist as its static root, opens the page in Debian's Chromium (playwright-core, never a downloaded
+// browser) and checks what the page shows. Plain node, no test runner; prints `N passed, N failed` last
+// and exits non-zero on any failure. The agent and the browser are always stopped.
+//
+//   GF_BINARY=build/gpufleet node web/tests/dashboard.test.mjs
+//   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
+//   --mock        run web/dev/mock-server.mjs instead of `gpufleet serve` (UI work without the agent)
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const repo = resolve(webDir, '..');
+const dist = join(webDir, 'dist');
+const useMock = process.argv.includes('--mock');
+const binary = resolve(process.env.GF_BINARY ?? join(repo, 'build/gpufleet'));
+const chromiumPath = process.env.GF_CHROMIUM ?? '/usr/bin/chromium';
+const OVERALL_TIMEOUT_MS = 120_000;
+// GPU 0 of the default scenario runs at ~90 %: with this rule it fires a few seconds after the agent
+// starts, i.e. after the page has loaded, so the alert reaches the page over the WebSocket.
+const ALERT_AFTER_S = 6;
+const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync'];
+
+let passed = 0;
+let failed = 0;
+let agent = null;
+let browser = null;
+let tmp = null;
+let agentLog = '';
+let agentStartedAt = 0;
+
+function summary() {
+  console.log(`${passed} passed, ${failed} failed`);
+}
+
+/** A setup step that cannot go on: counts as a failure, ends the run. */
+class SetupError extends Error {}
+
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e instanceof Error ? e.message : e}`);
+  }
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, fn, timeoutMs = 10_000, everyMs = 100) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      if (e instanceof SetupError) throw e;
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (${last.message})` : ''}`);
+    await sleep(everyMs);
+  }
+}
+
+async function cleanup() {
+  if (browser) {
+    const b = browser;
+    browser = null;
+    await Promise.race([b.close().catch(() => {}), sleep(5000)]);
+  }
+  if (agent && agent.exitCode === null && agent.signalCode === null) {
+    const a = agent;
+    const gone = new Promise((r) => a.once('exit', r));
+    a.kill('SIGTERM');
+    if ((await Promise.race([gone.then(() => true), sleep(5000).then(() => false)])) === false) {
+      a.kill('SIGKILL');
+      await Promise.race([gone, sleep(2000)]);
+    }
+  }
+  agent = null;
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+  tmp = null;
+}
+
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, async () => {
+    console.log(`interrupted (${sig})`);
+    await cleanup();
+    failed++;
+    summary();
+    process.exit(1);
+  });
+}
+
+// --- the agent -------------------------------------------------------------------------------------------
+async function startAgent() {
+  tmp = mkdtempSync(join(tmpdir(), 'gf-web-test-'));
+  const portFile = join(tmp, 'port');
+  let cmd;
+  let args;
+  if (useMock) {
+    cmd = process.execPath;
+    args = [join(webDir, 'dev/mock-server.mjs'), '--port', '0', '--static', dist, '--binary', binary];
+  } else {
+    cmd = binary;
+    const config = join(tmp, 'agent.json');
+    writeFileSync(config, JSON.stringify({ alerts: { high_gpu_usage: { duration_s: ALERT_AFTER_S } } }));
+    args = ['serve', '--backend', 'sim', '--listen', '127.0.0.1:0', '--static', dist, '--port-file', portFile, '--db', join(tmp, 'db'),
+      '--config', config];
+  }
+  agentStartedAt = Date.now();
+  agent = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  const spawnError = new Promise((_, rej) => agent.once('error', (e) => rej(new SetupError(`cannot start ${cmd}: ${e.message}`))));
+  spawnError.catch(() => {});
+  const keep = (d) => {
+    agentLog = (agentLog + d).slice(-8000);
+  };
+  agent.stdout.on('data', keep);
+  agent.stderr.on('data', keep);
+  const port = await Promise.race([
+    spawnError,
+    until(
+      'the agent to write its port',
+      () => {
+        if (agent.exitCode !== null || agent.signalCode !== null)
+          throw new SetupError(`the agent exited (${agent.exitCode ?? agent.signalCode}) before listening:\n${agentLog}`);
+        if (useMock) return /http:\/\/127\.0\.0\.1:(\d+)\//.exec(agentLog)?.[1];
+        if (!existsSync(portFile)) return null;
+        const m = /(\d+)\s*$/.exec(readFileSync(portFile, 'utf8'));
+        return m && Number(m[1]) > 0 ? m[1] : null;
+      },
+      20_000,
+    ).catch((e) => {
+      throw e instanceof SetupError ? e : new SetupError(`${e.message}\nagent output:\n${agentLog}`);
+    }),
+  ]);
+  return `http://127.0.0.1:${port}`;
+}
+
+// --- the run ---------------------------------------------------------------------------------------------
+async function main() {
+  if (!existsSync(join(dist, 'index.html')))
+    throw new SetupError(`${dist}/index.html is missing: build the dashboard first (make web, or: cd web && npm ci && npm run build)`);
+  if (!existsSync(chromiumPath))
+    throw new SetupError(`no browser at ${chromiumPath}: apt-get install -y --no-install-recommends chromium (or set GF_CHROMIUM)`);
+  if (!useMock && !existsSync(binary)) throw new SetupError(`no gpufleet binary at ${binary} (set GF_BINARY)`);
+
+  const require = createRequire(join(webDir, 'package.json'));
+  let chromium;
+  try {
+    ({ chromium } = require('playwright-core'));
+  } catch {
+    throw new SetupError('playwright-core is not installed: cd web && npm ci');
+  }
+
+  const base = await startAgent();
+  console.log(`# agent: ${useMock ? 'mock' : binary} at ${base}`);
+  const apiDoc = await until('the snapshot API', async () => {
+    const r = await fetch(`${base}/api/v1/monitoring/gpu-metrics`);
+    return r.ok ? r.json() : null;
+  });
+  const gpuCount = apiDoc.gpus?.length ?? 0;
+
+  browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: CHROMIUM_FLAGS });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => m.type() === 'error' && pageErrors.push(`console: ${m.text()}`));
+  const apiStatus = new Map(); // path → last status
+  page.on('response', (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith('/api/')) apiStatus.set(u.pathname + (u.searchParams.get('metric') ? `?metric=${u.searchParams.get('metric')}` : ''), r.status());
+  });
+  const wsFrames = [];
+  page.on('websocket', (ws) => ws.on('framereceived', (f) => typeof f.payload === 'string' && wsFrames.push(f.payload)));
+
+  const resp = await page.goto(base + '/', { waitUntil: 'load' });
+  const loadedAfterS = (Date.now() - agentStartedAt) / 1000;
+
+  await check('the page is served at /', async () => {
+    assert(resp?.status() === 200, `GET / answered ${resp?.status()}`);
+    assert((await page.title()) === 'gpufleet', `title is "${await page.title()}"`);
+  });
+
+  await check(`one card per GPU (${gpuCount} in the sim document), names contain "Simulated"`, async () => {
+    assert(gpuCount >= 2, `the default sim scenario should have at least 2 GPUs, the API has ${gpuCount}`);
+    await until('GPU cards', async () => (await page.locator('.gpu-card').count()) === gpuCount);
+    const names = await page.locator('.gpu-card .gpu-name').allTextContents();
+    assert(names.every((n) => n.includes('Simulated')), `names: ${JSON.stringify(names)}`);
+    const idx = await page.locator('.gpu-card .gpu-index').allTextContents();
+    assert(idx[0] === 'GPU 0' && idx[1] === 'GPU 1', `indices: ${JSON.stringify(idx)}`);
+  });
+
+  await check('the SIMULATED badge shows', async () => {
+    await page.locator('#simulated-badge').waitFor({ state: 'visible', timeout: 5000 });
+    assert((await page.locator('#simulated-badge').textContent()) === 'SIMULATED', 'badge text');
+  });
+
+  await check('the header names node, backend and driver', async () => {
+    const node = (await page.locator('#node-name').textContent()) ?? '';
+    assert(node !== '' && node !== 'n/a', `node is "${node}"`);
+    assert((await page.locator('#backend').textContent()) === 'sim', 'backend');
+    assert(((await page.locator('#driver').textContent()) ?? '').startsWith('simulated'), 'driver version');
+  });
+
+  await check('the WebSocket is live', async () => {
+    await until('link state live', async () => (await page.locator('#link-state').getAttribute('data-state')) === 'live', 10_000);
+  });
+
+  await check('card readings are numbers or n/a, never NaN/undefined', async () => {
+    const text = await page.locator('#gpus').innerText();
+    assert(!/NaN|undefined|null/.test(text), `cards contain: ${/.{0,30}(NaN|undefined|null).{0,30}/.exec(text)?.[0]}`);
+    const util = await page.locator('.gpu-card .value.util').first().textContent();
+    assert(/^\d+ %$/.test(util ?? ''), `GPU 0 utilization reads "${util}"`);
+    const mem = await page.locator('.gpu-card .value.mem').first().textContent();
+    assert(/MiB \/ [\d,]+ MiB$/.test(mem ?? ''), `GPU 0 memory reads "${mem}"`);
+  });
+
+  await check('four chart canvases, and the utilization chart gains points as updates arrive', async () => {
+    await until('4 chart canvases', async () => (await page.locator('.chart-plot canvas').count()) === 4);
+    const points = async () => Number(await page.locator('#chart-utilization').getAttribute('data-points'));
+    const before = await until('a first chart point', async () => ((await points()) > 0 ? await points() : 0));
+    const after = await until('more chart points', async () => ((await points()) > before ? await points() : 0), 10_000);
+    const xs = await page.evaluate(() => document.querySelectorAll('#chart-utilization .u-legend .u-series').length);
+    assert(xs === gpuCount + 1, `legend has ${xs} rows for ${gpuCount} GPUs`);
+    console.log(`#    utilization chart: ${before} → ${after} points`);
+  });
+
+  await check('the history endpoint seeded all four charts (HTTP 200)', async () => {
+    for (const m of ['utilization', 'memory_used', 'temperature', 'power']) {
+      const s = await until(`history ${m}`, async () => apiStatus.get(`/api/v1/history?metric=${m}`), 5000);
+      assert(s === 200, `history ${m} answered ${s}`);
+    }
+  });
+
+  await check('the processes table lists pid 31337', async () => {
+    const row = page.locator('#processes tr[data-pid="31337"]');
+    await row.waitFor({ timeout: 5000 });
+    const cells = await row.locator('td').allTextContents();
+    assert(cells[1] === 'alice', `user cell is "${cells[1]}"`);
+    assert(cells[2].includes('python3'), `command cell is "${cells[2]}"`);
+    assert(cells[4] === '0', `GPU cell is "${cells[4]}"`);
+    assert(/^[\d,]+ MiB$/.test(cells[5]), `memory cell is "${cells[5]}"`);
+  });
+
+  await check('alerts, leases and jobs load without errors', async () => {
+    await until('leases and jobs', async () => (await page.locator('#leases .empty, #leases table').count()) > 0 && (await page.locator('#jobs .empty, #jobs table').count()) > 0, 12_000);
+    for (const p of ['/api/v1/alerts', '/api/v1/leases', '/api/v1/jobs', '/api/health'])
+      assert(apiStatus.get(p) === 200, `${p} answered ${apiStatus.get(p)}`);
+    const errs = await page.locator('main .error').allTextContents();
+    assert(errs.length === 0, `errors shown: ${JSON.stringify(errs)}`);
+    const badge = (await page.locator('#alerts-firing').textContent()) ?? '';
+    assert(/^\d+ alerts? firing$/.test(badge), `alerts badge "${badge}"`);
+  });
+
+  await check('the period selector sends set_period and the agent confirms it', async () => {
+    const seen = wsFrames.length;
+    await page.selectOption('#period', '500');
+    await until('a period reply', () =>
+      wsFrames.slice(seen).some((f) => {
+        try {
+          const m = JSON.parse(f);
+          return m.event === 'period' && m.data?.period_ms === 500;
+        } catch {
+          return false;
+        }
+      }), 5000);
+    assert((await page.locator('#period').inputValue()) === '500', 'selector shows 0.5 s');
+  });
+
+  if (!useMock) {
+    await check('an alert that fires while the page is open arrives over the WebSocket and shows', async () => {
+      const firingList = page.locator('#alerts-firing-list li[data-rule]');
+      await until('a firing alert in the list', async () => (await firingList.count()) > 0, 20_000);
+      const text = await firingList.first().innerText();
+      assert(/high gpu usage/.test(text) && /GPU 0/.test(text), `firing list reads "${text}"`);
+      const badge = (await page.locator('#alerts-firing').textContent()) ?? '';
+      assert(/^[1-9]\d* alerts? firing$/.test(badge), `alerts badge "${badge}"`);
+      assert((await page.locator('#alerts-recent tr.firing').count()) > 0, 'no firing row under Recent');
+      const viaWs = wsFrames.some((f) => /^\{"event":"[a-z_]+_alert"/.test(f) && f.includes('"firing"'));
+      if (loadedAfterS < ALERT_AFTER_S - 1) assert(viaWs, 'no *_alert frame came over the WebSocket');
+      else console.log(`#    the page loaded ${loadedAfterS.toFixed(1)} s after the agent started: the alert may have come from GET /api/v1/alerts`);
+    });
+  }
+
+  await check('no errors in the page', async () => {
+    assert(pageErrors.length === 0, pageErrors.join(' | '));
+  });
+}
+
+const watchdog = setTimeout(async () => {
+  console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
+  failed++;
+  await cleanup();
+  summary();
+  process.exit(1);
+}, OVERALL_TIMEOUT_MS);
+
+try {
+  await main();
+} catch (e) {
+  failed++;
+  console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
+} finally {
+  await cleanup();
+  clearTimeout(watchdog);
+}
+summary();
+process.exit(failed === 0 && passed > 0 ? 0 : 1);
