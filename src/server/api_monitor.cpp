@@ -104,6 +104,13 @@ Result<std::optional<std::int64_t>> query_int(const Request& req, const std::str
   return std::optional<std::int64_t>{n};
 }
 
+namespace {
+// Times are limited to [1970, 2200): system_clock counts nanoseconds in 64 bits (1677 to 2262).
+constexpr int kEndYear = 2200;
+constexpr double kEndEpochS = 7258118400.0;               // 2200-01-01T00:00:00Z
+constexpr long long kMaxBackS = 200LL * 366 * 86400;      // a duration before now: at most ~200 years
+}  // namespace
+
 Result<system_clock::time_point> parse_time(std::string_view text, system_clock::time_point now) {
   using namespace std::chrono;
   const std::string t(text);
@@ -117,14 +124,18 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
     if (t.size() > 10) return bad();
     const long long n = std::stoll(t.substr(0, t.size() - 1));
     const long long mult = u == 's' ? 1 : u == 'm' ? 60 : u == 'h' ? 3600 : 86400;
+    // A nanosecond system_clock spans about ±292 years: a longer duration would overflow it.
+    if (n * mult > kMaxBackS) return bad();
     return now - seconds(n * mult);
   }
   // Epoch seconds, fractions allowed.
   if (std::all_of(t.begin(), t.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
     if (std::count(t.begin(), t.end(), '.') > 1 || t.front() == '.') return bad();
     const double v = std::stod(t);
-    if (v > 1e11) return bad();
-    return system_clock::time_point(duration_cast<system_clock::duration>(duration<double>(v)));
+    if (!(v < kEndEpochS)) return bad();
+    // Through microseconds: a double holds them exactly for these values; nanoseconds would round
+    // ".25" down to ".249999…".
+    return system_clock::time_point(round<microseconds>(duration<double>(v)));
   }
   // ISO 8601 UTC: YYYY-MM-DDTHH:MM:SS[.fff][Z|+00:00]
   int Y, M, D, h, m;
@@ -135,10 +146,10 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
   const std::string tz(tail);
   if (!(tz.empty() || tz == "Z" || tz == "+00:00")) return bad();
   if (M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || !(sec >= 0 && sec < 61)) return bad();
+  if (Y < 1970 || Y >= kEndYear) return bad();  // beyond a nanosecond system_clock's range otherwise
   const auto days = sys_days(year(Y) / month(static_cast<unsigned>(M)) / day(static_cast<unsigned>(D)));
   if (!(year(Y) / month(static_cast<unsigned>(M)) / day(static_cast<unsigned>(D))).ok()) return bad();
-  return system_clock::time_point(days) + hours(h) + minutes(m) +
-         duration_cast<system_clock::duration>(duration<double>(sec));
+  return system_clock::time_point(days) + hours(h) + minutes(m) + round<microseconds>(duration<double>(sec));
 }
 
 void add_monitoring_routes(Router& r, ApiContext& ctx) {

@@ -110,6 +110,11 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
       res.set(http::field::server, server);
       if (!subprotocol.empty()) res.set(http::field::sec_websocket_protocol, subprotocol);
     }));
+    // A peer that sends Close leaves now: its place and its updates are freed at once, not when the
+    // closing handshake's TCP teardown ends (up to the handshake timeout when the peer lingers).
+    ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
+      if (kind == websocket::frame_type::close) leave();
+    });
     period_ = period;
     ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
   }
@@ -195,12 +200,16 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
     });
   }
 
-  void abort() {
+  void leave() {
     if (id_) {
       srv_->ws->remove(*id_);
       id_.reset();
     }
     closing_ = true;
+  }
+
+  void abort() {
+    leave();
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().close(ignored);
   }

@@ -6,14 +6,18 @@
 
 // Boost 1.74's HTTP parser trips GCC 12's -Wmaybe-uninitialized on a boost::optional under
 // -fsanitize=address (a false positive in basic_parser.hpp); it is not our code to fix.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>

@@ -1,0 +1,624 @@
+// The REST handlers through the Router, without sockets: decide() + invoke() on built Requests, over
+// an Agent and a NodeStore in a per-test temp dir.
+#include "server/api.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "rig.hpp"
+#include "store/node_store.hpp"
+#include "wire/prometheus.hpp"
+
+namespace gf::server {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+core::GpuReading gpu(unsigned index, unsigned util, std::uint64_t used, int temp, double power) {
+  auto g = test::make_gpu(index, util, used);
+  g.temperature_c = temp;
+  g.power_draw_w = power;
+  return g;
+}
+
+struct Reply {
+  unsigned status = 0;
+  std::string content_type;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  json j;  // the body parsed (discarded when it is not JSON)
+  std::string header(std::string_view name) const {
+    for (const auto& [k, v] : headers)
+      if (k == name) return v;
+    return {};
+  }
+  std::string message() const { return j.is_object() && j.contains("message") ? j["message"].get<std::string>() : std::string(); }
+};
+
+std::ostream& operator<<(std::ostream& os, const Reply& r) { return os << r.status << " " << r.body; }
+
+class ApiTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir;
+  testing::AgentRig rig;
+  std::unique_ptr<NodeJobs> jobs;
+  ApiContext ctx;
+  Router router;
+  const std::string token = "test-token";
+
+  std::string db() const { return (dir.path / "gpufleet.db").string(); }
+
+  void SetUp() override {
+    rig.set_gpus({gpu(0, 10, 1000, 40, 100), gpu(1, 80, 2000, 60, 200), gpu(2, 5, 79000, 50, 50.5)});
+    // As `gpufleet serve` does: the node store and the history share one file.
+    auto st = store::NodeStore::open(db());
+    ASSERT_TRUE(st) << st.error().message;
+    jobs = std::make_unique<NodeJobs>(std::move(*st), *rig.monitor);
+    AgentOptions ao;
+    ao.interval = std::chrono::hours(1);  // requests read what start() published; no loop ticks in the way
+    ao.node_name = "node-x";
+    rig.make_agent(ao, db());
+    ASSERT_TRUE(rig.agent && rig.agent->has_history());
+    rig.agent->start();
+    ctx.agent = rig.agent.get();
+    ctx.monitor = rig.monitor.get();
+    ctx.jobs = jobs.get();
+    ctx.version = "9.9.9-test";
+    ctx.node_name = "node-x";
+    ctx.started = std::chrono::steady_clock::now();
+    ctx.interval = ao.interval;
+    add_monitoring_routes(router, ctx);
+    add_job_routes(router, ctx);
+    add_meta_routes(router, ctx);
+  }
+  void TearDown() override {
+    rig.agent->stop();
+    jobs.reset();
+  }
+
+  Reply call(Method m, const std::string& target, const std::string& body = {}, bool auth = true,
+             const std::string& content_type = "application/json") {
+    Request req;
+    req.method = m;
+    req.target = target;
+    const auto q = target.find('?');
+    EXPECT_TRUE(url_decode(std::string_view(target).substr(0, q), req.path, false));
+    if (q != std::string::npos) {
+      EXPECT_TRUE(parse_query(std::string_view(target).substr(q + 1), req.query));
+    }
+    req.body = body;
+    req.content_type = body.empty() ? std::string() : content_type;
+    if (auth) req.authorization = "Bearer " + token;
+    const auto d = decide(router, req, token, false);
+    const Response r = d.answer ? *d.answer : invoke(*d.route, req);
+    Reply out;
+    out.status = r.status;
+    out.content_type = r.content_type;
+    out.body = r.body ? *r.body : std::string();
+    out.headers = r.headers;
+    out.j = json::parse(out.body, nullptr, false);
+    return out;
+  }
+  Reply get(const std::string& target) { return call(Method::Get, target); }
+  Reply post(const std::string& target, const std::string& body, bool auth = true,
+             const std::string& content_type = "application/json") {
+    return call(Method::Post, target, body, auth, content_type);
+  }
+};
+
+// ---- monitoring --------------------------------------------------------------------------------
+
+TEST_F(ApiTest, GpuMetricsIsThePublishedDocument) {
+  const auto r = get("/api/v1/monitoring/gpu-metrics");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(r.body, *rig.agent->latest()->document);
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_EQ(r.j.at("backend"), "scripted");
+  EXPECT_FALSE(r.j.at("simulated").get<bool>());
+  ASSERT_EQ(r.j.at("gpus").size(), 3u);
+  for (unsigned i = 0; i < 3; ++i) {
+    const auto& g = r.j["gpus"][i];
+    EXPECT_EQ(g.at("index"), i);
+    EXPECT_EQ(g.at("id"), "gpu-" + std::to_string(i));
+    for (const char* k : {"name", "uuid", "utilization", "memory", "temperature", "power_usage", "health", "processes"})
+      EXPECT_TRUE(g.contains(k)) << k;
+    EXPECT_EQ(g.at("memory").at("total"), 80000);
+  }
+}
+
+TEST_F(ApiTest, FreshQueriesTheDriverOthersServeThePublishedReading) {
+  rig.set_gpus({gpu(0, 1, 1000, 40, 1), gpu(1, 2, 1000, 40, 1), gpu(2, 3, 1000, 40, 1), gpu(3, 4, 1000, 40, 1)});
+  EXPECT_EQ(get("/api/v1/monitoring/gpu-metrics").j.at("gpus").size(), 3u);
+  EXPECT_EQ(get("/api/v1/monitoring/gpu-metrics?fresh=1").j.at("gpus").size(), 4u);
+  EXPECT_EQ(get("/api/v1/monitoring/gpu-metrics").j.at("gpus").size(), 4u);  // fresh() publishes
+  rig.st->fail = true;
+  const auto r = get("/api/gpu/summary?fresh=1");
+  EXPECT_EQ(r.status, 503u) << r;
+  EXPECT_EQ(r.j.at("error"), "unavailable");
+  EXPECT_NE(r.message().find("scripted failure"), std::string::npos);
+  EXPECT_EQ(get("/api/gpu/summary").status, 200u);  // the last good reading is still served
+}
+
+TEST_F(ApiTest, SummaryAgreesWithTheSnapshot) {
+  const auto r = get("/api/gpu/summary");
+  ASSERT_EQ(r.status, 200u) << r;
+  const auto& s = *rig.agent->latest()->snapshot;
+  std::uint64_t total = 0, used = 0, free = 0;
+  double util = 0;
+  unsigned available = 0;
+  for (const auto& g : s.gpus) {
+    total += *g.memory_total_mib;
+    used += *g.memory_used_mib;
+    free += *g.memory_free_mib;
+    util += *g.utilization_pct;
+    available += *g.utilization_pct <= 50;
+  }
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_EQ(r.j.at("gpu_count"), s.gpus.size());
+  EXPECT_EQ(r.j.at("available_gpus"), available);
+  EXPECT_EQ(r.j.at("available_gpus"), 2);
+  EXPECT_EQ(r.j.at("busy_gpus"), 1);
+  EXPECT_EQ(r.j.at("lost_gpus"), 0);
+  EXPECT_EQ(r.j.at("memory").at("total"), total);
+  EXPECT_EQ(r.j.at("memory").at("used"), used);
+  EXPECT_EQ(r.j.at("memory").at("free"), free);
+  EXPECT_EQ(r.j.at("memory").at("used"), 82000);
+  EXPECT_DOUBLE_EQ(r.j.at("utilization_avg").get<double>(), std::round(util / 3 * 10) / 10);
+  EXPECT_DOUBLE_EQ(r.j.at("utilization_avg").get<double>(), 31.7);
+  EXPECT_DOUBLE_EQ(r.j.at("temperature_avg").get<double>(), 50);
+  EXPECT_EQ(r.j.at("temperature_max"), 60);
+  EXPECT_DOUBLE_EQ(r.j.at("power_total").get<double>(), 350.5);
+  EXPECT_EQ(r.j.at("busiest_gpu").at("index"), 1);
+  EXPECT_EQ(r.j.at("busiest_gpu").at("utilization"), 80);
+  EXPECT_EQ(r.j.at("process_count"), 0);
+  EXPECT_EQ(r.j.at("alerts_firing"), 0);
+  EXPECT_EQ(r.j.at("simulated"), false);
+}
+
+TEST_F(ApiTest, SummaryCountsLostGpusApartAndKnowsNothingOfTheirReadings) {
+  auto lost = gpu(2, 99, 50000, 99, 999);
+  lost.health = core::Health::Lost;
+  rig.set_gpus({gpu(0, 10, 1000, 40, 100), gpu(1, 30, 1000, 60, 200), lost});
+  const auto r = get("/api/gpu/summary?fresh=1");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("gpu_count"), 3);
+  EXPECT_EQ(r.j.at("lost_gpus"), 1);
+  EXPECT_EQ(r.j.at("available_gpus"), 2);
+  EXPECT_EQ(r.j.at("memory").at("total"), 160000);
+  EXPECT_EQ(r.j.at("temperature_max"), 60);
+  EXPECT_DOUBLE_EQ(r.j.at("power_total").get<double>(), 300);
+}
+
+TEST_F(ApiTest, DetailedMetricsCarryProcessesAlertsAndSummary) {
+  const auto r = get("/api/gpu/metrics");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_TRUE(r.j.at("processes").is_array());
+  EXPECT_TRUE(r.j.at("alerts").is_array());
+  EXPECT_EQ(r.j.at("summary").at("gpu_count"), 3);
+  EXPECT_EQ(r.j.at("gpus").size(), 3u);
+}
+
+TEST_F(ApiTest, OneGpu) {
+  auto r = get("/api/v1/gpus/1");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("index"), 1);
+  EXPECT_EQ(r.j.at("utilization"), 80);
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_TRUE(r.j.at("timestamp").is_string());
+  EXPECT_EQ(r.j.at("simulated"), false);
+
+  r = get("/api/v1/gpus/7");
+  EXPECT_EQ(r.status, 404u) << r;
+  EXPECT_EQ(r.j.at("error"), "not_found");
+  EXPECT_NE(r.message().find("3 GPUs"), std::string::npos) << r;
+
+  for (const char* bad : {"/api/v1/gpus/abc", "/api/v1/gpus/-1", "/api/v1/gpus/1.0", "/api/v1/gpus/1234567", "/api/v1/gpus/%20"}) {
+    r = get(bad);
+    EXPECT_EQ(r.status, 400u) << bad << ": " << r;
+    EXPECT_EQ(r.j.at("error"), "bad_request");
+  }
+  EXPECT_EQ(get("/api/v1/gpus/000002").j.at("index"), 2);
+}
+
+TEST_F(ApiTest, Processes) {
+  const auto r = get("/api/v1/processes");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_TRUE(r.j.at("processes").is_array());
+  EXPECT_TRUE(r.j.at("unattributed").is_array());
+}
+
+TEST_F(ApiTest, HealthOkThenDegradedWithoutAStore) {
+  auto r = get("/api/health");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("status"), "ok");
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_EQ(r.j.at("version"), "9.9.9-test");
+  EXPECT_TRUE(r.j.at("problems").empty());
+  EXPECT_EQ(r.j.at("backend").at("name"), "scripted");
+  EXPECT_EQ(r.j.at("backend").at("ok"), true);
+  EXPECT_EQ(r.j.at("backend").at("gpus"), 3);
+  EXPECT_EQ(r.j.at("store").at("ok"), true);
+  EXPECT_EQ(r.j.at("store").at("history"), true);
+  EXPECT_EQ(r.j.at("store").at("path"), db());
+  EXPECT_EQ(r.j.at("websocket_clients"), 0);
+
+  ctx.jobs = nullptr;
+  ctx.store_error = "disk on fire";
+  r = get("/api/health");
+  EXPECT_EQ(r.status, 503u) << r;
+  EXPECT_EQ(r.j.at("status"), "degraded");
+  ASSERT_EQ(r.j.at("problems").size(), 1u);
+  EXPECT_NE(r.j["problems"][0].get<std::string>().find("disk on fire"), std::string::npos);
+  EXPECT_EQ(r.j.at("store").at("ok"), false);
+  EXPECT_EQ(r.j.at("store").at("error"), "disk on fire");
+  // Lease endpoints answer 503 too.
+  EXPECT_EQ(get("/api/v1/leases").status, 503u);
+  EXPECT_EQ(post("/api/v1/allocations", "{}").status, 503u);
+  EXPECT_EQ(get("/api/v1/jobs").j.at("error"), "store_unavailable");
+}
+
+// ---- history -----------------------------------------------------------------------------------
+
+TEST_F(ApiTest, HistoryParameterErrorsNameTheParameter) {
+  struct Case {
+    const char* query;
+    const char* names;
+  };
+  for (const Case& c : {Case{"metric=bogus", "metric"}, Case{"since=yesterday", "since"}, Case{"until=later", "until"},
+                        Case{"since=1h&until=2h", "until must be after since"}, Case{"since=1h&until=1h", "until must be after since"},
+                        Case{"step=0", "step"}, Case{"step=-5", "step"}, Case{"step=1.5", "step"}, Case{"gpu=-1", "gpu"},
+                        Case{"gpu=x", "gpu"}, Case{"since=7d&step=1", "step"}, Case{"since=2026-13-01T00:00:00Z", "since"},
+                        Case{"since=2026-02-30T00:00:00Z", "since"}, Case{"since=1.2.3", "since"},
+                        Case{"since=99999999999999999d", "since"}, Case{"since=99999999d", "since"},
+                        Case{"since=50000000000", "since"}, Case{"since=9999-01-01T00:00:00Z", "since"}}) {
+    const auto r = get(std::string("/api/v1/history?") + c.query);
+    EXPECT_EQ(r.status, 400u) << c.query << ": " << r;
+    EXPECT_EQ(r.j.value("error", ""), "bad_request") << c.query;
+    EXPECT_NE(r.message().find(c.names), std::string::npos) << c.query << ": " << r.message();
+  }
+}
+
+TEST_F(ApiTest, HistorySeriesFromTheStore) {
+  // Rows written as the batch thread would, through a second connection to the same file.
+  auto w = store::HistoryStore::open(db());
+  ASSERT_TRUE(w);
+  const auto now = std::chrono::system_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    core::Snapshot s;
+    s.timestamp = now - std::chrono::seconds(30 - i * 10);
+    s.backend = "scripted";
+    s.gpus = {gpu(0, 40 + 10 * static_cast<unsigned>(i), 1000, 40, 100), gpu(1, 80, 2000, 60, 200), gpu(2, 5, 79000, 50, 50.5)};
+    ASSERT_TRUE((*w)->append(s));
+  }
+  auto r = get("/api/v1/history?gpu=0&metric=utilization&since=5m&step=3600");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("metric"), "utilization");
+  EXPECT_EQ(r.j.at("unit"), "%");
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_EQ(r.j.at("step_s"), 3600);
+  ASSERT_EQ(r.j.at("series").size(), 1u);
+  EXPECT_EQ(r.j["series"][0].at("gpu"), 0);
+  std::size_t samples = 0;
+  double lo = 1e9, hi = -1;
+  for (const auto& p : r.j["series"][0].at("points")) {
+    samples += p.at("samples").get<std::size_t>();
+    lo = std::min(lo, p.at("min").get<double>());
+    hi = std::max(hi, p.at("max").get<double>());
+    EXPECT_TRUE(p.at("t").is_number_integer());
+  }
+  EXPECT_EQ(samples, 3u);
+  EXPECT_DOUBLE_EQ(lo, 40);
+  EXPECT_DOUBLE_EQ(hi, 60);
+
+  // Without gpu: one series per GPU of the latest reading. The default step keeps ~500 points at most.
+  r = get("/api/v1/history?metric=memory_used");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("unit"), "MiB");
+  EXPECT_EQ(r.j.at("series").size(), 3u);
+  EXPECT_EQ(r.j.at("step_s"), 8);  // 3600 s / 500, rounded up
+
+  // A range with nothing in it is an empty series, not an error.
+  r = get("/api/v1/history?gpu=0&since=2020-01-01T00:00:00Z&until=2020-01-01T01:00:00.5Z");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j["series"][0]["points"].empty());
+  EXPECT_EQ(r.j.at("since"), "2020-01-01T00:00:00.000000Z");
+  EXPECT_EQ(r.j.at("until"), "2020-01-01T01:00:00.500000Z");
+  r = get("/api/v1/history?gpu=0&since=1577836800&until=1577840400.25");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("since"), "2020-01-01T00:00:00.000000Z");
+  EXPECT_EQ(r.j.at("until"), "2020-01-01T01:00:00.250000Z");
+}
+
+TEST(ParseTime, FormsAndRange) {
+  using namespace std::chrono;
+  const auto now = system_clock::time_point(seconds(1'800'000'000));
+  EXPECT_EQ(*parse_time("90s", now), now - 90s);
+  EXPECT_EQ(*parse_time("15m", now), now - 15min);
+  EXPECT_EQ(*parse_time("2h", now), now - 2h);
+  EXPECT_EQ(*parse_time("7d", now), now - hours(24 * 7));
+  EXPECT_EQ(*parse_time("1700000000", now), system_clock::time_point(seconds(1'700'000'000)));
+  EXPECT_EQ(*parse_time("1700000000.5", now), system_clock::time_point(milliseconds(1'700'000'000'500)));
+  EXPECT_EQ(*parse_time("2023-11-14T22:13:20Z", now), system_clock::time_point(seconds(1'700'000'000)));
+  EXPECT_EQ(*parse_time("2023-11-14T22:13:20+00:00", now), system_clock::time_point(seconds(1'700'000'000)));
+  EXPECT_EQ(*parse_time("2023-11-14T22:13:20", now), system_clock::time_point(seconds(1'700'000'000)));
+  for (const char* bad : {"", "s", "5x", "-5m", "1e9", ".5", "1..2", "2023-11-14", "2023-11-14T22:13:20+02:00",
+                          "2023-00-14T22:13:20Z", "2023-11-14T24:00:00Z", "2023-11-14T22:60:00Z",
+                          // Beyond what a nanosecond system_clock holds (year 2262): refused, not overflowed.
+                          "99999999d", "999999999d", "9999999999", "99999999999", "9999-12-31T00:00:00Z"})
+    EXPECT_FALSE(parse_time(bad, now)) << bad;
+}
+
+TEST(QueryInt, Bounds) {
+  Request req;
+  EXPECT_FALSE(*query_int(req, "n", 1, 10));  // absent: no value, no error
+  req.query["n"] = "10";
+  EXPECT_EQ(**query_int(req, "n", 1, 10), 10);
+  for (const char* bad : {"11", "0", "", "-1", "+1", "1.0", " 1", "0x5", "1234567890123456789"}) {
+    req.query["n"] = bad;
+    auto r = query_int(req, "n", 1, 10);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("query parameter n"), std::string::npos);
+  }
+}
+
+// ---- alerts ------------------------------------------------------------------------------------
+
+TEST_F(ApiTest, AlertsListFiringRecentAndRules) {
+  auto r = get("/api/v1/alerts");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("node"), "node-x");
+  EXPECT_TRUE(r.j.at("firing").empty());
+  EXPECT_TRUE(r.j.at("recent").empty());
+  ASSERT_EQ(r.j.at("rules").size(), core::kAlertKinds.size());
+  EXPECT_EQ(r.j["rules"][0].at("rule"), "high_gpu_usage");
+  EXPECT_EQ(r.j["rules"][0].at("event"), "high_gpu_usage_alert");
+  EXPECT_DOUBLE_EQ(r.j["rules"][0].at("duration_s").get<double>(), 30);
+  for (const char* bad : {"limit=0", "limit=10001", "limit=x"}) EXPECT_EQ(get(std::string("/api/v1/alerts?") + bad).status, 400u) << bad;
+  EXPECT_EQ(get("/api/v1/alerts?limit=5").status, 200u);
+}
+
+// ---- availability ------------------------------------------------------------------------------
+
+TEST_F(ApiTest, AvailabilityExplainsEachGpu) {
+  auto r = get("/api/v1/availability");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("available"), true);
+  EXPECT_EQ(r.j.at("needed"), 1);
+  EXPECT_EQ(r.j.at("qualifying"), 1);
+  EXPECT_EQ(r.j.at("min_memory_mb"), 8000);
+  EXPECT_EQ(r.j.at("max_utilization"), 50);
+  ASSERT_EQ(r.j.at("gpus").size(), 3u);
+  EXPECT_EQ(r.j["gpus"][0].at("qualifies"), true);
+  EXPECT_TRUE(r.j["gpus"][0].at("reason").is_null());
+  EXPECT_EQ(r.j["gpus"][1].at("qualifies"), false);
+  EXPECT_NE(r.j["gpus"][1].at("reason").get<std::string>().find("utilization"), std::string::npos) << r;
+  EXPECT_EQ(r.j["gpus"][2].at("qualifies"), false);
+  EXPECT_NE(r.j["gpus"][2].at("reason").get<std::string>().find("free"), std::string::npos) << r;
+  EXPECT_EQ(r.j.at("would_choose").at("indices"), json::array({0}));
+
+  r = get("/api/v1/availability?gpus=2");
+  EXPECT_EQ(r.j.at("available"), false);
+  EXPECT_TRUE(r.j.at("would_choose").is_null());
+
+  r = get("/api/v1/availability?gpus=2&max_utilization=90");
+  EXPECT_EQ(r.j.at("available"), true) << r;
+  EXPECT_EQ(r.j.at("would_choose").at("indices"), json::array({0, 1}));
+
+  r = get("/api/v1/availability?min_memory_mb=500&max_utilization=100&gpus=3");
+  EXPECT_EQ(r.j.at("qualifying"), 3) << r;
+
+  for (const char* bad : {"gpus=0", "gpus=1025", "max_utilization=101", "min_memory_mb=abc", "min_memory_mb=-1"}) {
+    r = get(std::string("/api/v1/availability?") + bad);
+    EXPECT_EQ(r.status, 400u) << bad;
+    const std::string name = std::string(bad).substr(0, std::string(bad).find('='));
+    EXPECT_NE(r.message().find(name), std::string::npos) << r;
+  }
+}
+
+// ---- allocations -------------------------------------------------------------------------------
+
+TEST_F(ApiTest, AllocationValidation) {
+  auto r = post("/api/v1/allocations", R"({"gpus":1})", /*auth=*/false);
+  EXPECT_EQ(r.status, 401u) << r;
+  r = post("/api/v1/allocations", R"({"gpus":1})", true, "text/plain");
+  EXPECT_EQ(r.status, 415u) << r;
+  EXPECT_EQ(r.j.at("error"), "unsupported_media_type");
+  // curl -d's default type is accepted, the body must still be JSON.
+  EXPECT_EQ(post("/api/v1/allocations", "gpus=1", true, "application/x-www-form-urlencoded").status, 400u);
+
+  struct Case {
+    const char* body;
+    const char* says;
+  };
+  for (const Case& c : {Case{"not json", "not valid JSON"}, Case{"[1]", "JSON object"}, Case{"", "not valid JSON"},
+                        Case{R"({"gpu":1})", "unknown field 'gpu'"}, Case{R"({"gpus":"2"})", "gpus must be an integer"},
+                        Case{R"({"gpus":1.5})", "gpus must be an integer"}, Case{R"({"gpus":0})", "gpus must be from 1"},
+                        Case{R"({"gpus":2000})", "gpus"}, Case{R"({"max_utilization":101})", "max_utilization"},
+                        Case{R"({"min_memory_mb":-1})", "min_memory_mb"}, Case{R"({"allow_busy":"yes"})", "allow_busy"},
+                        Case{R"({"name":5})", "name must be a string"}, Case{R"({"pid":"me"})", "pid"},
+                        Case{R"({"pid":2147483647})", "no process"}}) {
+    r = post("/api/v1/allocations", c.body);
+    EXPECT_EQ(r.status, 400u) << c.body << ": " << r;
+    EXPECT_EQ(r.j.value("error", ""), "bad_request") << c.body;
+    EXPECT_NE(r.message().find(c.says), std::string::npos) << c.body << ": " << r;
+  }
+  // Nothing was leased by any of that.
+  EXPECT_TRUE(get("/api/v1/leases").j.at("leases").empty());
+}
+
+TEST_F(ApiTest, AllocateListReleaseRelease) {
+  auto r = post("/api/v1/allocations", R"({"gpus":1,"name":"unit test"})", true, "application/json; charset=utf-8");
+  ASSERT_EQ(r.status, 201u) << r;
+  const std::string id = r.j.at("id");
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(r.header("Location"), "/api/v1/allocations/" + id);
+  EXPECT_EQ(r.j.at("name"), "unit test");
+  ASSERT_EQ(r.j.at("gpus").size(), 1u);
+  EXPECT_EQ(r.j["gpus"][0].at("index"), 0);  // the only GPU under 50 % with 8000 MiB free
+  EXPECT_EQ(r.j.at("cuda_visible_devices"), "0");
+  EXPECT_EQ(r.j.at("owner").at("pid"), ::getpid());
+  EXPECT_EQ(r.j.at("gpu_info").at("count"), 1);
+  EXPECT_TRUE(r.j.at("released_at").is_null());
+
+  auto leases = get("/api/v1/leases");
+  ASSERT_EQ(leases.status, 200u);
+  ASSERT_EQ(leases.j.at("leases").size(), 1u);
+  EXPECT_EQ(leases.j["leases"][0].at("id"), id);
+  // The leased GPU no longer qualifies, and a second lease finds nothing.
+  auto avail = get("/api/v1/availability");
+  EXPECT_EQ(avail.j.at("available"), false);
+  EXPECT_NE(avail.j["gpus"][0].at("reason").get<std::string>().find("leased"), std::string::npos) << avail;
+  auto second = post("/api/v1/allocations", R"({"gpus":1})");
+  EXPECT_EQ(second.status, 409u) << second;
+
+  EXPECT_EQ(call(Method::Delete, "/api/v1/allocations/" + id, {}, false).status, 401u);
+  r = call(Method::Delete, "/api/v1/allocations/" + id);
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("id"), id);
+  EXPECT_EQ(r.j.at("released"), true);
+  r = call(Method::Delete, "/api/v1/allocations/" + id);
+  EXPECT_EQ(r.status, 404u) << r;
+  EXPECT_EQ(r.j.at("error"), "not_found");
+  EXPECT_EQ(call(Method::Delete, "/api/v1/allocations/" + std::string(65, 'a')).status, 400u);
+
+  EXPECT_TRUE(get("/api/v1/leases").j.at("leases").empty());
+  auto all = get("/api/v1/leases?all=1");
+  ASSERT_EQ(all.j.at("leases").size(), 1u);
+  EXPECT_FALSE(all.j["leases"][0].at("released_at").is_null());
+  EXPECT_EQ(post("/api/v1/allocations", R"({"gpus":1})").status, 201u);  // free again
+}
+
+TEST_F(ApiTest, NotEnoughGpusIs409) {
+  auto r = post("/api/v1/allocations", R"({"gpus":2})");
+  EXPECT_EQ(r.status, 409u) << r;
+  EXPECT_EQ(r.j.at("error"), "insufficient_gpus");
+  r = post("/api/v1/allocations", R"({"gpus":2,"max_utilization":90})");
+  EXPECT_EQ(r.status, 201u) << r;
+  EXPECT_EQ(r.j.at("cuda_visible_devices"), "0,1");
+}
+
+// ---- jobs, estimate ------------------------------------------------------------------------------
+
+TEST_F(ApiTest, JobsAndExperiments) {
+  auto r = get("/api/v1/jobs");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("jobs").empty());
+  EXPECT_EQ(get("/api/v1/jobs?limit=0").status, 400u);
+  r = get("/api/v1/experiments/nope");
+  EXPECT_EQ(r.status, 404u) << r;
+  EXPECT_EQ(get("/api/v1/experiments/" + std::string(65, 'x')).status, 400u);
+}
+
+TEST_F(ApiTest, Estimate) {
+  // A read: no token needed.
+  auto r = post("/api/v1/estimate", R"({"model":{"id_or_path":"llama-3-70b"},"parameters":{"tp-size":[1,2,4]}})", false);
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("gpus"), 4);
+  EXPECT_GT(r.j.at("memory_mb_per_gpu").get<std::uint64_t>(), 0u);
+  EXPECT_EQ(r.j.at("engine"), "default");
+  EXPECT_TRUE(r.j.at("explanation").is_string());
+  EXPECT_TRUE(r.j.contains("memory_fraction"));
+
+  r = post("/api/v1/estimate?engine=vllm", R"({"parameters":{"tp-size":2}})", false);
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("engine"), "vllm");
+
+  r = post("/api/v1/estimate", R"({"parameters":5})", false);
+  EXPECT_EQ(r.status, 400u) << r;
+  EXPECT_NE(r.message().find("parameters"), std::string::npos);
+  EXPECT_EQ(post("/api/v1/estimate?engine=bogus", "{}", false).status, 400u);
+  EXPECT_EQ(post("/api/v1/estimate", "nope", false).status, 400u);
+  EXPECT_EQ(post("/api/v1/estimate", "{}", false, "text/csv").status, 415u);
+}
+
+// ---- meta --------------------------------------------------------------------------------------
+
+TEST_F(ApiTest, PrometheusMetricsOneUtilLinePerGpu) {
+  const auto r = get("/metrics");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.content_type, wire::kPrometheusContentType);
+  std::istringstream in(r.body);
+  std::string line;
+  std::map<std::string, std::string> util;  // gpu label → value
+  while (std::getline(in, line)) {
+    if (line.rfind("DCGM_FI_DEV_GPU_UTIL{", 0) != 0) continue;
+    const auto g = line.find("gpu=\"");
+    ASSERT_NE(g, std::string::npos) << line;
+    const auto end = line.find('"', g + 5);
+    util[line.substr(g + 5, end - g - 5)] = line.substr(line.rfind(' ') + 1);
+  }
+  ASSERT_EQ(util.size(), 3u) << r.body;
+  EXPECT_EQ(util["0"], "10");
+  EXPECT_EQ(util["1"], "80");
+  EXPECT_EQ(util["2"], "5");
+  EXPECT_NE(r.body.find("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"), std::string::npos);
+}
+
+TEST_F(ApiTest, OpenApiIsServedAsJson) {
+  const auto r = get("/api/openapi.json");
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(r.body, openapi_document());
+  EXPECT_FALSE(r.j.is_discarded());
+}
+
+TEST_F(ApiTest, RoutingErrorsAndHead) {
+  auto r = get("/api/v1/allocations");
+  EXPECT_EQ(r.status, 405u);
+  EXPECT_EQ(r.header("Allow"), "POST");
+  EXPECT_EQ(get("/api/v2/anything").status, 404u);
+  EXPECT_EQ(call(Method::Head, "/metrics").status, 200u);
+  EXPECT_EQ(call(Method::Put, "/api/v1/leases").status, 405u);
+}
+
+}  // namespace
+}  // namespace gf::server
+
+namespace gf::server {
+namespace {
+
+std::string method_key(Method m) {
+  switch (m) {
+    case Method::Get: return "get";
+    case Method::Post: return "post";
+    case Method::Delete: return "delete";
+    case Method::Put: return "put";
+    default: return "other";
+  }
+}
+
+// The published description and the router agree: every route is documented, nothing else is.
+TEST_F(ApiTest, OpenApiPathsAreExactlyTheRoutes) {
+  const auto doc = nlohmann::json::parse(openapi_document());
+  std::set<std::string> documented, routed;
+  for (const auto& [path, ops] : doc.at("paths").items())
+    for (const auto& [method, op] : ops.items()) {
+      documented.insert(method + " " + path);
+      EXPECT_TRUE(op.contains("summary")) << method << " " << path;
+      EXPECT_TRUE(op.contains("responses")) << method << " " << path;
+      // A path parameter in the pattern is declared.
+      if (path.find('{') != std::string::npos) {
+        EXPECT_TRUE(op.contains("parameters")) << path;
+      }
+    }
+  for (const auto& r : router.routes()) {
+    routed.insert(method_key(r.method) + " " + r.pattern);
+    // Routes that change state say so.
+    if (r.access == Access::Write) {
+      const auto& op = doc["paths"][r.pattern][method_key(r.method)];
+      EXPECT_TRUE(op.contains("security")) << r.pattern;
+    }
+  }
+  EXPECT_EQ(documented, routed);
+}
+
+}  // namespace
+}  // namespace gf::server
