@@ -53,7 +53,13 @@ fuzz:
 	  mkdir -p fuzz/corpus-work/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz/corpus-work/$$t fuzz/corpus/$$t \
-	    > build-fuzz/$$t.log 2>&1; rc=$$?; tail -n 12 build-fuzz/$$t.log; [ $$rc -eq 0 ] || exit 1; \
+	    > build-fuzz/$$t.log 2>&1; rc=$$?; tail -n 12 build-fuzz/$$t.log; \
+	  if [ $$rc -ne 0 ]; then \
+	    echo "--- $$t: the report ---"; \
+	    grep -n -m1 -E 'ERROR: |runtime error|==[0-9]+==' build-fuzz/$$t.log >/dev/null && \
+	      sed -n "$$(grep -n -m1 -E 'ERROR: |runtime error|==[0-9]+==' build-fuzz/$$t.log | cut -d: -f1),+45p" build-fuzz/$$t.log; \
+	    exit 1; \
+	  fi; \
 	done
 
 bench: deps

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,9 +31,16 @@ namespace {
 
 namespace gs = gf::server;
 
-void check(bool ok) {
-  if (!ok) __builtin_trap();
+// A failed expectation names itself and the request before it stops the run (the CI log then says
+// what went wrong, not only "deadly signal").
+std::string g_current;  // the request being checked, for the report
+void check_at(bool ok, const char* what, int line) {
+  if (ok) return;
+  std::fprintf(stderr, "api_request_fuzz.cpp:%d: check failed: %s\n  request: %s\n", line, what, g_current.c_str());
+  std::fflush(stderr);
+  __builtin_trap();
 }
+#define check(e) check_at((e), #e, __LINE__)
 
 class NullClient final : public gs::WsClient {
  public:
@@ -105,6 +113,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto d = gs::decide(w.router, req, "fuzz-token", false);
   const gs::Response r = d.answer ? *d.answer : gs::invoke(*d.route, req);
+  g_current = std::string(gs::to_string(req.method)) + " " + req.target + " → " + std::to_string(r.status) + " " +
+              (r.body ? r.body->substr(0, 300) : std::string("(no body)"));
   check(r.status == 200 || r.status == 201 || r.status == 400 || r.status == 401 || r.status == 404 ||
         r.status == 405 || r.status == 409 || r.status == 415 || r.status == 503);
   check(r.body != nullptr);
@@ -116,7 +126,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Leases taken by the fuzzer are released again, so later inputs still find free GPUs.
   if (r.status == 201 && w.jobs) {
     const auto j = nlohmann::json::parse(*r.body, nullptr, false);
-    if (j.is_object() && j.contains("id"))
+    check(j.is_object() && j.contains("id") && j["id"].is_string());
+    if (j.is_object() && j.contains("id") && j["id"].is_string())
       (void)w.jobs->with([&](gf::store::NodeStore& s, gf::scheduler::NodeAllocator&) { return s.release(j["id"].get<std::string>(), "fuzz"); });
   }
 
