@@ -37,3 +37,6 @@ $B/bench/gf_bench_allocator --benchmark_min_time=0.2
 
 echo "== 5. queue: dispatch the head of 10 000 waiting jobs; release -> next waiting job started"
 $B/bench/gf_bench_scheduler
+
+echo "== 6. gpufleet serve: HTTP (wrk) against a bare Beast server and prometheus-node-exporter; WebSocket fan-out"
+GF_BENCH_BUILD=$B bench/http_bench.sh

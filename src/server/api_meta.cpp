@@ -1,15 +1,43 @@
 // GET /metrics (Prometheus text, dcgm-exporter names) and GET /api/openapi.json.
 #include <chrono>
+#include <memory>
+#include <mutex>
 
 #include "server/api.hpp"
 #include "wire/prometheus.hpp"
 
 namespace gf::server {
 
+namespace {
+
+// The GPU half of the exposition text changes only with the snapshot: it is rendered once per reading
+// and shared by every scrape of it; each scrape appends only the agent's own series.
+class GpuTextCache {
+ public:
+  std::shared_ptr<const std::string> get(const core::SnapshotPtr& s, const std::string& hostname) {
+    std::lock_guard lock(mu_);
+    if (s != key_ || !text_) {
+      auto t = std::make_shared<std::string>();
+      wire::write_prometheus_gpus(*t, *s, hostname);
+      text_ = std::move(t);
+      key_ = s;
+    }
+    return text_;
+  }
+
+ private:
+  std::mutex mu_;
+  core::SnapshotPtr key_;
+  std::shared_ptr<const std::string> text_;
+};
+
+}  // namespace
+
 void add_meta_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
+  auto cache = std::make_shared<GpuTextCache>();
 
-  r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c](const Request&) {
+  r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c, cache](const Request&) {
     auto p = c->agent->latest();
     if (!p) return error_response(503, "unavailable", "no reading yet");
     const auto counters = c->agent->counters();
@@ -29,9 +57,11 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
       }
     st.alerts_firing = c->agent->firing().size();
     st.websocket_clients = c->ws ? c->ws->clients() : 0;
+    const auto gpus = cache->get(p->snapshot, c->node_name);
     auto body = std::make_shared<std::string>();
-    body->reserve(16 * 1024);
-    wire::write_prometheus(*body, *p->snapshot, c->node_name, st);
+    body->reserve(gpus->size() + 2048);
+    body->append(*gpus);
+    wire::write_prometheus_agent(*body, p->snapshot->backend, c->node_name, st);
     return shared_response(200, std::string(wire::kPrometheusContentType), std::move(body));
   });
 

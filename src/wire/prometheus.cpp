@@ -292,8 +292,7 @@ void write_gpu_family(std::string& out, const GpuFamily& f, const core::Snapshot
 
 }  // namespace
 
-void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname,
-                      const AgentStats& agent) {
+void write_prometheus_gpus(std::string& out, const core::Snapshot& s, const std::string& hostname) {
   const std::string_view device_prefix = is_nvidia_backend(s.backend) ? "nvidia" : "gpu";
   std::vector<std::string> labels;
   labels.reserve(s.gpus.size());
@@ -303,8 +302,7 @@ void write_prometheus(std::string& out, const core::Snapshot& s, const std::stri
     label_bytes += labels.back().size();
   }
   // Each GPU sample is name{labels} value\n: at most ~40 bytes of name and ~24 of value around the labels.
-  out.reserve(out.size() + all_header_bytes() + kGpuSamplesPerGpu * (label_bytes + s.gpus.size() * 80) + 1024 +
-              (kAgentFamilies.size() + 1) * hostname.size() + agent.version.size() + agent.backend.size());
+  out.reserve(out.size() + all_header_bytes() + kGpuSamplesPerGpu * (label_bytes + s.gpus.size() * 80) + 1024);
 
   for (const auto& f : kDcgmFamilies) write_gpu_family(out, f, s, labels);
 
@@ -321,7 +319,12 @@ void write_prometheus(std::string& out, const core::Snapshot& s, const std::stri
   }
 
   for (const auto& f : kGpufleetGpuFamilies) write_gpu_family(out, f, s, labels);
+}
 
+void write_prometheus_agent(std::string& out, std::string_view snapshot_backend, const std::string& hostname,
+                            const AgentStats& agent) {
+  out.reserve(out.size() + 1024 + (kAgentFamilies.size() + 1) * hostname.size() + agent.version.size() +
+              agent.backend.size());
   // Agent series: only Hostname (when set), so they filter like the GPU series.
   std::string host_label;
   if (!hostname.empty()) {
@@ -336,7 +339,7 @@ void write_prometheus(std::string& out, const core::Snapshot& s, const std::stri
   out += "{version=\"";
   append_label_value(out, agent.version);
   out += "\",backend=\"";
-  append_label_value(out, agent.backend.empty() ? std::string_view(s.backend) : std::string_view(agent.backend));
+  append_label_value(out, agent.backend.empty() ? snapshot_backend : std::string_view(agent.backend));
   out += '"';
   if (!host_label.empty()) {
     out += ',';
@@ -348,6 +351,12 @@ void write_prometheus(std::string& out, const core::Snapshot& s, const std::stri
     append_header(out, f.family);
     append_sample(out, f.family.name, host_label, f.value(agent));
   }
+}
+
+void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname,
+                      const AgentStats& agent) {
+  write_prometheus_gpus(out, s, hostname);
+  write_prometheus_agent(out, s.backend, hostname, agent);
 }
 
 std::string prometheus_text(const core::Snapshot& s, const std::string& hostname, const AgentStats& agent) {

@@ -65,6 +65,13 @@ struct AgentStats {
 void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname,
                       const AgentStats& agent);
 
+// The two halves of that text, for a server that renders the GPU half once per snapshot and only the
+// agent half per scrape: write_prometheus(out, s, h, a) == write_prometheus_gpus(out, s, h) followed by
+// write_prometheus_agent(out, s.backend, h, a).
+void write_prometheus_gpus(std::string& out, const core::Snapshot& s, const std::string& hostname);
+void write_prometheus_agent(std::string& out, std::string_view snapshot_backend, const std::string& hostname,
+                            const AgentStats& agent);
+
 // The same text as a new string.
 std::string prometheus_text(const core::Snapshot& s, const std::string& hostname, const AgentStats& agent);
 

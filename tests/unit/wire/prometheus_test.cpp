@@ -355,6 +355,20 @@ TEST(Prometheus, WriteAppendsAndMatchesText) {
   EXPECT_EQ(out, "# previous\n" + prometheus_text(one_gpu(), "node-1", agent()));
 }
 
+// The agent renders the GPU half once per snapshot and the agent half per scrape: together they are
+// the whole text, for a named and an unnamed host, and the GPU half holds no agent series.
+TEST(Prometheus, GpuAndAgentHalvesMakeTheWholeText) {
+  for (const std::string host : {"node-1", ""}) {
+    std::string gpus, agent_part;
+    write_prometheus_gpus(gpus, one_gpu(), host);
+    write_prometheus_agent(agent_part, one_gpu().backend, host, agent());
+    EXPECT_EQ(gpus + agent_part, prometheus_text(one_gpu(), host, agent())) << host;
+    EXPECT_EQ(gpus.find("gpufleet_agent_info"), std::string::npos);
+    EXPECT_EQ(agent_part.find("DCGM_FI_"), std::string::npos);
+    EXPECT_TRUE(valid_exposition(gpus + agent_part));
+  }
+}
+
 TEST(Prometheus, AbsentReadingsHaveNoSample) {
   core::Snapshot s;
   s.backend = "nvml";

@@ -1,0 +1,420 @@
+// WebSocket fan-out load for bench/http_bench.sh: opens N connections to the agent's /ws, keeps them reading
+// for D seconds, and reports how many connected, the messages received, each client's update rate and the
+// time between a client's consecutive updates. With --pid it also measures that process (the agent) over
+// the same window: CPU (utime+stime from /proc/PID/stat), VmRSS (sampled every 100 ms, max and last) and
+// VmHWM.
+//
+//   gf_ws_fanout --url ws://127.0.0.1:PORT/ws?period_ms=1000 [--clients 1000] [--duration 10] [--threads 1]
+//                [--connect-concurrency 64] [--connect-timeout 20] [--pid PID] [--ready-file F]
+//
+// The window starts once every client has connected (or failed, or --connect-timeout passed) and lasts
+// --duration seconds; --ready-file is written at its start. Output: a human summary, then one line
+// "RESULT key=value ..." for scripts. Exit status 0 when every client connected and stayed connected.
+
+// Boost 1.74's HTTP parser trips GCC 12's -Wmaybe-uninitialized (a false positive in basic_parser.hpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string host = "127.0.0.1";
+  std::string port;
+  std::string target = "/ws?period_ms=1000";
+  int clients = 1000;
+  double duration_s = 10;
+  int threads = 1;
+  int connect_concurrency = 64;
+  double connect_timeout_s = 20;
+  long pid = 0;
+  std::string ready_file;
+};
+
+struct Shared {
+  std::mutex mu;
+  std::map<std::string, int> errors;  // error text -> count (connect failures and drops)
+  std::atomic<int> connected{0};
+  std::atomic<int> settled{0};  // connected or failed to
+  std::atomic<int> dropped{0};  // connected, then lost before the window's end
+  std::atomic<bool> stopping{false};
+  std::atomic<Clock::time_point> window_start{Clock::time_point::max()};
+  void error(const std::string& what) {
+    std::lock_guard lock(mu);
+    ++errors[what];
+  }
+};
+
+class Client : public std::enable_shared_from_this<Client> {
+ public:
+  Client(asio::io_context& ioc, const Options& opt, const tcp::resolver::results_type& endpoints, Shared& shared,
+         std::function<void()> on_settled)
+      : ws_(asio::make_strand(ioc)),
+        opt_(opt),
+        endpoints_(endpoints),
+        shared_(shared),
+        on_settled_(std::move(on_settled)) {}
+
+  void start() {
+    beast::get_lowest_layer(ws_).expires_after(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(opt_.connect_timeout_s)));
+    beast::get_lowest_layer(ws_).async_connect(endpoints_, [self = shared_from_this()](beast::error_code ec, auto) {
+      if (ec) return self->fail("connect: " + ec.message());
+      self->handshake();
+    });
+  }
+
+  void close() {
+    asio::post(ws_.get_executor(), [self = shared_from_this()] {
+      if (!self->open_) return;
+      self->closing_ = true;
+      beast::get_lowest_layer(self->ws_).expires_after(std::chrono::seconds(2));
+      self->ws_.async_close(websocket::close_code::normal, [self](beast::error_code) {});
+    });
+  }
+
+  // Read after the io threads have stopped.
+  const std::vector<Clock::time_point>& updates() const { return updates_; }
+  std::uint64_t messages_in(Clock::time_point t0, Clock::time_point t1) const {
+    return static_cast<std::uint64_t>(std::count_if(all_.begin(), all_.end(), [&](auto t) { return t >= t0 && t <= t1; }));
+  }
+  std::uint64_t bytes() const { return bytes_; }
+  std::uint64_t total_messages() const { return all_.size(); }
+  bool got_initial() const { return initial_; }
+  const std::map<std::string, std::uint64_t>& events() const { return events_; }
+  bool connected() const { return connected_; }
+
+ private:
+  void handshake() {
+    beast::get_lowest_layer(ws_).socket().set_option(tcp::no_delay(true));
+    ws_.async_handshake(opt_.host + ":" + opt_.port, opt_.target, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->fail("handshake: " + ec.message());
+      beast::get_lowest_layer(self->ws_).expires_never();
+      self->ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
+      self->connected_ = self->open_ = true;
+      self->shared_.connected++;
+      self->settle();
+      self->read();
+    });
+  }
+
+  void read() {
+    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (ec) {
+        self->open_ = false;
+        if (!self->closing_ && !self->shared_.stopping) {
+          self->shared_.dropped++;
+          std::string what = "dropped: " + ec.message();
+          if (ec == websocket::error::closed) {
+            const auto& r = self->ws_.reason();
+            what += " (close code " + std::to_string(r.code) + (r.reason.empty() ? "" : ", \"" + std::string(r.reason.data(), r.reason.size()) + "\"") + ")";
+          }
+          self->shared_.error(what);
+        }
+        return;
+      }
+      const auto now = Clock::now();
+      const auto data = self->buffer_.cdata();
+      const std::string_view head(static_cast<const char*>(data.data()), std::min<std::size_t>(data.size(), 200));
+      std::string_view event = "?";
+      if (const auto k = head.find(R"("event":")"); k != std::string_view::npos) {
+        event = head.substr(k + 9);
+        event = event.substr(0, event.find('"'));
+      }
+      if (event == "gpu_status_update") {
+        self->updates_.push_back(now);
+      } else if (event == "gpu_status") {
+        self->initial_ = true;
+      }
+      if (now >= self->shared_.window_start.load() && !self->shared_.stopping) ++self->events_[std::string(event)];
+      self->all_.push_back(now);
+      self->bytes_ += n;
+      self->buffer_.consume(self->buffer_.size());
+      self->read();
+    });
+  }
+
+  void fail(const std::string& what) {
+    shared_.error(what);
+    settle();
+  }
+
+  void settle() {
+    shared_.settled++;
+    on_settled_();
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  const Options& opt_;
+  const tcp::resolver::results_type& endpoints_;
+  Shared& shared_;
+  std::function<void()> on_settled_;
+  beast::flat_buffer buffer_;
+  std::vector<Clock::time_point> updates_, all_;
+  std::map<std::string, std::uint64_t> events_;  // messages by "event" during the window
+  std::uint64_t bytes_ = 0;
+  bool initial_ = false, connected_ = false, open_ = false, closing_ = false;
+};
+
+// /proc/PID readings of the measured process.
+struct ProcSample {
+  double cpu_s = -1;  // utime + stime
+  long rss_kib = -1, hwm_kib = -1;
+};
+
+ProcSample read_proc(long pid) {
+  ProcSample s;
+  if (pid <= 0) return s;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    // Fields after the command (which may hold spaces) start at the last ')'; utime and stime are fields 14 and 15.
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; ++i) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    s.cpu_s = static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::atol(line.c_str() + 6);
+    if (line.rfind("VmHWM:", 0) == 0) s.hwm_kib = std::atol(line.c_str() + 6);
+  }
+  return s;
+}
+
+double self_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "gf_ws_fanout: " << why << "\n"
+            << "usage: gf_ws_fanout --url ws://HOST:PORT/PATH [--clients N] [--duration S] [--threads T]\n"
+               "                    [--connect-concurrency K] [--connect-timeout S] [--pid PID] [--ready-file F]\n";
+  std::exit(2);
+}
+
+void raise_nofile(int clients) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(clients) + 64;
+  if (rl.rlim_cur >= want) return;
+  rl.rlim_cur = std::min(rl.rlim_max, std::max(want, rl.rlim_cur));
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) {
+    rlimit up = rl;
+    up.rlim_max = up.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &up) == 0) return;  // root may raise the hard limit too
+  }
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+    std::cerr << "gf_ws_fanout: warning: RLIMIT_NOFILE is " << rl.rlim_cur << ", below " << want << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--url") {
+      std::string url = value();
+      if (url.rfind("ws://", 0) != 0) usage("only ws:// URLs");
+      url = url.substr(5);
+      const auto slash = url.find('/');
+      const std::string hostport = url.substr(0, slash);
+      opt.target = slash == std::string::npos ? "/" : url.substr(slash);
+      const auto colon = hostport.rfind(':');
+      if (colon == std::string::npos) usage("the URL needs a port");
+      opt.host = hostport.substr(0, colon);
+      opt.port = hostport.substr(colon + 1);
+    } else if (arg == "--clients") {
+      opt.clients = std::atoi(value().c_str());
+    } else if (arg == "--duration") {
+      opt.duration_s = std::atof(value().c_str());
+    } else if (arg == "--threads") {
+      opt.threads = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--connect-concurrency") {
+      opt.connect_concurrency = std::max(1, std::atoi(value().c_str()));
+    } else if (arg == "--connect-timeout") {
+      opt.connect_timeout_s = std::atof(value().c_str());
+    } else if (arg == "--pid") {
+      opt.pid = std::atol(value().c_str());
+    } else if (arg == "--ready-file") {
+      opt.ready_file = value();
+    } else {
+      usage("unknown argument " + arg);
+    }
+  }
+  if (opt.port.empty()) usage("--url is required");
+  if (opt.clients < 1 || opt.duration_s <= 0) usage("--clients and --duration must be positive");
+  raise_nofile(opt.clients);
+
+  asio::io_context ioc(opt.threads);
+  tcp::resolver resolver(ioc);
+  beast::error_code ec;
+  const auto endpoints = resolver.resolve(opt.host, opt.port, ec);
+  if (ec) usage("cannot resolve " + opt.host + ":" + opt.port + ": " + ec.message());
+
+  Shared shared;
+  std::vector<std::shared_ptr<Client>> clients;
+  clients.reserve(static_cast<std::size_t>(opt.clients));
+  std::atomic<int> next{0};
+  // Connections are opened at most --connect-concurrency at a time; each settled one starts the next.
+  std::function<void()> start_next = [&] {
+    const int i = next++;
+    if (i < opt.clients) asio::post(ioc, [&, i] { clients[static_cast<std::size_t>(i)]->start(); });
+  };
+  for (int i = 0; i < opt.clients; ++i)
+    clients.push_back(std::make_shared<Client>(ioc, opt, endpoints, shared, start_next));
+
+  const auto connect_start = Clock::now();
+  for (int i = 0; i < std::min(opt.connect_concurrency, opt.clients); ++i) start_next();
+
+  auto work = asio::make_work_guard(ioc);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < opt.threads; ++t) threads.emplace_back([&] { ioc.run(); });
+
+  // Wait (on this thread) for every client to settle, then measure for the window.
+  const auto connect_deadline =
+      connect_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.connect_timeout_s));
+  while (shared.settled < opt.clients && Clock::now() < connect_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const auto t0 = Clock::now();
+  shared.window_start = t0;
+  const double connect_s = std::chrono::duration<double>(t0 - connect_start).count();
+  const int connected_at_start = shared.connected;
+  const ProcSample p0 = read_proc(opt.pid);
+  const double self0 = self_cpu_s();
+  if (!opt.ready_file.empty()) std::ofstream(opt.ready_file) << "ready\n";
+
+  long rss_max = p0.rss_kib;
+  const auto t_end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.duration_s));
+  while (Clock::now() < t_end) {
+    std::this_thread::sleep_until(std::min(t_end, Clock::now() + std::chrono::milliseconds(100)));
+    rss_max = std::max(rss_max, read_proc(opt.pid).rss_kib);
+  }
+  const auto t1 = Clock::now();
+  const ProcSample p1 = read_proc(opt.pid);
+  const double self1 = self_cpu_s();
+  rss_max = std::max(rss_max, p1.rss_kib);
+  const int dropped = shared.dropped;
+
+  shared.stopping = true;
+  for (auto& c : clients) c->close();
+  work.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the closes go out
+  ioc.stop();
+  for (auto& t : threads) t.join();
+
+  // Aggregate.
+  const double window_s = std::chrono::duration<double>(t1 - t0).count();
+  std::uint64_t messages = 0, bytes = 0, all_messages = 0;
+  int initial = 0;
+  std::vector<double> rates, gaps_ms;
+  std::map<std::string, std::uint64_t> events;
+  for (const auto& c : clients) {
+    if (!c->connected()) continue;
+    messages += c->messages_in(t0, t1);
+    bytes += c->bytes();
+    all_messages += c->total_messages();
+    initial += c->got_initial() ? 1 : 0;
+    for (const auto& [e, n] : c->events()) events[e] += n;
+    const auto& u = c->updates();
+    std::uint64_t n = 0;
+    for (std::size_t k = 0; k < u.size(); ++k) {
+      if (u[k] < t0 || u[k] > t1) continue;
+      ++n;
+      if (k > 0 && u[k - 1] >= t0) gaps_ms.push_back(std::chrono::duration<double, std::milli>(u[k] - u[k - 1]).count());
+    }
+    rates.push_back(static_cast<double>(n) / window_s);
+  }
+  const double rate_min = rates.empty() ? 0 : *std::min_element(rates.begin(), rates.end());
+  double rate_mean = 0;
+  for (double r : rates) rate_mean += r;
+  if (!rates.empty()) rate_mean /= static_cast<double>(rates.size());
+  const double gap_max = gaps_ms.empty() ? 0 : *std::max_element(gaps_ms.begin(), gaps_ms.end());
+  const double cpu_pct = p0.cpu_s >= 0 && p1.cpu_s >= 0 ? (p1.cpu_s - p0.cpu_s) / window_s * 100 : -1;
+  const double self_pct = (self1 - self0) / window_s * 100;
+
+  std::printf("clients: %d requested, %d connected in %.2f s (%d received the initial gpu_status), %d dropped during the window\n",
+              opt.clients, connected_at_start, connect_s, initial, dropped);
+  std::printf("window: %.2f s; messages: %llu (%.1f/s); mean message %.0f bytes\n", window_s,
+              static_cast<unsigned long long>(messages), static_cast<double>(messages) / window_s,
+              all_messages ? static_cast<double>(bytes) / static_cast<double>(all_messages) : 0.0);
+  std::printf("messages in the window by event:");
+  for (const auto& [e, n] : events) std::printf(" %s=%llu", e.c_str(), static_cast<unsigned long long>(n));
+  std::printf("\n");
+  std::printf("per-client update rate: min %.2f/s, mean %.2f/s\n", rate_min, rate_mean);
+  std::printf("time between a client's consecutive updates: p50 %.1f ms, p99 %.1f ms, max %.1f ms (%zu gaps)\n",
+              percentile(gaps_ms, 50), percentile(gaps_ms, 99), gap_max, gaps_ms.size());
+  if (opt.pid > 0)
+    std::printf("pid %ld over the window: CPU %.1f %% of one core; VmRSS max %ld KiB, last %ld KiB; VmHWM %ld KiB\n",
+                opt.pid, cpu_pct, rss_max, p1.rss_kib, p1.hwm_kib);
+  std::printf("this client's own CPU over the window: %.1f %% of one core\n", self_pct);
+  {
+    std::lock_guard lock(shared.mu);
+    for (const auto& [what, n] : shared.errors) std::printf("error x%d: %s\n", n, what.c_str());
+  }
+  std::printf(
+      "RESULT clients=%d connected=%d dropped=%d connect_s=%.2f window_s=%.2f messages=%llu msgs_per_s=%.1f "
+      "rate_min=%.2f rate_mean=%.2f gap_p50_ms=%.1f gap_p99_ms=%.1f gap_max_ms=%.1f cpu_pct=%.1f rss_max_kib=%ld "
+      "rss_kib=%ld hwm_kib=%ld client_cpu_pct=%.1f\n",
+      opt.clients, connected_at_start, dropped, connect_s, window_s, static_cast<unsigned long long>(messages),
+      static_cast<double>(messages) / window_s, rate_min, rate_mean, percentile(gaps_ms, 50), percentile(gaps_ms, 99),
+      gap_max, cpu_pct, rss_max, p1.rss_kib, p1.hwm_kib, self_pct);
+  std::fflush(stdout);
+  return connected_at_start == opt.clients && dropped == 0 ? 0 : 1;
+}
