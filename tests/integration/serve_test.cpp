@@ -1179,6 +1179,42 @@ TEST_F(Serve, SigtermDrainsAndLeavesAHealthyStore) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
+// SIGKILL at three different moments of the write cycle (history is flushed every 2 s): each time the
+// store passes integrity_check, keeps what was there before, and has samples up to the last flush.
+TEST_F(Serve, SigkillAtAnyMomentLeavesAnIntactStoreMissingAtMostTheLastBatch) {
+  long long before = 0;
+  for (const auto wait : {2700ms, 3300ms, 4900ms}) {
+    ASSERT_TRUE(start("sim", {"--interval", "0.1"}));
+    std::this_thread::sleep_for(wait);
+    ASSERT_TRUE(agent.running());
+    const auto killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch()).count();
+    ASSERT_EQ(::kill(agent.pid(), SIGKILL), 0);
+    while (agent.running()) std::this_thread::sleep_for(5ms);
+
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    std::unique_ptr<sqlite3, int (*)(sqlite3*)> con(raw, sqlite3_close);
+    auto scalar = [&](const char* sql) {
+      sqlite3_stmt* st = nullptr;
+      std::string out;
+      EXPECT_EQ(sqlite3_prepare_v2(con.get(), sql, -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(con.get());
+      if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+      sqlite3_finalize(st);
+      return out;
+    };
+    EXPECT_EQ(scalar("PRAGMA integrity_check"), "ok") << "after " << wait.count() << " ms";
+    const long long rows = std::stoll("0" + scalar("SELECT count(*) FROM samples_raw"));
+    EXPECT_GT(rows, before) << "after " << wait.count() << " ms: samples were lost or none were written";
+    before = rows;
+    // The newest stored sample is at most one flush period (2 s), plus slack for a loaded machine, older
+    // than the kill.
+    const long long newest = std::stoll("0" + scalar("SELECT max(ts_ms) FROM samples_raw"));
+    EXPECT_GT(newest, killed_ms - 4000) << "after " << wait.count() << " ms: more than the last batch is missing";
+  }
+}
+
 TEST_F(Serve, ConfigAndCommandLineErrors) {
   auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), GF_BINARY);
