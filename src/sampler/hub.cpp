@@ -70,10 +70,13 @@ void SampleHub::run(std::stop_token stop) {
     }
     const auto now = std::chrono::steady_clock::now();
     const auto ids = schedule_.take_due(now);
-    // Hold deliver_mu_ from before the query until the listeners return: unsubscribe() waits on it,
-    // so once it returns its listener is neither running nor about to run.
-    std::unique_lock deliver(deliver_mu_);
     lock.unlock();
+    // Hold deliver_mu_ from before the query until the listeners return: unsubscribe() waits on it,
+    // so once it returns its listener is neither running nor about to run (a listener removed before
+    // this point is not found below). Taken after mu_ is released: the only order between the two
+    // is deliver_mu_ → mu_, and listeners may take their own locks (which they also hold while
+    // subscribing) without a cycle.
+    std::unique_lock deliver(deliver_mu_);
     const auto started = std::chrono::steady_clock::now();
     const auto snap = monitor_.snapshot(false);  // one driver query for everyone due now
     const auto taken = std::chrono::steady_clock::now();
