@@ -1117,6 +1117,30 @@ TEST_F(Serve, ASlowWebSocketClientDelaysNoOne) {
   expect_clean_stop();
 }
 
+// The agent's store, read-only and straight through SQLite (not through gpufleet's own store code).
+class StoreReader {
+ public:
+  explicit StoreReader(const std::string& path) {
+    sqlite3* raw = nullptr;
+    if (sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) con_.reset(raw);
+    else sqlite3_close(raw);
+  }
+  bool ok() const { return con_ != nullptr; }
+  // The first column of the first row as text ("" for none or NULL).
+  std::string scalar(const char* sql) {
+    sqlite3_stmt* st = nullptr;
+    std::string out;
+    EXPECT_EQ(sqlite3_prepare_v2(con_.get(), sql, -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(con_.get());
+    if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> con_{nullptr, sqlite3_close};
+};
+
 TEST_F(Serve, SigtermDrainsAndLeavesAHealthyStore) {
   ASSERT_TRUE(start("sim", {"--interval", "0.2"}));
   // Some samples exist before the stop.
@@ -1160,17 +1184,9 @@ TEST_F(Serve, SigtermDrainsAndLeavesAHealthyStore) {
   EXPECT_LT(secs, 7.0) << "longer than the 5 s drain";
   EXPECT_NE(agent.stderr_text().find("agent stopped"), std::string::npos) << agent.stderr_text();
 
-  sqlite3* raw = nullptr;
-  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-  std::unique_ptr<sqlite3, int (*)(sqlite3*)> con(raw, sqlite3_close);
-  auto scalar = [&](const char* sql) {
-    sqlite3_stmt* st = nullptr;
-    std::string out;
-    EXPECT_EQ(sqlite3_prepare_v2(con.get(), sql, -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(con.get());
-    if (st && sqlite3_step(st) == SQLITE_ROW) out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    return out;
-  };
+  StoreReader store(db);
+  ASSERT_TRUE(store.ok());
+  auto scalar = [&](const char* sql) { return store.scalar(sql); };
   EXPECT_EQ(scalar("PRAGMA integrity_check"), "ok");
   EXPECT_GT(std::stoll("0" + scalar("SELECT count(*) FROM samples_raw")), 0);
 
@@ -1192,18 +1208,9 @@ TEST_F(Serve, SigkillAtAnyMomentLeavesAnIntactStoreMissingAtMostTheLastBatch) {
     ASSERT_EQ(::kill(agent.pid(), SIGKILL), 0);
     while (agent.running()) std::this_thread::sleep_for(5ms);
 
-    sqlite3* raw = nullptr;
-    ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    std::unique_ptr<sqlite3, int (*)(sqlite3*)> con(raw, sqlite3_close);
-    auto scalar = [&](const char* sql) {
-      sqlite3_stmt* st = nullptr;
-      std::string out;
-      EXPECT_EQ(sqlite3_prepare_v2(con.get(), sql, -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(con.get());
-      if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-      sqlite3_finalize(st);
-      return out;
-    };
+    StoreReader store(db);
+    ASSERT_TRUE(store.ok());
+    auto scalar = [&](const char* sql) { return store.scalar(sql); };
     EXPECT_EQ(scalar("PRAGMA integrity_check"), "ok") << "after " << wait.count() << " ms";
     const long long rows = std::stoll("0" + scalar("SELECT count(*) FROM samples_raw"));
     EXPECT_GT(rows, before) << "after " << wait.count() << " ms: samples were lost or none were written";
