@@ -69,6 +69,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   asio::signal_set signals;
   unsigned short port = 0;
   std::atomic<std::size_t> connections{0};
+  // WebSocket handshakes under way: counted against the client cap with the joined clients, so a burst
+  // of upgrades never gets past it (each one beyond it gets 503 before the handshake).
+  std::atomic<std::size_t> ws_pending{0};
   bool draining = false;  // I/O thread only
   // Live sessions (I/O thread only), so that a drain can close the idle ones.
   std::list<std::weak_ptr<HttpSession>> http_sessions;
@@ -91,8 +94,10 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
   WsSession(std::shared_ptr<HttpServer::Impl> srv, beast::tcp_stream&& stream)
       : srv_(std::move(srv)), ws_(std::move(stream)), queue_(srv_->opts.ws_queue) {
     ++srv_->connections;
+    ++srv_->ws_pending;
   }
   ~WsSession() override {
+    settle();
     if (id_) srv_->ws->remove(*id_);
     --srv_->connections;
   }
@@ -135,9 +140,21 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
   }
 
  private:
+  // The handshake is over (either way): it no longer holds a place of its own.
+  void settle() {
+    if (pending_) {
+      pending_ = false;
+      --srv_->ws_pending;
+    }
+  }
+
   void on_accept(beast::error_code ec) {
-    if (ec) return;
+    if (ec) {
+      settle();
+      return;
+    }
     auto joined = srv_->ws->add(weak_from_this(), period_);
+    settle();  // after add(): the place passes from the handshake to the client without a gap
     if (!joined) {
       closing_ = true;
       ws_.async_close(websocket::close_reason(websocket::close_code::try_again_later, "too many WebSocket clients"),
@@ -224,6 +241,7 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
   std::chrono::steady_clock::time_point write_started_{};
   std::optional<std::uint64_t> id_;
   std::optional<std::chrono::milliseconds> period_;
+  bool pending_ = true;
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -379,7 +397,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       }
     }
     const bool v1 = std::find(protocols.begin(), protocols.end(), "gpufleet.v1") != protocols.end();
-    if (srv_->ws->clients() >= srv_->ws->max_clients()) {
+    if (srv_->ws->clients() + srv_->ws_pending.load() >= srv_->ws->max_clients()) {
       reply(error_response(503, "too_many_clients", "the WebSocket client limit is reached"), false, head);
       return;
     }

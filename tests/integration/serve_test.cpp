@@ -1006,6 +1006,31 @@ TEST_F(Serve, WebSocketOriginIsCheckedAndClientsAreCapped) {
   expect_clean_stop();
 }
 
+// Upgrades that arrive together are counted against the cap before their handshakes finish: exactly
+// the cap's number get 101, the others 503 (none is accepted and then closed with 1013).
+TEST_F(Serve, ABurstOfHandshakesNeverPassesTheCap) {
+  ASSERT_TRUE(start("sim", {"--max-ws-clients", "3"}));
+  const std::string upgrade = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  std::vector<Sock> socks;
+  for (int i = 0; i < 60; ++i) socks.emplace_back(port());
+  for (auto& s : socks) ASSERT_TRUE(s.ok() && s.send_all(upgrade));
+  int accepted = 0, refused = 0, other = 0;
+  for (auto& s : socks) {
+    const auto r = read_response(s, in(20s));
+    if (r.status == 101) ++accepted;
+    else if (r.status == 503) ++refused;
+    else ++other;
+  }
+  EXPECT_EQ(accepted, 3);
+  EXPECT_EQ(refused, 57);
+  EXPECT_EQ(other, 0);
+  auto health = get_json(port(), "/api/health");
+  EXPECT_EQ(health["websocket_clients"], 3);
+  socks.clear();
+  expect_clean_stop();
+}
+
 // Under --auth-read every read needs the token; a browser cannot set Authorization on a WebSocket,
 // so it offers the token as a subprotocol and the agent answers with gpufleet.v1.
 TEST_F(Serve, AuthReadNeedsTheTokenOverHttpAndWebSocket) {
