@@ -56,8 +56,8 @@ fuzz:
 	    > build-fuzz/$$t.log 2>&1; rc=$$?; tail -n 12 build-fuzz/$$t.log; \
 	  if [ $$rc -ne 0 ]; then \
 	    echo "--- $$t: the report ---"; \
-	    grep -n -m1 -E 'ERROR: |runtime error|==[0-9]+==' build-fuzz/$$t.log >/dev/null && \
-	      sed -n "$$(grep -n -m1 -E 'ERROR: |runtime error|==[0-9]+==' build-fuzz/$$t.log | cut -d: -f1),+45p" build-fuzz/$$t.log; \
+	    first=$$(grep -n -m1 -E 'check failed|ERROR: |runtime error|==[0-9]+==' build-fuzz/$$t.log | cut -d: -f1); \
+	    [ -z "$$first" ] || sed -n "$$first,+45p" build-fuzz/$$t.log; \
 	    exit 1; \
 	  fi; \
 	done

@@ -33,10 +33,16 @@ namespace gs = gf::server;
 
 // A failed expectation names itself and the request before it stops the run (the CI log then says
 // what went wrong, not only "deadly signal").
-std::string g_current;  // the request being checked, for the report
+// The request and answer being checked, for the report (formatted only when a check fails).
+const gs::Request* g_req = nullptr;
+const gs::Response* g_resp = nullptr;
 void check_at(bool ok, const char* what, int line) {
   if (ok) return;
-  std::fprintf(stderr, "api_request_fuzz.cpp:%d: check failed: %s\n  request: %s\n", line, what, g_current.c_str());
+  std::string request = "(none)";
+  if (g_req && g_resp)
+    request = std::string(gs::to_string(g_req->method)) + " " + g_req->target + " → " + std::to_string(g_resp->status) +
+              " " + (g_resp->body ? g_resp->body->substr(0, 300) : std::string("(no body)"));
+  std::fprintf(stderr, "api_request_fuzz.cpp:%d: check failed: %s\n  request: %s\n", line, what, request.c_str());
   std::fflush(stderr);
   __builtin_trap();
 }
@@ -113,8 +119,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const auto d = gs::decide(w.router, req, "fuzz-token", false);
   const gs::Response r = d.answer ? *d.answer : gs::invoke(*d.route, req);
-  g_current = std::string(gs::to_string(req.method)) + " " + req.target + " → " + std::to_string(r.status) + " " +
-              (r.body ? r.body->substr(0, 300) : std::string("(no body)"));
+  g_req = &req;
+  g_resp = &r;
   check(r.status == 200 || r.status == 201 || r.status == 400 || r.status == 401 || r.status == 404 ||
         r.status == 405 || r.status == 409 || r.status == 415 || r.status == 503);
   check(r.body != nullptr);
