@@ -1,7 +1,7 @@
 #pragma once
-// One HTTP/1.1 request over a unix socket (libcurl underneath; no curl type leaks out of unix_http.cpp).
-// Internal to gf_launch. Each call opens and closes its own connection, so calls from different threads
-// on different requests are independent.
+// One HTTP/1.1 request to the Docker engine over its unix socket: platform::http_perform with the
+// engine's headers and error messages. Internal to gf_launch. Each call opens and closes its own
+// connection, so calls from different threads on different requests are independent.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/result.hpp"
+#include "platform/http_client.hpp"
 
 namespace gf::launch {
 
@@ -55,6 +56,6 @@ class HttpOutcome {
 HttpOutcome perform_unix_http(const std::string& socket_path, const HttpRequest& request);
 
 // Percent-encodes a query value (container names, ids).
-std::string url_escape(std::string_view s);
+using platform::url_escape;
 
 }  // namespace gf::launch
