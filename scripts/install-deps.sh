@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gpufleet needs to build and test, skipping those already installed.
-# Usage: scripts/install-deps.sh [--ci]   (--ci adds what only CI needs: clang for the fuzzers)
+# Usage: scripts/install-deps.sh [--ci]   (--ci adds what only CI needs: clang for the fuzzers, clang-tidy, clang-format)
 set -euo pipefail
 
 pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
@@ -9,7 +9,7 @@ pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libf
       chromium                             # web/tests/dashboard.test.mjs drives it (playwright-core; never a downloaded browser)
       wrk prometheus-node-exporter)        # bench/http_bench.sh: the load, and the exporter people run today
 if [[ "${1:-}" == "--ci" ]]; then
-  pkgs+=(clang libclang-rt-14-dev)
+  pkgs+=(clang libclang-rt-14-dev clang-tidy clang-format)
 fi
 # web/ (the dashboard) builds with npm. This machine kind ships Node 20 + npm 11; Debian's are the fallback
 # (Debian 12's Node 18 is too old for Vite 8: `make web` says so).
