@@ -57,6 +57,9 @@ expect_violation(allocator_includes_server allocator/select.cpp "#include \"serv
                  "src/allocator/select.cpp: includes \"server/router.hpp\"")
 expect_violation(scheduler_includes_sampler scheduler/node_allocator.cpp "#include \"sampler/monitor.hpp\""
                  "src/scheduler/node_allocator.cpp: includes \"sampler/monitor.hpp\"")
+# The node's use cases reach storage through the ports only.
+expect_violation(node_includes_store node/agent.cpp "#include \"store/history.hpp\""
+                 "src/node/agent.cpp: includes \"store/history.hpp\"")
 # The sampler may use the backend interface, not a vendor's folder.
 expect_violation(sampler_includes_a_vendor sampler/hub.cpp "#include \"backends/nvml/nvml_api.hpp\""
                  "src/sampler/hub.cpp: includes \"backends/nvml/nvml_api.hpp\"")

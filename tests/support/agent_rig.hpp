@@ -1,6 +1,6 @@
 #pragma once
-// What the server tests share: a Monitor over a ScriptedBackend, a real SampleHub, an Agent (with or
-// without history) in a per-test temp dir, and a poll-with-deadline helper. No sockets.
+// What the node and server tests share: a Monitor over a ScriptedBackend, a real SampleHub, an Agent
+// (with or without history) in a per-test temp dir, and a poll-with-deadline helper. No sockets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,14 +10,14 @@
 #include <memory>
 #include <thread>
 
+#include "node/agent.hpp"
 #include "platform/clock.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
-#include "server/agent.hpp"
 #include "store/history.hpp"
 #include "support/scripted_backend.hpp"
 
-namespace gf::server::testing {
+namespace gf::test {
 
 namespace fs = std::filesystem;
 
@@ -53,16 +53,16 @@ inline bool eventually(const std::function<bool()>& done, std::chrono::milliseco
 // Monitor + hub + agent over scripted readings. Members are destroyed in reverse order: agent, hub,
 // monitor.
 struct AgentRig {
-  std::shared_ptr<test::ScriptedBackend::State> st = std::make_shared<test::ScriptedBackend::State>();
+  std::shared_ptr<ScriptedBackend::State> st = std::make_shared<ScriptedBackend::State>();
   std::unique_ptr<sampler::Monitor> monitor;
   std::unique_ptr<sampler::SampleHub> hub;
-  std::unique_ptr<Agent> agent;
+  std::unique_ptr<node::Agent> agent;
 
   AgentRig() {
-    set_gpus({test::make_gpu(0, 10, 1000), test::make_gpu(1, 80, 2000)});
+    set_gpus({make_gpu(0, 10, 1000), make_gpu(1, 80, 2000)});
     sampler::MonitorOptions mo;
     mo.cache_ttl = std::chrono::milliseconds(0);
-    monitor = std::make_unique<sampler::Monitor>(std::make_unique<test::ScriptedBackend>(st), platform::system_clock(), mo);
+    monitor = std::make_unique<sampler::Monitor>(std::make_unique<ScriptedBackend>(st), platform::system_clock(), mo);
     hub = std::make_unique<sampler::SampleHub>(*monitor);
   }
   ~AgentRig() {
@@ -78,7 +78,7 @@ struct AgentRig {
   }
 
   // Creates the agent; history_db empty: none kept.
-  void make_agent(AgentOptions opts, const std::string& history_db = {}) {
+  void make_agent(node::AgentOptions opts, const std::string& history_db = {}) {
     std::unique_ptr<store::HistoryStore> w, r;
     if (!history_db.empty()) {
       auto ow = store::HistoryStore::open(history_db);
@@ -89,8 +89,8 @@ struct AgentRig {
         r = std::move(*orr);
       }
     }
-    agent = std::make_unique<Agent>(*monitor, *hub, std::move(w), std::move(r), std::move(opts));
+    agent = std::make_unique<node::Agent>(*monitor, *hub, std::move(w), std::move(r), std::move(opts));
   }
 };
 
-}  // namespace gf::server::testing
+}  // namespace gf::test

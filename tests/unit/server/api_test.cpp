@@ -46,7 +46,7 @@ class ApiTest : public ::testing::Test {
  protected:
   testing::TempDir dir;
   testing::AgentRig rig;
-  std::unique_ptr<NodeJobs> jobs;
+  std::unique_ptr<node::NodeJobs> jobs;
   ApiContext ctx;
   Router router;
   const std::string token = "test-token";
@@ -58,8 +58,8 @@ class ApiTest : public ::testing::Test {
     // As `gpufleet serve` does: the node store and the history share one file.
     auto st = store::NodeStore::open(db());
     ASSERT_TRUE(st) << st.error().message;
-    jobs = std::make_unique<NodeJobs>(std::move(*st), *rig.monitor);
-    AgentOptions ao;
+    jobs = std::make_unique<node::NodeJobs>(std::move(*st), *rig.monitor);
+    node::AgentOptions ao;
     ao.interval = std::chrono::hours(1);  // requests read what start() published; no loop ticks in the way
     ao.node_name = "node-x";
     rig.make_agent(ao, db());
