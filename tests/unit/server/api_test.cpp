@@ -11,6 +11,8 @@
 
 #include "rig.hpp"
 #include "store/node_store.hpp"
+#include "support/fake_clock.hpp"
+#include "wire/json.hpp"
 #include "wire/prometheus.hpp"
 
 namespace gf::server {
@@ -335,6 +337,21 @@ TEST_F(ApiTest, HistorySeriesFromTheStore) {
   ASSERT_EQ(r.status, 200u) << r;
   EXPECT_EQ(r.j.at("since"), "2020-01-01T00:00:00.000000Z");
   EXPECT_EQ(r.j.at("until"), "2020-01-01T01:00:00.250000Z");
+}
+
+// "now" of the history route is the context's clock: relative times are measured from it.
+TEST_F(ApiTest, HistoryRelativeTimesCountFromTheContextClock) {
+  test::FakeClock clock;
+  ctx.clock = &clock;
+  auto r = get("/api/v1/history?gpu=0&since=15m");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("since"), wire::iso8601(clock.wall_now() - std::chrono::minutes(15)));
+  EXPECT_EQ(r.j.at("until"), wire::iso8601(clock.wall_now()));
+  clock.advance(std::chrono::hours(2));
+  r = get("/api/v1/history?gpu=0");  // default: the last hour
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("since"), wire::iso8601(clock.wall_now() - std::chrono::hours(1)));
+  EXPECT_EQ(r.j.at("until"), wire::iso8601(clock.wall_now()));
 }
 
 TEST(ParseTime, FormsAndRange) {
