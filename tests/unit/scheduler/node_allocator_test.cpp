@@ -150,15 +150,17 @@ TEST_F(NodeAllocatorTest, ExternalLoadGoingAwayIsNoticedByTheRecheck) {
   snap->set({gpu(0, 95, 1000)});
   auto st = store();
   NodeAllocator na(*st, source());
-  std::thread t([&] {
-    std::this_thread::sleep_for(150ms);
-    snap->set({gpu(0, 0, 1000)});  // not a release: only the periodic re-check can see it
-  });
   WaitOptions wo;
   wo.timeout = 10s;
   wo.recheck = 50ms;
+  int checks = 0;
+  // After the first refused check the load goes away. Not a release: only the periodic re-check can
+  // see it. (No thread and no sleep: the wait's own progress report is the moment.)
+  wo.progress = [&](const WaitProgress&) {
+    if (++checks == 1) snap->set({gpu(0, 0, 1000)});
+  };
   auto r = na.wait_and_allocate(req(1, "j"), wo);
-  t.join();
+  EXPECT_EQ(checks, 1);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->lease.gpus[0].index, 0u);
 }
