@@ -267,6 +267,28 @@ TEST_F(ApiTest, HealthOkThenDegradedWithoutAStore) {
   EXPECT_EQ(get("/api/v1/jobs").j.at("error"), "store_unavailable");
 }
 
+// A backend that throws makes the collection unhealthy (503 with the exception's message) and the
+// agent healthy again once it answers. The hub's tick is run by hand at a time past the next due one.
+TEST_F(ApiTest, HealthReportsABackendThatThrowsUntilItRecovers) {
+  using namespace std::chrono;
+  rig.st->throws = true;
+  ASSERT_EQ(rig.hub->step(steady_clock::now() + hours(2)), 1u);
+  auto r = get("/api/health");
+  EXPECT_EQ(r.status, 503u) << r;
+  EXPECT_EQ(r.j.at("status"), "degraded");
+  ASSERT_EQ(r.j.at("problems").size(), 1u) << r;
+  const auto problem = r.j["problems"][0].get<std::string>();
+  EXPECT_NE(problem.find("the last collection failed"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("scripted exception"), std::string::npos) << problem;
+  EXPECT_EQ(rig.agent->counters().collection_errors, 1u);
+
+  rig.st->throws = false;
+  ASSERT_EQ(rig.hub->step(steady_clock::now() + hours(4)), 1u);
+  r = get("/api/health");
+  EXPECT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("problems").empty());
+}
+
 // ---- history -----------------------------------------------------------------------------------
 
 TEST_F(ApiTest, HistoryParameterErrorsNameTheParameter) {
