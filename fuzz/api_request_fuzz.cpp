@@ -18,10 +18,10 @@
 #include <string_view>
 
 #include "backends/backend.hpp"
+#include "node/agent.hpp"
 #include "platform/clock.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
-#include "server/agent.hpp"
 #include "server/api.hpp"
 #include "server/router.hpp"
 #include "server/ws_hub.hpp"
@@ -56,9 +56,9 @@ class NullClient final : public gs::WsClient {
 struct World {
   std::unique_ptr<gf::sampler::Monitor> monitor;
   std::unique_ptr<gf::sampler::SampleHub> hub;
-  std::unique_ptr<gs::Agent> agent;
+  std::unique_ptr<gf::node::Agent> agent;
   std::unique_ptr<gs::WsHub> ws;
-  std::unique_ptr<gs::NodeJobs> jobs;
+  std::unique_ptr<gf::node::NodeJobs> jobs;
   gs::ApiContext ctx;
   gs::Router router;
   std::shared_ptr<NullClient> client = std::make_shared<NullClient>();
@@ -70,14 +70,14 @@ struct World {
     auto opened = gf::backends::open_backend(gf::backends::BackendKind::Sim, gf::backends::BackendOptions{});
     monitor = std::make_unique<gf::sampler::Monitor>(std::move(opened.backend), gf::platform::system_clock());
     hub = std::make_unique<gf::sampler::SampleHub>(*monitor);
-    gs::AgentOptions ao;
+    gf::node::AgentOptions ao;
     ao.node_name = "fuzz";
     ao.interval = std::chrono::hours(1);  // the fuzzer drives; the loop stays out of the way
-    agent = std::make_unique<gs::Agent>(*monitor, *hub, nullptr, nullptr, ao);
+    agent = std::make_unique<gf::node::Agent>(*monitor, *hub, nullptr, nullptr, ao);
     agent->start();
     ws = std::make_unique<gs::WsHub>(*agent, *hub, gs::WsOptions{});
     auto store = gf::store::NodeStore::open((dir / "gf.db").string());
-    if (store) jobs = std::make_unique<gs::NodeJobs>(std::move(*store), *monitor);
+    if (store) jobs = std::make_unique<gf::node::NodeJobs>(std::move(*store), *monitor);
     ctx.agent = agent.get();
     ctx.monitor = monitor.get();
     ctx.ws = ws.get();
@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto j = nlohmann::json::parse(*r.body, nullptr, false);
     check(j.is_object() && j.contains("id") && j["id"].is_string());
     if (j.is_object() && j.contains("id") && j["id"].is_string())
-      (void)w.jobs->with([&](gf::store::NodeStore& s, gf::scheduler::NodeAllocator&) { return s.release(j["id"].get<std::string>(), "fuzz"); });
+      (void)w.jobs->with([&](gf::core::JobStore& s, gf::scheduler::NodeAllocator&) { return s.release(j["id"].get<std::string>(), "fuzz"); });
   }
 
   // The same bytes as a WebSocket message: every reply is a JSON envelope.

@@ -1,4 +1,4 @@
-// gpufleet serve: the node agent. Wires the monitor, the collection loop (Agent), the stores, the
+// gpufleet serve: the node agent. Wires the monitor, the collection loop (node::Agent), the stores, the
 // WebSocket hub, the REST routes and the HTTP server together, and runs until SIGINT/SIGTERM.
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -14,7 +14,7 @@
 #include "app/serve_config.hpp"
 #include "platform/fs.hpp"
 #include "sampler/hub.hpp"
-#include "server/agent.hpp"
+#include "node/agent.hpp"
 #include "server/api.hpp"
 #include "server/http_server.hpp"
 #include "server/security.hpp"
@@ -75,10 +75,10 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   // The stores: leases/jobs and history share one SQLite file (WAL); history has a writer connection
   // (the batch thread) and a reader (requests).
   server::ApiContext api;
-  std::unique_ptr<server::NodeJobs> jobs;
+  std::unique_ptr<node::NodeJobs> jobs;
   std::unique_ptr<store::HistoryStore> history, history_reader;
   if (auto st = store::NodeStore::open(c.db)) {
-    jobs = std::make_unique<server::NodeJobs>(std::move(*st), *ctx.monitor);
+    jobs = std::make_unique<node::NodeJobs>(std::move(*st), *ctx.monitor);
   } else {
     api.store_error = st.error().message;
     print_error("the store is not usable (" + st.error().message + "): leases and jobs are not served");
@@ -106,11 +106,11 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
                  token->c_str());
 
   sampler::SampleHub hub(*ctx.monitor);
-  server::AgentOptions ao;
+  node::AgentOptions ao;
   ao.interval = c.interval;
   ao.node_name = c.node_name;
   ao.alert_rules = c.alert_rules;
-  server::Agent agent(*ctx.monitor, hub, std::move(history), std::move(history_reader), ao);
+  node::Agent agent(*ctx.monitor, hub, std::move(history), std::move(history_reader), ao);
   server::WsHub ws(agent, hub, c.ws);
   agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
     for (const auto& e : events) {

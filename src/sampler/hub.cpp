@@ -1,6 +1,9 @@
 #include "sampler/hub.hpp"
 
+#include <exception>
 #include <vector>
+
+#include "platform/log.hpp"
 
 namespace gf::sampler {
 
@@ -25,8 +28,8 @@ std::uint64_t SampleHub::Subscription::missed_ticks() const {
   return hub_->schedule_.missed(id_);
 }
 
-SampleHub::SampleHub(Monitor& monitor) : monitor_(monitor) {
-  thread_ = std::jthread([this](std::stop_token st) { run(st); });
+SampleHub::SampleHub(Monitor& monitor, const core::Clock& clock, Drive drive) : monitor_(monitor), clock_(clock) {
+  if (drive == Drive::Thread) thread_ = std::jthread([this](std::stop_token st) { run(st); });
 }
 
 SampleHub::~SampleHub() {
@@ -38,7 +41,7 @@ SampleHub::Subscription SampleHub::subscribe(std::chrono::nanoseconds interval, 
   TickSchedule::Id id;
   {
     std::lock_guard lock(mu_);
-    id = schedule_.add(interval, std::chrono::steady_clock::now(), aligned);
+    id = schedule_.add(interval, clock_.now(), aligned);
     listeners_.emplace(id, std::move(listener));
   }
   cv_.notify_all();
@@ -55,6 +58,11 @@ void SampleHub::unsubscribe(TickSchedule::Id id) {
   std::lock_guard wait(deliver_mu_);
 }
 
+std::optional<SampleHub::TimePoint> SampleHub::next_due() const {
+  std::lock_guard lock(mu_);
+  return schedule_.next_due();
+}
+
 void SampleHub::run(std::stop_token stop) {
   std::unique_lock lock(mu_);
   while (!stop.stop_requested()) {
@@ -63,33 +71,84 @@ void SampleHub::run(std::stop_token stop) {
       cv_.wait(lock, stop, [&] { return !schedule_.empty(); });
       continue;
     }
-    if (std::chrono::steady_clock::now() < *due) {
+    if (const auto now = clock_.now(); now < *due) {
       // Sleep until the grid point (not for an interval: that would drift), or until a change.
-      cv_.wait_until(lock, stop, *due, [&] { return schedule_.next_due() != due; });
+      cv_.wait_for(lock, stop, *due - now, [&] { return schedule_.next_due() != due; });
       continue;
     }
-    const auto now = std::chrono::steady_clock::now();
-    const auto ids = schedule_.take_due(now);
     lock.unlock();
-    // Hold deliver_mu_ from before the query until the listeners return: unsubscribe() waits on it,
-    // so once it returns its listener is neither running nor about to run (a listener removed before
-    // this point is not found below). Taken after mu_ is released: the only order between the two
-    // is deliver_mu_ → mu_, and listeners may take their own locks (which they also hold while
-    // subscribing) without a cycle.
-    std::unique_lock deliver(deliver_mu_);
-    const auto started = std::chrono::steady_clock::now();
-    const auto snap = monitor_.snapshot(false);  // one driver query for everyone due now
-    const auto taken = std::chrono::steady_clock::now();
-    last_query_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(taken - started).count());
-    queries_.fetch_add(1);
+    step(clock_.now());
     lock.lock();
-    std::vector<Listener> calls;  // copies: a listener may be removed while we call the others
+  }
+}
+
+std::size_t SampleHub::step(TimePoint now) {
+  std::vector<TickSchedule::Id> ids;
+  {
+    std::lock_guard lock(mu_);
+    ids = schedule_.take_due(now);
+  }
+  if (ids.empty()) return 0;
+  // Hold deliver_mu_ from before the query until the listeners return: unsubscribe() waits on it,
+  // so once it returns its listener is neither running nor about to run (a listener removed before
+  // this point is not found below). Taken after mu_ is released: the only order between the two
+  // is deliver_mu_ → mu_, and listeners may take their own locks (which they also hold while
+  // subscribing) without a cycle.
+  std::unique_lock deliver(deliver_mu_);
+  const auto started = clock_.now();
+  const auto snap = query();  // one driver query for everyone due now
+  const auto taken = clock_.now();
+  last_query_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(taken - started).count());
+  queries_.fetch_add(1);
+  std::vector<Listener> calls;  // copies: a listener may be removed while we call the others
+  {
+    std::lock_guard lock(mu_);
     for (auto id : ids)
       if (auto it = listeners_.find(id); it != listeners_.end()) calls.push_back(it->second);
-    lock.unlock();
-    for (auto& fn : calls) fn(snap, taken);
-    deliver.unlock();
-    lock.lock();
+  }
+  for (auto& fn : calls) call(fn, snap, taken);
+  return ids.size();
+}
+
+Result<core::SnapshotPtr> SampleHub::query() {
+  // Called with deliver_mu_ held (it guards last_logged_).
+  std::string what;
+  try {
+    auto snap = monitor_.snapshot(false);
+    if (snap && !last_logged_.empty()) {
+      platform::log_line("sampler", "the backend answers again");
+      last_logged_.clear();
+    }
+    return snap;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  backend_exceptions_.fetch_add(1);
+  auto message = "the backend (" + monitor_.backend_name() + ") threw: " + what;
+  if (message != last_logged_) {  // a backend that keeps failing the same way is logged once
+    platform::log_line("sampler", message);
+    last_logged_ = message;
+  }
+  return make_error(std::move(message));
+}
+
+void SampleHub::call(const Listener& fn, const Result<core::SnapshotPtr>& snap, TimePoint taken) {
+  std::string what;
+  try {
+    fn(snap, taken);
+    return;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  listener_exceptions_.fetch_add(1);
+  auto message = "a listener threw (the loop goes on): " + what;
+  if (message != last_listener_logged_) {  // one that throws at every tick is logged once
+    platform::log_line("sampler", message);
+    last_listener_logged_ = std::move(message);
   }
 }
 

@@ -2,17 +2,25 @@
 // SampleHub: one collection loop shared by every listener (job samplers, later the agent's history and
 // WebSocket feeds). Each tick queries the driver once, through the Monitor (which refreshes its cache),
 // and hands the snapshot to every listener due at that tick.
-// Thread-safe. Listeners run on the hub's thread and must be quick; a listener must not subscribe or
-// unsubscribe from inside its own call.
+// Time comes from a core::Clock; step(now) is one tick's work, which the hub's own thread drives (or a
+// test, on a fake clock, with Drive::Manual). A backend or a listener that throws does not end the
+// loop: the exception is logged on stderr ("sampler: …"), the backend's becomes that tick's error for
+// every listener, and the loop goes on.
+// Thread-safe. Listeners run on the hub's thread (or step()'s caller) and must be quick; a listener
+// must not subscribe or unsubscribe from inside its own call.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
+#include "core/ports/clock.hpp"
+#include "platform/clock.hpp"
 #include "sampler/monitor.hpp"
 #include "sampler/schedule.hpp"
 
@@ -43,7 +51,12 @@ class SampleHub {
     TickSchedule::Id id_ = 0;
   };
 
-  explicit SampleHub(Monitor& monitor);
+  // Thread: the hub runs its own thread, which calls step() when a tick is due.
+  // Manual: no thread; the owner calls step(now) (tests on a fake clock).
+  enum class Drive { Thread, Manual };
+
+  explicit SampleHub(Monitor& monitor, const core::Clock& clock = platform::system_clock(),
+                     Drive drive = Drive::Thread);
   ~SampleHub();
   SampleHub(const SampleHub&) = delete;
   SampleHub& operator=(const SampleHub&) = delete;
@@ -56,19 +69,35 @@ class SampleHub {
   std::uint64_t query_count() const noexcept { return queries_.load(); }
   // How long the latest driver query took.
   std::chrono::nanoseconds last_query_duration() const noexcept { return std::chrono::nanoseconds(last_query_ns_.load()); }
+  // Exceptions caught so far: from the backend's query, and from listeners.
+  std::uint64_t backend_exceptions() const noexcept { return backend_exceptions_.load(); }
+  std::uint64_t listener_exceptions() const noexcept { return listener_exceptions_.load(); }
+
+  // One tick at `now`: when a listener is due, queries the driver once and calls every listener due.
+  // Returns how many listeners were due (0: nothing was due, no query made). Never throws.
+  std::size_t step(TimePoint now);
+  // When the next tick is due (nullopt: no listeners).
+  std::optional<TimePoint> next_due() const;
 
  private:
   void unsubscribe(TickSchedule::Id id);
   void run(std::stop_token stop);
 
+  Result<core::SnapshotPtr> query();
+  void call(const Listener& fn, const Result<core::SnapshotPtr>& snap, TimePoint taken);
+
   Monitor& monitor_;
-  std::mutex mu_;
+  const core::Clock& clock_;
+  mutable std::mutex mu_;
   std::condition_variable_any cv_;
   std::mutex deliver_mu_;  // held while listeners run, so unsubscribe can wait them out
   TickSchedule schedule_;
   std::unordered_map<TickSchedule::Id, Listener> listeners_;
   std::atomic<std::uint64_t> queries_{0};
   std::atomic<std::int64_t> last_query_ns_{0};
+  std::atomic<std::uint64_t> backend_exceptions_{0}, listener_exceptions_{0};
+  // The last failures logged (guarded by deliver_mu_): a repeat is not logged again.
+  std::string last_logged_, last_listener_logged_;
   std::jthread thread_;
 };
 

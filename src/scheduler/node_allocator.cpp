@@ -121,11 +121,11 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
   w.name = req.name;
   w.priority = req.priority;
   w.enqueued_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();  // wall time: shared by processes
+                         clock_.wall_now().time_since_epoch()).count();  // wall time: shared by processes
   w.gpus = req.gpus;
   w.owner = req.owner;
   if (auto r = store_.enqueue(w); !r) return make_error("cannot join the queue: " + r.error().message);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = clock_.now();
   // Saturate: a huge --wait must not overflow the clock into the past.
   const auto max_wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 100));
   const auto deadline = start + std::min(opts.timeout, max_wait);
@@ -138,7 +138,7 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
       return r.error();
     }
     if (*r) return std::move(**r);  // the store dequeued us with the lease
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = clock_.now();
     p.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
     p.why_not = why;
     const bool cancelled = opts.cancel && opts.cancel->load();

@@ -3,6 +3,8 @@
 // store's write lock on a fresh snapshot, so two allocations that race (threads or processes) never
 // get the same GPU. Waiters are served first-come first-served within a priority; a release anywhere
 // on the node wakes them at once, and load from outside gpufleet is re-checked on a short interval.
+// Time (queue times, waited, deadlines) comes from a core::Clock; the waiting itself blocks in the
+// store's wait_for_change.
 // Thread-safety: one NodeAllocator per thread (the store it uses is single-threaded).
 #include <atomic>
 #include <chrono>
@@ -12,9 +14,11 @@
 #include <vector>
 
 #include "allocator/select.hpp"
+#include "core/ports/clock.hpp"
 #include "core/ports/lease_store.hpp"
 #include "core/snapshot.hpp"
 #include "core/topology.hpp"
+#include "platform/clock.hpp"
 
 namespace gf::scheduler {
 
@@ -56,7 +60,9 @@ struct WaitOptions {
 
 class NodeAllocator {
  public:
-  NodeAllocator(core::LeaseStore& store, SnapshotSource source) : store_(store), source_(std::move(source)) {}
+  // The store and the clock outlive the allocator.
+  NodeAllocator(core::LeaseStore& store, SnapshotSource source, const core::Clock& clock = platform::system_clock())
+      : store_(store), source_(std::move(source)), clock_(clock) {}
 
   // One attempt now, not queued: the lease, or an error saying for each GPU why it was refused.
   // *unavailable (when given) tells "not enough GPUs" (true) from a failure of the store or driver.
@@ -77,6 +83,7 @@ class NodeAllocator {
 
   core::LeaseStore& store_;
   SnapshotSource source_;
+  const core::Clock& clock_;
 };
 
 }  // namespace gf::scheduler

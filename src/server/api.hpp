@@ -6,55 +6,29 @@
 #include <mutex>
 #include <string>
 
+#include "core/ports/clock.hpp"
+#include "node/agent.hpp"
+#include "node/node_jobs.hpp"
+#include "platform/clock.hpp"
 #include "sampler/monitor.hpp"
 #include "scheduler/node_allocator.hpp"
-#include "server/agent.hpp"
 #include "server/router.hpp"
 #include "server/ws_hub.hpp"
 #include "store/node_store.hpp"
 
 namespace gf::server {
 
-// The node store and an allocator over it, behind one lock (a store connection is single-threaded).
-// Allocation decides on a fresh driver query, like the CLI's `alloc`.
-class NodeJobs {
- public:
-  NodeJobs(std::unique_ptr<store::NodeStore> store, sampler::Monitor& monitor);
-  template <class F>
-  auto with(F&& f) {
-    std::lock_guard lock(mu_);
-    return f(*store_, *allocator_);
-  }
-  const std::string& path() const { return store_->path(); }
-
-  struct Counts {
-    std::size_t active_leases = 0;
-    std::size_t waiting = 0;
-    std::size_t jobs_running = 0;
-    std::uint64_t jobs_finished = 0;
-  };
-  // Counted at most once a second; never waits for a store another request holds (the last counts
-  // are returned then). nullopt when they could never be read.
-  std::optional<Counts> counts();
-
- private:
-  std::mutex mu_;
-  std::optional<Counts> cached_;
-  std::chrono::steady_clock::time_point counted_at_{};
-  std::unique_ptr<store::NodeStore> store_;
-  std::unique_ptr<scheduler::NodeAllocator> allocator_;
-};
-
 struct ApiContext {
-  Agent* agent = nullptr;
+  node::Agent* agent = nullptr;
   sampler::Monitor* monitor = nullptr;
   WsHub* ws = nullptr;          // may be null (no WebSocket)
-  NodeJobs* jobs = nullptr;     // may be null: the store could not be opened (endpoints answer 503)
+  node::NodeJobs* jobs = nullptr;  // may be null: the store could not be opened (endpoints answer 503)
   std::string store_error;      // why jobs is null
   std::string version;
   std::string node_name;
   std::chrono::steady_clock::time_point started{};
   std::chrono::milliseconds interval{1000};
+  const core::Clock* clock = &platform::system_clock();  // "now" of the routes (relative times, ages)
 };
 
 void add_monitoring_routes(Router& r, ApiContext& ctx);

@@ -75,35 +75,6 @@ json experiment_json(const store::Experiment& e) {
 
 }  // namespace
 
-NodeJobs::NodeJobs(std::unique_ptr<store::NodeStore> store, sampler::Monitor& monitor) : store_(std::move(store)) {
-  scheduler::SnapshotSource src;
-  src.fresh = [&monitor] { return monitor.snapshot(false); };
-  if (auto t = monitor.topology(); t) src.topology = std::move(*t);
-  allocator_ = std::make_unique<scheduler::NodeAllocator>(*store_, std::move(src));
-}
-
-std::optional<NodeJobs::Counts> NodeJobs::counts() {
-  using namespace std::chrono;
-  std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return cached_;  // an allocation holds the store: the last counts will do
-  const auto now = steady_clock::now();
-  if (cached_ && now - counted_at_ < seconds(1)) return cached_;
-  auto active = store_->active();
-  auto waiting = store_->waiters();
-  auto exps = store_->experiment_counts();
-  if (!active || !waiting || !exps) return cached_;
-  Counts c;
-  c.active_leases = active->size();
-  c.waiting = waiting->size();
-  for (const auto& [status, n] : *exps) {
-    if (status == "running") c.jobs_running += n;
-    else if (status != "waiting") c.jobs_finished += n;
-  }
-  cached_ = c;
-  counted_at_ = now;
-  return cached_;
-}
-
 void add_job_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
 
@@ -143,7 +114,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     ar.owner.user = info->user;
     ar.name = body->value("name", fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
     bool unavailable = false;
-    auto got = c->jobs->with([&](store::NodeStore&, scheduler::NodeAllocator& a) { return a.allocate(ar, &unavailable); });
+    auto got = c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar, &unavailable); });
     if (!got) {
       if (unavailable) return error_response(409, "insufficient_gpus", got.error().message);
       return error_response(500, "allocation_failed", got.error().message);
@@ -163,7 +134,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     const std::string& id = req.params.at("id");
     if (id.size() > 64) return error_response(400, "bad_request", "lease id too long");
-    auto done = c->jobs->with([&](store::NodeStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
+    auto done = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
     if (!done) return error_response(500, "store_error", done.error().message);
     if (!*done) return error_response(404, "not_found", "no active lease " + id + " (see GET /api/v1/leases)");
     return json_response(200, json{{"id", id}, {"released", true}});
@@ -172,9 +143,9 @@ void add_job_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking, [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
     const bool all = req.query.count("all") && req.query.at("all") != "0" && req.query.at("all") != "false";
-    auto leases = c->jobs->with([&](store::NodeStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
+    auto leases = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
     if (!leases) return error_response(500, "store_error", leases.error().message);
-    auto waiting = c->jobs->with([](store::NodeStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
+    auto waiting = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
     json out{{"node", c->node_name}, {"leases", json::array()}, {"waiting", json::array()}};
     for (const auto& l : *leases) out["leases"].push_back(wire::lease_json(l));
     if (waiting)
@@ -189,7 +160,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     auto limit = query_int(req, "limit", 1, 10000);
     if (!limit) return error_response(400, "bad_request", limit.error().message);
-    auto list = c->jobs->with([&](store::NodeStore& s, scheduler::NodeAllocator&) {
+    auto list = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) {
       return s.experiments(static_cast<std::size_t>(limit->value_or(200)));
     });
     if (!list) return error_response(500, "store_error", list.error().message);
@@ -202,7 +173,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     const std::string& id = req.params.at("id");
     if (id.size() > 64) return error_response(400, "bad_request", "experiment id too long");
-    auto e = c->jobs->with([&](store::NodeStore& s, scheduler::NodeAllocator&) { return s.experiment(id); });
+    auto e = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.experiment(id); });
     if (!e) return error_response(500, "store_error", e.error().message);
     if (!*e) return error_response(404, "not_found", "no experiment " + id + " (see GET /api/v1/jobs)");
     return json_response(200, experiment_json(**e));

@@ -8,6 +8,7 @@
 
 #include "allocator/select.hpp"
 #include "server/api.hpp"
+#include "store/history.hpp"
 #include "wire/alert_config.hpp"
 #include "wire/json.hpp"
 
@@ -22,7 +23,7 @@ json opt(const core::Reading<T>& r) {
   return r ? json(*r) : json(nullptr);
 }
 
-Result<std::shared_ptr<const Published>> current(ApiContext& ctx, const Request& req) {
+Result<std::shared_ptr<const node::Published>> current(ApiContext& ctx, const Request& req) {
   if (wants_fresh(req)) return ctx.agent->fresh();
   auto p = ctx.agent->latest();
   if (!p) return make_error("no reading yet");
@@ -180,7 +181,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/api/health", Access::Read, Exec::Inline, [c](const Request&) {
     using namespace std::chrono;
-    const auto now = steady_clock::now();
+    const auto now = c->clock->now();
     const auto counters = c->agent->counters();
     const auto latest = c->agent->latest();
     std::vector<std::string> problems;
@@ -249,7 +250,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Get, "/api/v1/history", Access::Read, Exec::Blocking, [c](const Request& req) {
     using namespace std::chrono;
     if (!c->agent->has_history()) return error_response(404, "no_history", "this agent keeps no history (--no-history)");
-    const auto now = system_clock::now();
+    const auto now = c->clock->wall_now();
     auto gpu = query_int(req, "gpu", 0, 100000);
     if (!gpu) return error_response(400, "bad_request", gpu.error().message);
     const std::string metric_name = req.query.count("metric") ? req.query.at("metric") : "utilization";
@@ -282,7 +283,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
       if (m == *metric) unit = u;
     json series = json::array();
     for (unsigned g : gpus) {
-      auto pts = c->agent->history(g, *metric, *since, *until, step);
+      auto pts = c->agent->history(g, store::to_field(*metric), *since, *until, step);
       if (!pts) return error_response(500, "store_error", pts.error().message);
       json points = json::array();
       auto num = [](const std::optional<double>& v) { return v ? json(std::round(*v * 100) / 100) : json(nullptr); };
@@ -332,7 +333,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     sr.max_utilization_pct = static_cast<unsigned>(ceiling->value_or(50));
     json leases = json::array();
     if (c->jobs) {
-      auto active = c->jobs->with([](store::NodeStore& s, scheduler::NodeAllocator&) { return s.active(); });
+      auto active = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
       if (!active) return error_response(500, "store_error", active.error().message);
       for (const auto& l : *active)
         for (const auto& g : l.gpus) sr.leased.insert(g.index);

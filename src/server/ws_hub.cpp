@@ -27,7 +27,7 @@ std::optional<Text> OutboundQueue::pop() {
   return t;
 }
 
-WsHub::WsHub(Agent& agent, sampler::SampleHub& hub, WsOptions options)
+WsHub::WsHub(node::Agent& agent, sampler::SampleHub& hub, WsOptions options)
     : agent_(agent), hub_(hub), options_(options) {}
 
 WsHub::~WsHub() { close_all(); }

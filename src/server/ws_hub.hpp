@@ -17,7 +17,7 @@
 
 #include "core/alerts.hpp"
 #include "sampler/hub.hpp"
-#include "server/agent.hpp"
+#include "node/agent.hpp"
 
 namespace gf::server {
 
@@ -61,7 +61,7 @@ struct WsOptions {
 
 class WsHub {
  public:
-  WsHub(Agent& agent, sampler::SampleHub& hub, WsOptions options);
+  WsHub(node::Agent& agent, sampler::SampleHub& hub, WsOptions options);
   ~WsHub();
   WsHub(const WsHub&) = delete;
   WsHub& operator=(const WsHub&) = delete;
@@ -107,7 +107,7 @@ class WsHub {
   void on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s);
   Text update_for(const core::SnapshotPtr& s);
 
-  Agent& agent_;
+  node::Agent& agent_;
   sampler::SampleHub& hub_;
   WsOptions options_;
   mutable std::mutex mu_;

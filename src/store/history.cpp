@@ -153,6 +153,26 @@ Result<Metric> parse_metric(std::string_view name) {
                                 name));
 }
 
+core::Field to_field(Metric m) noexcept {
+  switch (m) {
+    case Metric::Utilization: return core::Field::Utilization;
+    case Metric::MemoryUtilization: return core::Field::MemoryUtilization;
+    case Metric::MemoryUsed: return core::Field::MemoryUsed;
+    case Metric::Temperature: return core::Field::Temperature;
+    case Metric::Power: return core::Field::PowerDraw;
+    case Metric::Fan: return core::Field::Fan;
+    case Metric::SmClock: return core::Field::SmClock;
+    case Metric::MemClock: return core::Field::MemClock;
+  }
+  return core::Field::Utilization;  // unreachable: every Metric is listed
+}
+
+std::optional<Metric> metric_of(core::Field f) noexcept {
+  for (const auto& i : kMetrics)
+    if (to_field(i.metric) == f) return i.metric;
+  return std::nullopt;
+}
+
 std::string_view to_string(Metric m) noexcept {
   for (const auto& i : kMetrics)
     if (i.metric == m) return i.name;
@@ -252,6 +272,17 @@ Result<void> HistoryStore::maintain(TimePoint now) {
     if (auto r = set_state(t, st); !r) return r;
   }
   return txn.commit();
+}
+
+Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, core::Field field, TimePoint since,
+                                                     TimePoint until, std::chrono::seconds step) {
+  const auto metric = metric_of(field);
+  if (!metric) {
+    std::string kept;
+    for (const auto& i : kMetrics) kept += std::string(kept.empty() ? "" : ", ") + std::string(i.name);
+    return make_error("the history does not keep this field (it keeps " + kept + ")");
+  }
+  return query(gpu, *metric, since, until, step);
 }
 
 Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,

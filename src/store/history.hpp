@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "core/alerts.hpp"
+#include "core/fields.hpp"
+#include "core/ports/metric_history.hpp"
 #include "core/result.hpp"
 #include "core/snapshot.hpp"
 #include "store/sqlite.hpp"
@@ -32,16 +34,13 @@ enum class Metric { Utilization, MemoryUtilization, MemoryUsed, Temperature, Pow
 Result<Metric> parse_metric(std::string_view name);
 std::string_view to_string(Metric m) noexcept;
 
-// One bucket of a query. ts_ms: the bucket's start (Unix ms, aligned to a multiple of the step).
-// samples: how many raw samples with a value for the metric went into it; 0 (and no avg/min/max) when
-// the GPU was sampled but did not report the metric.
-struct HistoryPoint {
-  std::int64_t ts_ms = 0;
-  std::optional<double> avg, min, max;
-  std::size_t samples = 0;
-};
+using HistoryPoint = core::HistoryPoint;
 
-class HistoryStore {
+// The field each Metric stores, and back (nullopt: the history keeps no such field).
+core::Field to_field(Metric m) noexcept;
+std::optional<Metric> metric_of(core::Field f) noexcept;
+
+class HistoryStore final : public core::MetricHistory {
  public:
   using TimePoint = std::chrono::system_clock::time_point;
 
@@ -51,14 +50,14 @@ class HistoryStore {
   Result<void> append(const core::Snapshot& s);
   // All snapshots in ONE transaction: all rows or none (a null pointer fails the whole batch).
   // Batching writes off the request path is the caller's job.
-  Result<void> append_batch(const std::vector<core::SnapshotPtr>& batch);
+  Result<void> append_batch(const std::vector<core::SnapshotPtr>& batch) override;
 
   // Folds complete minutes of raw into samples_1m and complete hours of samples_1m into samples_1h, then
   // deletes rows older than each tier's retention, measured from now. Idempotent: each tier keeps a
   // watermark (all buckets before it are rolled up), and a bucket is written with INSERT OR REPLACE
   // recomputed from its source. Raw rows that arrive later than their minute's rollup are not folded
   // in (they stay queryable while raw keeps them). Call it about once a minute.
-  Result<void> maintain(TimePoint now);
+  Result<void> maintain(TimePoint now) override;
 
   // Points of one GPU's metric with since <= ts < until, in step buckets (step 0: the tier's own
   // resolution, one point per raw sample for raw). Reads the finest tier whose retention still covers
@@ -66,13 +65,17 @@ class HistoryStore {
   // the finer tiers, so the newest samples are never missing. Oldest first.
   Result<std::vector<HistoryPoint>> query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
                                           std::chrono::seconds step);
+  // The port's query: the field's Metric, or an error naming the fields the history keeps.
+  Result<std::vector<HistoryPoint>> query(unsigned gpu, core::Field field, TimePoint since, TimePoint until,
+                                          std::chrono::seconds step) override;
 
   // Alert episodes: a Fired event inserts one, its Resolved event completes it. One transaction.
-  Result<void> record_alerts(const std::vector<core::AlertEvent>& events);
+  Result<void> record_alerts(const std::vector<core::AlertEvent>& events) override;
   // The newest `limit` episodes, newest first (resolved_at set on those that ended).
-  Result<std::vector<core::Alert>> recent_alerts(std::size_t limit);
+  Result<std::vector<core::Alert>> recent_alerts(std::size_t limit) override;
 
   const std::string& path() const noexcept { return db_.path(); }
+  std::string location() const override { return db_.path(); }
 
  private:
   HistoryStore(Db db, HistoryOptions options) : db_(std::move(db)), options_(options) {}

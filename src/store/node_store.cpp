@@ -81,16 +81,21 @@ std::string new_id() {
 }
 
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(platform::system_clock().wall_now().time_since_epoch()).count();
 }
 
-NodeStore::NodeStore(Db db, Alive alive)
-    : db_(std::move(db)), alive_(alive ? std::move(alive) : Alive(default_alive)), signal_(db_.path() + ".changed") {}
+NodeStore::NodeStore(Db db, Alive alive, const core::Clock& clock)
+    : db_(std::move(db)), alive_(alive ? std::move(alive) : Alive(default_alive)), clock_(clock),
+      signal_(db_.path() + ".changed") {}
 
-Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Alive alive) {
+std::int64_t NodeStore::now_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_.wall_now().time_since_epoch()).count();
+}
+
+Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Alive alive, const core::Clock& clock) {
   auto db = Db::open(path);
   if (!db) return db.error();
-  std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive)));
+  std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive), clock));
   if (auto m = s->db_.migrate("node", kSchemaVersion, kSchema); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
   return s;
 }

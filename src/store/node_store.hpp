@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "core/ports/clock.hpp"
+#include "core/ports/job_store.hpp"
 #include "core/ports/lease_store.hpp"
+#include "platform/clock.hpp"
 #include "platform/change_signal.hpp"
 #include "store/sqlite.hpp"
 
@@ -22,26 +25,18 @@ std::string default_db_path();
 // A short random id (12 hex digits), like Docker's short ids.
 std::string new_id();
 
+// Now on the real clock, in Unix epoch milliseconds (for records written outside a NodeStore).
 std::int64_t now_ms();
 
-struct Experiment {
-  std::string id;
-  std::string name;
-  std::string status;   // "waiting", "running", "succeeded", "failed", "no_gpus", "interrupted"
-  std::string command;  // JSON array text
-  std::optional<int> exit_code;
-  std::int64_t started_at_ms = 0;
-  std::optional<std::int64_t> ended_at_ms;
-  std::string lease_id;
-  std::string record;   // the whole record as JSON text (gpu_info, metrics, …)
-  core::LeaseOwner owner;  // the gpufleet process running it: a dead owner turns waiting/running into "lost"
-};
+using Experiment = core::Experiment;
 
-class NodeStore final : public core::LeaseStore {
+class NodeStore final : public core::JobStore {
  public:
   // alive: is this lease owner still running? (default: same pid with the same start time in /proc)
   using Alive = std::function<bool(const core::LeaseOwner&)>;
-  static Result<std::unique_ptr<NodeStore>> open(const std::string& path, Alive alive = {});
+  // Lease, queue and job times are read from clock (its wall time).
+  static Result<std::unique_ptr<NodeStore>> open(const std::string& path, Alive alive = {},
+                                                 const core::Clock& clock = platform::system_clock());
 
   Result<std::optional<core::Lease>> acquire(const core::LeaseRequest& request, const Decide& decide) override;
   Result<bool> release(const std::string& lease_id, const std::string& reason) override;
@@ -52,18 +47,20 @@ class NodeStore final : public core::LeaseStore {
   bool wait_for_change(std::chrono::milliseconds timeout) override;
 
   // Leases ended or not, newest first.
-  Result<std::vector<core::Lease>> history(std::size_t limit);
+  Result<std::vector<core::Lease>> history(std::size_t limit) override;
 
-  Result<void> put_experiment(const Experiment& e);  // insert or replace
-  Result<std::optional<Experiment>> experiment(const std::string& id);
-  Result<std::vector<Experiment>> experiments(std::size_t limit);
+  Result<void> put_experiment(const Experiment& e) override;  // insert or replace
+  Result<std::optional<Experiment>> experiment(const std::string& id) override;
+  Result<std::vector<Experiment>> experiments(std::size_t limit) override;
   // How many experiments are in each status ("running", "succeeded", …).
-  Result<std::map<std::string, std::uint64_t>> experiment_counts();
+  Result<std::map<std::string, std::uint64_t>> experiment_counts() override;
 
-  const std::string& path() const noexcept { return db_.path(); }
+  const std::string& path() const noexcept override { return db_.path(); }
+  // Now on the store's clock, in Unix epoch milliseconds.
+  std::int64_t now_ms() const;
 
  private:
-  NodeStore(Db db, Alive alive);
+  NodeStore(Db db, Alive alive, const core::Clock& clock);
   Result<void> reap_locked(bool& changed);  // ends leases and waiters of dead owners
   Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
   Result<std::vector<core::Waiter>> load_waiters();
@@ -74,6 +71,7 @@ class NodeStore final : public core::LeaseStore {
 
   Db db_;
   Alive alive_;
+  const core::Clock& clock_;
   platform::ChangeSignal signal_;
 };
 

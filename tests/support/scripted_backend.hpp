@@ -1,7 +1,9 @@
 #pragma once
-// A Backend for tests of the layers above: returns snapshots a test sets, counts queries.
+// A Backend for tests of the layers above: returns snapshots a test sets (or fails, or throws), counts
+// queries.
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 
 #include "backends/backend.hpp"
 
@@ -13,12 +15,14 @@ class ScriptedBackend final : public backends::Backend {
     std::mutex mu;
     core::Snapshot next;
     bool fail = false;
+    std::atomic<bool> throws{false};  // snapshot() throws instead of answering (a bug in a binding)
     std::atomic<int> queries{0};
   };
   explicit ScriptedBackend(std::shared_ptr<State> st) : st_(std::move(st)) {}
   std::string_view name() const noexcept override { return "scripted"; }
   Result<core::Snapshot> snapshot() override {
     st_->queries.fetch_add(1);
+    if (st_->throws.load()) throw std::runtime_error("scripted exception");
     std::lock_guard lock(st_->mu);
     if (st_->fail) return make_error("scripted failure");
     return st_->next;

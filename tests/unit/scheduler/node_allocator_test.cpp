@@ -9,6 +9,7 @@
 
 #include "core/score.hpp"
 #include "store/node_store.hpp"
+#include "support/fake_clock.hpp"
 
 namespace gf::scheduler {
 namespace {
@@ -115,19 +116,51 @@ TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
   EXPECT_TRUE(st->waiters()->empty());  // left the queue
 }
 
+// The wait's deadline, the time it reports and the queue time are read from the clock: on a fake clock
+// that the progress callback moves, the wait ends after exactly the timeout, whatever the real time.
+TEST_F(NodeAllocatorTest, WaitDeadlineAndQueueTimeRunOnTheClock) {
+  test::FakeClock clock;
+  auto st = store();
+  NodeAllocator na(*st, source(), clock);
+  const auto enqueued_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall_now().time_since_epoch()).count();
+  WaitOptions wo;
+  wo.timeout = 10s;
+  wo.recheck = 1ms;  // the real wait between checks: short, it is not what ends the wait
+  std::vector<std::chrono::milliseconds> waited;
+  std::vector<std::int64_t> queued_at;
+  wo.progress = [&](const WaitProgress& p) {
+    waited.push_back(p.waited);
+    auto w = st->waiters();
+    if (w && w->size() == 1) queued_at.push_back((*w)[0].enqueued_at_ms);
+    clock.advance(2s);
+  };
+  bool unavailable = false;
+  auto r = na.wait_and_allocate(req(3, "big"), wo, &unavailable);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(unavailable);
+  EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting 10 s for 3 GPU(s)", 0), 0u) << r.error().message;
+  EXPECT_EQ(waited, std::vector<std::chrono::milliseconds>({0s, 2s, 4s, 6s, 8s}));
+  ASSERT_EQ(queued_at.size(), 5u);
+  for (auto q : queued_at) EXPECT_EQ(q, enqueued_ms);
+  EXPECT_TRUE(st->waiters()->empty());
+}
+
 TEST_F(NodeAllocatorTest, ExternalLoadGoingAwayIsNoticedByTheRecheck) {
   snap->set({gpu(0, 95, 1000)});
   auto st = store();
   NodeAllocator na(*st, source());
-  std::thread t([&] {
-    std::this_thread::sleep_for(150ms);
-    snap->set({gpu(0, 0, 1000)});  // not a release: only the periodic re-check can see it
-  });
   WaitOptions wo;
   wo.timeout = 10s;
   wo.recheck = 50ms;
+  int checks = 0;
+  // After the first refused check the load goes away. Not a release: only the periodic re-check can
+  // see it. (No thread and no sleep: the wait's own progress report is the moment.)
+  wo.progress = [&](const WaitProgress&) {
+    if (++checks == 1) snap->set({gpu(0, 0, 1000)});
+  };
   auto r = na.wait_and_allocate(req(1, "j"), wo);
-  t.join();
+  EXPECT_EQ(checks, 1);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->lease.gpus[0].index, 0u);
 }

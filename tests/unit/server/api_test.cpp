@@ -11,6 +11,8 @@
 
 #include "rig.hpp"
 #include "store/node_store.hpp"
+#include "support/fake_clock.hpp"
+#include "wire/json.hpp"
 #include "wire/prometheus.hpp"
 
 namespace gf::server {
@@ -46,7 +48,7 @@ class ApiTest : public ::testing::Test {
  protected:
   testing::TempDir dir;
   testing::AgentRig rig;
-  std::unique_ptr<NodeJobs> jobs;
+  std::unique_ptr<node::NodeJobs> jobs;
   ApiContext ctx;
   Router router;
   const std::string token = "test-token";
@@ -58,8 +60,8 @@ class ApiTest : public ::testing::Test {
     // As `gpufleet serve` does: the node store and the history share one file.
     auto st = store::NodeStore::open(db());
     ASSERT_TRUE(st) << st.error().message;
-    jobs = std::make_unique<NodeJobs>(std::move(*st), *rig.monitor);
-    AgentOptions ao;
+    jobs = std::make_unique<node::NodeJobs>(std::move(*st), *rig.monitor);
+    node::AgentOptions ao;
     ao.interval = std::chrono::hours(1);  // requests read what start() published; no loop ticks in the way
     ao.node_name = "node-x";
     rig.make_agent(ao, db());
@@ -265,6 +267,28 @@ TEST_F(ApiTest, HealthOkThenDegradedWithoutAStore) {
   EXPECT_EQ(get("/api/v1/jobs").j.at("error"), "store_unavailable");
 }
 
+// A backend that throws makes the collection unhealthy (503 with the exception's message) and the
+// agent healthy again once it answers. The hub's tick is run by hand at a time past the next due one.
+TEST_F(ApiTest, HealthReportsABackendThatThrowsUntilItRecovers) {
+  using namespace std::chrono;
+  rig.st->throws = true;
+  ASSERT_EQ(rig.hub->step(steady_clock::now() + hours(2)), 1u);
+  auto r = get("/api/health");
+  EXPECT_EQ(r.status, 503u) << r;
+  EXPECT_EQ(r.j.at("status"), "degraded");
+  ASSERT_EQ(r.j.at("problems").size(), 1u) << r;
+  const auto problem = r.j["problems"][0].get<std::string>();
+  EXPECT_NE(problem.find("the last collection failed"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("scripted exception"), std::string::npos) << problem;
+  EXPECT_EQ(rig.agent->counters().collection_errors, 1u);
+
+  rig.st->throws = false;
+  ASSERT_EQ(rig.hub->step(steady_clock::now() + hours(4)), 1u);
+  r = get("/api/health");
+  EXPECT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("problems").empty());
+}
+
 // ---- history -----------------------------------------------------------------------------------
 
 TEST_F(ApiTest, HistoryParameterErrorsNameTheParameter) {
@@ -335,6 +359,21 @@ TEST_F(ApiTest, HistorySeriesFromTheStore) {
   ASSERT_EQ(r.status, 200u) << r;
   EXPECT_EQ(r.j.at("since"), "2020-01-01T00:00:00.000000Z");
   EXPECT_EQ(r.j.at("until"), "2020-01-01T01:00:00.250000Z");
+}
+
+// "now" of the history route is the context's clock: relative times are measured from it.
+TEST_F(ApiTest, HistoryRelativeTimesCountFromTheContextClock) {
+  test::FakeClock clock;
+  ctx.clock = &clock;
+  auto r = get("/api/v1/history?gpu=0&since=15m");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("since"), wire::iso8601(clock.wall_now() - std::chrono::minutes(15)));
+  EXPECT_EQ(r.j.at("until"), wire::iso8601(clock.wall_now()));
+  clock.advance(std::chrono::hours(2));
+  r = get("/api/v1/history?gpu=0");  // default: the last hour
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("since"), wire::iso8601(clock.wall_now() - std::chrono::hours(1)));
+  EXPECT_EQ(r.j.at("until"), wire::iso8601(clock.wall_now()));
 }
 
 TEST(ParseTime, FormsAndRange) {

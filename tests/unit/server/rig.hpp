@@ -1,96 +1,11 @@
 #pragma once
-// What the server tests share: a Monitor over a ScriptedBackend, a real SampleHub, an Agent (with or
-// without history) in a per-test temp dir, and a poll-with-deadline helper. No sockets.
-#include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <filesystem>
-#include <functional>
-#include <memory>
-#include <thread>
-
-#include "platform/clock.hpp"
-#include "sampler/hub.hpp"
-#include "sampler/monitor.hpp"
-#include "server/agent.hpp"
-#include "store/history.hpp"
-#include "support/scripted_backend.hpp"
+// The server tests use the shared agent rig (tests/support/agent_rig.hpp) under their old names.
+#include "support/agent_rig.hpp"
 
 namespace gf::server::testing {
 
-namespace fs = std::filesystem;
-
-// A fresh directory named after the running test (removed by TempDir's destructor).
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("gf-server-" + std::to_string(::getpid()) + "-" + info->test_suite_name() + "-" + info->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-// Polls `done` every few milliseconds until it holds or `limit` passes. Generous limits: the suite runs
-// on two loaded cores and under ASan; the poll returns as soon as the condition holds.
-inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
-// Monitor + hub + agent over scripted readings. Members are destroyed in reverse order: agent, hub,
-// monitor.
-struct AgentRig {
-  std::shared_ptr<test::ScriptedBackend::State> st = std::make_shared<test::ScriptedBackend::State>();
-  std::unique_ptr<sampler::Monitor> monitor;
-  std::unique_ptr<sampler::SampleHub> hub;
-  std::unique_ptr<Agent> agent;
-
-  AgentRig() {
-    set_gpus({test::make_gpu(0, 10, 1000), test::make_gpu(1, 80, 2000)});
-    sampler::MonitorOptions mo;
-    mo.cache_ttl = std::chrono::milliseconds(0);
-    monitor = std::make_unique<sampler::Monitor>(std::make_unique<test::ScriptedBackend>(st), platform::system_clock(), mo);
-    hub = std::make_unique<sampler::SampleHub>(*monitor);
-  }
-  ~AgentRig() {
-    if (agent) agent->stop();
-  }
-
-  // Sets what the driver reports next, stamped now.
-  void set_gpus(std::vector<core::GpuReading> gpus) {
-    std::lock_guard lock(st->mu);
-    st->next.gpus = std::move(gpus);
-    st->next.backend = "scripted";
-    st->next.timestamp = std::chrono::system_clock::now();
-  }
-
-  // Creates the agent; history_db empty: none kept.
-  void make_agent(AgentOptions opts, const std::string& history_db = {}) {
-    std::unique_ptr<store::HistoryStore> w, r;
-    if (!history_db.empty()) {
-      auto ow = store::HistoryStore::open(history_db);
-      auto orr = store::HistoryStore::open(history_db);
-      EXPECT_TRUE(ow && orr);
-      if (ow && orr) {
-        w = std::move(*ow);
-        r = std::move(*orr);
-      }
-    }
-    agent = std::make_unique<Agent>(*monitor, *hub, std::move(w), std::move(r), std::move(opts));
-  }
-};
+using test::AgentRig;
+using test::eventually;
+using test::TempDir;
 
 }  // namespace gf::server::testing

@@ -100,7 +100,7 @@ struct WsHubTest : ::testing::Test {
   testing::AgentRig rig;
   std::unique_ptr<WsHub> ws;
   void SetUp() override {
-    AgentOptions ao;
+    node::AgentOptions ao;
     ao.interval = std::chrono::hours(1);  // the agent's own loop stays out of the way
     ao.node_name = "node-a";
     rig.make_agent(ao);

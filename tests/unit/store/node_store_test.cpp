@@ -7,6 +7,8 @@
 #include <set>
 #include <thread>
 
+#include "support/fake_clock.hpp"
+
 namespace gf::store {
 namespace {
 
@@ -203,6 +205,51 @@ TEST_F(StoreTest, UnwritablePathIsOneClearError) {
   auto s = NodeStore::open("/proc/gpufleet/nope.db");
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("/proc/gpufleet/nope.db"), std::string::npos);
+}
+
+// Lease and experiment-reaping times come from the store's clock: on a fake one they are exact.
+TEST_F(StoreTest, LeaseTimesComeFromTheClock) {
+  test::FakeClock clock;
+  auto opened = NodeStore::open((dir / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); },
+                                clock);
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& s = *opened;
+  const auto ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall_now().time_since_epoch()).count();
+  };
+  const auto t_acquire = ms();
+  auto l = s->acquire(req(100), take({{0, "GPU-a"}}));
+  ASSERT_TRUE(l && *l);
+  EXPECT_EQ((*l)->created_at_ms, t_acquire);
+  EXPECT_EQ(s->now_ms(), t_acquire);
+
+  clock.advance(std::chrono::seconds(90));
+  ASSERT_TRUE(*s->release((*l)->id, "released"));
+  auto hist = s->history(10);
+  ASSERT_TRUE(hist);
+  ASSERT_EQ(hist->size(), 1u);
+  EXPECT_EQ((*hist)[0].created_at_ms, t_acquire);
+  ASSERT_TRUE((*hist)[0].released_at_ms);
+  EXPECT_EQ(*(*hist)[0].released_at_ms, t_acquire + 90'000);
+
+  // A lease whose owner is gone is ended at the clock's time of the look that finds it.
+  auto l2 = s->acquire(req(200), take({{1, "GPU-b"}}));
+  ASSERT_TRUE(l2 && *l2);
+  dead.insert(200);
+  clock.advance(std::chrono::seconds(5));
+  const auto t_reap = ms();
+  ASSERT_TRUE(s->active());
+  hist = s->history(10);
+  ASSERT_TRUE(hist);
+  bool found = false;
+  for (const auto& h : *hist)
+    if (h.id == (*l2)->id) {
+      found = true;
+      EXPECT_EQ(h.release_reason, "owner gone");
+      ASSERT_TRUE(h.released_at_ms);
+      EXPECT_EQ(*h.released_at_ms, t_reap);
+    }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace

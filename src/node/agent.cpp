@@ -1,10 +1,12 @@
-#include "server/agent.hpp"
+#include "node/agent.hpp"
 
 #include <algorithm>
+#include <exception>
 
+#include "platform/log.hpp"
 #include "wire/json.hpp"
 
-namespace gf::server {
+namespace gf::node {
 namespace {
 
 // The store keeps milliseconds; the engine's clock has finer ticks: compare at the store's precision.
@@ -14,15 +16,27 @@ bool same_episode(const core::Alert& a, const core::Alert& b) {
   return a.id == b.id && floor<milliseconds>(a.started_at) == floor<milliseconds>(b.started_at);
 }
 
+// The message of the exception being handled (call inside a catch block).
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
 }  // namespace
 
-Agent::Agent(sampler::Monitor& monitor, sampler::SampleHub& hub, std::unique_ptr<store::HistoryStore> history,
-             std::unique_ptr<store::HistoryStore> history_reader, AgentOptions options)
+Agent::Agent(sampler::Monitor& monitor, sampler::SampleHub& hub, std::unique_ptr<core::MetricHistory> history,
+             std::unique_ptr<core::MetricHistory> history_reader, AgentOptions options, const core::Clock& clock)
     : monitor_(monitor),
       hub_(hub),
       history_(std::move(history)),
       history_reader_(std::move(history_reader)),
       options_(std::move(options)),
+      clock_(clock),
       engine_(options_.alert_rules) {}
 
 Agent::~Agent() { stop(); }
@@ -31,10 +45,14 @@ void Agent::start() {
   if (started_.exchange(true)) return;
   // Serve something from the first request on: the monitor's cached reading (auto-detection's probe)
   // or, failing that, a first query now.
-  if (auto s = monitor_.snapshot(true)) publish(*s, std::chrono::steady_clock::now());
-  if (history_) writer_ = std::jthread([this](std::stop_token st) { writer(st); });
+  try {
+    if (auto s = monitor_.snapshot(true)) publish(*s, clock_.now());
+  } catch (...) {
+    collection_failed("the first reading failed: " + current_exception_message());
+  }
+  if (history_ && options_.writer_thread) writer_ = std::jthread([this](std::stop_token st) { writer(st); });
   sub_ = hub_.subscribe(
-      options_.interval, [this](const Result<core::SnapshotPtr>& s, auto taken) { on_tick(s, taken); }, true);
+      options_.interval, [this](const Result<core::SnapshotPtr>& s, auto taken) { tick(s, taken); }, true);
 }
 
 void Agent::stop() {
@@ -44,6 +62,9 @@ void Agent::stop() {
     writer_.request_stop();
     writer_cv_.notify_all();
     writer_.join();  // the writer flushes what is pending before it returns
+  } else if (history_) {
+    std::lock_guard lock(step_mu_);
+    flush();  // no writer thread: what the last ticks collected is written here
   }
 }
 
@@ -63,12 +84,26 @@ void Agent::publish(core::SnapshotPtr snap, std::chrono::steady_clock::time_poin
   latest_ = std::move(p);
 }
 
-void Agent::on_tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken) {
+void Agent::tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken) {
+  try {
+    collect(snap, taken);
+  } catch (...) {
+    const auto message = "the collection threw: " + current_exception_message();
+    platform::log_line("agent", message);
+    collection_failed(message);
+  }
+}
+
+void Agent::collection_failed(const std::string& message) {
+  std::lock_guard lock(mu_);
+  ++counters_.collection_errors;
+  counters_.last_error = message;
+  counters_.last_query_duration = hub_.last_query_duration();
+}
+
+void Agent::collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken) {
   if (!snap) {
-    std::lock_guard lock(mu_);
-    ++counters_.collection_errors;
-    counters_.last_error = snap.error().message;
-    counters_.last_query_duration = hub_.last_query_duration();
+    collection_failed(snap.error().message);
     return;
   }
   publish(*snap, taken);
@@ -101,8 +136,12 @@ void Agent::on_tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_c
       recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_.size() - options_.alert_history));
     if (!events.empty()) listeners = alert_listeners_;
   }
-  if (!events.empty()) {
-    for (const auto& l : listeners) l(events);
+  for (const auto& l : listeners) {
+    try {
+      l(events);
+    } catch (...) {  // one bad listener neither stops the others nor fails the collection
+      platform::log_line("agent", "an alert listener threw: " + current_exception_message());
+    }
   }
 }
 
@@ -112,9 +151,14 @@ std::shared_ptr<const Published> Agent::latest() const {
 }
 
 Result<std::shared_ptr<const Published>> Agent::fresh() {
-  auto s = monitor_.snapshot(false);
+  Result<core::SnapshotPtr> s = make_error("no reading");
+  try {
+    s = monitor_.snapshot(false);
+  } catch (...) {
+    return make_error("the backend (" + monitor_.backend_name() + ") threw: " + current_exception_message());
+  }
   if (!s) return s.error();
-  publish(*s, std::chrono::steady_clock::now());
+  publish(*s, clock_.now());
   return latest();
 }
 
@@ -154,16 +198,16 @@ Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
   return out;
 }
 
-Result<std::vector<store::HistoryPoint>> Agent::history(unsigned gpu, store::Metric metric,
-                                                        std::chrono::system_clock::time_point since,
-                                                        std::chrono::system_clock::time_point until,
-                                                        std::chrono::seconds step) {
+Result<std::vector<core::HistoryPoint>> Agent::history(unsigned gpu, core::Field field,
+                                                       std::chrono::system_clock::time_point since,
+                                                       std::chrono::system_clock::time_point until,
+                                                       std::chrono::seconds step) {
   if (!history_reader_) return make_error("this agent keeps no history (started with --no-history)");
   std::lock_guard lock(reader_mu_);
-  return history_reader_->query(gpu, metric, since, until, step);
+  return history_reader_->query(gpu, field, since, until, step);
 }
 
-std::string Agent::history_path() const { return history_reader_ ? history_reader_->path() : std::string(); }
+std::string Agent::history_path() const { return history_reader_ ? history_reader_->location() : std::string(); }
 
 AgentCounters Agent::counters() const {
   std::lock_guard lock(mu_);
@@ -175,7 +219,7 @@ void Agent::on_alerts(AlertListener l) {
   alert_listeners_.push_back(std::move(l));
 }
 
-void Agent::flush() {
+bool Agent::flush() {
   std::vector<core::SnapshotPtr> samples;
   std::vector<core::AlertEvent> alerts;
   {
@@ -183,7 +227,7 @@ void Agent::flush() {
     samples.swap(pending_samples_);
     alerts.swap(pending_alerts_);
   }
-  if (samples.empty() && alerts.empty()) return;
+  if (samples.empty() && alerts.empty()) return false;
   // One transaction each: a crash loses at most this batch.
   auto r = history_->append_batch(samples);
   Result<void> a = r ? history_->record_alerts(alerts) : Result<void>();
@@ -201,25 +245,45 @@ void Agent::flush() {
     ++counters_.history_batches;
     counters_.history_error.clear();
   }
+  return true;
+}
+
+HistoryStep Agent::step_history(std::chrono::steady_clock::time_point now) {
+  HistoryStep done;
+  done.next_due = now + options_.history_flush;
+  if (!history_) return done;
+  std::lock_guard lock(step_mu_);
+  if (!next_flush_ || now >= *next_flush_) {
+    done.flushed = flush();
+    next_flush_ = now + options_.history_flush;
+  }
+  if (!next_maintain_ || now >= *next_maintain_) {
+    if (auto r = history_->maintain(clock_.wall_now()); !r) {
+      std::lock_guard l(mu_);
+      ++counters_.history_errors;
+      counters_.history_error = r.error().message;
+    }
+    done.maintained = true;
+    next_maintain_ = now + options_.history_maintain;
+  }
+  done.next_due = std::min(*next_flush_, *next_maintain_);
+  return done;
 }
 
 void Agent::writer(std::stop_token stop) {
-  auto next_maintain = std::chrono::steady_clock::now();
   std::mutex m;
   std::unique_lock lock(m);
+  // The first round comes one flush interval after start, like every later one.
+  auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.history_flush);
   while (!stop.stop_requested()) {
-    writer_cv_.wait_for(lock, stop, options_.history_flush, [] { return false; });
-    flush();
-    if (std::chrono::steady_clock::now() >= next_maintain) {
-      if (auto r = history_->maintain(std::chrono::system_clock::now()); !r) {
-        std::lock_guard l(mu_);
-        ++counters_.history_errors;
-        counters_.history_error = r.error().message;
-      }
-      next_maintain = std::chrono::steady_clock::now() + options_.history_maintain;
-    }
+    writer_cv_.wait_for(lock, stop, wait, [] { return false; });
+    if (stop.stop_requested()) break;
+    const auto now = clock_.now();
+    const auto step = step_history(now);
+    wait = std::max<std::chrono::nanoseconds>(step.next_due - now, std::chrono::milliseconds(1));
   }
+  std::lock_guard l(step_mu_);
   flush();  // shutdown: what the last ticks collected
 }
 
-}  // namespace gf::server
+}  // namespace gf::node

@@ -1,18 +1,19 @@
-#include "server/agent.hpp"
+#include "node/agent.hpp"
 
 #include <gtest/gtest.h>
 
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "rig.hpp"
+#include "store/history.hpp"
+#include "support/agent_rig.hpp"
 
-namespace gf::server {
+namespace gf::node {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using testing::eventually;
+using test::eventually;
 
 core::AlertRule usage_rule(double threshold) {
   core::AlertRule r;
@@ -44,7 +45,7 @@ struct Events {
 };
 
 TEST(Agent, PublishesTheFirstReadingAtStartWithTheNodeName) {
-  testing::AgentRig rig;
+  test::AgentRig rig;
   AgentOptions ao;
   ao.interval = std::chrono::hours(1);
   ao.node_name = "node-7";
@@ -69,7 +70,7 @@ TEST(Agent, PublishesTheFirstReadingAtStartWithTheNodeName) {
 }
 
 TEST(Agent, FreshQueriesTheDriverAndPublishes) {
-  testing::AgentRig rig;
+  test::AgentRig rig;
   AgentOptions ao;
   ao.interval = std::chrono::hours(1);
   rig.make_agent(ao);
@@ -90,7 +91,7 @@ TEST(Agent, FreshQueriesTheDriverAndPublishes) {
 }
 
 TEST(Agent, WithoutHistoryAlertsComeFromMemoryAndHistoryIsRefused) {
-  testing::AgentRig rig;
+  test::AgentRig rig;
   AgentOptions ao;
   ao.interval = 50ms;
   ao.alert_rules = {usage_rule(50)};
@@ -103,12 +104,12 @@ TEST(Agent, WithoutHistoryAlertsComeFromMemoryAndHistoryIsRefused) {
   EXPECT_EQ((*recent)[0].gpu_index, 1u);
   EXPECT_FALSE((*recent)[0].resolved_at);
   const auto now = std::chrono::system_clock::now();
-  EXPECT_FALSE(rig.agent->history(0, store::Metric::Utilization, now - 1h, now, 0s));
+  EXPECT_FALSE(rig.agent->history(0, core::Field::Utilization, now - 1h, now, 0s));
 }
 
 struct AgentHistoryTest : ::testing::Test {
-  testing::TempDir dir;
-  testing::AgentRig rig;
+  test::TempDir dir;
+  test::AgentRig rig;
   Events events;
   std::string db() const { return (dir.path / "history.db").string(); }
   void start(std::vector<core::AlertRule> rules) {
@@ -205,7 +206,7 @@ TEST_F(AgentHistoryTest, StopFlushesHistoryReadableThroughTheAgent) {
   EXPECT_TRUE(c.last_success);
   EXPECT_EQ(c.collection_errors, 0u);
 
-  auto pts = rig.agent->history(1, store::Metric::Utilization, since, std::chrono::system_clock::now() + 1min, 0s);
+  auto pts = rig.agent->history(1, core::Field::Utilization, since, std::chrono::system_clock::now() + 1min, 0s);
   ASSERT_TRUE(pts) << pts.error().message;
   std::size_t samples = 0;
   for (const auto& p : *pts) {
@@ -219,4 +220,4 @@ TEST_F(AgentHistoryTest, StopFlushesHistoryReadableThroughTheAgent) {
 }
 
 }  // namespace
-}  // namespace gf::server
+}  // namespace gf::node

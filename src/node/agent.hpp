@@ -3,6 +3,11 @@
 // SampleHub and hands it to the cache (latest()), the alert engine, the history writer and the
 // listeners (WebSocket feeds). Requests read what the loop published; they never query the driver
 // unless they ask for a fresh reading.
+// Time comes from a core::Clock. The loop's work is callable with a time, so tests drive it on a fake
+// clock: tick() handles one collection (publish, alerts, history batching) and step_history() decides
+// whether the batch is written and whether maintenance runs. History goes through the MetricHistory
+// port, never the store itself. A collection that throws is counted as a failed one and the loop goes
+// on; so does an alert listener that throws.
 // Thread-safety: every public member may be called from any thread. Listeners run on the hub's
 // thread and must be quick.
 #include <atomic>
@@ -17,12 +22,15 @@
 #include <vector>
 
 #include "core/alerts.hpp"
+#include "core/fields.hpp"
+#include "core/ports/clock.hpp"
+#include "core/ports/metric_history.hpp"
 #include "core/snapshot.hpp"
+#include "platform/clock.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
-#include "store/history.hpp"
 
-namespace gf::server {
+namespace gf::node {
 
 struct AgentOptions {
   std::chrono::milliseconds interval{1000};
@@ -31,6 +39,15 @@ struct AgentOptions {
   std::chrono::milliseconds history_flush{2000};     // a batch is written at most this often
   std::chrono::milliseconds history_maintain{60000};  // rollups and retention
   std::size_t alert_history = 200;                     // firing/resolved episodes kept in memory
+  // false: start() runs no writer thread; the owner calls step_history(now) (tests on a fake clock).
+  bool writer_thread = true;
+};
+
+// What one step_history() did, and when the next one is due.
+struct HistoryStep {
+  bool flushed = false;     // a pending batch was written (or tried)
+  bool maintained = false;  // rollups and retention ran
+  std::chrono::steady_clock::time_point next_due{};
 };
 
 // What the loop published last: the snapshot and its gpu-metrics document, rendered once.
@@ -54,9 +71,11 @@ struct AgentCounters {
 
 class Agent {
  public:
-  // history may be null (no history kept). The monitor and hub outlive the agent.
-  Agent(sampler::Monitor& monitor, sampler::SampleHub& hub, std::unique_ptr<store::HistoryStore> history,
-        std::unique_ptr<store::HistoryStore> history_reader, AgentOptions options);
+  // history (the writer) and history_reader (queries) may be null: no history kept. The monitor, the
+  // hub and the clock outlive the agent.
+  Agent(sampler::Monitor& monitor, sampler::SampleHub& hub, std::unique_ptr<core::MetricHistory> history,
+        std::unique_ptr<core::MetricHistory> history_reader, AgentOptions options,
+        const core::Clock& clock = platform::system_clock());
   ~Agent();
   Agent(const Agent&) = delete;
   Agent& operator=(const Agent&) = delete;
@@ -77,10 +96,10 @@ class Agent {
   Result<std::vector<core::Alert>> recent_alerts(std::size_t limit);
   const std::vector<core::AlertRule>& alert_rules() const noexcept { return options_.alert_rules; }
 
-  Result<std::vector<store::HistoryPoint>> history(unsigned gpu, store::Metric metric,
-                                                   std::chrono::system_clock::time_point since,
-                                                   std::chrono::system_clock::time_point until,
-                                                   std::chrono::seconds step);
+  Result<std::vector<core::HistoryPoint>> history(unsigned gpu, core::Field field,
+                                                  std::chrono::system_clock::time_point since,
+                                                  std::chrono::system_clock::time_point until,
+                                                  std::chrono::seconds step);
   bool has_history() const noexcept { return history_ != nullptr; }
   std::string history_path() const;
 
@@ -91,17 +110,28 @@ class Agent {
   using AlertListener = std::function<void(const std::vector<core::AlertEvent>&)>;
   void on_alerts(AlertListener l);
 
+  // One collection, as the hub delivers it: publishes the snapshot, runs the alert engine at `taken`,
+  // queues the sample and events for the history; counts a failed or throwing collection. Never throws.
+  void tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken);
+  // The history writer's round at `now`: writes the pending batch when history_flush has passed since
+  // the last write (or none was written yet) and runs maintenance (at the clock's wall time) when
+  // history_maintain has passed. Without history it does nothing. One caller at a time: the writer
+  // thread, or the owner when writer_thread is false.
+  HistoryStep step_history(std::chrono::steady_clock::time_point now);
+
  private:
-  void on_tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken);
+  void collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken);
+  void collection_failed(const std::string& message);
   void publish(core::SnapshotPtr snap, std::chrono::steady_clock::time_point taken);
   void writer(std::stop_token stop);
-  void flush();
+  bool flush();
 
   sampler::Monitor& monitor_;
   sampler::SampleHub& hub_;
-  std::unique_ptr<store::HistoryStore> history_;         // written by the writer thread only
-  std::unique_ptr<store::HistoryStore> history_reader_;  // queries (WAL: they do not wait for writes)
+  std::unique_ptr<core::MetricHistory> history_;         // written by step_history()'s caller only
+  std::unique_ptr<core::MetricHistory> history_reader_;  // queries (WAL: they do not wait for writes)
   AgentOptions options_;
+  const core::Clock& clock_;
 
   mutable std::mutex mu_;  // guards everything below
   std::shared_ptr<const Published> latest_;
@@ -114,10 +144,12 @@ class Agent {
   std::vector<AlertListener> alert_listeners_;
 
   std::mutex reader_mu_;
+  std::mutex step_mu_;  // guards the two below (step_history and the final flush)
+  std::optional<std::chrono::steady_clock::time_point> next_flush_, next_maintain_;
   std::condition_variable_any writer_cv_;
   sampler::SampleHub::Subscription sub_;
   std::jthread writer_;
   std::atomic<bool> started_{false}, stopped_{false};
 };
 
-}  // namespace gf::server
+}  // namespace gf::node
