@@ -96,11 +96,10 @@ void merge_section(const YAML::Node& doc, const char* section, const char* inner
   }
 }
 
-void merge_file(const std::string& file, Merged& m) {
-  const std::string text = read_text_file(file);
+void merge_text(std::string_view text, const std::string& file, Merged& m) {
   YAML::Node doc;
   try {
-    doc = YAML::Load(text);
+    doc = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     throw ConfigError{fmt::format("{}: not valid YAML: {}", file, e.what())};
   }
@@ -122,12 +121,36 @@ std::string resolve(const std::string& path, const std::string& relative_to_file
   return (fs::path(relative_to_file).parent_path() / path).lexically_normal().string();
 }
 
+// Files the chosen context names, checked (or read) once the context is known, so that choosing a
+// context stays free of file access (parse_kube_config, the fuzzer).
+struct FileRef {
+  std::string path;
+  std::string key;    // "certificate-authority"
+  std::string where;  // "kc.yaml: cluster \"prod\""
+};
+
+struct Selected {
+  KubeConfig config;
+  std::vector<FileRef> must_be_readable;  // CA, client certificate and key files
+  std::optional<FileRef> token_file;
+};
+
 // A certificate or key file must be readable now: curl would only say "problem with the local
 // certificate" later, without the name.
-std::string readable_file(const std::string& path, const char* key, const std::string& where) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError{fmt::format("{}: {} {}: {}", where, key, path, std::strerror(errno))};
-  return path;
+void check_readable(const FileRef& f) {
+  std::ifstream in(f.path, std::ios::binary);
+  if (!in) throw ConfigError{fmt::format("{}: {} {}: {}", f.where, f.key, f.path, std::strerror(errno))};
+}
+
+KubeConfig finish(Selected s) {
+  for (const auto& f : s.must_be_readable) check_readable(f);
+  if (s.token_file) {
+    s.config.bearer_token = trim(read_text_file(s.token_file->path));
+    if (s.config.bearer_token.empty()) {
+      throw ConfigError{fmt::format("{}: tokenFile {} is empty", s.token_file->where, s.token_file->path)};
+    }
+  }
+  return std::move(s.config);
 }
 
 std::string decoded(const std::string& b64, const char* key, const std::string& where) {
@@ -145,7 +168,7 @@ std::string normalized_server(std::string server, const std::string& where) {
   return server;
 }
 
-KubeConfig from_kubeconfig(const Merged& m, const std::string& files, const std::string& wanted_context) {
+Selected from_kubeconfig(const Merged& m, const std::string& files, const std::string& wanted_context) {
   const std::string context_name = wanted_context.empty() ? m.current_context : wanted_context;
   if (context_name.empty()) {
     throw ConfigError{fmt::format("{}: no current-context (choose one with --context)", files)};
@@ -157,7 +180,8 @@ KubeConfig from_kubeconfig(const Merged& m, const std::string& files, const std:
   const auto user_name = scalar(ctx->second.body, "user", ctx_where).value_or("");
   if (cluster_name.empty()) throw ConfigError{ctx_where + " names no cluster"};
 
-  KubeConfig out;
+  Selected sel;
+  KubeConfig& out = sel.config;
   out.source = fmt::format("{}, context {}", ctx->second.file, context_name);
   out.namespace_ = scalar(ctx->second.body, "namespace", ctx_where).value_or("");
   if (out.namespace_.empty()) out.namespace_ = "default";
@@ -173,10 +197,11 @@ KubeConfig from_kubeconfig(const Merged& m, const std::string& files, const std:
   if (auto data = scalar(c, "certificate-authority-data", cl_where); data && !data->empty()) {
     out.tls.ca_pem = decoded(*data, "certificate-authority-data", cl_where);
   } else if (auto file = scalar(c, "certificate-authority", cl_where); file && !file->empty()) {
-    out.tls.ca_file = readable_file(resolve(*file, cl->second.file), "certificate-authority", cl_where);
+    out.tls.ca_file = resolve(*file, cl->second.file);
+    sel.must_be_readable.push_back({out.tls.ca_file, "certificate-authority", cl_where});
   }
 
-  if (user_name.empty()) return out;  // a context without a user: no credentials (rare, but valid)
+  if (user_name.empty()) return sel;  // a context without a user: no credentials (rare, but valid)
   const auto us = m.users.find(user_name);
   if (us == m.users.end()) {
     throw ConfigError{fmt::format("{} names user \"{}\", which {} does not define", ctx_where, user_name, files)};
@@ -199,20 +224,21 @@ KubeConfig from_kubeconfig(const Merged& m, const std::string& files, const std:
   }
   // client-go: when both are set, the file's content wins over token.
   if (auto file = scalar(u, "tokenFile", us_where); file && !file->empty()) {
-    out.bearer_token = trim(read_text_file(resolve(*file, us->second.file)));
-    if (out.bearer_token.empty()) throw ConfigError{fmt::format("{}: tokenFile {} is empty", us_where, *file)};
+    sel.token_file = FileRef{resolve(*file, us->second.file), "tokenFile", us_where};
   } else if (auto token = scalar(u, "token", us_where)) {
     out.bearer_token = trim(*token);
   }
   if (auto data = scalar(u, "client-certificate-data", us_where); data && !data->empty()) {
     out.tls.client_cert_pem = decoded(*data, "client-certificate-data", us_where);
   } else if (auto file = scalar(u, "client-certificate", us_where); file && !file->empty()) {
-    out.tls.client_cert_file = readable_file(resolve(*file, us->second.file), "client-certificate", us_where);
+    out.tls.client_cert_file = resolve(*file, us->second.file);
+    sel.must_be_readable.push_back({out.tls.client_cert_file, "client-certificate", us_where});
   }
   if (auto data = scalar(u, "client-key-data", us_where); data && !data->empty()) {
     out.tls.client_key_pem = decoded(*data, "client-key-data", us_where);
   } else if (auto file = scalar(u, "client-key", us_where); file && !file->empty()) {
-    out.tls.client_key_file = readable_file(resolve(*file, us->second.file), "client-key", us_where);
+    out.tls.client_key_file = resolve(*file, us->second.file);
+    sel.must_be_readable.push_back({out.tls.client_key_file, "client-key", us_where});
   }
   const bool has_cert = !out.tls.client_cert_pem.empty() || !out.tls.client_cert_file.empty();
   const bool has_key = !out.tls.client_key_pem.empty() || !out.tls.client_key_file.empty();
@@ -220,13 +246,13 @@ KubeConfig from_kubeconfig(const Merged& m, const std::string& files, const std:
     throw ConfigError{fmt::format("{} has a client {} without its {}", us_where, has_cert ? "certificate" : "key",
                                   has_cert ? "key" : "certificate")};
   }
-  if (out.bearer_token.empty() && !has_cert && (u["username"] || u["password"])) {
+  if (out.bearer_token.empty() && !sel.token_file && !has_cert && (u["username"] || u["password"])) {
     throw ConfigError{fmt::format(
         "{} uses basic authentication (username/password), which gpufleet does not support; give it a token "
         "or a client certificate",
         us_where)};
   }
-  return out;
+  return sel;
 }
 
 KubeConfig from_service_account(const KubeConfigOptions& o) {
@@ -239,7 +265,8 @@ KubeConfig from_service_account(const KubeConfigOptions& o) {
   out.server = fmt::format("https://{}:{}", host, o.service_port.empty() ? "443" : o.service_port);
   out.bearer_token = trim(read_text_file((dir / "token").string()));
   if (out.bearer_token.empty()) throw ConfigError{fmt::format("{} is empty", (dir / "token").string())};
-  out.tls.ca_file = readable_file((dir / "ca.crt").string(), "service account CA", "in-cluster");
+  out.tls.ca_file = (dir / "ca.crt").string();
+  check_readable({out.tls.ca_file, "service account CA", "in-cluster"});
   std::error_code ec;
   if (fs::exists(dir / "namespace", ec)) out.namespace_ = trim(read_text_file((dir / "namespace").string()));
   if (out.namespace_.empty()) out.namespace_ = "default";
@@ -294,8 +321,8 @@ KubeConfig load(const KubeConfigOptions& o) {
     }
   }
   Merged merged;
-  for (const auto& f : files) merge_file(f, merged);
-  return from_kubeconfig(merged, join(files), o.context);
+  for (const auto& f : files) merge_text(read_text_file(f), f, merged);
+  return finish(from_kubeconfig(merged, join(files), o.context));
 }
 
 }  // namespace
@@ -307,6 +334,18 @@ Result<KubeConfig> load_kube_config(const KubeConfigOptions& options) {
     return make_error(e.message);
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("kubeconfig: {}", e.what()));
+  }
+}
+
+Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& file_name, const std::string& context) {
+  try {
+    Merged merged;
+    merge_text(yaml, file_name, merged);
+    return from_kubeconfig(merged, file_name, context).config;
+  } catch (const ConfigError& e) {
+    return make_error(e.message);
+  } catch (const YAML::Exception& e) {
+    return make_error(fmt::format("{}: {}", file_name, e.what()));
   }
 }
 

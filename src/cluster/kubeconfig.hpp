@@ -37,6 +37,11 @@ struct KubeConfigOptions {
 // plugins, basic auth: use a token or a client certificate instead).
 Result<KubeConfig> load_kube_config(const KubeConfigOptions& options);
 
+// The chosen context (empty: current-context) of one kubeconfig text as if read from file_name, without
+// touching the filesystem: relative paths are resolved against file_name's directory but not checked,
+// and a tokenFile is not read (bearer_token stays empty). For the fuzzer and tests.
+Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& file_name, const std::string& context = {});
+
 // Decodes standard base64 (RFC 4648), padding optional, whitespace ignored; nullopt on any other
 // character or a truncated quantum. Exposed for tests and the fuzzer.
 std::optional<std::string> decode_base64(std::string_view text);

@@ -272,3 +272,24 @@ TEST(Base64, DecodesPaddedUnpaddedAndRejectsGarbage) {
 
 }  // namespace
 }  // namespace gf::cluster
+
+namespace gf::cluster {
+namespace {
+
+TEST(KubeConfigText, ParsesWithoutTouchingFiles) {
+  const std::string yaml =
+      "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+      "clusters: [{name: k, cluster: {server: 'https://k:6443', certificate-authority: pki/ca.crt}}]\n"
+      "users: [{name: u, user: {tokenFile: /nonexistent/token, client-certificate: u.crt, client-key: u.key}}]\n";
+  auto c = parse_kube_config(yaml, "/etc/kube/config");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->tls.ca_file, "/etc/kube/pki/ca.crt");  // resolved, not checked
+  EXPECT_EQ(c->tls.client_key_file, "/etc/kube/u.key");
+  EXPECT_EQ(c->bearer_token, "");                     // the token file is not read
+  auto other = parse_kube_config(yaml, "/etc/kube/config", "d");
+  ASSERT_FALSE(other);
+  EXPECT_THAT(other.error().message, ::testing::HasSubstr("context \"d\" not found"));
+}
+
+}  // namespace
+}  // namespace gf::cluster
