@@ -39,6 +39,18 @@ std::string read_text_file(const std::string& path) {
   return out;
 }
 
+// Error text carries names and paths from the kubeconfig, which its owner controls: control
+// characters are shown as \xNN so that printing the error cannot drive the terminal.
+std::string escaped(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) out += fmt::format("\\x{:02x}", u);
+    else out.push_back(c);
+  }
+  return out;
+}
+
 std::string trim(std::string s) {
   const auto first = s.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return {};
@@ -331,9 +343,9 @@ Result<KubeConfig> load_kube_config(const KubeConfigOptions& options) {
   try {
     return load(options);
   } catch (const ConfigError& e) {
-    return make_error(e.message);
+    return make_error(escaped(e.message));
   } catch (const YAML::Exception& e) {
-    return make_error(fmt::format("kubeconfig: {}", e.what()));
+    return make_error(escaped(fmt::format("kubeconfig: {}", e.what())));
   }
 }
 
@@ -343,9 +355,9 @@ Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& f
     merge_text(yaml, file_name, merged);
     return from_kubeconfig(merged, file_name, context).config;
   } catch (const ConfigError& e) {
-    return make_error(e.message);
+    return make_error(escaped(e.message));
   } catch (const YAML::Exception& e) {
-    return make_error(fmt::format("{}: {}", file_name, e.what()));
+    return make_error(escaped(fmt::format("{}: {}", file_name, e.what())));
   }
 }
 

@@ -293,3 +293,16 @@ TEST(KubeConfigText, ParsesWithoutTouchingFiles) {
 
 }  // namespace
 }  // namespace gf::cluster
+
+namespace gf::cluster {
+namespace {
+
+TEST(KubeConfigText, ControlCharactersInErrorsAreEscaped) {
+  auto c = parse_kube_config("current-context: \"evil\\e[2J\"\n", "/k");
+  ASSERT_FALSE(c);
+  EXPECT_THAT(c.error().message, ::testing::HasSubstr("context \"evil\\x1b[2J\" not found"));
+  EXPECT_EQ(c.error().message.find('\x1b'), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gf::cluster
