@@ -9,6 +9,7 @@
 
 #include "cluster/pod_spec.hpp"
 #include "cluster/yaml_text.hpp"
+#include "scheduler/estimate_engine.hpp"
 
 namespace gf::cluster {
 
@@ -211,6 +212,46 @@ constexpr KindRoute kRoutes[] = {
     {"InferenceService", "ome.io", "inferenceservices"},
 };
 
+// Error text quotes the input (yaml-cpp's messages can carry a character of it): control characters
+// are escaped so that one error stays one printable line.
+Error printable(Error e) {
+  std::string out;
+  for (const char c : e.message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return Error{std::move(out)};
+}
+
+Result<PlaceResult> place_checked(std::string_view text, const PlaceOptions& options) {
+  if (options.gpus && (*options.gpus == 0 || *options.gpus > scheduler::kMaxWorldSize)) {
+    return make_error(fmt::format("--gpus {}: expected 1 to {}", *options.gpus, scheduler::kMaxWorldSize));
+  }
+  if (options.node && !dns_subdomain(*options.node, 253, true)) {
+    return make_error(fmt::format("node {}: not a valid Kubernetes node name", describe_yaml(YAML::Node(*options.node))));
+  }
+  try {
+    if (starts_like_json(text)) {
+      // A manifest that opens with `{` is JSON: a YAML reading of broken JSON would hide the mistake.
+      try {
+        return place_json(text, nlohmann::ordered_json::parse(text), options);
+      } catch (const nlohmann::json::parse_error& e) {
+        std::string what = e.what();
+        const auto at = what.find("parse error");
+        return make_error(fmt::format("not JSON: {}", at == std::string::npos ? what : what.substr(at)));
+      }
+    }
+    return place_yaml(text, options);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp reports misuse (an alias bomb's depth, a bad conversion) by throwing; keep it an error.
+    return make_error(fmt::format("cannot read the manifest: {}", e.what()));
+  }
+}
+
 }  // namespace
 
 std::string_view gpu_source_name(GpuSource s) {
@@ -237,26 +278,11 @@ unsigned PlaceResult::gpus_on_node() const {
   return most;
 }
 
+
 Result<PlaceResult> place_manifest(std::string_view text, const PlaceOptions& options) {
-  if (options.node && !dns_subdomain(*options.node, 253, true)) {
-    return make_error(fmt::format("node {}: not a valid Kubernetes node name", describe_yaml(YAML::Node(*options.node))));
-  }
-  try {
-    if (starts_like_json(text)) {
-      // A manifest that opens with `{` is JSON: a YAML reading of broken JSON would hide the mistake.
-      try {
-        return place_json(text, nlohmann::ordered_json::parse(text), options);
-      } catch (const nlohmann::json::parse_error& e) {
-        std::string what = e.what();
-        const auto at = what.find("parse error");
-        return make_error(fmt::format("not JSON: {}", at == std::string::npos ? what : what.substr(at)));
-      }
-    }
-    return place_yaml(text, options);
-  } catch (const YAML::Exception& e) {
-    // yaml-cpp reports misuse (an alias bomb's depth, a bad conversion) by throwing; keep it an error.
-    return make_error(fmt::format("cannot read the manifest: {}", e.what()));
-  }
+  auto r = place_checked(text, options);
+  if (!r) return printable(r.error());
+  return r;
 }
 
 Result<ApplyRequest> apply_request(const DocumentPlacement& doc, std::string_view default_namespace,

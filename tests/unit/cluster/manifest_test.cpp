@@ -84,6 +84,12 @@ TEST(PlaceErrors, EmptyInputAndBadNodeName) {
   EXPECT_THAT(place_error(kPod, on_node("Bad Node\x1b")), HasSubstr("\\u001b"));
 }
 
+TEST(PlaceErrors, GpusOptionOfZeroIsRefused) {
+  PlaceOptions o = on_node();
+  o.gpus = 0;
+  EXPECT_THAT(place_error(kPod, o), HasSubstr("--gpus 0"));
+}
+
 TEST(PlaceErrors, ControlCharactersInMessagesAreEscaped) {
   const auto msg = place_error("apiVersion: v1\nkind: \"Pod\"\nmetadata: {name: \"evil\\e[31m\"}\nspec: {}\n");
   EXPECT_THAT(msg, HasSubstr("\\u001b[31m"));
