@@ -145,6 +145,8 @@ Result<PlaceResult> place_yaml(std::string_view text, const PlaceOptions& option
       // `--- content` on one line: the marker is not part of the prefix, so it is written again.
       if (chunk.text.substr(0, 3) == "---" && prefix.find("---") == std::string::npos) prefix = "---\n" + prefix;
       d.text = std::move(*emitted);
+      // A bare document may follow `...`: without the marker it would join this one.
+      if (chunk.ends_document) d.text += "...\n";
       output += prefix;
       output += d.text;
     } else {

@@ -195,10 +195,10 @@ bool same_meaning(const YAML::Node& a, const YAML::Node& b, std::size_t& budget)
 
 std::vector<YamlChunk> split_yaml_documents(std::string_view text) {
   std::vector<YamlChunk> chunks;
-  auto close = [&](std::size_t from, std::size_t to) {
+  auto close = [&](std::size_t from, std::size_t to, bool ends_document) {
     if (to <= from) return;
     const auto chunk = text.substr(from, to - from);
-    chunks.push_back(YamlChunk{chunk, chunk_prefix(chunk)});
+    chunks.push_back(YamlChunk{chunk, chunk_prefix(chunk), ends_document});
   };
   std::size_t chunk_start = 0;
   std::size_t pos = 0;
@@ -207,15 +207,15 @@ std::vector<YamlChunk> split_yaml_documents(std::string_view text) {
     const auto end = nl == std::string_view::npos ? text.size() : nl + 1;
     const auto line = text.substr(pos, end - pos - (nl == std::string_view::npos ? 0 : 1));
     if (is_marker(line, "---")) {
-      close(chunk_start, pos);
+      close(chunk_start, pos, false);
       chunk_start = pos;
     } else if (is_marker(line, "...")) {
-      close(chunk_start, end);
+      close(chunk_start, end, true);
       chunk_start = end;
     }
     pos = end;
   }
-  close(chunk_start, text.size());
+  close(chunk_start, text.size(), false);
   return chunks;
 }
 

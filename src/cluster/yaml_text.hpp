@@ -20,6 +20,7 @@ namespace gf::cluster {
 struct YamlChunk {
   std::string_view text;    // the whole chunk, marker line included
   std::string_view prefix;  // its leading blank lines, comment lines and a bare `---` line
+  bool ends_document = false;  // closed by a `...` line: text written after it is a new document
 };
 std::vector<YamlChunk> split_yaml_documents(std::string_view text);
 

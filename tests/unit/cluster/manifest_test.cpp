@@ -228,8 +228,19 @@ TEST(SplitYaml, MarkersStartAndEndDocuments) {
   EXPECT_EQ(chunks[0].prefix, "# head\n");
   EXPECT_EQ(chunks[1].text, "--- # c\nb: 2\n...\n");
   EXPECT_EQ(chunks[1].prefix, "--- # c\n");
+  EXPECT_TRUE(chunks[1].ends_document);
+  EXPECT_FALSE(chunks[0].ends_document);
   EXPECT_EQ(chunks[2].text, "c: 3\n");
   EXPECT_EQ(chunks[3].text, "---\n");
+}
+
+TEST(Place, ADocumentAfterAnEndMarkerStaysItsOwn) {
+  const std::string text = std::string(kPod) + "...\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+  auto r = place_manifest(text, on_node());
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->documents.size(), 2u);
+  EXPECT_TRUE(r->documents[0].changed);
+  EXPECT_EQ(YAML::LoadAll(r->output).size(), 2u);
 }
 
 TEST(EmitYaml, QuotedScalarsStayStringsAndPlainOnesStayPlain) {
