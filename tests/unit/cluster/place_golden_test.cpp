@@ -32,6 +32,9 @@ struct Golden {
   GpuSource source;
 };
 
+// Failure messages name the fixture rather than dumping the struct's bytes.
+void PrintTo(const Golden& g, std::ostream* os) { *os << g.name << ".in." << g.ext; }
+
 class PlaceGolden : public ::testing::TestWithParam<Golden> {};
 
 TEST_P(PlaceGolden, MatchesExpectedOutput) {
