@@ -3,7 +3,8 @@
 # Usage: scripts/install-deps.sh [--ci]   (--ci adds what only CI needs: clang for the fuzzers, clang-tidy, clang-format)
 set -euo pipefail
 
-pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev libyaml-cpp-dev
+pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
+      libyaml-cpp-dev                      # manifests (cluster place) and kubeconfig
       libgtest-dev libgmock-dev libbenchmark-dev
       prometheus                           # tests/integration/prometheus_test.sh scrapes the agent with it
       chromium                             # web/tests/dashboard.test.mjs drives it (playwright-core; never a downloaded browser)

@@ -1,0 +1,96 @@
+// Golden tests of manifest placement: each tests/fixtures/manifests/NAME.in.* placed on node
+// "gpu-node-1" must give NAME.out.* byte for byte. After a deliberate change of the output, run the
+// test with GF_UPDATE_GOLDEN=1 to rewrite the .out files, and review their diff before committing.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "cluster/manifest.hpp"
+
+namespace gf::cluster {
+namespace {
+
+const std::filesystem::path kDir = std::filesystem::path(GF_FIXTURES_DIR) / "manifests";
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << p;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Golden {
+  std::string name;    // NAME.in.EXT -> NAME.out.EXT
+  std::string ext;
+  std::optional<unsigned> gpus_option;
+  unsigned gpus_on_node;
+  GpuSource source;
+};
+
+// Failure messages name the fixture rather than dumping the struct's bytes.
+void PrintTo(const Golden& g, std::ostream* os) { *os << g.name << ".in." << g.ext; }
+
+class PlaceGolden : public ::testing::TestWithParam<Golden> {};
+
+TEST_P(PlaceGolden, MatchesExpectedOutput) {
+  const auto& g = GetParam();
+  const auto input = read_file(kDir / (g.name + ".in." + g.ext));
+  PlaceOptions opt;
+  opt.node = "gpu-node-1";
+  opt.gpus = g.gpus_option;
+  auto r = place_manifest(input, opt);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto out_path = kDir / (g.name + ".out." + g.ext);
+  if (std::getenv("GF_UPDATE_GOLDEN")) {
+    std::ofstream(out_path, std::ios::binary) << r->output;
+  }
+  EXPECT_EQ(r->output, read_file(out_path)) << "placed output differs from " << out_path;
+  EXPECT_EQ(r->gpus_on_node(), g.gpus_on_node);
+  bool found_source = false;
+  for (const auto& d : r->documents) found_source = found_source || (d.placeable && d.gpu_source == g.source);
+  EXPECT_TRUE(found_source) << "no placed document took its count from " << gpu_source_name(g.source);
+
+  // Placing the output again on the same node changes nothing: the pin is not added twice.
+  auto again = place_manifest(r->output, opt);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_FALSE(again->changed());
+  EXPECT_EQ(again->output, r->output);
+}
+
+TEST_P(PlaceGolden, WithoutNodeTheInputPassesThroughByteForByte) {
+  const auto& g = GetParam();
+  const auto input = read_file(kDir / (g.name + ".in." + g.ext));
+  PlaceOptions opt;
+  opt.gpus = g.gpus_option;
+  auto r = place_manifest(input, opt);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(r->changed());
+  EXPECT_EQ(r->output, input);
+  // The need is known without a node: that is what node selection is given.
+  EXPECT_EQ(r->gpus_on_node(), g.gpus_on_node);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Manifests, PlaceGolden,
+    ::testing::Values(
+        Golden{"deployment", "yaml", std::nullopt, 2, GpuSource::Limits},
+        Golden{"statefulset", "yaml", std::nullopt, 4, GpuSource::Parallel},
+        Golden{"job", "yaml", std::nullopt, 4, GpuSource::Parallel},
+        Golden{"pod", "yaml", 3u, 3, GpuSource::Option},
+        Golden{"pod_default", "yaml", std::nullopt, 1, GpuSource::Default},
+        Golden{"isvc", "yaml", std::nullopt, 4, GpuSource::Limits},
+        Golden{"isvc_decoder", "yaml", std::nullopt, 6, GpuSource::Parallel},
+        Golden{"isvc_runtime_resources", "yaml", std::nullopt, 2, GpuSource::Parallel},
+        Golden{"isvc_no_engine", "yaml", std::nullopt, 1, GpuSource::Default},
+        Golden{"affinity", "yaml", std::nullopt, 1, GpuSource::Limits},
+        Golden{"multi", "yaml", std::nullopt, 4, GpuSource::Parallel},
+        Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel}),
+    [](const ::testing::TestParamInfo<Golden>& info) { return info.param.name + "_" + info.param.ext; });
+
+}  // namespace
+}  // namespace gf::cluster
