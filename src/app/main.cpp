@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
   serve->add_option("--max-ws-clients", serve_cmd.max_ws_clients, "WebSocket connections at most (default 1024)")->check(CLI::Range(1u, 100000u));
   serve->add_option("--allow-origin", serve_cmd.allow_origins, "a WebSocket Origin allowed besides the agent's own address (repeatable)");
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
+  serve->add_option("--cluster-config", serve_cmd.cluster_config, "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
+      ->check(CLI::ExistingFile);
 
   ClusterCommand cluster_cmd;
   auto* cluster = app.add_subcommand("cluster", "the fleet through Prometheus and gpufleet agents: nodes, GPUs, node selection");

@@ -174,6 +174,34 @@ grep -q 'agent http://127.0.0.1:1' "$T/select.err" || fail "the unreachable agen
 pass "the unreachable agent is reported on stderr, not fatal"
 check_no_node "agents" node-c --agents "$T/agents.txt"
 
+# ---- the REST routes: a fourth agent with --cluster-config (Prometheus and the agents file) refreshes in the background
+cat >"$T/cluster.json" <<EOF
+{"prometheus": "$P", "agents_file": "agents.txt", "refresh_interval_s": 1, "timeout_s": 2, "fallback": "none"}
+EOF
+"$GF_BINARY" --backend sim serve --listen 127.0.0.1:0 --port-file "$T/rest.port" --db "$T/rest.db" --no-history \
+  --node-name rest --cluster-config "$T/cluster.json" >"$T/agent-rest.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 1 200); do [[ -s $T/rest.port ]] && break; sleep 0.05; done
+[[ -s $T/rest.port ]] || fail "the agent with --cluster-config wrote no port file within 10 s"
+R=http://127.0.0.1:$(tr -d '[:space:]' <"$T/rest.port")
+code=
+for _ in $(seq 1 100); do
+  code=$(curl -s -o "$T/select.json" -w '%{http_code}' "$R/api/v1/cluster/select?gpus=2" || true)
+  [[ $code == 200 ]] && break
+  sleep 0.1
+done
+[[ $code == 200 ]] || fail "GET /api/v1/cluster/select answered $code after 10 s: $(cat "$T/select.json")"
+grep -q '"node":"node-b"' "$T/select.json" || fail "GET /api/v1/cluster/select?gpus=2: expected node-b: $(cat "$T/select.json")"
+curl -sf "$R/api/v1/cluster/select?gpus=4&fallback=least-loaded" | grep -q '"node":"node-c"' ||
+  fail "GET /api/v1/cluster/select?gpus=4&fallback=least-loaded: expected node-c"
+curl -sf "$R/api/v1/cluster/select?gpus=2&utilization_threshold=6" | grep -q '"node":"node-b"' ||
+  fail "utilization_threshold=6: expected node-b (3 GPUs at 5 %)"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$R/api/v1/cluster/select?gpus=zero")
+[[ $code == 400 ]] || fail "gpus=zero: expected 400, got $code"
+curl -sf "$R/api/v1/cluster/nodes" | grep -q '"name":"node-c"' || fail "GET /api/v1/cluster/nodes has no node-c"
+curl -sf "$R/api/openapi.json" | grep -q '/api/v1/cluster/select' || fail "the OpenAPI document has no /api/v1/cluster/select"
+pass "serve --cluster-config: /api/v1/cluster/select, nodes, 400 for bad input, in the OpenAPI document"
+
 # ---- 2. Prometheus scraping dcgm-exporter's own format (no gpufleet agent)
 mkdir -p "$T/www"
 dcgm_page() {  # dcgm_page FILE HOST "u1 u2 u3 u4" USED_MIB
