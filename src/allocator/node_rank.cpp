@@ -60,9 +60,10 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
   if (temps) n.avg_temperature_c = temp_sum / temps;
   if (powers) n.total_power_w = power_sum;
   n.idle_gpu_count = idle;
-  n.from.idle_gpu_count = fmt::format("{}: utilization < {:g}% and memory < {:g}%", m->source, o.idle.utilization_pct,
-                                      o.idle.memory_pct);
-  n.from.utilization = m->source;
+  const bool agent = m->source == "agent";
+  n.from.idle_gpu_count = agent ? "agent: utilization and memory under the thresholds"
+                                : "prometheus: utilization and memory under the thresholds";
+  n.from.utilization = agent ? "agent" : "prometheus";
 }
 
 bool ranks_before(const NodeSummary& a, const NodeSummary& b, std::uint64_t required) {
@@ -118,17 +119,33 @@ bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
 
 Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
   Summaries out;
-  std::unordered_map<std::string_view, const core::NodeMetrics*> by_node;
+  // node name → index of its first metrics entry
+  std::unordered_map<std::string_view, std::size_t> by_node;
   by_node.reserve(facts.metrics.size());
-  for (const auto& m : facts.metrics) by_node.emplace(m.node, &m);
+  for (std::size_t i = 0; i < facts.metrics.size(); ++i) by_node.emplace(facts.metrics[i].node, i);
+  const auto metrics_of = [&](const std::string& name) -> const core::NodeMetrics* {
+    const auto it = by_node.find(name);
+    return it == by_node.end() ? nullptr : &facts.metrics[it->second];
+  };
+  const auto first_model = [](const core::NodeMetrics* m) {
+    if (m)
+      for (const auto& g : m->gpus)
+        if (!g.model.empty()) return g.model;
+    return std::string();
+  };
+  const auto by_name = [](const auto* a, const auto* b) { return a->name < b->name; };
 
   if (facts.kube) {
-    out.nodes.reserve(facts.kube->size());
-    std::unordered_map<std::string_view, bool> listed;
-    listed.reserve(facts.kube->size());
-    for (const auto& k : *facts.kube) {
-      listed.emplace(k.name, true);
-      NodeSummary n;
+    // Sorted through pointers, so that summaries are built in their final order and never moved.
+    std::vector<const core::KubeNode*> order;
+    order.reserve(facts.kube->size());
+    for (const auto& k : *facts.kube) order.push_back(&k);
+    std::sort(order.begin(), order.end(), by_name);
+    std::vector<bool> matched(facts.metrics.size(), false);
+    out.nodes.reserve(order.size());
+    for (const auto* kp : order) {
+      const auto& k = *kp;
+      NodeSummary& n = out.nodes.emplace_back();
       n.name = k.name;
       n.in_kubernetes = true;
       n.gpu_resource = k.gpu_resource;
@@ -146,55 +163,45 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
       n.from.free_gpus = "kubernetes: allocatable - requested";
       if (!k.ready) n.problems.push_back("not Ready"), n.health = NodeHealth::NotReady;
       if (k.unschedulable) n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
-      const auto it = by_node.find(k.name);
-      apply_metrics(n, it == by_node.end() ? nullptr : it->second, o);
+      const auto* m = metrics_of(k.name);
+      if (m) matched[static_cast<std::size_t>(m - facts.metrics.data())] = true;
+      apply_metrics(n, m, o);
       if (n.has_metrics && n.idle_gpu_count > n.free_gpus) {
         n.idle_gpu_count = n.free_gpus;
-        n.from.idle_gpu_count += ", capped at the free GPUs";
+        n.from.idle_gpu_count = m->source == "agent" ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
+                                                     : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
       }
-      out.nodes.push_back(std::move(n));
+      if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
     }
-    for (const auto& m : facts.metrics)
-      if (!listed.count(m.node)) out.unknown_nodes.push_back(m.node);
+    for (std::size_t i = 0; i < facts.metrics.size(); ++i)
+      if (!matched[i] && metrics_of(facts.metrics[i].node) == &facts.metrics[i]) out.unknown_nodes.push_back(facts.metrics[i].node);
     std::sort(out.unknown_nodes.begin(), out.unknown_nodes.end());
-    out.unknown_nodes.erase(std::unique(out.unknown_nodes.begin(), out.unknown_nodes.end()), out.unknown_nodes.end());
   } else {
-    out.nodes.reserve(facts.metrics.size());
-    for (const auto& m : facts.metrics) {
-      if (by_node.at(m.node) != &m) continue;  // a second entry for the same node
-      NodeSummary n;
-      n.name = m.node;
-      n.total_gpus = n.allocatable_gpus = n.free_gpus = m.gpus.size();
+    std::vector<const core::NodeMetrics*> order;
+    order.reserve(facts.metrics.size());
+    for (std::size_t i = 0; i < facts.metrics.size(); ++i)
+      if (by_node.at(facts.metrics[i].node) == i) order.push_back(&facts.metrics[i]);  // a node's first entry only
+    std::sort(order.begin(), order.end(), [](const core::NodeMetrics* a, const core::NodeMetrics* b) { return a->node < b->node; });
+    out.nodes.reserve(order.size());
+    for (const auto* m : order) {
+      NodeSummary& n = out.nodes.emplace_back();
+      n.name = m->node;
+      n.total_gpus = n.allocatable_gpus = n.free_gpus = m->gpus.size();
       n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
       n.health = NodeHealth::Ok;
-      n.from.total_gpus = m.source + ": GPUs seen (no Kubernetes)";
+      n.from.total_gpus = "metrics: GPUs seen (no Kubernetes)";
       n.from.allocatable_gpus = n.from.free_gpus = "= total (no Kubernetes)";
       n.from.requested_gpus = "none known (no Kubernetes)";
-      for (const auto& g : m.gpus)
-        if (!g.model.empty()) {
-          n.gpu_product = g.model;
-          break;
-        }
-      apply_metrics(n, &m, o);
-      out.nodes.push_back(std::move(n));
+      n.gpu_product = first_model(m);
+      apply_metrics(n, m, o);
     }
   }
-  for (auto& n : out.nodes) {
+  for (auto& n : out.nodes)
     if (!n.has_metrics) {
       n.idle_gpu_count = n.free_gpus;
       n.from.idle_gpu_count = "assumed: no metrics, free GPUs counted idle";
       n.from.utilization = "none";
     }
-    if (n.gpu_product.empty() && n.has_metrics) {
-      const auto it = by_node.find(n.name);
-      for (const auto& g : it->second->gpus)
-        if (!g.model.empty()) {
-          n.gpu_product = g.model;
-          break;
-        }
-    }
-  }
-  std::sort(out.nodes.begin(), out.nodes.end(), [](const NodeSummary& a, const NodeSummary& b) { return a.name < b.name; });
   return out;
 }
 

@@ -53,15 +53,15 @@ enum class NodeHealth { NotReady, Unschedulable, AgentUnreachable, MetricsError,
 // "not_ready", "unschedulable", "agent_unreachable", "metrics_error", "metrics_stale", "no_metrics", "ok".
 std::string_view health_name(NodeHealth h) noexcept;
 
-// Where each number of a summary came from, in words ("kubernetes", "prometheus", "agent",
-// "metrics: GPUs seen", "assumed: no metrics, free GPUs counted idle", …).
+// Where each number of a summary came from, in words ("kubernetes: capacity", "prometheus",
+// "assumed: no metrics, free GPUs counted idle", …). Static text: copying a summary copies no string.
 struct Provenance {
-  std::string total_gpus;
-  std::string allocatable_gpus;
-  std::string requested_gpus;
-  std::string free_gpus;
-  std::string idle_gpu_count;
-  std::string utilization;  // avg_utilization and avg_memory_usage
+  std::string_view total_gpus;
+  std::string_view allocatable_gpus;
+  std::string_view requested_gpus;
+  std::string_view free_gpus;
+  std::string_view idle_gpu_count;
+  std::string_view utilization;  // avg_utilization and avg_memory_usage
 };
 
 struct NodeSummary {

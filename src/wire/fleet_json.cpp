@@ -53,12 +53,12 @@ json node_summary_json(const allocator::NodeSummary& n) {
               {"agent_url", n.agent_url.empty() ? json(nullptr) : json(n.agent_url)},
               {"observed", n.observed ? json(iso8601(*n.observed)) : json(nullptr)},
               {"sources",
-               {{"total_gpus", n.from.total_gpus},
-                {"allocatable_gpus", n.from.allocatable_gpus},
-                {"requested_gpus", n.from.requested_gpus},
-                {"free_gpus", n.from.free_gpus},
-                {"idle_gpu_count", n.from.idle_gpu_count},
-                {"utilization", n.from.utilization}}}};
+               {{"total_gpus", std::string(n.from.total_gpus)},
+                {"allocatable_gpus", std::string(n.from.allocatable_gpus)},
+                {"requested_gpus", std::string(n.from.requested_gpus)},
+                {"free_gpus", std::string(n.from.free_gpus)},
+                {"idle_gpu_count", std::string(n.from.idle_gpu_count)},
+                {"utilization", std::string(n.from.utilization)}}}};
 }
 
 json fleet_nodes_json(const allocator::Summaries& s, const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
