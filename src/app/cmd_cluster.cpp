@@ -9,6 +9,7 @@
 #include "app/exit_codes.hpp"
 #include "cluster/agent_source.hpp"
 #include "cluster/fleet_sources.hpp"
+#include "cluster/prometheus_source.hpp"
 #include "wire/fleet_json.hpp"
 
 namespace gf::app {
@@ -46,7 +47,11 @@ Result<cluster::FleetSources> sources_of(const ClusterCommand& c) {
     s = std::move(*f);
   }
   if (c.prometheus) s.prometheus_url = *c.prometheus;
-  if (c.node_label) s.node_label = *c.node_label;
+  if (c.node_label) {
+    if (!cluster::valid_label_name(*c.node_label))
+      return make_error("--node-label '" + *c.node_label + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+    s.node_label = *c.node_label;
+  }
   if (c.max_age_s) s.max_age = std::chrono::milliseconds(static_cast<long long>(*c.max_age_s * 1000));
   if (c.agents_file) s.agents_file = *c.agents_file;
   for (const auto& a : c.agents) {

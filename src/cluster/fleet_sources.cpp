@@ -73,7 +73,7 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
     } else if (key == "node_label") {
       auto t = text(v, where);
       if (!t) return t.error();
-      if (t->empty()) return make_error(where + ": must not be empty");
+      if (!valid_label_name(*t)) return make_error(where + ": not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
       s.node_label = *t;
     } else if (key == "max_age_s" || key == "timeout_s" || key == "refresh_interval_s") {
       auto n = number(v, where, key == "max_age_s" ? 0 : 0.1, 86400);

@@ -76,10 +76,24 @@ Result<std::vector<PromSample>> parse_instant_query(std::string_view body) {
   return out;
 }
 
-const std::vector<std::string>& prometheus_queries() {
-  static const std::vector<std::string> q = {"DCGM_FI_DEV_GPU_UTIL",   "DCGM_FI_DEV_FB_USED",     "DCGM_FI_DEV_FB_FREE",
-                                             "DCGM_FI_DEV_GPU_TEMP",   "DCGM_FI_DEV_POWER_USAGE", "timestamp(DCGM_FI_DEV_GPU_UTIL)"};
-  return q;
+bool valid_label_name(std::string_view n) noexcept {
+  if (n.empty()) return false;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const char c = n[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (i > 0 && c >= '0' && c <= '9');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> prometheus_queries(const std::string& l) {
+  const std::string gpu = fmt::format("max by ({}, gpu, UUID) ", l);
+  return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l),
+          gpu + "(DCGM_FI_DEV_FB_USED)",
+          gpu + "(DCGM_FI_DEV_FB_FREE)",
+          gpu + "(DCGM_FI_DEV_GPU_TEMP)",
+          gpu + "(DCGM_FI_DEV_POWER_USAGE)",
+          fmt::format("max by ({}) (timestamp(DCGM_FI_DEV_GPU_UTIL))", l)};
 }
 
 PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
@@ -158,7 +172,9 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
   while (!base.empty() && base.back() == '/') base.pop_back();
   if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
     return make_error(fmt::format("prometheus {}: not an http:// or https:// URL", o.url));
-  const auto& queries = prometheus_queries();
+  if (!valid_label_name(o.node_label))
+    return make_error(fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)", o.node_label));
+  const auto queries = prometheus_queries(o.node_label);
   std::vector<platform::HttpRequest> reqs;
   for (const auto& q : queries) {
     platform::HttpRequest r;

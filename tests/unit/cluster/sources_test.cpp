@@ -88,6 +88,25 @@ TEST(PrometheusJoin, NodeLabelIsConfigurable) {
   EXPECT_NE(f.warnings[0].find("have no 'kubernetes_node' label"), std::string::npos) << f.warnings[0];
 }
 
+TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
+  const auto q = prometheus_queries("kubernetes_node");
+  ASSERT_EQ(q.size(), 6u);
+  EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
+  EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE)");
+  EXPECT_EQ(q[5], "max by (kubernetes_node) (timestamp(DCGM_FI_DEV_GPU_UTIL))");
+  EXPECT_TRUE(valid_label_name("Hostname"));
+  EXPECT_TRUE(valid_label_name("_a9"));
+  EXPECT_FALSE(valid_label_name("9a"));
+  EXPECT_FALSE(valid_label_name("node) or vector(1"));
+  EXPECT_FALSE(valid_label_name(""));
+  PrometheusOptions o;
+  o.url = "http://127.0.0.1:1";
+  o.node_label = "a-b";
+  auto r = query_prometheus(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not a Prometheus label name"), std::string::npos) << r.error().message;
+}
+
 TEST(PrometheusQuery, UnreachableNamesTheUrl) {
   PrometheusOptions o;
   o.url = "http://127.0.0.1:1";
