@@ -6,7 +6,7 @@ command -v hyperfine >/dev/null || { scripts/install-deps.sh; apt-get install -y
 
 B=build-bench
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build $B --target gpufleet gf_bench gf_bench_allocator gf_bench_scheduler fake_nvml >/dev/null
+cmake --build $B --target gpufleet gf_bench gf_bench_allocator gf_bench_scheduler gf_bench_fleet fake_nvml >/dev/null
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
 echo "== 1. one 8-GPU snapshot: NVML (fake library) vs nvidia-smi (fake script), and the layers above"
@@ -40,3 +40,9 @@ $B/bench/gf_bench_scheduler
 
 echo "== 6. gpufleet serve: HTTP (wrk) against a bare Beast server and prometheus-node-exporter; WebSocket fan-out"
 GF_BENCH_BUILD=$B bench/http_bench.sh
+
+echo "== 7. fleet ranking: 1 000 and 10 000 nodes x 8 GPUs (summaries + selection)"
+$B/bench/gf_bench_fleet --benchmark_min_time=0.5
+
+echo "== 8. one 'cluster select' through a real Prometheus, 1 000 nodes x 8 GPUs"
+GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10

@@ -12,10 +12,12 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/serve_config.hpp"
+#include "cluster/fleet_refresher.hpp"
 #include "platform/fs.hpp"
 #include "sampler/hub.hpp"
 #include "node/agent.hpp"
 #include "server/api.hpp"
+#include "server/api_cluster.hpp"
 #include "server/http_server.hpp"
 #include "server/security.hpp"
 #include "server/ws_hub.hpp"
@@ -63,6 +65,19 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     return kExitUsage;
   }
   ServeConfig& c = *cfg;
+  std::optional<cluster::FleetSources> fleet_sources;
+  if (!cmd.cluster_config.empty()) {
+    auto fs = cluster::load_fleet_sources(cmd.cluster_config);
+    if (!fs) {
+      print_error(fs.error().message);
+      return kExitUsage;
+    }
+    if (!fs->any()) {
+      print_error(cmd.cluster_config + ": names no fleet source (prometheus, agents_file or agents)");
+      return kExitUsage;
+    }
+    fleet_sources = std::move(*fs);
+  }
   if (c.node_name.empty()) c.node_name = hostname();
   if (c.static_dir.empty()) c.static_dir = default_static_dir();
   if (c.db.empty()) c.db = store::default_db_path();
@@ -131,6 +146,19 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   server::add_monitoring_routes(router, api);
   server::add_job_routes(router, api);
   server::add_meta_routes(router, api);
+  // The fleet view: refreshed on its own thread; requests rank the cached facts.
+  std::unique_ptr<cluster::FleetRefresher> fleet;
+  server::ClusterView cluster_view;
+  if (fleet_sources) {
+    fleet = std::make_unique<cluster::FleetRefresher>(*fleet_sources);
+    cluster_view.latest = [f = fleet.get()] { return f->latest(); };
+    cluster_view.idle = fleet_sources->idle;
+    cluster_view.fallback = fleet_sources->fallback;
+    cluster_view.max_age = fleet_sources->max_age;
+    cluster_view.sources = fleet_sources->describe();
+    fleet->start();
+  }
+  server::add_cluster_routes(router, fleet ? &cluster_view : nullptr);
 
   c.server.token = *token;
   c.server.static_dir = c.static_dir;

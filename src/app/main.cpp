@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "app/cmd_cluster.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/serve_config.hpp"
@@ -16,7 +17,7 @@ simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SM
 GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), DOCKER_HOST, NO_COLOR.
 
 Exit codes: 0 ok; 1 a query or I/O failed; 2 bad command line; 3 the backend asked for is not usable
-here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --wait). `monitor` and
+here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --wait), `cluster select`: no node qualifies. `monitor` and
 `run` exit with CMD's status, or 125 when gpufleet failed, 126 when CMD cannot be executed, 127 when
 CMD is not found.)";
 
@@ -156,6 +157,33 @@ int main(int argc, char** argv) {
   serve->add_option("--max-ws-clients", serve_cmd.max_ws_clients, "WebSocket connections at most (default 1024)")->check(CLI::Range(1u, 100000u));
   serve->add_option("--allow-origin", serve_cmd.allow_origins, "a WebSocket Origin allowed besides the agent's own address (repeatable)");
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
+  serve->add_option("--cluster-config", serve_cmd.cluster_config, "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
+      ->check(CLI::ExistingFile);
+
+  ClusterCommand cluster_cmd;
+  auto* cluster = app.add_subcommand("cluster", "the fleet through Prometheus and gpufleet agents: nodes, GPUs, node selection");
+  cluster->require_subcommand(1);
+  auto cluster_verb = [&](const char* name, const char* help) {
+    auto* sub = cluster->add_subcommand(name, help);
+    sub->add_option("--config", cluster_cmd.config, "JSON file with the same settings (see README, Fleet)")->check(CLI::ExistingFile);
+    sub->add_option("--prometheus", cluster_cmd.prometheus, "Prometheus base URL (queries dcgm-exporter's metrics)");
+    sub->add_option("--node-label", cluster_cmd.node_label, "the label naming the node (default Hostname)");
+    sub->add_option("--max-age", cluster_cmd.max_age_s, "seconds after which metrics count as none (default 60; 0: never)")->check(CLI::Range(0.0, 86400.0));
+    sub->add_option("--agents", cluster_cmd.agents_file, "file of gpufleet agent base URLs, one per line (# comments)");
+    sub->add_option("--agent", cluster_cmd.agents, "a gpufleet agent's base URL (repeatable)");
+    sub->add_option("--timeout", cluster_cmd.timeout_s, "seconds each Prometheus query or agent may take (default 10)")->check(CLI::Range(0.1, 600.0));
+    sub->add_option("--utilization-threshold", cluster_cmd.utilization_threshold, "a GPU is idle below this utilization (%, default 30)")->check(CLI::Range(0.0, 100.0));
+    sub->add_option("--memory-threshold", cluster_cmd.memory_threshold, "... and below this memory use (% of capacity, default 50)")->check(CLI::Range(0.0, 100.0));
+    sub->add_flag("--json", cluster_cmd.json, "print JSON");
+    sub->callback([&cluster_cmd, name] { cluster_cmd.verb = name; });
+    return sub;
+  };
+  cluster_verb("nodes", "per node: total, allocatable, requested, free and idle GPUs, utilization, health, and where each came from");
+  cluster_verb("gpus", "every GPU with metrics, and the nodes without");
+  auto* cluster_select = cluster_verb("select", "the node a job of N GPUs should go to, with the reasoning (exit 75: none qualifies)");
+  cluster_select->add_option("-g,--gpus", cluster_cmd.gpus, "GPUs the job needs")->capture_default_str()->check(CLI::Range(1u, 4096u));
+  cluster_select->add_option("--fallback", cluster_cmd.fallback, "when no node has enough idle GPUs: none (no pin, default) or "
+                             "least-loaded (the least-loaded node with enough free GPUs)")->check(CLI::IsMember({"none", "least-loaded"}));
 
   auto* show = app.add_subcommand("show", "one recorded job run: GPUs, why they were chosen, what they did");
   show->add_option("job", job_id, "job id (see gpufleet jobs)")->required();
@@ -199,6 +227,7 @@ int main(int argc, char** argv) {
       return run_task(g, task_cmd);
     }
     if (*serve) return run_serve(g, serve_cmd);
+    if (*cluster) return run_cluster(g, cluster_cmd);
     if (*show) return run_show(g, job_id, json, db);
     if (*run) {
       run_cmd.argv.insert(run_cmd.argv.end(), command.begin(), command.end());

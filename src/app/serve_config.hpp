@@ -28,6 +28,7 @@ struct ServeCommand {
   std::optional<unsigned> max_ws_clients;
   std::vector<std::string> allow_origins;
   std::string port_file;
+  std::string cluster_config;  // the fleet's sources (JSON): adds the /api/v1/cluster/ routes
 };
 
 struct ServeConfig {

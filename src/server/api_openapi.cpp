@@ -35,11 +35,19 @@ const std::string& openapi_document() {
     "/api/v1/jobs": {"get": {"summary": "Recorded job runs", "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000}}], "responses": {"200": {"description": "jobs"}}}},
     "/api/v1/experiments/{id}": {"get": {"summary": "One job run's record", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "experiment"}, "404": {"description": "no such experiment"}}}},
     "/api/v1/estimate": {"post": {"summary": "GPUs and memory a task needs", "parameters": [{"name": "engine", "in": "query", "schema": {"type": "string"}}], "requestBody": {"content": {"application/json": {"schema": {"type": "object", "description": "the task: parallelism parameters (tensor_parallel_size, pipeline_parallel_size, data_parallel_size, …, with their aliases) and model facts"}}}}, "responses": {"200": {"description": "estimate"}, "400": {"description": "bad task"}}}},
+    "/api/v1/cluster/nodes": {"get": {"summary": "Fleet: per-node GPU summaries (serve --cluster-config)", "parameters": [{"$ref": "#/components/parameters/utilization_threshold"}, {"$ref": "#/components/parameters/memory_threshold"}], "responses": {"200": {"description": "nodes"}, "400": {"description": "bad parameter"}, "503": {"description": "no fleet view, or no refresh yet"}}}},
+    "/api/v1/cluster/gpus": {"get": {"summary": "Fleet: every GPU with metrics, and the nodes without", "parameters": [{"$ref": "#/components/parameters/utilization_threshold"}, {"$ref": "#/components/parameters/memory_threshold"}], "responses": {"200": {"description": "GPUs"}, "400": {"description": "bad parameter"}, "503": {"description": "no fleet view, or no refresh yet"}}}},
+    "/api/v1/cluster/select": {"get": {"summary": "Fleet: the node a job of N GPUs should go to ({\"node\": null} when none qualifies), with the reasoning", "parameters": [
+      {"name": "gpus", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 4096, "default": 1}},
+      {"$ref": "#/components/parameters/utilization_threshold"}, {"$ref": "#/components/parameters/memory_threshold"},
+      {"name": "fallback", "in": "query", "description": "when no node has enough idle GPUs: none (no pin) or least-loaded", "schema": {"type": "string", "enum": ["none", "least-loaded"]}}], "responses": {"200": {"description": "selection"}, "400": {"description": "bad parameter"}, "503": {"description": "no fleet view, or no refresh yet"}}}},
     "/api/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3"}}}},
     "/metrics": {"get": {"summary": "Prometheus metrics (dcgm-exporter names)", "responses": {"200": {"description": "text exposition format"}}}}
   },
   "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-                 "parameters": {"fresh": {"name": "fresh", "in": "query", "description": "1: query the driver now instead of serving the latest reading", "schema": {"type": "boolean"}}}}
+                 "parameters": {"fresh": {"name": "fresh", "in": "query", "description": "1: query the driver now instead of serving the latest reading", "schema": {"type": "boolean"}},
+                                "utilization_threshold": {"name": "utilization_threshold", "in": "query", "description": "a GPU is idle below this utilization (%)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 30}},
+                                "memory_threshold": {"name": "memory_threshold", "in": "query", "description": "and below this memory use (% of capacity)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 50}}}}
 })json";
   return doc;
 }

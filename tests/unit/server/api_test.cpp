@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "rig.hpp"
+#include "server/api_cluster.hpp"
 #include "store/node_store.hpp"
 #include "support/fake_clock.hpp"
 #include "wire/json.hpp"
@@ -77,6 +78,7 @@ class ApiTest : public ::testing::Test {
     add_monitoring_routes(router, ctx);
     add_job_routes(router, ctx);
     add_meta_routes(router, ctx);
+    add_cluster_routes(router, nullptr);
   }
   void TearDown() override {
     rig.agent->stop();

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One `gpufleet cluster select` through a real Prometheus for a fleet of 1 000 nodes × 8 GPUs, end to end
+# (process start, the six instant queries, parsing, joining, ranking). The fleet is static pages in
+# dcgm-exporter's text format (10 pages of 100 nodes each, served by python3 -m http.server), scraped
+# by Debian's prometheus every 2 s. Goal: under 1 s.
+#
+#   GF_BINARY=build/gpufleet bench/cluster_bench.sh [NODES] [RUNS]
+set -euo pipefail
+GF_BINARY=${GF_BINARY:-build/gpufleet}
+NODES=${1:-1000}
+RUNS=${2:-10}
+PAGES=10
+T=$(mktemp -d /tmp/gf-cluster-bench.XXXXXX)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+mkdir -p "$T/www"
+python3 - "$T/www" "$NODES" "$PAGES" <<'PY'
+import random, sys
+out, nodes, pages = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rnd = random.Random(7)
+per = (nodes + pages - 1) // pages
+metrics = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"]
+for p in range(pages):
+    rows = {m: [] for m in metrics}
+    for n in range(p * per, min(nodes, (p + 1) * per)):
+        host = f"gpu-node-{n:05d}"
+        for g in range(8):
+            util, used = rnd.randrange(100), rnd.randrange(81559)
+            labels = (f'gpu="{g}",UUID="GPU-{n:05d}-{g}",pci_bus_id="00000000:{g:02X}:00.0",device="nvidia{g}",'
+                      f'modelName="NVIDIA H100 80GB HBM3",Hostname="{host}",DCGM_FI_DRIVER_VERSION="535.129.03"')
+            for m, v in zip(metrics, [util, used, 81559 - used, 30 + util // 2, 100 + util * 6]):
+                rows[m].append(f"{m}{{{labels}}} {v}")
+    with open(f"{out}/p{p}.txt", "w") as f:
+        for m in metrics:
+            f.write(f"# HELP {m} {m}.\n# TYPE {m} gauge\n" + "\n".join(rows[m]) + "\n")
+PY
+WP=$(free_port)
+python3 -m http.server --bind 127.0.0.1 --directory "$T/www" "$WP" >"$T/http.log" 2>&1 &
+pids+=("$!")
+{
+  echo "global: {scrape_interval: 2s, scrape_timeout: 2s, evaluation_interval: 2s}"
+  echo "scrape_configs:"
+  for p in $(seq 0 $((PAGES - 1))); do
+    echo "  - {job_name: dcgm-$p, metrics_path: /p$p.txt, static_configs: [{targets: ['127.0.0.1:$WP']}]}"
+  done
+} >"$T/prometheus.yml"
+PP=$(free_port)
+prometheus --config.file="$T/prometheus.yml" --storage.tsdb.path="$T/tsdb" --web.listen-address=127.0.0.1:$PP >"$T/prometheus.log" 2>&1 &
+pids+=("$!")
+P=http://127.0.0.1:$PP
+want=$((NODES * 8))
+got=
+for _ in $(seq 1 300); do
+  got=$(curl -sfG --data-urlencode 'query=count(timestamp(DCGM_FI_DEV_GPU_UTIL))' "$P/api/v1/query" 2>/dev/null |
+        sed -n 's/.*"value":\[[^,]*,"\([^"]*\)"\].*/\1/p' || true)
+  [[ $got == "$want" ]] && break
+  sleep 0.2
+done
+[[ $got == "$want" ]] || { echo "Prometheus has ${got:-no} GPU series after 60 s, expected $want" >&2; tail -5 "$T/prometheus.log" >&2; exit 1; }
+sleep 2  # every family scraped at least once more
+
+echo "== cluster select --gpus 4 through Prometheus: $NODES nodes × 8 GPUs ($want series per metric), $RUNS runs"
+"$GF_BINARY" cluster select --gpus 4 --prometheus "$P" | grep -E "Selected node|Idle GPUs" || true
+times=()
+for _ in $(seq 1 "$RUNS"); do
+  s=$(date +%s%N)
+  "$GF_BINARY" cluster select --gpus 4 --prometheus "$P" >/dev/null 2>&1 || true
+  e=$(date +%s%N)
+  times+=($(((e - s) / 1000000)))
+done
+printf '%s\n' "${times[@]}" | sort -n | awk '{ a[NR] = $1; s += $1 } END {
+  printf "wall ms: min %d  median %d  mean %.0f  max %d\n", a[1], a[int((NR + 1) / 2)], s / NR, a[NR] }'
+/usr/bin/time -f 'one run: %e s wall, %U s user + %S s system (gpufleet)' "$GF_BINARY" cluster select --gpus 4 --prometheus "$P" >/dev/null

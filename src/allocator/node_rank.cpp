@@ -1,0 +1,263 @@
+// Node summaries and node selection (see node_rank.hpp for the rules).
+#include "allocator/node_rank.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace gf::allocator {
+namespace {
+
+std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("n/a (no metrics)"); }
+
+double seconds(std::chrono::system_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The metrics side of one node: which GPUs count, the averages, and what is wrong with them.
+void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions& o) {
+  if (m == nullptr) {
+    n.problems.push_back("no metrics for this node");
+    n.health = std::min(n.health, NodeHealth::NoMetrics);
+    return;
+  }
+  n.metrics_source = m->source;
+  n.agent_url = m->agent_url;
+  n.observed = m->observed;
+  if (!m->error.empty()) {
+    const bool agent = m->source == "agent";
+    n.problems.push_back((agent ? "agent unreachable: " : "metrics failed: ") + m->error);
+    n.health = std::min(n.health, agent ? NodeHealth::AgentUnreachable : NodeHealth::MetricsError);
+    return;
+  }
+  if (m->observed && o.max_age.count() > 0 && o.now - *m->observed > o.max_age) {
+    n.problems.push_back(fmt::format("metrics are {:.0f} s old (more than the {:.0f} s allowed)", seconds(o.now - *m->observed),
+                                     std::chrono::duration<double>(o.max_age).count()));
+    n.health = std::min(n.health, NodeHealth::MetricsStale);
+    return;
+  }
+  double util_sum = 0, mem_sum = 0, temp_sum = 0, power_sum = 0;
+  unsigned temps = 0, powers = 0;
+  std::uint64_t idle = 0;
+  for (const auto& g : m->gpus) {
+    if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) continue;
+    ++n.gpus_with_metrics;
+    util_sum += *g.utilization_pct;
+    mem_sum += *g.memory_used_mib / *g.memory_total_mib * 100.0;
+    if (gpu_is_idle(g, o.idle)) ++idle;
+    if (g.temperature_c) temp_sum += *g.temperature_c, ++temps;
+    if (g.power_w) power_sum += *g.power_w, ++powers;
+  }
+  if (n.gpus_with_metrics == 0) {
+    n.problems.push_back("the metrics name no GPU with both utilization and memory");
+    n.health = std::min(n.health, NodeHealth::NoMetrics);
+    return;
+  }
+  n.has_metrics = true;
+  const auto count = static_cast<double>(n.gpus_with_metrics);
+  n.avg_utilization = util_sum / count;
+  n.avg_memory_usage = mem_sum / count;
+  if (temps) n.avg_temperature_c = temp_sum / temps;
+  if (powers) n.total_power_w = power_sum;
+  n.idle_gpu_count = idle;
+  const bool agent = m->source == "agent";
+  n.from.idle_gpu_count = agent ? "agent: utilization and memory under the thresholds"
+                                : "prometheus: utilization and memory under the thresholds";
+  n.from.utilization = agent ? "agent" : "prometheus";
+}
+
+bool ranks_before(const NodeSummary& a, const NodeSummary& b, std::uint64_t required) {
+  const bool ea = a.idle_gpu_count >= required, eb = b.idle_gpu_count >= required;
+  if (ea != eb) return ea;
+  if (a.idle_gpu_count != b.idle_gpu_count) return a.idle_gpu_count > b.idle_gpu_count;
+  // No metrics: nothing measured runs there, so it ranks as 0 % (the seed's rule).
+  const double ua = a.avg_utilization.value_or(0), ub = b.avg_utilization.value_or(0);
+  if (ua != ub) return ua < ub;
+  if (a.free_gpus != b.free_gpus) return a.free_gpus < b.free_gpus;  // tightest fit
+  return a.name < b.name;
+}
+
+bool loads_less(const NodeSummary& a, const NodeSummary& b) {
+  const double ua = a.avg_utilization.value_or(0), ub = b.avg_utilization.value_or(0);
+  if (ua != ub) return ua < ub;
+  const double ma = a.avg_memory_usage.value_or(0), mb = b.avg_memory_usage.value_or(0);
+  if (ma != mb) return ma < mb;
+  if (a.idle_gpu_count != b.idle_gpu_count) return a.idle_gpu_count > b.idle_gpu_count;
+  if (a.free_gpus != b.free_gpus) return a.free_gpus < b.free_gpus;
+  return a.name < b.name;
+}
+
+void describe_choice(std::vector<std::string>& lines, const NodeSummary& n) {
+  lines.push_back(fmt::format("Selected node '{}' for deployment:", n.name));
+  lines.push_back(fmt::format("  - Allocatable GPUs: {}/{}", n.allocatable_gpus, n.total_gpus));
+  lines.push_back(fmt::format("  - Free GPUs: {} ({} requested)", n.free_gpus, n.requested_gpus));
+  lines.push_back(fmt::format("  - Idle GPUs: {}", n.idle_gpu_count));
+  lines.push_back(fmt::format("  - Avg Utilization: {}", pct(n.avg_utilization)));
+  lines.push_back(fmt::format("  - Avg Memory Usage: {}", pct(n.avg_memory_usage)));
+  lines.push_back(fmt::format("\u2713 Selected node: {}", n.name));
+}
+
+}  // namespace
+
+std::string_view health_name(NodeHealth h) noexcept {
+  switch (h) {
+    case NodeHealth::NotReady: return "not_ready";
+    case NodeHealth::Unschedulable: return "unschedulable";
+    case NodeHealth::AgentUnreachable: return "agent_unreachable";
+    case NodeHealth::MetricsError: return "metrics_error";
+    case NodeHealth::MetricsStale: return "metrics_stale";
+    case NodeHealth::NoMetrics: return "no_metrics";
+    case NodeHealth::Ok: return "ok";
+  }
+  return "unknown";
+}
+
+bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
+  if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) return false;
+  return *g.utilization_pct < t.utilization_pct && *g.memory_used_mib / *g.memory_total_mib * 100.0 < t.memory_pct;
+}
+
+Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
+  Summaries out;
+  // node name → index of its first metrics entry
+  std::unordered_map<std::string_view, std::size_t> by_node;
+  by_node.reserve(facts.metrics.size());
+  for (std::size_t i = 0; i < facts.metrics.size(); ++i) by_node.emplace(facts.metrics[i].node, i);
+  const auto metrics_of = [&](const std::string& name) -> const core::NodeMetrics* {
+    const auto it = by_node.find(name);
+    return it == by_node.end() ? nullptr : &facts.metrics[it->second];
+  };
+  const auto first_model = [](const core::NodeMetrics* m) {
+    if (m)
+      for (const auto& g : m->gpus)
+        if (!g.model.empty()) return g.model;
+    return std::string();
+  };
+  const auto by_name = [](const auto* a, const auto* b) { return a->name < b->name; };
+
+  if (facts.kube) {
+    // Sorted through pointers, so that summaries are built in their final order and never moved.
+    std::vector<const core::KubeNode*> order;
+    order.reserve(facts.kube->size());
+    for (const auto& k : *facts.kube) order.push_back(&k);
+    std::sort(order.begin(), order.end(), by_name);
+    std::vector<bool> matched(facts.metrics.size(), false);
+    out.nodes.reserve(order.size());
+    for (const auto* kp : order) {
+      const auto& k = *kp;
+      NodeSummary& n = out.nodes.emplace_back();
+      n.name = k.name;
+      n.in_kubernetes = true;
+      n.gpu_resource = k.gpu_resource;
+      n.gpu_product = k.gpu_product;
+      n.total_gpus = k.gpu_capacity;
+      n.allocatable_gpus = k.gpu_allocatable;
+      n.requested_gpus = k.gpu_requested;
+      n.free_gpus = k.gpu_allocatable > k.gpu_requested ? k.gpu_allocatable - k.gpu_requested : 0;
+      n.ready = k.ready;
+      n.schedulable = !k.unschedulable;
+      n.health = NodeHealth::Ok;
+      n.from.total_gpus = "kubernetes: capacity";
+      n.from.allocatable_gpus = "kubernetes: allocatable";
+      n.from.requested_gpus = "kubernetes: requests of running pods";
+      n.from.free_gpus = "kubernetes: allocatable - requested";
+      if (!k.ready) n.problems.push_back("not Ready"), n.health = NodeHealth::NotReady;
+      if (k.unschedulable) n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
+      const auto* m = metrics_of(k.name);
+      if (m) matched[static_cast<std::size_t>(m - facts.metrics.data())] = true;
+      apply_metrics(n, m, o);
+      if (n.has_metrics && n.idle_gpu_count > n.free_gpus) {
+        n.idle_gpu_count = n.free_gpus;
+        n.from.idle_gpu_count = m->source == "agent" ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
+                                                     : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
+      }
+      if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
+    }
+    for (std::size_t i = 0; i < facts.metrics.size(); ++i)
+      if (!matched[i] && metrics_of(facts.metrics[i].node) == &facts.metrics[i]) out.unknown_nodes.push_back(facts.metrics[i].node);
+    std::sort(out.unknown_nodes.begin(), out.unknown_nodes.end());
+  } else {
+    std::vector<const core::NodeMetrics*> order;
+    order.reserve(facts.metrics.size());
+    for (std::size_t i = 0; i < facts.metrics.size(); ++i)
+      if (by_node.at(facts.metrics[i].node) == i) order.push_back(&facts.metrics[i]);  // a node's first entry only
+    std::sort(order.begin(), order.end(), [](const core::NodeMetrics* a, const core::NodeMetrics* b) { return a->node < b->node; });
+    out.nodes.reserve(order.size());
+    for (const auto* m : order) {
+      NodeSummary& n = out.nodes.emplace_back();
+      n.name = m->node;
+      n.total_gpus = n.allocatable_gpus = n.free_gpus = m->gpus.size();
+      n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
+      n.health = NodeHealth::Ok;
+      n.from.total_gpus = "metrics: GPUs seen (no Kubernetes)";
+      n.from.allocatable_gpus = n.from.free_gpus = "= total (no Kubernetes)";
+      n.from.requested_gpus = "none known (no Kubernetes)";
+      n.gpu_product = first_model(m);
+      apply_metrics(n, m, o);
+    }
+  }
+  for (auto& n : out.nodes)
+    if (!n.has_metrics) {
+      n.idle_gpu_count = n.free_gpus;
+      n.from.idle_gpu_count = "assumed: no metrics, free GPUs counted idle";
+      n.from.utilization = "none";
+    }
+  return out;
+}
+
+NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fallback) {
+  if (required == 0) required = 1;
+  NodeChoice c;
+  std::vector<const NodeSummary*> eligible, others;
+  for (const auto& n : s.nodes) (n.ready && n.schedulable && n.free_gpus >= required ? eligible : others).push_back(&n);
+  std::sort(eligible.begin(), eligible.end(),
+            [required](const NodeSummary* a, const NodeSummary* b) { return ranks_before(*a, *b, required); });
+  c.candidates.reserve(s.nodes.size());
+  for (const auto* n : eligible) c.candidates.push_back({n->name, true, n->idle_gpu_count >= required, {}, n});
+  for (const auto* n : others) {
+    std::vector<std::string> why;
+    if (!n->ready) why.push_back("not Ready");
+    if (!n->schedulable) why.push_back("unschedulable (cordoned)");
+    if (n->free_gpus < required) why.push_back(fmt::format("{} free GPU(s) < {}", n->free_gpus, required));
+    c.candidates.push_back({n->name, false, n->idle_gpu_count >= required, fmt::format("{}", fmt::join(why, "; ")), n});
+  }
+
+  c.reasoning.push_back("=== GPU Node Selection ===");
+  c.reasoning.push_back(fmt::format("Looking for node with {} idle GPU(s)...", required));
+  if (!eligible.empty() && eligible.front()->idle_gpu_count >= required) {
+    const auto& n = *eligible.front();
+    c.node = n.name;
+    c.reason = fmt::format("node '{}' has {} idle GPU(s) ({} needed) and average utilization {}; best of {} node(s) that can host {} GPU(s)",
+                           n.name, n.idle_gpu_count, required, pct(n.avg_utilization), eligible.size(), required);
+    describe_choice(c.reasoning, n);
+  } else if (eligible.empty()) {
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i < c.candidates.size() && i < 5; ++i)
+      parts.push_back(c.candidates[i].node + ": " + c.candidates[i].why_not);
+    if (c.candidates.size() > 5) parts.push_back(fmt::format("and {} more", c.candidates.size() - 5));
+    c.reason = s.nodes.empty() ? std::string("no GPU nodes are known")
+                               : fmt::format("no node can host {} GPU(s) (Ready, schedulable, enough free GPUs): {}", required,
+                                             fmt::join(parts, "; "));
+    c.reasoning.push_back("No suitable node found: " + c.reason);
+    c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
+  } else if (fallback == Fallback::LeastLoaded) {
+    const auto* best = *std::min_element(eligible.begin(), eligible.end(),
+                                         [](const NodeSummary* a, const NodeSummary* b) { return loads_less(*a, *b); });
+    c.node = best->name;
+    c.fallback_used = true;
+    c.reason = fmt::format("no node has {} idle GPU(s); least-loaded node with {} free GPU(s): '{}' (average utilization {})",
+                           required, required, best->name, pct(best->avg_utilization));
+    c.reasoning.push_back(fmt::format("No node has {} idle GPU(s); falling back to the least-loaded node with enough free GPUs.", required));
+    describe_choice(c.reasoning, *best);
+  } else {
+    const auto& most = *eligible.front();
+    c.reason = fmt::format("no node has {} idle GPU(s) (the most: '{}' with {} idle of {} free); not pinned, the Kubernetes scheduler decides",
+                           required, most.name, most.idle_gpu_count, most.free_gpus);
+    c.reasoning.push_back("No suitable node found: " + c.reason);
+    c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
+  }
+  c.reasoning.push_back("==========================");
+  return c;
+}
+
+}  // namespace gf::allocator

@@ -1,0 +1,165 @@
+// gpufleet cluster nodes|gpus|select (see cmd_cluster.hpp).
+#include "app/cmd_cluster.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "allocator/node_rank.hpp"
+#include "app/exit_codes.hpp"
+#include "cluster/agent_source.hpp"
+#include "cluster/fleet_sources.hpp"
+#include "cluster/prometheus_source.hpp"
+#include "wire/fleet_json.hpp"
+
+namespace gf::app {
+namespace {
+
+// Names, labels and messages come from Prometheus labels and other servers: control characters are
+// shown escaped so that they cannot move the cursor or rewrite the terminal.
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // C1 controls (U+0080..U+009F) in UTF-8
+      out += fmt::format("\\u{:04x}", next);
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("-"); }
+std::string num(const std::optional<double>& v, const char* unit) { return v ? fmt::format("{:.0f}{}", *v, unit) : std::string("-"); }
+
+// The command line over the config file over the defaults.
+Result<cluster::FleetSources> sources_of(const ClusterCommand& c) {
+  cluster::FleetSources s;
+  if (!c.config.empty()) {
+    auto f = cluster::load_fleet_sources(c.config);
+    if (!f) return f.error();
+    s = std::move(*f);
+  }
+  if (c.prometheus) s.prometheus_url = *c.prometheus;
+  if (c.node_label) {
+    if (!cluster::valid_label_name(*c.node_label))
+      return make_error("--node-label '" + *c.node_label + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+    s.node_label = *c.node_label;
+  }
+  if (c.max_age_s) s.max_age = std::chrono::milliseconds(static_cast<long long>(*c.max_age_s * 1000));
+  if (c.agents_file) s.agents_file = *c.agents_file;
+  for (const auto& a : c.agents) {
+    auto u = cluster::normalize_agent_url(a);
+    if (!u) return make_error("--agent: " + u.error().message);
+    s.agents.push_back(*u);
+  }
+  if (c.timeout_s) s.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout_s * 1000));
+  if (c.utilization_threshold) s.idle.utilization_pct = *c.utilization_threshold;
+  if (c.memory_threshold) s.idle.memory_pct = *c.memory_threshold;
+  if (c.fallback) {
+    auto f = cluster::parse_fallback(*c.fallback);
+    if (!f) return make_error("--fallback: " + f.error().message);
+    s.fallback = *f;
+  }
+  if (!s.any()) return make_error("no fleet source: give --prometheus URL, --agents FILE or --agent URL (or --config FILE)");
+  return s;
+}
+
+void print_nodes(const allocator::Summaries& s) {
+  std::printf("%-24s %5s %5s %5s %5s %7s %7s %7s  %-17s %s\n", "NODE", "TOTAL", "ALLOC", "FREE", "IDLE", "METRICS", "UTIL",
+              "MEM", "HEALTH", "SOURCE");
+  for (const auto& n : s.nodes)
+    std::printf("%-24s %5llu %5llu %5llu %5llu %7llu %7s %7s  %-17s %s\n", printable(n.name).c_str(),
+                static_cast<unsigned long long>(n.total_gpus), static_cast<unsigned long long>(n.allocatable_gpus),
+                static_cast<unsigned long long>(n.free_gpus), static_cast<unsigned long long>(n.idle_gpu_count),
+                static_cast<unsigned long long>(n.gpus_with_metrics), pct(n.avg_utilization).c_str(),
+                pct(n.avg_memory_usage).c_str(), std::string(allocator::health_name(n.health)).c_str(),
+                printable(n.metrics_source.empty() ? (n.in_kubernetes ? "kubernetes" : "-") : n.metrics_source).c_str());
+  for (const auto& n : s.nodes)
+    for (const auto& p : n.problems)
+      if (n.health != allocator::NodeHealth::Ok) std::printf("  %s: %s\n", printable(n.name).c_str(), printable(p).c_str());
+  for (const auto& u : s.unknown_nodes)
+    std::printf("  %s: has metrics but Kubernetes does not list it (left out)\n", printable(u).c_str());
+}
+
+void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, const allocator::IdleThresholds& idle) {
+  std::printf("%-24s %4s %-26s %6s %17s %6s %7s %s\n", "NODE", "GPU", "MODEL", "UTIL", "MEMORY (MiB)", "TEMP", "POWER", "IDLE");
+  for (const auto& n : s.nodes) {
+    if (!n.has_metrics) {
+      std::printf("%-24s    - (no metrics: %s)\n", printable(n.name).c_str(),
+                  printable(n.problems.empty() ? "unknown" : n.problems.back()).c_str());
+      continue;
+    }
+    for (const auto& m : f.metrics) {
+      if (m.node != n.name || m.source != n.metrics_source) continue;
+      for (const auto& g : m.gpus) {
+        const std::string mem = g.memory_used_mib && g.memory_total_mib
+                                    ? fmt::format("{:.0f}/{:.0f}", *g.memory_used_mib, *g.memory_total_mib)
+                                    : std::string("-");
+        std::printf("%-24s %4u %-26s %6s %17s %6s %7s %s\n", printable(n.name).c_str(), g.index,
+                    printable(g.model.empty() ? "-" : g.model).c_str(), pct(g.utilization_pct).c_str(), mem.c_str(),
+                    num(g.temperature_c, "C").c_str(), num(g.power_w, "W").c_str(), allocator::gpu_is_idle(g, idle) ? "yes" : "no");
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
+  auto src = sources_of(c);
+  if (!src) {
+    print_error("cluster: " + src.error().message);
+    return kExitUsage;
+  }
+  const auto now = std::chrono::system_clock::now();
+  auto facts = cluster::gather_fleet(*src, now);
+  if (!facts) {
+    print_error("cluster: " + facts.error().message);
+    return kExitUsage;
+  }
+  for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
+  if (facts->metrics.empty() && !facts->kube && !facts->source_errors.empty()) {
+    print_error("cluster: no source answered");
+    return kExitError;
+  }
+
+  allocator::RankOptions ro;
+  ro.idle = src->idle;
+  ro.now = now;
+  ro.max_age = src->max_age;
+  const auto sums = allocator::summarize(*facts, ro);
+  wire::FleetQueryInfo q{src->idle, src->max_age, src->describe()};
+
+  if (c.verb == "nodes") {
+    if (c.json) std::printf("%s\n", wire::fleet_nodes_json(sums, *facts, q).dump(2).c_str());
+    else print_nodes(sums);
+    return kExitOk;
+  }
+  if (c.verb == "gpus") {
+    if (c.json) std::printf("%s\n", wire::fleet_gpus_json(sums, *facts, q).dump(2).c_str());
+    else print_gpus(sums, *facts, src->idle);
+    return kExitOk;
+  }
+  const auto choice = allocator::select_node(sums, c.gpus, src->fallback);
+  if (c.json) {
+    std::printf("%s\n", wire::node_choice_json(choice, c.gpus, src->fallback, *facts, q).dump(2).c_str());
+  } else {
+    for (const auto& line : choice.reasoning) std::printf("%s\n", printable(line).c_str());
+  }
+  std::fflush(stdout);
+  if (!choice.node) {
+    print_error("cluster select: " + printable(choice.reason));
+    return kExitNoGpus;
+  }
+  return kExitOk;
+}
+
+}  // namespace gf::app

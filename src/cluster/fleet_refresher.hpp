@@ -1,0 +1,39 @@
+#pragma once
+// FleetRefresher: gathers the fleet's facts on its own thread every `refresh` interval and publishes
+// them, so that requests read the latest facts and never wait on Prometheus, agents or Kubernetes.
+// Thread-safety: latest() may be called from any thread; start/stop from the owner.
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "cluster/fleet_sources.hpp"
+
+namespace gf::cluster {
+
+class FleetRefresher {
+ public:
+  explicit FleetRefresher(FleetSources sources) : sources_(std::move(sources)) {}
+  ~FleetRefresher() { stop(); }
+  FleetRefresher(const FleetRefresher&) = delete;
+  FleetRefresher& operator=(const FleetRefresher&) = delete;
+
+  // Starts the thread; the first round begins at once.
+  void start();
+  void stop();
+  // The latest facts; null before the first round ends. A round that cannot even read its sources
+  // (an unreadable agents file) publishes facts with that error in source_errors.
+  std::shared_ptr<const allocator::FleetFacts> latest() const;
+  const FleetSources& sources() const noexcept { return sources_; }
+
+ private:
+  void loop(std::stop_token stop);
+
+  const FleetSources sources_;
+  mutable std::mutex mu_;
+  std::condition_variable_any cv_;
+  std::shared_ptr<const allocator::FleetFacts> latest_;
+  std::jthread thread_;
+};
+
+}  // namespace gf::cluster

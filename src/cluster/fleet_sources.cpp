@@ -1,0 +1,174 @@
+// Fleet source settings and one round of gathering (see fleet_sources.hpp).
+#include "cluster/fleet_sources.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cluster/agent_source.hpp"
+#include "cluster/prometheus_source.hpp"
+
+namespace gf::cluster {
+namespace {
+
+using json = nlohmann::json;
+
+Result<double> number(const json& v, const std::string& where, double min, double max) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < min || v.get<double>() > max)
+    return make_error(fmt::format("{}: expected a number from {:g} to {:g}", where, min, max));
+  return v.get<double>();
+}
+
+Result<std::string> text(const json& v, const std::string& where) {
+  if (!v.is_string()) return make_error(where + ": expected a string");
+  return v.get<std::string>();
+}
+
+std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000))); }
+
+Result<std::string> read_small_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("cannot read {} {}: {}", what, path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().size() > (4u << 20)) return make_error(fmt::format("{} {} is larger than 4 MiB", what, path));
+  return ss.str();
+}
+
+}  // namespace
+
+std::vector<std::string> FleetSources::describe() const {
+  std::vector<std::string> d;
+  if (kube_nodes) d.push_back("kubernetes");
+  if (!prometheus_url.empty()) d.push_back(fmt::format("prometheus {} (node label {})", prometheus_url, node_label));
+  if (!agents_file.empty()) d.push_back("agents file " + agents_file);
+  if (!agents.empty()) d.push_back(fmt::format("{} agent(s)", agents.size()));
+  return d;
+}
+
+Result<allocator::Fallback> parse_fallback(const std::string& t) {
+  if (t == "none") return allocator::Fallback::None;
+  if (t == "least-loaded" || t == "least_loaded") return allocator::Fallback::LeastLoaded;
+  return make_error(fmt::format("fallback '{}': expected none or least-loaded", t));
+}
+
+Result<FleetSources> fleet_sources_from_json(const std::string& body, const std::string& source, FleetSources s) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded()) return make_error(source + ": not valid JSON");
+  if (!j.is_object()) return make_error(source + ": expected a JSON object");
+  for (const auto& [key, v] : j.items()) {
+    const std::string where = source + ": " + key;
+    if (key == "prometheus") {
+      auto t = text(v, where);
+      if (!t) return t.error();
+      s.prometheus_url = *t;
+    } else if (key == "node_label") {
+      auto t = text(v, where);
+      if (!t) return t.error();
+      if (!valid_label_name(*t)) return make_error(where + ": not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+      s.node_label = *t;
+    } else if (key == "max_age_s" || key == "timeout_s" || key == "refresh_interval_s") {
+      auto n = number(v, where, key == "max_age_s" ? 0 : 0.1, 86400);
+      if (!n) return n.error();
+      (key == "max_age_s" ? s.max_age : key == "timeout_s" ? s.timeout : s.refresh) = ms(*n);
+    } else if (key == "agents_file") {
+      auto t = text(v, where);
+      if (!t) return t.error();
+      std::filesystem::path p(*t);
+      if (p.is_relative()) p = std::filesystem::path(source).parent_path() / p;
+      s.agents_file = p.string();
+    } else if (key == "agents") {
+      if (!v.is_array()) return make_error(where + ": expected an array of URLs");
+      for (const auto& u : v) {
+        auto t = text(u, where);
+        if (!t) return t.error();
+        auto n = normalize_agent_url(*t);
+        if (!n) return make_error(where + ": " + n.error().message);
+        s.agents.push_back(*n);
+      }
+    } else if (key == "utilization_threshold" || key == "memory_threshold") {
+      auto n = number(v, where, 0, 100);
+      if (!n) return n.error();
+      (key == "utilization_threshold" ? s.idle.utilization_pct : s.idle.memory_pct) = *n;
+    } else if (key == "fallback") {
+      auto t = text(v, where);
+      if (!t) return t.error();
+      auto f = parse_fallback(*t);
+      if (!f) return make_error(where + ": " + f.error().message);
+      s.fallback = *f;
+    } else {
+      return make_error(fmt::format("{}: unknown key '{}' (known: prometheus, node_label, max_age_s, agents_file, agents, "
+                                    "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback)",
+                                    source, key));
+    }
+  }
+  return s;
+}
+
+Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources base) {
+  auto body = read_small_file(path, "the cluster config");
+  if (!body) return body.error();
+  return fleet_sources_from_json(*body, path, std::move(base));
+}
+
+Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now) {
+  if (!s.any()) return make_error("no fleet source: give --prometheus URL, --agents FILE or --agent URL (or --config FILE)");
+  std::vector<std::string> agents = s.agents;
+  if (!s.agents_file.empty()) {
+    auto body = read_small_file(s.agents_file, "the agents file");
+    if (!body) return body.error();
+    auto list = parse_agent_list(*body, s.agents_file);
+    if (!list) return list.error();
+    for (auto& u : *list)
+      if (std::find(agents.begin(), agents.end(), u) == agents.end()) agents.push_back(std::move(u));
+  }
+
+  allocator::FleetFacts f;
+  // Prometheus and Kubernetes run beside the agents' fetch (each is a few requests that wait on the network).
+  std::future<Result<PromFleet>> prom;
+  if (!s.prometheus_url.empty()) {
+    PrometheusOptions po;
+    po.url = s.prometheus_url;
+    po.node_label = s.node_label;
+    po.timeout = s.timeout;
+    prom = std::async(std::launch::async, [po] { return query_prometheus(po); });
+  }
+  std::future<Result<std::vector<core::KubeNode>>> kube;
+  if (s.kube_nodes) kube = std::async(std::launch::async, s.kube_nodes);
+  std::vector<core::NodeMetrics> from_agents;
+  if (!agents.empty()) from_agents = fetch_agents(agents, s.timeout);
+
+  for (auto& m : from_agents)
+    if (m.error.empty()) f.metrics.push_back(std::move(m));
+  if (prom.valid()) {
+    auto r = prom.get();
+    if (r) {
+      for (auto& m : r->nodes) f.metrics.push_back(std::move(m));
+      for (auto& w : r->warnings) f.source_errors.push_back("prometheus " + s.prometheus_url + ": " + w);
+    } else {
+      f.source_errors.push_back(r.error().message);
+    }
+  }
+  for (auto& m : from_agents)
+    if (!m.error.empty()) {
+      f.source_errors.push_back("agent " + m.error);
+      f.metrics.push_back(std::move(m));
+    }
+  if (kube.valid()) {
+    auto r = kube.get();
+    if (r) f.kube = std::move(*r);
+    else f.source_errors.push_back("kubernetes: " + r.error().message);
+  }
+  f.collected = now;
+  return f;
+}
+
+}  // namespace gf::cluster

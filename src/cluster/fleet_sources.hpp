@@ -1,0 +1,53 @@
+#pragma once
+// Where the fleet's facts come from, and one round of gathering them: Kubernetes (a function the
+// caller supplies, returning the GPU nodes), Prometheus, and gpufleet agents. The same settings come
+// from the command line (`gpufleet cluster …`) and from a small JSON config file (`--config`,
+// `serve --cluster-config`).
+// Thread-safety: gather_fleet may run on any thread; it touches nothing shared.
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/node_rank.hpp"
+#include "core/fleet.hpp"
+#include "core/result.hpp"
+
+namespace gf::cluster {
+
+struct FleetSources {
+  std::string prometheus_url;                    // empty: no Prometheus
+  std::string node_label = "Hostname";           // the Prometheus label naming the node
+  std::chrono::milliseconds max_age{60000};      // older metrics count as none
+  std::string agents_file;                       // one agent base URL per line
+  std::vector<std::string> agents;               // more agent base URLs
+  std::chrono::milliseconds timeout{10000};      // each Prometheus query, each agent
+  std::chrono::milliseconds refresh{15000};      // serve: how often the background refresh runs
+  allocator::IdleThresholds idle;                // the default thresholds of selections
+  allocator::Fallback fallback = allocator::Fallback::None;
+  // The Kubernetes API's GPU nodes; empty: no Kubernetes (a metrics-only fleet). Wired by the caller.
+  std::function<Result<std::vector<core::KubeNode>>()> kube_nodes;
+
+  bool any() const { return !prometheus_url.empty() || !agents_file.empty() || !agents.empty() || kube_nodes; }
+  // "prometheus http://…", "agents file F", "3 agent(s)", "kubernetes" — for documents and messages.
+  std::vector<std::string> describe() const;
+};
+
+// Reads a JSON config: {"prometheus", "node_label", "max_age_s", "agents_file", "agents", "timeout_s",
+// "refresh_interval_s", "utilization_threshold", "memory_threshold", "fallback"}. Keys given replace
+// those of `base`; an unknown key or a bad value is an error naming the file and the key. A relative
+// agents_file is taken relative to the config file's directory.
+Result<FleetSources> fleet_sources_from_json(const std::string& text, const std::string& source, FleetSources base = {});
+Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources base = {});
+
+// "none" | "least-loaded" (also "least_loaded").
+Result<allocator::Fallback> parse_fallback(const std::string& text);
+
+// One round: every source asked at once where it can be. A failing source is recorded in
+// source_errors and the others still count; an error only when the sources cannot even be read
+// (no source at all, an unreadable or malformed agents file).
+// Metrics of a node from a reachable agent win over Prometheus; Prometheus wins over an unreachable agent.
+Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now);
+
+}  // namespace gf::cluster

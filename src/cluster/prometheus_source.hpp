@@ -1,0 +1,75 @@
+#pragma once
+// The fleet's GPU metrics from Prometheus: a few instant queries over its HTTP API (one per metric for
+// the whole fleet, never one per node) on dcgm-exporter's names, so it works for fleets that run plain
+// dcgm-exporter as well as for gpufleet agents (whose /metrics uses the same names and labels).
+//
+//   DCGM_FI_DEV_GPU_UTIL               utilization, %
+//   DCGM_FI_DEV_FB_USED, _FB_FREE      framebuffer MiB; total = used + free (dcgm-exporter has no total)
+//   DCGM_FI_DEV_GPU_TEMP               °C (optional: absent series leave it unknown)
+//   DCGM_FI_DEV_POWER_USAGE            W (optional)
+//   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each utilization sample was taken (for --max-age), newest per node
+// Each is wrapped in `max by (<node label>, gpu, UUID[, modelName])`, so Prometheus sends only the labels
+// used here (a third of the bytes of the raw series for 1 000 nodes) and a GPU scraped twice is one GPU.
+//
+// The node is the value of `node_label` (dcgm-exporter's Hostname by default; deployments relabel it to
+// node, kubernetes_node, instance, …); a GPU is identified on its node by UUID, else by the gpu label.
+// The parsing and joining are pure functions (fuzzed); only query_prometheus does I/O.
+// Thread-safety: every function may be called from any number of threads.
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/fleet.hpp"
+#include "core/result.hpp"
+
+namespace gf::cluster {
+
+struct PrometheusOptions {
+  std::string url;                      // base URL: http://prometheus:9090 (a path prefix is kept)
+  std::string node_label = "Hostname";
+  std::chrono::milliseconds timeout{10000};  // each query
+  std::string bearer_token;             // sent when not empty
+};
+
+// One series of an instant-query answer.
+struct PromSample {
+  std::map<std::string, std::string> labels;
+  double value = 0;        // finite (NaN and ±Inf samples are dropped by the parser)
+  double timestamp_s = 0;  // the evaluation time Prometheus reports with the value
+};
+
+// Parses the body of GET /api/v1/query. Errors: not JSON, not an object, {"status":"error"} (with its
+// errorType and error), a result type other than "vector", malformed samples. Never throws.
+Result<std::vector<PromSample>> parse_instant_query(std::string_view body);
+
+// The answers of one round of queries, by metric.
+struct PromAnswers {
+  std::vector<PromSample> utilization;
+  std::vector<PromSample> fb_used;
+  std::vector<PromSample> fb_free;
+  std::vector<PromSample> temperature;
+  std::vector<PromSample> power;
+  std::vector<PromSample> sample_time;  // timestamp(DCGM_FI_DEV_GPU_UTIL): the value is epoch seconds
+};
+
+struct PromFleet {
+  std::vector<core::NodeMetrics> nodes;  // by node name, GPUs by index
+  std::vector<std::string> warnings;     // e.g. series without the node label
+};
+
+// Joins the answers into one NodeMetrics per node (source "prometheus"). Pure.
+PromFleet join_answers(const PromAnswers& a, const std::string& node_label);
+
+// The queries for this node label, in PromAnswers' order.
+std::vector<std::string> prometheus_queries(const std::string& node_label);
+// Whether `name` is a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*): the node label is spliced
+// into PromQL, so nothing else may pass.
+bool valid_label_name(std::string_view name) noexcept;
+
+// Runs the queries concurrently and joins them. An error names the URL and the cause: unreachable,
+// an HTTP status, or Prometheus' own error.
+Result<PromFleet> query_prometheus(const PrometheusOptions& options);
+
+}  // namespace gf::cluster

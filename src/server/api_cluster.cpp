@@ -1,0 +1,88 @@
+// The fleet routes (see api_cluster.hpp).
+#include "server/api_cluster.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "wire/fleet_json.hpp"
+
+namespace gf::server {
+namespace {
+
+// A query parameter as a percentage; the default when absent. False (and a message) when malformed.
+bool percent(const Request& req, const char* key, double& out, std::string& error) {
+  const auto it = req.query.find(key);
+  if (it == req.query.end() || it->second.empty()) return true;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (end != it->second.c_str() + it->second.size() || !std::isfinite(v) || v < 0 || v > 100) {
+    error = std::string(key) + " must be a number from 0 to 100";
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+struct Prepared {
+  std::shared_ptr<const allocator::FleetFacts> facts;
+  allocator::Summaries summaries;
+  wire::FleetQueryInfo info;
+};
+
+// The cached facts summarized under the request's thresholds, or the error response.
+std::optional<Response> prepare(const ClusterView* view, const Request& req, Prepared& p) {
+  if (view == nullptr)
+    return error_response(503, "cluster_not_configured", "this agent has no fleet view: start it with --cluster-config FILE");
+  std::string err;
+  p.info.idle = view->idle;
+  p.info.max_age = view->max_age;
+  p.info.sources = view->sources;
+  if (!percent(req, "utilization_threshold", p.info.idle.utilization_pct, err) ||
+      !percent(req, "memory_threshold", p.info.idle.memory_pct, err))
+    return error_response(400, "bad_request", err);
+  p.facts = view->latest ? view->latest() : nullptr;
+  if (!p.facts) return error_response(503, "cluster_not_ready", "the first fleet refresh has not finished yet");
+  allocator::RankOptions o;
+  o.idle = p.info.idle;
+  o.now = std::chrono::system_clock::now();
+  o.max_age = view->max_age;
+  p.summaries = allocator::summarize(*p.facts, o);
+  return std::nullopt;
+}
+
+}  // namespace
+
+void add_cluster_routes(Router& r, const ClusterView* view) {
+  r.add(Method::Get, "/api/v1/cluster/nodes", Access::Read, Exec::Blocking, [view](const Request& req) {
+    Prepared p;
+    if (auto e = prepare(view, req, p)) return *e;
+    return json_response(200, wire::fleet_nodes_json(p.summaries, *p.facts, p.info));
+  });
+  r.add(Method::Get, "/api/v1/cluster/gpus", Access::Read, Exec::Blocking, [view](const Request& req) {
+    Prepared p;
+    if (auto e = prepare(view, req, p)) return *e;
+    return json_response(200, wire::fleet_gpus_json(p.summaries, *p.facts, p.info));
+  });
+  r.add(Method::Get, "/api/v1/cluster/select", Access::Read, Exec::Blocking, [view](const Request& req) {
+    Prepared p;
+    if (auto e = prepare(view, req, p)) return *e;
+    std::uint64_t gpus = 1;
+    if (const auto it = req.query.find("gpus"); it != req.query.end()) {
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
+      if (it->second.empty() || end != it->second.c_str() + it->second.size() || it->second[0] == '-' || v < 1 || v > 4096)
+        return error_response(400, "bad_request", "gpus must be an integer from 1 to 4096");
+      gpus = v;
+    }
+    auto fallback = view->fallback;
+    if (const auto it = req.query.find("fallback"); it != req.query.end()) {
+      if (it->second == "none") fallback = allocator::Fallback::None;
+      else if (it->second == "least-loaded" || it->second == "least_loaded") fallback = allocator::Fallback::LeastLoaded;
+      else return error_response(400, "bad_request", "fallback must be none or least-loaded");
+    }
+    const auto choice = allocator::select_node(p.summaries, gpus, fallback);
+    return json_response(200, wire::node_choice_json(choice, gpus, fallback, *p.facts, p.info));
+  });
+}
+
+}  // namespace gf::server

@@ -1,0 +1,32 @@
+#pragma once
+// The fleet routes of `gpufleet serve --cluster-config FILE`:
+//   GET /api/v1/cluster/nodes[?utilization_threshold=&memory_threshold=]
+//   GET /api/v1/cluster/gpus[?utilization_threshold=&memory_threshold=]
+//   GET /api/v1/cluster/select?gpus=N[&utilization_threshold=&memory_threshold=&fallback=none|least-loaded]
+// They read the facts a background refresh published (never a fleet query on the request path); only
+// the summaries and the ranking are computed per request, from the cached facts. Without a cluster
+// view (no --cluster-config) the routes exist and answer 503 saying how to turn them on.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "allocator/node_rank.hpp"
+#include "server/router.hpp"
+
+namespace gf::server {
+
+struct ClusterView {
+  // The latest facts; null until the first refresh has finished. Called from worker threads.
+  std::function<std::shared_ptr<const allocator::FleetFacts>()> latest;
+  allocator::IdleThresholds idle;  // defaults of the thresholds
+  allocator::Fallback fallback = allocator::Fallback::None;
+  std::chrono::milliseconds max_age{60000};
+  std::vector<std::string> sources;  // described, for the documents
+};
+
+// view may be null (routes answer 503). The view outlives the router.
+void add_cluster_routes(Router& r, const ClusterView* view);
+
+}  // namespace gf::server

@@ -1,0 +1,32 @@
+#pragma once
+// The fleet's JSON documents (`gpufleet cluster … --json` and GET /api/v1/cluster/…): node summaries,
+// GPUs, and a node selection. Pure encoders: no I/O. Keys are the OME seed's where it has them
+// (total_gpus, allocatable_gpus, idle_gpu_count, avg_utilization, …); percentages are 0..100 rounded
+// to 0.1, memory in MiB; an unknown value is null, never 0.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "allocator/node_rank.hpp"
+
+namespace gf::wire {
+
+// What a document says about the query that produced it.
+struct FleetQueryInfo {
+  allocator::IdleThresholds idle;
+  std::chrono::milliseconds max_age{60000};
+  std::vector<std::string> sources;  // "prometheus http://…", "agents (3)"
+};
+
+nlohmann::json node_summary_json(const allocator::NodeSummary& n);
+// {"nodes": [...], "unknown_nodes": [...], "errors": [...], "thresholds": {...}, "sources": [...], "collected": …}
+nlohmann::json fleet_nodes_json(const allocator::Summaries& s, const allocator::FleetFacts& facts, const FleetQueryInfo& q);
+// {"gpus": [...every GPU with fresh metrics...], "nodes_without_metrics": [{"node", "health", "reason"}], …}
+nlohmann::json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts& facts, const FleetQueryInfo& q);
+// {"node": NAME or null, "reason": …, "required_gpus": N, "fallback": …, "fallback_used": …,
+//  "reasoning": [...], "candidates": [...], "thresholds": {...}, "errors": [...]}
+nlohmann::json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required_gpus, allocator::Fallback fallback,
+                                const allocator::FleetFacts& facts, const FleetQueryInfo& q);
+
+std::string_view fallback_name(allocator::Fallback f) noexcept;  // "none", "least-loaded"
+
+}  // namespace gf::wire

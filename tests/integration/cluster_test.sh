@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# `gpufleet cluster` against real peers on loopback:
+#   1. a real Prometheus (Debian's `prometheus`) scraping three `gpufleet --backend sim serve` agents with
+#      different simulated loads: `cluster select` through Prometheus picks the node the seed's rules pick,
+#      and the same through the agents directly (--agent, --agents FILE);
+#   2. a second Prometheus scraping static pages in dcgm-exporter's own text format (no gpufleet agent):
+#      the same choice, and the node taken from a relabelled label (--node-label).
+#
+#   GF_BINARY=build/gpufleet tests/integration/cluster_test.sh
+#
+# The loads (4 GPUs each; idle = utilization < 30 % and memory < 50 % of capacity):
+#   node-a  utilization 10 10 90 90, memory 1 %     → 2 idle, mean 50 %
+#   node-b  utilization  5  5  5 95, memory 1 %     → 3 idle, mean 27.5 %
+#   node-c  utilization  0  0  0  0, memory 60 %    → 0 idle (memory), mean 0 %
+# So 2 GPUs → node-b (most idle GPUs); 4 GPUs → no node (exit 75), and with --fallback least-loaded → node-c.
+# Every wait is bounded; every process is stopped by pid on every exit path.
+set -euo pipefail
+
+GF_BINARY=${GF_BINARY:?set GF_BINARY to the gpufleet binary}
+PROMETHEUS=${GF_PROMETHEUS:-prometheus}
+command -v "$PROMETHEUS" >/dev/null || { echo "FAIL: '$PROMETHEUS' not found (scripts/install-deps.sh installs Debian's prometheus)" >&2; exit 1; }
+command -v curl >/dev/null || { echo "FAIL: curl not found" >&2; exit 1; }
+command -v python3 >/dev/null || { echo "FAIL: python3 not found" >&2; exit 1; }
+
+T=$(mktemp -d /tmp/gf-cluster-test.XXXXXX)
+pids=()
+failed=""
+cleanup() {
+  local p
+  if [[ -n $failed ]]; then
+    for f in "$T"/*.log; do echo "---- $(basename "$f") (last 10 lines)" >&2; tail -10 "$f" >&2 || true; done
+    echo "FAIL: $failed" >&2
+  fi
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+  failed="$*"
+  echo "FAIL: $*" >&2
+  exit 1
+}
+pass() { echo "ok: $*"; }
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# ---- three agents
+scenario() {  # scenario FILE "u1 u2 u3 u4" MEMORY_MIB
+  local u first=1
+  { echo '{"gpus": ['
+    for u in $2; do
+      [[ $first -eq 1 ]] || echo ','
+      first=0
+      echo "{\"load\": [{\"t\": 0, \"utilization\": $u, \"memory_used_mib\": $3}]}"
+    done
+    echo ']}'; } >"$1"
+}
+scenario "$T/a.json" "10 10 90 90" 800
+scenario "$T/b.json" "5 5 5 95" 800
+scenario "$T/c.json" "0 0 0 0" 48936   # 60 % of the sim's 81559 MiB
+declare -A AGENT
+for n in a b c; do
+  "$GF_BINARY" --backend sim --sim-scenario "$T/$n.json" serve --listen 127.0.0.1:0 --port-file "$T/$n.port" \
+    --db "$T/$n.db" --no-history --node-name "node-$n" --interval 1 >"$T/agent-$n.log" 2>&1 &
+  pids+=("$!")
+done
+for n in a b c; do
+  for _ in $(seq 1 200); do [[ -s $T/$n.port ]] && break; sleep 0.05; done
+  [[ -s $T/$n.port ]] || fail "agent node-$n wrote no port file within 10 s"
+  AGENT[$n]=http://127.0.0.1:$(tr -d '[:space:]' <"$T/$n.port")
+  for _ in $(seq 1 100); do curl -sf -o /dev/null "${AGENT[$n]}/metrics" && break; sleep 0.1; done
+  curl -sf -o /dev/null "${AGENT[$n]}/metrics" || fail "agent node-$n does not answer /metrics"
+done
+pass "three agents: ${AGENT[a]} ${AGENT[b]} ${AGENT[c]}"
+
+# start_prometheus CONFIG: sets P to its base URL once ready.
+P=
+start_prometheus() {
+  local attempt pp pid
+  for attempt in 1 2 3; do
+    pp=$(free_port)
+    "$PROMETHEUS" --config.file="$1" --storage.tsdb.path="$T/tsdb-$pp" --web.listen-address=127.0.0.1:$pp \
+      >"$T/prometheus-$pp.log" 2>&1 &
+    pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 200); do
+      if curl -sf -o /dev/null "http://127.0.0.1:$pp/-/ready"; then P=http://127.0.0.1:$pp; return; fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill "$pid" 2>/dev/null || true
+  done
+  fail "prometheus did not become ready (3 attempts)"
+}
+# wait_series EXPR N: waits up to 30 s until EXPR counts N series in Prometheus.
+wait_series() {
+  local got=""
+  for _ in $(seq 1 150); do
+    got=$(curl -sfG --data-urlencode "query=count($1)" "$P/api/v1/query" | sed -n 's/.*"value":\[[^,]*,"\([^"]*\)"\].*/\1/p' || true)
+    [[ $got == "$2" ]] && return
+    sleep 0.2
+  done
+  fail "count($1) is '${got:-no sample}' in Prometheus after 30 s, expected $2"
+}
+
+# check_select LABEL EXPECTED_NODE ARGS…: `cluster select --gpus 2` picks EXPECTED_NODE with the seed's lines.
+check_select() {
+  local label=$1 node=$2 out rc
+  shift 2
+  set +e
+  out=$("$GF_BINARY" cluster select --gpus 2 "$@" 2>"$T/select.err")
+  rc=$?
+  set -e
+  [[ $rc -eq 0 ]] || fail "$label: cluster select exited $rc: $(cat "$T/select.err") $out"
+  grep -qxF "Selected node '$node' for deployment:" <<<"$out" || fail "$label: expected node $node, got: $out"
+  grep -qxF "  - Allocatable GPUs: 4/4" <<<"$out" || fail "$label: no allocatable line: $out"
+  grep -qxF "  - Idle GPUs: 3" <<<"$out" || fail "$label: expected 3 idle GPUs: $out"
+  grep -qxF "  - Avg Utilization: 27.5%" <<<"$out" || fail "$label: expected 27.5% mean utilization: $out"
+  grep -qF "Selected node: $node" <<<"$out" || fail "$label: no final line: $out"
+  pass "$label: cluster select --gpus 2 → $node with the seed's reasoning"
+}
+# check_no_node LABEL FALLBACK_NODE ARGS…: 4 GPUs → exit 75 with the reason; least-loaded → FALLBACK_NODE.
+check_no_node() {
+  local label=$1 node=$2 out rc
+  shift 2
+  set +e
+  out=$("$GF_BINARY" cluster select --gpus 4 --json "$@" 2>"$T/select.err")
+  rc=$?
+  set -e
+  [[ $rc -eq 75 ]] || fail "$label: 4 GPUs: expected exit 75, got $rc: $out"
+  grep -q '"node": null' <<<"$out" || fail "$label: 4 GPUs: expected \"node\": null: $out"
+  grep -q 'no node has 4 idle GPU(s)' "$T/select.err" || fail "$label: 4 GPUs: no reason on stderr: $(cat "$T/select.err")"
+  out=$("$GF_BINARY" cluster select --gpus 4 --fallback least-loaded --json "$@" 2>"$T/select.err") ||
+    fail "$label: least-loaded exited $?: $(cat "$T/select.err")"
+  grep -q "\"node\": \"$node\"" <<<"$out" || fail "$label: least-loaded: expected $node: $out"
+  grep -q '"fallback_used": true' <<<"$out" || fail "$label: least-loaded: fallback_used not true: $out"
+  pass "$label: 4 GPUs → no node (exit 75, reason on stderr); --fallback least-loaded → $node"
+}
+
+# ---- 1. Prometheus scraping the agents
+cat >"$T/prom-agents.yml" <<EOF
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: gpufleet
+    static_configs:
+      - targets: ['${AGENT[a]#http://}', '${AGENT[b]#http://}', '${AGENT[c]#http://}']
+EOF
+start_prometheus "$T/prom-agents.yml"
+pass "prometheus $("$PROMETHEUS" --version 2>&1 | awk 'NR == 1 { print $3 }') ready at $P"
+wait_series DCGM_FI_DEV_FB_FREE 12
+wait_series 'timestamp(DCGM_FI_DEV_GPU_UTIL)' 12
+check_select "prometheus over agents" node-b --prometheus "$P"
+check_no_node "prometheus over agents" node-c --prometheus "$P"
+out=$("$GF_BINARY" cluster nodes --json --prometheus "$P") || fail "cluster nodes through Prometheus failed"
+python3 - "$out" <<'EOF' || fail "cluster nodes --json through Prometheus: unexpected document"
+import json, sys
+d = json.loads(sys.argv[1])
+n = {x["name"]: x for x in d["nodes"]}
+assert sorted(n) == ["node-a", "node-b", "node-c"], n.keys()
+assert [n[k]["idle_gpu_count"] for k in ("node-a", "node-b", "node-c")] == [2, 3, 0], d
+assert n["node-c"]["avg_memory_usage"] == 60.0 and n["node-c"]["avg_utilization"] == 0, n["node-c"]
+assert all(x["health"] == "ok" and x["gpus_with_metrics"] == 4 and x["metrics_source"] == "prometheus" for x in n.values()), d
+EOF
+pass "cluster nodes --json through Prometheus: idle 2/3/0, node-c at 60 % memory"
+
+# ---- the same through the agents directly
+check_select "agents (--agent)" node-b --agent "${AGENT[a]}" --agent "${AGENT[b]}" --agent "${AGENT[c]}"
+printf '# the fleet\n%s\n\n%s  # rack 2\n%s\nhttp://127.0.0.1:1\n' "${AGENT[a]}" "${AGENT[b]}" "${AGENT[c]}" >"$T/agents.txt"
+check_select "agents (--agents FILE, one unreachable)" node-b --agents "$T/agents.txt"
+grep -q 'agent http://127.0.0.1:1' "$T/select.err" || fail "the unreachable agent is not reported: $(cat "$T/select.err")"
+pass "the unreachable agent is reported on stderr, not fatal"
+check_no_node "agents" node-c --agents "$T/agents.txt"
+
+# ---- the REST routes: a fourth agent with --cluster-config (Prometheus and the agents file) refreshes in the background
+cat >"$T/cluster.json" <<EOF
+{"prometheus": "$P", "agents_file": "agents.txt", "refresh_interval_s": 1, "timeout_s": 2, "fallback": "none"}
+EOF
+"$GF_BINARY" --backend sim serve --listen 127.0.0.1:0 --port-file "$T/rest.port" --db "$T/rest.db" --no-history \
+  --node-name rest --cluster-config "$T/cluster.json" >"$T/agent-rest.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 1 200); do [[ -s $T/rest.port ]] && break; sleep 0.05; done
+[[ -s $T/rest.port ]] || fail "the agent with --cluster-config wrote no port file within 10 s"
+R=http://127.0.0.1:$(tr -d '[:space:]' <"$T/rest.port")
+code=
+for _ in $(seq 1 100); do
+  code=$(curl -s -o "$T/select.json" -w '%{http_code}' "$R/api/v1/cluster/select?gpus=2" || true)
+  [[ $code == 200 ]] && break
+  sleep 0.1
+done
+[[ $code == 200 ]] || fail "GET /api/v1/cluster/select answered $code after 10 s: $(cat "$T/select.json")"
+grep -q '"node":"node-b"' "$T/select.json" || fail "GET /api/v1/cluster/select?gpus=2: expected node-b: $(cat "$T/select.json")"
+curl -sf "$R/api/v1/cluster/select?gpus=4&fallback=least-loaded" | grep -q '"node":"node-c"' ||
+  fail "GET /api/v1/cluster/select?gpus=4&fallback=least-loaded: expected node-c"
+curl -sf "$R/api/v1/cluster/select?gpus=2&utilization_threshold=6" | grep -q '"node":"node-b"' ||
+  fail "utilization_threshold=6: expected node-b (3 GPUs at 5 %)"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$R/api/v1/cluster/select?gpus=zero")
+[[ $code == 400 ]] || fail "gpus=zero: expected 400, got $code"
+curl -sf "$R/api/v1/cluster/nodes" | grep -q '"name":"node-c"' || fail "GET /api/v1/cluster/nodes has no node-c"
+curl -sf "$R/api/openapi.json" | grep -q '/api/v1/cluster/select' || fail "the OpenAPI document has no /api/v1/cluster/select"
+pass "serve --cluster-config: /api/v1/cluster/select, nodes, 400 for bad input, in the OpenAPI document"
+
+# ---- 2. Prometheus scraping dcgm-exporter's own format (no gpufleet agent)
+mkdir -p "$T/www"
+dcgm_page() {  # dcgm_page FILE HOST "u1 u2 u3 u4" USED_MIB
+  local f=$1 host=$2 used=$4 i=0 u metric
+  local total=81559
+  : >"$f"
+  for metric in DCGM_FI_DEV_GPU_UTIL DCGM_FI_DEV_FB_USED DCGM_FI_DEV_FB_FREE DCGM_FI_DEV_GPU_TEMP DCGM_FI_DEV_POWER_USAGE; do
+    echo "# HELP $metric $metric from dcgm-exporter." >>"$f"
+    echo "# TYPE $metric gauge" >>"$f"
+    i=0
+    for u in $3; do
+      case $metric in
+        DCGM_FI_DEV_GPU_UTIL) v=$u ;;
+        DCGM_FI_DEV_FB_USED) v=$used ;;
+        DCGM_FI_DEV_FB_FREE) v=$((total - used)) ;;
+        DCGM_FI_DEV_GPU_TEMP) v=40 ;;
+        *) v=123.456 ;;
+      esac
+      echo "$metric{gpu=\"$i\",UUID=\"GPU-$host-000$i\",pci_bus_id=\"00000000:0$i:00.0\",device=\"nvidia$i\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"$host\",DCGM_FI_DRIVER_VERSION=\"535.129.03\"} $v" >>"$f"
+      i=$((i + 1))
+    done
+  done
+}
+dcgm_page "$T/www/a.txt" dcgm-a "10 10 90 90" 800
+dcgm_page "$T/www/b.txt" dcgm-b "5 5 5 95" 800
+dcgm_page "$T/www/c.txt" dcgm-c "0 0 0 0" 48936
+WP=
+for attempt in 1 2 3; do
+  WP=$(free_port)
+  python3 -m http.server --bind 127.0.0.1 --directory "$T/www" "$WP" >"$T/http.log" 2>&1 &
+  pids+=("$!")
+  ok=0
+  for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$WP/a.txt" && { ok=1; break; }; sleep 0.1; done
+  [[ $ok -eq 1 ]] && break
+  [[ $attempt -eq 3 ]] && fail "python3 -m http.server did not serve the pages"
+done
+{
+  echo "global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}"
+  echo "scrape_configs:"
+  for n in a b c; do
+    echo "  - job_name: dcgm-$n"
+    echo "    metrics_path: /$n.txt"
+    echo "    static_configs:"
+    echo "      - targets: ['127.0.0.1:$WP']"
+    echo "        labels: {kubernetes_node: 'k8s-$n'}"
+  done
+} >"$T/prom-dcgm.yml"
+start_prometheus "$T/prom-dcgm.yml"
+pass "second prometheus ready at $P, scraping dcgm-exporter pages from 127.0.0.1:$WP"
+wait_series DCGM_FI_DEV_FB_FREE 12
+wait_series 'timestamp(DCGM_FI_DEV_GPU_UTIL)' 12
+check_select "prometheus over dcgm-exporter pages" dcgm-b --prometheus "$P"
+check_no_node "prometheus over dcgm-exporter pages" dcgm-c --prometheus "$P"
+check_select "dcgm-exporter pages, --node-label kubernetes_node" k8s-b --prometheus "$P" --node-label kubernetes_node
+out=$("$GF_BINARY" cluster gpus --json --prometheus "$P") || fail "cluster gpus through Prometheus failed"
+python3 - "$out" <<'EOF' || fail "cluster gpus --json over dcgm-exporter pages: unexpected document"
+import json, sys
+d = json.loads(sys.argv[1])
+g = [x for x in d["gpus"] if x["node"] == "dcgm-c"]
+assert len(d["gpus"]) == 12 and len(g) == 4, d
+assert all(x["memory_total_mib"] == 81559 and x["memory_used_mib"] == 48936 and x["idle"] is False for x in g), g
+assert all(x["power_w"] == 123.456 and x["temperature"] == 40 and x["model"] == "NVIDIA H100 80GB HBM3" for x in g), g
+EOF
+pass "cluster gpus --json: total = used + free, temperature and power from dcgm-exporter's names"
+
+# An old series counts as no metrics: with --max-age 0.001 every node falls back to "free GPUs are idle".
+out=$("$GF_BINARY" cluster nodes --json --prometheus "$P" --max-age 0.001) || fail "cluster nodes --max-age failed"
+grep -q '"health": "metrics_stale"' <<<"$out" || fail "--max-age 0.001: no node is metrics_stale: $out"
+pass "--max-age: older series count as no metrics"
+
+echo "cluster_test: all checks passed"

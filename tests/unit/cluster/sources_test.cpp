@@ -1,0 +1,172 @@
+// The pure halves of the Prometheus and agent sources: parsing answers, joining series into nodes,
+// agent lists and documents. (Queries against a real Prometheus and real agents are integration tests.)
+#include <gtest/gtest.h>
+
+#include "cluster/agent_source.hpp"
+#include "cluster/prometheus_source.hpp"
+
+namespace gf::cluster {
+namespace {
+
+// One dcgm-exporter series as Prometheus answers it.
+std::string series(const std::string& host, int gpu, const std::string& uuid, const std::string& value,
+                   const std::string& extra = "") {
+  return R"({"metric":{"__name__":"X","gpu":")" + std::to_string(gpu) + R"(","UUID":")" + uuid +
+         R"(","device":"nvidia)" + std::to_string(gpu) + R"(","modelName":"NVIDIA H100 80GB HBM3","Hostname":")" + host +
+         "\"" + extra + R"(},"value":[1700000000.5,")" + value + "\"]}";
+}
+std::string answer(const std::vector<std::string>& s) {
+  std::string r = R"({"status":"success","data":{"resultType":"vector","result":[)";
+  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + s[i];
+  return r + "]}}";
+}
+
+TEST(PrometheusParse, VectorAnswer) {
+  auto r = parse_instant_query(answer({series("n1", 0, "GPU-a", "37"), series("n1", 1, "GPU-b", "NaN")}));
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 1u);  // NaN dropped
+  EXPECT_EQ((*r)[0].value, 37);
+  EXPECT_EQ((*r)[0].timestamp_s, 1700000000.5);
+  EXPECT_EQ((*r)[0].labels.at("Hostname"), "n1");
+}
+
+TEST(PrometheusParse, ErrorsSayWhat) {
+  auto r = parse_instant_query(R"({"status":"error","errorType":"bad_data","error":"parse error at char 5"})");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("bad_data: parse error at char 5"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(parse_instant_query("<html>"));
+  EXPECT_FALSE(parse_instant_query("[]"));
+  r = parse_instant_query(R"({"status":"success","data":{"resultType":"matrix","result":[]}})");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("matrix"), std::string::npos);
+  EXPECT_FALSE(parse_instant_query(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}})"));
+  EXPECT_FALSE(parse_instant_query(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"1"]}]}})"));
+}
+
+PromAnswers answers_for(const std::string& label_key) {
+  PromAnswers a;
+  const auto p = [](const std::string& body) { return *parse_instant_query(body); };
+  const std::string extra = label_key == "Hostname" ? "" : ",\"" + label_key + "\":\"k8s-node-1\"";
+  a.utilization = p(answer({series("n1", 0, "GPU-a", "10", extra), series("n1", 1, "GPU-b", "90", extra),
+                            series("n2", 0, "GPU-c", "0")}));
+  a.fb_used = p(answer({series("n1", 0, "GPU-a", "1000", extra), series("n1", 1, "GPU-b", "70000", extra),
+                        series("n2", 0, "GPU-c", "5")}));
+  a.fb_free = p(answer({series("n1", 0, "GPU-a", "80000", extra), series("n1", 1, "GPU-b", "11000", extra),
+                        series("n2", 0, "GPU-c", "995")}));
+  a.temperature = p(answer({series("n1", 0, "GPU-a", "41", extra)}));
+  a.sample_time = p(answer({series("n1", 0, "GPU-a", "1700000000", extra), series("n1", 1, "GPU-b", "1700000010", extra)}));
+  return a;
+}
+
+TEST(PrometheusJoin, OneNodePerHostnameGpusByUuid) {
+  const auto f = join_answers(answers_for("Hostname"), "Hostname");
+  ASSERT_EQ(f.nodes.size(), 2u);
+  const auto& n1 = f.nodes[0];
+  EXPECT_EQ(n1.node, "n1");
+  EXPECT_EQ(n1.source, "prometheus");
+  ASSERT_EQ(n1.gpus.size(), 2u);
+  EXPECT_EQ(n1.gpus[1].index, 1u);
+  EXPECT_EQ(n1.gpus[1].uuid, "GPU-b");
+  EXPECT_EQ(n1.gpus[1].model, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(*n1.gpus[1].utilization_pct, 90);
+  EXPECT_EQ(*n1.gpus[1].memory_used_mib, 70000);
+  EXPECT_EQ(*n1.gpus[1].memory_total_mib, 81000);  // used + free
+  EXPECT_EQ(*n1.gpus[0].temperature_c, 41);
+  EXPECT_FALSE(n1.gpus[1].temperature_c);
+  ASSERT_TRUE(n1.observed);  // the newest sample
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(n1.observed->time_since_epoch()).count(), 1700000010);
+  EXPECT_FALSE(f.nodes[1].observed);
+  EXPECT_TRUE(f.warnings.empty());
+}
+
+TEST(PrometheusJoin, NodeLabelIsConfigurable) {
+  const auto f = join_answers(answers_for("kubernetes_node"), "kubernetes_node");
+  ASSERT_EQ(f.nodes.size(), 1u);
+  EXPECT_EQ(f.nodes[0].node, "k8s-node-1");
+  EXPECT_EQ(f.nodes[0].gpus.size(), 2u);
+  ASSERT_EQ(f.warnings.size(), 1u);  // n2's series lack the label
+  EXPECT_NE(f.warnings[0].find("have no 'kubernetes_node' label"), std::string::npos) << f.warnings[0];
+}
+
+TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
+  const auto q = prometheus_queries("kubernetes_node");
+  ASSERT_EQ(q.size(), 6u);
+  EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
+  EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE)");
+  EXPECT_EQ(q[5], "max by (kubernetes_node) (timestamp(DCGM_FI_DEV_GPU_UTIL))");
+  EXPECT_TRUE(valid_label_name("Hostname"));
+  EXPECT_TRUE(valid_label_name("_a9"));
+  EXPECT_FALSE(valid_label_name("9a"));
+  EXPECT_FALSE(valid_label_name("node) or vector(1"));
+  EXPECT_FALSE(valid_label_name(""));
+  PrometheusOptions o;
+  o.url = "http://127.0.0.1:1";
+  o.node_label = "a-b";
+  auto r = query_prometheus(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not a Prometheus label name"), std::string::npos) << r.error().message;
+}
+
+TEST(PrometheusQuery, UnreachableNamesTheUrl) {
+  PrometheusOptions o;
+  o.url = "http://127.0.0.1:1";
+  o.timeout = std::chrono::milliseconds(2000);
+  auto r = query_prometheus(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("prometheus http://127.0.0.1:1: unreachable"), std::string::npos) << r.error().message;
+  o.url = "ftp://x";
+  EXPECT_FALSE(query_prometheus(o));
+}
+
+TEST(AgentList, CommentsBlanksAndBadLines) {
+  auto r = parse_agent_list("# fleet\n\nhttp://gpu-1:9401/\n  https://gpu-2:9401 # rack 2\nhttp://gpu-1:9401\n", "agents.txt");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, (std::vector<std::string>{"http://gpu-1:9401", "https://gpu-2:9401"}));
+  r = parse_agent_list("http://a:1\ngpu-3:9401\n", "agents.txt");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("agents.txt:2:"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(parse_agent_list("http://\n", "f"));
+  EXPECT_FALSE(normalize_agent_url("http://a b:1"));
+  EXPECT_EQ(url_host("http://[::1]:9401/x"), "::1");
+  EXPECT_EQ(url_host("https://user@gpu-9/x"), "gpu-9");
+}
+
+TEST(AgentDocument, NodeGpusAndTime) {
+  const std::string doc = R"({"timestamp":"2026-01-02T03:04:05.250000Z","node":"gpu-box-1","backend":"sim","gpus":[
+    {"index":0,"name":"H100","uuid":"GPU-0","utilization":37,"memory_utilization":80,"memory":{"total":81559,"used":12345,"free":69214},
+     "temperature":40,"power_usage":120.5},
+    {"index":1,"name":"H100","uuid":"GPU-1","utilization":null,"memory":{"total":81559,"used":null},"temperature":null}]})";
+  auto m = parse_agent_document(doc, "http://10.0.0.1:9401");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_EQ(m->node, "gpu-box-1");
+  EXPECT_EQ(m->source, "agent");
+  EXPECT_EQ(m->agent_url, "http://10.0.0.1:9401");
+  ASSERT_EQ(m->gpus.size(), 2u);
+  EXPECT_EQ(*m->gpus[0].utilization_pct, 37);  // not memory_utilization (bandwidth)
+  EXPECT_EQ(*m->gpus[0].memory_used_mib, 12345);
+  EXPECT_EQ(*m->gpus[0].memory_total_mib, 81559);
+  EXPECT_EQ(*m->gpus[0].power_w, 120.5);
+  EXPECT_FALSE(m->gpus[1].utilization_pct);
+  EXPECT_FALSE(m->gpus[1].memory_used_mib);
+  ASSERT_TRUE(m->observed);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(m->observed->time_since_epoch()).count(), 1767323045250);
+  // Without "node": the URL's host.
+  m = parse_agent_document(R"({"gpus":[]})", "http://gpu-7:9401");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->node, "gpu-7");
+  EXPECT_FALSE(parse_agent_document(R"({"gpus":{}})", "http://x"));
+  EXPECT_FALSE(parse_agent_document(R"({"gpus":[{"index":-1}]})", "http://x"));
+  EXPECT_FALSE(parse_agent_document(R"({"timestamp":"yesterday","gpus":[]})", "http://x"));
+  EXPECT_FALSE(parse_iso8601_utc("2026-02-30T00:00:00Z"));
+}
+
+TEST(AgentFetch, AnUnreachableAgentIsItsNodesProblemOnly) {
+  const auto r = fetch_agents({"http://127.0.0.1:1", "http://127.0.0.1:2"}, std::chrono::milliseconds(2000));
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].node, "127.0.0.1");
+  EXPECT_FALSE(r[0].error.empty());
+  EXPECT_NE(r[1].error.find("http://127.0.0.1:2"), std::string::npos) << r[1].error;
+}
+
+}  // namespace
+}  // namespace gf::cluster

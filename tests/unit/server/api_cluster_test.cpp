@@ -1,0 +1,104 @@
+// The fleet routes over fabricated facts: thresholds and GPU counts from the query, 400 for bad values,
+// 503 without a view or before the first refresh.
+#include "server/api_cluster.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace gf::server {
+namespace {
+
+struct Answer {
+  unsigned status = 0;
+  nlohmann::json j;
+};
+
+Answer get(const Router& router, const std::string& path, std::map<std::string, std::string> query = {}) {
+  Request req;
+  req.path = path;
+  req.target = path;
+  req.query = std::move(query);
+  const auto m = router.match(req);
+  if (!m.route) return {m.status, {}};
+  const auto r = invoke(*m.route, req);
+  return {r.status, nlohmann::json::parse(*r.body, nullptr, false)};
+}
+
+std::shared_ptr<const allocator::FleetFacts> fleet() {
+  auto f = std::make_shared<allocator::FleetFacts>();
+  const auto now = std::chrono::system_clock::now();
+  // "busy": 4 GPUs at 50 %; "quiet": 2 GPUs at 20 %; both at 10 % memory.
+  for (auto [name, n, util] : {std::tuple{"busy", 4u, 50.0}, std::tuple{"quiet", 2u, 20.0}}) {
+    core::NodeMetrics m;
+    m.node = name;
+    m.source = "agent";
+    m.observed = now;
+    for (unsigned i = 0; i < n; ++i) {
+      core::FleetGpu g;
+      g.node = name;
+      g.index = i;
+      g.utilization_pct = util;
+      g.memory_used_mib = 100;
+      g.memory_total_mib = 1000;
+      m.gpus.push_back(g);
+    }
+    f->metrics.push_back(m);
+  }
+  f->collected = now;
+  return f;
+}
+
+TEST(ClusterRoutes, SelectNodesGpus) {
+  std::shared_ptr<const allocator::FleetFacts> facts;
+  ClusterView view;
+  view.latest = [&facts] { return facts; };
+  view.sources = {"2 agent(s)"};
+  Router router;
+  add_cluster_routes(router, &view);
+
+  auto a = get(router, "/api/v1/cluster/nodes");
+  EXPECT_EQ(a.status, 503u);
+  EXPECT_EQ(a.j["error"], "cluster_not_ready");
+  facts = fleet();
+
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}});
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["node"], "quiet");
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "3"}});
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_TRUE(a.j["node"].is_null());  // "busy" has no idle GPU at 50 %
+  EXPECT_FALSE(a.j["reason"].get<std::string>().empty());
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "3"}, {"utilization_threshold", "60"}});
+  EXPECT_EQ(a.j["node"], "busy");
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "3"}, {"fallback", "least-loaded"}});
+  EXPECT_EQ(a.j["node"], "busy");
+  EXPECT_EQ(a.j["fallback_used"], true);
+
+  a = get(router, "/api/v1/cluster/nodes", {{"utilization_threshold", "10"}});
+  ASSERT_EQ(a.status, 200u);
+  ASSERT_EQ(a.j["nodes"].size(), 2u);
+  EXPECT_EQ(a.j["nodes"][1]["idle_gpu_count"], 0);
+  EXPECT_EQ(a.j["thresholds"]["utilization"], 10.0);
+  a = get(router, "/api/v1/cluster/gpus");
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["gpus"].size(), 6u);
+
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"gpus", "0"}, {"gpus", "-1"}, {"gpus", "x"}, {"utilization_threshold", "101"}, {"memory_threshold", "nan"}, {"fallback", "any"}}) {
+    a = get(router, "/api/v1/cluster/select", {{k, v}});
+    EXPECT_EQ(a.status, 400u) << k << "=" << v;
+    EXPECT_EQ(a.j["error"], "bad_request");
+  }
+}
+
+TEST(ClusterRoutes, WithoutAViewTheyAnswer503) {
+  Router router;
+  add_cluster_routes(router, nullptr);
+  const auto a = get(router, "/api/v1/cluster/select", {{"gpus", "1"}});
+  EXPECT_EQ(a.status, 503u);
+  EXPECT_EQ(a.j["error"], "cluster_not_configured");
+}
+
+}  // namespace
+}  // namespace gf::server
