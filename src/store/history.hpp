@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/alerts.hpp"
+#include "core/fields.hpp"
 #include "core/result.hpp"
 #include "core/snapshot.hpp"
 #include "store/sqlite.hpp"
@@ -26,9 +27,11 @@ struct HistoryOptions {
   std::chrono::seconds hour_retention = std::chrono::hours(24 * 90);
 };
 
-enum class Metric { Utilization, MemoryUtilization, MemoryUsed, Temperature, Power, Fan, SmClock, MemClock };
+// A history metric is a field of core::kFields that has a history_metric name.
+using Metric = core::Field;
 
-// "utilization", "memory_utilization", "memory_used", "temperature", "power", "fan", "sm_clock", "mem_clock".
+// By the table's history_metric names: "utilization", "memory_utilization", "memory_used", "temperature",
+// "power", "fan", "sm_clock", "mem_clock". The error names them all.
 Result<Metric> parse_metric(std::string_view name);
 std::string_view to_string(Metric m) noexcept;
 
