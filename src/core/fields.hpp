@@ -3,14 +3,15 @@
 // metric (JSON, Prometheus, history, the terminal, OpenAPI, the dashboard) looks the field up here
 // instead of spelling it again. Pure data: no I/O, no allocation; safe to use from any thread.
 //
-// Adding a field: one enumerator, one row in kFields (in enumerator order; a static_assert checks it)
-// and, when a GpuReading member carries it, its reader. The encoders pick the row up by themselves; the
+// Adding a field: one enumerator, one GpuReading member, and one row in kFields (in enumerator order; a
+// static_assert checks it) naming that member for its reader and marker. The encoders pick the row up by themselves; the
 // history store's on-disk columns change only through a schema migration (see store/history.cpp).
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "core/reading.hpp"
 #include "core/snapshot.hpp"
@@ -106,43 +107,55 @@ struct FieldInfo {
   std::string_view history_metric;
   std::string_view history_column;
   FieldValue (*read)(const GpuReading&);
+  // Makes the field absent for `why` (a backend that cannot read it, a GPU that is gone).
+  void (*mark_absent)(GpuReading&, Absent why);
 };
+
+// Reader and marker of a GpuReading member, for the rows below.
+template <auto Member>
+FieldValue read_member(const GpuReading& g) {
+  return field_value(g.*Member);
+}
+template <auto Member>
+void mark_member(GpuReading& g, Absent why) {
+  g.*Member = std::remove_reference_t<decltype(g.*Member)>::absent(why);
+}
 
 // clang-format off
 inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
     {Field::Utilization, "utilization", JsonForm::Number, 0, "%", "utilization",
      "GPU (SM) busy time over the driver's last sample period",
      "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", MetricType::Gauge, "utilization", "util",
-     [](const GpuReading& g) { return field_value(g.utilization_pct); }},
+     &read_member<&GpuReading::utilization_pct>, &mark_member<&GpuReading::utilization_pct>},
     {Field::MemoryUtilization, "memory_utilization", JsonForm::Number, 0, "%", "memory bandwidth",
      "Memory bandwidth busy time (not capacity)",
      "DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", MetricType::Gauge, "memory_utilization", "mem_util",
-     [](const GpuReading& g) { return field_value(g.memory_utilization_pct); }},
+     &read_member<&GpuReading::memory_utilization_pct>, &mark_member<&GpuReading::memory_utilization_pct>},
     {Field::MemoryTotal, "memory.total", JsonForm::Number, 0, "MiB", "memory total",
      "Framebuffer memory installed",
      "gpufleet_gpu_memory_total_mib", "Framebuffer memory total (in MiB).", MetricType::Gauge, "", "mem_total",
-     [](const GpuReading& g) { return field_value(g.memory_total_mib); }},
+     &read_member<&GpuReading::memory_total_mib>, &mark_member<&GpuReading::memory_total_mib>},
     {Field::MemoryUsed, "memory.used", JsonForm::Number, 0, "MiB", "memory used",
      "Framebuffer memory in use",
      "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", MetricType::Gauge, "memory_used", "mem_used",
-     [](const GpuReading& g) { return field_value(g.memory_used_mib); }},
+     &read_member<&GpuReading::memory_used_mib>, &mark_member<&GpuReading::memory_used_mib>},
     {Field::MemoryFree, "memory.free", JsonForm::Number, 0, "MiB", "memory free",
      "Framebuffer memory free",
      "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.memory_free_mib); }},
+     &read_member<&GpuReading::memory_free_mib>, &mark_member<&GpuReading::memory_free_mib>},
     {Field::MemoryUnattributed, "memory.unattributed", JsonForm::Number, 0, "MiB", "memory not attributed",
      "Used memory that no visible process accounts for; a lower bound",
      "gpufleet_gpu_memory_unattributed_mib", "Used memory that no visible process accounts for (in MiB); a lower bound.",
      MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.memory_unattributed_mib); }},
+     &read_member<&GpuReading::memory_unattributed_mib>, &mark_member<&GpuReading::memory_unattributed_mib>},
     {Field::Temperature, "temperature", JsonForm::Number, 0, "°C", "temperature",
      "GPU core temperature",
      "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", MetricType::Gauge, "temperature", "temp",
-     [](const GpuReading& g) { return field_value(g.temperature_c); }},
+     &read_member<&GpuReading::temperature_c>, &mark_member<&GpuReading::temperature_c>},
     {Field::PowerDraw, "power_usage", JsonForm::Number, 2, "W", "power",
      "Power draw of the board",
      "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", MetricType::Gauge, "power", "power",
-     [](const GpuReading& g) { return field_value(g.power_draw_w); }},
+     &read_member<&GpuReading::power_draw_w>, &mark_member<&GpuReading::power_draw_w>},
     // The NVML backend reads nvmlDeviceGetEnforcedPowerLimit, which is this DCGM field, not
     // DCGM_FI_DEV_POWER_MGMT_LIMIT (the administrator's limit; the two differ when another limiter is lower).
     {Field::PowerLimit, "power_limit", JsonForm::Number, 2, "W", "power limit",
@@ -150,57 +163,57 @@ inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
      "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
      "Effective power limit that the driver enforces after taking into account all limiters (in W).",
      MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.power_limit_w); }},
+     &read_member<&GpuReading::power_limit_w>, &mark_member<&GpuReading::power_limit_w>},
     {Field::Fan, "fan_speed", JsonForm::Number, 0, "%", "fan",
      "Fan speed as a share of its maximum",
      "DCGM_FI_DEV_FAN_SPEED", "Fan speed for the device in percent 0-100.", MetricType::Gauge, "fan", "fan",
-     [](const GpuReading& g) { return field_value(g.fan_pct); }},
+     &read_member<&GpuReading::fan_pct>, &mark_member<&GpuReading::fan_pct>},
     // We read NVML's graphics clock; DCGM's SM clock reads NVML_CLOCK_SM. On current NVIDIA GPUs the SM and
     // graphics clocks are one domain and read the same, so the graphics clock stands in for it.
     {Field::SmClock, "clock_speeds.graphics", JsonForm::Number, 0, "MHz", "SM clock",
      "Graphics (SM) clock",
      "DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", MetricType::Gauge, "sm_clock", "sm_clock",
-     [](const GpuReading& g) { return field_value(g.clock_graphics_mhz); }},
+     &read_member<&GpuReading::clock_graphics_mhz>, &mark_member<&GpuReading::clock_graphics_mhz>},
     {Field::MemClock, "clock_speeds.memory", JsonForm::Number, 0, "MHz", "memory clock",
      "Memory clock",
      "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", MetricType::Gauge, "mem_clock", "mem_clock",
-     [](const GpuReading& g) { return field_value(g.clock_memory_mhz); }},
+     &read_member<&GpuReading::clock_memory_mhz>, &mark_member<&GpuReading::clock_memory_mhz>},
     // The field's old name (DCGM 3.3 renamed it DCGM_FI_DEV_CLOCKS_EVENT_REASONS and kept this one as an
     // alias); the old name is the one existing dashboards and alerts query. DCGM's bits are NVML's.
     {Field::ClockEventReasons, "clock_event_reasons", JsonForm::ClockEventNames, 0, "", "clock event reasons",
      "Why the clocks are held down (NVML clock event reasons)",
      "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bit mask of NVML clock event reasons).",
      MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.clock_event_reasons); }},
+     &read_member<&GpuReading::clock_event_reasons>, &mark_member<&GpuReading::clock_event_reasons>},
     {Field::PerformanceState, "performance_state", JsonForm::PerformanceState, 0, "", "performance state",
      "Performance state, P0 (fastest) to P15",
      "DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.performance_state); }},
+     &read_member<&GpuReading::performance_state>, &mark_member<&GpuReading::performance_state>},
     {Field::MigMode, "mig_mode", JsonForm::EnabledDisabled, 0, "", "MIG mode",
      "Whether Multi-Instance GPU mode is on",
      "DCGM_FI_DEV_MIG_MODE", "MIG mode for the device (1 = enabled, 0 = disabled).", MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.mig_enabled); }},
+     &read_member<&GpuReading::mig_enabled>, &mark_member<&GpuReading::mig_enabled>},
     // Volatile uncorrected = DCGM's volatile double-bit total (the same NVML call).
     {Field::EccUncorrectedVolatile, "ecc_errors_uncorrected_volatile", JsonForm::Number, 0, "", "ECC errors",
      "Uncorrected ECC errors since the driver was loaded",
      "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", MetricType::Counter, "", "",
-     [](const GpuReading& g) { return field_value(g.ecc_uncorrected_volatile); }},
+     &read_member<&GpuReading::ecc_uncorrected_volatile>, &mark_member<&GpuReading::ecc_uncorrected_volatile>},
     {Field::PersistenceMode, "persistence_mode", JsonForm::Boolean, 0, "", "persistence mode",
      "Whether the driver stays loaded without clients",
      "DCGM_FI_DEV_PERSISTENCE_MODE", "Persistence mode for the device (1 = enabled, 0 = disabled).",
      MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.persistence_mode); }},
+     &read_member<&GpuReading::persistence_mode>, &mark_member<&GpuReading::persistence_mode>},
     // NVML's counter starts when the driver loads; DCGM's help says "since boot", meaning the same.
     {Field::Energy, "energy_consumption_mj", JsonForm::Number, 0, "mJ", "energy",
      "Energy used since the driver was loaded",
      "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since the driver was loaded (in mJ).",
      MetricType::Counter, "", "",
-     [](const GpuReading& g) { return field_value(g.energy_mj); }},
+     &read_member<&GpuReading::energy_mj>, &mark_member<&GpuReading::energy_mj>},
     {Field::AvailabilityScore, "availability_score", JsonForm::Number, 4, "", "availability score",
      "How free the GPU is for new work, 0..1: 0.6 free memory share + 0.4 idle share",
      "gpufleet_gpu_availability_score", "How free the GPU is for new work, 0..1 (free memory and idle time, weighted).",
      MetricType::Gauge, "", "",
-     [](const GpuReading& g) { return field_value(g.availability_score); }},
+     &read_member<&GpuReading::availability_score>, &mark_member<&GpuReading::availability_score>},
 }};
 // clang-format on
 
@@ -213,6 +226,12 @@ static_assert(fields_in_order(), "kFields must list every Field once, in enumera
 
 constexpr const FieldInfo& info(Field f) noexcept { return kFields[static_cast<std::size_t>(f)]; }
 inline FieldValue read(Field f, const GpuReading& g) { return info(f).read(g); }
+
+// Sets every field of `g` absent for `why` (identity, health and processes are left alone): for a GPU
+// that could not be read at all, so each field says why it is missing.
+inline void mark_all_absent(GpuReading& g, Absent why) {
+  for (const auto& f : kFields) f.mark_absent(g, why);
+}
 
 // Lookups; nullopt when no field has that name.
 std::optional<Field> field_by_json_key(std::string_view key) noexcept;

@@ -13,7 +13,7 @@ enum class Absent : unsigned char {
   NoPermission,  // the value exists but we may not read it
   Unavailable,   // the driver cannot tell right now (e.g. NVML_VALUE_NOT_AVAILABLE)
   Error,         // the query failed
-  GpuLost,       // the GPU fell off the bus or needs a reset (NVML GPU_IS_LOST / RESET_REQUIRED)
+  GpuLost,       // the GPU fell off the bus (NVML GPU_IS_LOST, nvidia-smi "[GPU is lost]")
   MigEnabled,    // the device does not report it while MIG mode is on (ask the MIG instances)
 };
 

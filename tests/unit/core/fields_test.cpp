@@ -133,6 +133,21 @@ TEST(Fields, EveryReaderReadsItsOwnMember) {
   }
 }
 
+TEST(Fields, EachMarkerClearsItsOwnFieldOnly) {
+  for (const auto& target : kFields) {
+    SCOPED_TRACE(std::string(target.json_key));
+    GpuReading g;
+    for (const auto& f : kFields) f.mark_absent(g, Absent::NoPermission);
+    target.mark_absent(g, Absent::GpuLost);
+    for (const auto& f : kFields)
+      EXPECT_EQ(f.read(g).why, f.id == target.id ? Absent::GpuLost : Absent::NoPermission) << f.json_key;
+  }
+  GpuReading all;
+  all.fan_pct = 50u;
+  mark_all_absent(all, Absent::Error);
+  for (const auto& f : kFields) EXPECT_EQ(f.read(all).why, Absent::Error) << f.json_key;
+}
+
 TEST(Absent, CodesAreStableSnakeCase) {
   EXPECT_EQ(code(Absent::NotSupported), "not_supported");
   EXPECT_EQ(code(Absent::NoPermission), "no_permission");
