@@ -7,6 +7,7 @@
 #include <set>
 
 #include "allocator/select.hpp"
+#include "core/fields.hpp"
 #include "server/api.hpp"
 #include "wire/alert_config.hpp"
 #include "wire/json.hpp"
@@ -273,13 +274,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     } else if (auto p = c->agent->latest()) {
       for (const auto& g : p->snapshot->gpus) gpus.push_back(g.index);
     }
-    static constexpr std::pair<store::Metric, const char*> kUnits[] = {
-        {store::Metric::Utilization, "%"}, {store::Metric::MemoryUtilization, "%"}, {store::Metric::MemoryUsed, "MiB"},
-        {store::Metric::Temperature, "°C"}, {store::Metric::Power, "W"},             {store::Metric::Fan, "%"},
-        {store::Metric::SmClock, "MHz"},   {store::Metric::MemClock, "MHz"}};
-    std::string unit;
-    for (const auto& [m, u] : kUnits)
-      if (m == *metric) unit = u;
+    const std::string unit(core::info(*metric).unit);
     json series = json::array();
     for (unsigned g : gpus) {
       auto pts = c->agent->history(g, *metric, *since, *until, step);
