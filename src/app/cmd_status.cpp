@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/render.hpp"
+#include "core/fields.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
@@ -45,6 +46,22 @@ int run_ps(const GlobalOptions& g, bool json) {
     else if (s.gpus.empty()) print_lines(render_status(s, hostname(), Style{use_color(1, g)}));  // says why
     else print_lines(render_processes(s, Style{use_color(1, g)}));
   });
+}
+
+int run_fields(bool json) {
+  if (json) {
+    std::printf("%s\n", wire::fields_json().dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("%-32s %-5s %-38s %-8s %s\n", "KEY", "UNIT", "PROMETHEUS", "TYPE", "HISTORY");
+  for (const auto& f : core::kFields)
+    std::printf("%-32.*s %-5.*s %-38.*s %-8.*s %.*s\n", static_cast<int>(f.json_key.size()), f.json_key.data(),
+                static_cast<int>(f.unit.size()), f.unit.data(), static_cast<int>(f.prometheus_name.size()),
+                f.prometheus_name.data(), static_cast<int>(core::to_string(f.prometheus_type).size()),
+                core::to_string(f.prometheus_type).data(),
+                static_cast<int>(f.history_metric.empty() ? 1 : f.history_metric.size()),
+                f.history_metric.empty() ? "-" : f.history_metric.data());
+  return kExitOk;
 }
 
 int run_backends(const GlobalOptions& g, bool json) {
