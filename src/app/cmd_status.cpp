@@ -53,14 +53,11 @@ int run_fields(bool json) {
     std::printf("%s\n", wire::fields_json().dump(2).c_str());
     return kExitOk;
   }
-  std::printf("%-32s %-5s %-38s %-8s %s\n", "KEY", "UNIT", "PROMETHEUS", "TYPE", "HISTORY");
+  // fmt pads by display width, so "°C" lines up like the ASCII units.
+  fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", "KEY", "UNIT", "PROMETHEUS", "TYPE", "HISTORY");
   for (const auto& f : core::kFields)
-    std::printf("%-32.*s %-5.*s %-38.*s %-8.*s %.*s\n", static_cast<int>(f.json_key.size()), f.json_key.data(),
-                static_cast<int>(f.unit.size()), f.unit.data(), static_cast<int>(f.prometheus_name.size()),
-                f.prometheus_name.data(), static_cast<int>(core::to_string(f.prometheus_type).size()),
-                core::to_string(f.prometheus_type).data(),
-                static_cast<int>(f.history_metric.empty() ? 1 : f.history_metric.size()),
-                f.history_metric.empty() ? "-" : f.history_metric.data());
+    fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", f.json_key, f.unit, f.prometheus_name, core::to_string(f.prometheus_type),
+               f.history_metric.empty() ? std::string_view("-") : f.history_metric);
   return kExitOk;
 }
 
