@@ -7,6 +7,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/render.hpp"
+#include "core/fields.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
@@ -45,6 +46,19 @@ int run_ps(const GlobalOptions& g, bool json) {
     else if (s.gpus.empty()) print_lines(render_status(s, hostname(), Style{use_color(1, g)}));  // says why
     else print_lines(render_processes(s, Style{use_color(1, g)}));
   });
+}
+
+int run_fields(bool json) {
+  if (json) {
+    std::printf("%s\n", wire::fields_json().dump(2).c_str());
+    return kExitOk;
+  }
+  // fmt pads by display width, so "°C" lines up like the ASCII units.
+  fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", "KEY", "UNIT", "PROMETHEUS", "TYPE", "HISTORY");
+  for (const auto& f : core::kFields)
+    fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", f.json_key, f.unit, f.prometheus_name, core::to_string(f.prometheus_type),
+               f.history_metric.empty() ? std::string_view("-") : f.history_metric);
+  return kExitOk;
 }
 
 int run_backends(const GlobalOptions& g, bool json) {

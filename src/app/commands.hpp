@@ -11,6 +11,8 @@ namespace gf::app {
 int run_status(const GlobalOptions& g, bool json);
 int run_ps(const GlobalOptions& g, bool json);
 int run_backends(const GlobalOptions& g, bool json);
+// The metric field table: key, unit, Prometheus name and type, history metric (--json: GET /api/v1/fields).
+int run_fields(bool json);
 // count 0: until interrupted.
 int run_watch(const GlobalOptions& g, double interval_s, unsigned count);
 

@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   auto* backends = app.add_subcommand("backends", "which GPU backends are usable here, and which one is chosen");
   backends->add_flag("--json", json, "print JSON");
 
+  auto* fields = app.add_subcommand("fields", "the GPU metrics gpufleet reports: key, unit, Prometheus name, history name");
+  fields->add_flag("--json", json, "print the document GET /api/v1/fields serves");
+
   double watch_interval = 1.0;
   unsigned watch_count = 0;
   auto* watch = app.add_subcommand("watch", "live view, refreshed in place");
@@ -211,6 +214,7 @@ int main(int argc, char** argv) {
     if (*status) return run_status(g, json);
     if (*ps) return run_ps(g, json);
     if (*backends) return run_backends(g, json);
+    if (*fields) return run_fields(json);
     if (*watch) return run_watch(g, watch_interval, watch_count);
     if (*alloc) return run_alloc(g, alloc_cmd);
     if (*release) return run_release(g, lease_id, db);

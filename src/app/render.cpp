@@ -2,12 +2,20 @@
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+
+#include "core/fields.hpp"
 
 namespace gf::app {
 namespace {
+
+using core::Field;
+
+std::string unit(Field f) { return std::string(core::info(f).unit); }
 
 template <class T>
 std::string num(const core::Reading<T>& r, const char* spec = "{}") {
@@ -38,7 +46,28 @@ std::string header(const core::Snapshot& s, const std::string& host, const Style
   return h;
 }
 
+// The metrics a status line shows, in its order.
+constexpr Field kStatusFields[] = {Field::Temperature, Field::Utilization, Field::MemoryUsed, Field::MemoryTotal,
+                                   Field::PowerDraw,   Field::PowerLimit,  Field::Fan};
+
 }  // namespace
+
+std::string missing_legend(const core::Snapshot& s) {
+  // (field, reason) → GPUs, in status-line order; lost or failed GPUs say so on their own line instead.
+  std::map<std::pair<std::size_t, core::Absent>, std::vector<unsigned>> missing;
+  for (const auto& g : s.gpus) {
+    if (g.health != core::Health::Ok) continue;
+    for (std::size_t i = 0; i < std::size(kStatusFields); ++i)
+      if (const auto v = core::read(kStatusFields[i], g); !v.has_value()) missing[{i, v.why}].push_back(g.index);
+  }
+  std::string out;
+  for (const auto& [key, gpus] : missing) {
+    out += out.empty() ? "n/a: " : "; ";
+    out += fmt::format("{} {} on GPU {}", core::info(kStatusFields[key.first]).label, core::to_string(key.second),
+                       fmt::join(gpus, ","));
+  }
+  return out;
+}
 
 std::string Style::paint(const std::string& text, const char* sgr) const {
   if (!color) return text;
@@ -66,12 +95,16 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
       continue;
     }
     const bool hot = g.temperature_c && *g.temperature_c >= 80;
-    line += " " + st.paint(lpad(g.temperature_c ? fmt::format("{}°C", *g.temperature_c) : "n/a", 5), hot ? "1;31" : "31");
+    line += " " + st.paint(lpad(g.temperature_c ? fmt::format("{}{}", *g.temperature_c, unit(Field::Temperature)) : "n/a", 5),
+                           hot ? "1;31" : "31");
     const bool busy = g.utilization_pct && *g.utilization_pct >= 50;
-    line += ", " + st.paint(lpad(g.utilization_pct ? fmt::format("{} %", *g.utilization_pct) : "n/a", 5), busy ? "1;32" : "32");
-    line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " MiB";
-    line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " + lpad(num(g.power_limit_w, "{:.0f}"), 4) + " W";
-    if (g.fan_pct) line += fmt::format(" | fan {:>3} %", *g.fan_pct);
+    line += ", " + st.paint(lpad(g.utilization_pct ? fmt::format("{} {}", *g.utilization_pct, unit(Field::Utilization)) : "n/a", 5),
+                            busy ? "1;32" : "32");
+    line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " " +
+            unit(Field::MemoryUsed);
+    line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " + lpad(num(g.power_limit_w, "{:.0f}"), 4) +
+            " " + unit(Field::PowerDraw);
+    if (g.fan_pct) line += fmt::format(" | {} {:>3} {}", core::info(Field::Fan).label, *g.fan_pct, unit(Field::Fan));
     line += " |";
     for (const auto& p : g.processes) {
       std::string who = p.name.empty() ? "pid" : p.name;
@@ -82,6 +115,7 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
     out.push_back(std::move(line));
   }
   if (s.gpus.empty()) out.push_back(st.paint("No GPU found.", "1;33"));
+  if (auto legend = missing_legend(s); !legend.empty()) out.push_back(st.paint(legend, "90"));
   for (const auto& w : s.warnings)
     if (!s.simulated || w.find("simulated") == std::string::npos) out.push_back(st.paint("! " + w, "33"));
   if (!s.process_visibility.complete) out.push_back(st.paint("! " + s.process_visibility.message, "33"));
@@ -131,11 +165,12 @@ std::vector<std::string> render_report(const core::RunReport& r, const Style& st
   };
   for (const auto& [index, g] : r.gpus) {
     out.push_back(st.paint(fmt::format("[{}]", index), "36") + " " + g.name);
-    out.push_back("    utilization  " + range(g.utilization, " %", "{:.1f}") +
-                  (g.utilization ? fmt::format("  p95 {:.1f} %", g.utilization->p95) : ""));
-    out.push_back("    memory used  " + range(g.memory_used_mb, " MiB", "{:.0f}"));
-    out.push_back("    temperature  " + range(g.temperature_c, " °C", "{:.1f}"));
-    out.push_back("    power        " + range(g.power_draw_w, " W", "{:.1f}"));
+    const auto u = [](Field f) { return " " + unit(f); };
+    out.push_back("    utilization  " + range(g.utilization, u(Field::Utilization).c_str(), "{:.1f}") +
+                  (g.utilization ? fmt::format("  p95 {:.1f}{}", g.utilization->p95, u(Field::Utilization)) : ""));
+    out.push_back("    memory used  " + range(g.memory_used_mb, u(Field::MemoryUsed).c_str(), "{:.0f}"));
+    out.push_back("    temperature  " + range(g.temperature_c, u(Field::Temperature).c_str(), "{:.1f}"));
+    out.push_back("    power        " + range(g.power_draw_w, u(Field::PowerDraw).c_str(), "{:.1f}"));
     if (g.energy_joules)
       out.push_back(fmt::format("    energy       {:.1f} J ({})", *g.energy_joules,
                                 g.energy_source == core::EnergySource::Counter ? "driver energy counter" : "integrated power"));

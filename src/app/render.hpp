@@ -15,6 +15,10 @@ struct Style {
 
 // Lines of the status view: header, one line per GPU, then warnings. No trailing newlines.
 std::vector<std::string> render_status(const core::Snapshot& s, const std::string& host, const Style& st);
+// One line explaining the status view's n/a cells, e.g. "n/a: fan not supported on GPU 0,1; power limit
+// no permission on GPU 3"; empty when every shown value is there. GPUs that are lost or failed are left
+// out (their own line says why).
+std::string missing_legend(const core::Snapshot& s);
 // Lines of the process table, biggest first, with "other / not attributed" memory per GPU.
 std::vector<std::string> render_processes(const core::Snapshot& s, const Style& st);
 // Lines summarising a monitored run.

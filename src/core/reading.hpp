@@ -13,9 +13,14 @@ enum class Absent : unsigned char {
   NoPermission,  // the value exists but we may not read it
   Unavailable,   // the driver cannot tell right now (e.g. NVML_VALUE_NOT_AVAILABLE)
   Error,         // the query failed
+  GpuLost,       // the GPU fell off the bus (NVML GPU_IS_LOST, nvidia-smi "[GPU is lost]")
+  MigEnabled,    // the device does not report it while MIG mode is on (ask the MIG instances)
 };
 
+// For people: "not supported", "no permission", "GPU lost", …
 std::string_view to_string(Absent a) noexcept;
+// For documents: "not_supported", "no_permission", "gpu_lost", … (stable; clients match on it).
+std::string_view code(Absent a) noexcept;
 
 template <class T>
 class Reading {

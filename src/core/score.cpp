@@ -5,6 +5,7 @@
 namespace gf::core {
 
 Reading<double> availability_score(const GpuReading& g, const ScoreWeights& w) {
+  if (g.health == Health::Lost) return Reading<double>::absent(Absent::GpuLost);
   if (g.health != Health::Ok) return Reading<double>::absent(Absent::Unavailable);
   if (!g.memory_total_mib || !g.memory_free_mib || *g.memory_total_mib == 0 || !g.utilization_pct)
     return Reading<double>::absent(Absent::Unavailable);

@@ -1,9 +1,10 @@
-// GET /metrics (Prometheus text, dcgm-exporter names) and GET /api/openapi.json.
+// GET /metrics (Prometheus text, dcgm-exporter names), GET /api/openapi.json and GET /api/v1/fields.
 #include <chrono>
 #include <memory>
 #include <mutex>
 
 #include "server/api.hpp"
+#include "wire/json.hpp"
 #include "wire/prometheus.hpp"
 
 namespace gf::server {
@@ -67,6 +68,11 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/api/openapi.json", Access::Read, Exec::Inline, [](const Request&) {
     static const auto doc = std::make_shared<const std::string>(openapi_document());
+    return shared_response(200, "application/json", doc);
+  });
+
+  r.add(Method::Get, "/api/v1/fields", Access::Read, Exec::Inline, [](const Request&) {
+    static const auto doc = std::make_shared<const std::string>(wire::fields_json().dump());
     return shared_response(200, "application/json", doc);
   });
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "allocator/select.hpp"
+#include "core/fields.hpp"
 #include "server/api.hpp"
 #include "store/history.hpp"
 #include "wire/alert_config.hpp"
@@ -274,16 +275,10 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     } else if (auto p = c->agent->latest()) {
       for (const auto& g : p->snapshot->gpus) gpus.push_back(g.index);
     }
-    static constexpr std::pair<store::Metric, const char*> kUnits[] = {
-        {store::Metric::Utilization, "%"}, {store::Metric::MemoryUtilization, "%"}, {store::Metric::MemoryUsed, "MiB"},
-        {store::Metric::Temperature, "°C"}, {store::Metric::Power, "W"},             {store::Metric::Fan, "%"},
-        {store::Metric::SmClock, "MHz"},   {store::Metric::MemClock, "MHz"}};
-    std::string unit;
-    for (const auto& [m, u] : kUnits)
-      if (m == *metric) unit = u;
+    const std::string unit(core::info(*metric).unit);
     json series = json::array();
     for (unsigned g : gpus) {
-      auto pts = c->agent->history(g, store::to_field(*metric), *since, *until, step);
+      auto pts = c->agent->history(g, *metric, *since, *until, step);
       if (!pts) return error_response(500, "store_error", pts.error().message);
       json points = json::array();
       auto num = [](const std::optional<double>& v) { return v ? json(std::round(*v * 100) / 100) : json(nullptr); };

@@ -1,18 +1,21 @@
 // The OpenAPI 3 description of the agent's API. A test checks that its paths and methods are exactly
-// the router's routes.
+// the router's routes. The parts that list metrics (the history's metric names and units) are filled in
+// from core::kFields, not written here.
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/fields.hpp"
 #include "server/api.hpp"
 
 namespace gf::server {
+namespace {
 
-const std::string& openapi_document() {
-  static const std::string doc = R"json({
+const char* const kHandWritten = R"json({
   "openapi": "3.0.3",
   "info": {"title": "gpufleet agent", "version": "0.1.0",
            "description": "What this node's GPUs are doing, who uses them, leases and jobs. Errors are {\"error\": code, \"message\": text}. Requests that change state need Authorization: Bearer <token>."},
   "paths": {
-    "/api/v1/monitoring/gpu-metrics": {"get": {"summary": "The latest reading of every GPU (the gpufleet status --json document)", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "snapshot"}, "503": {"description": "no reading"}}}},
+    "/api/v1/monitoring/gpu-metrics": {"get": {"summary": "The latest reading of every GPU (the gpufleet status --json document)", "description": "A value the GPU does not report is null; each GPU's missing_reasons maps the key of every null metric (see /api/v1/fields) to why it is missing.", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "snapshot"}, "503": {"description": "no reading"}}}},
     "/api/gpu/summary": {"get": {"summary": "Dashboard summary", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "summary"}}}},
     "/api/gpu/metrics": {"get": {"summary": "Detailed metrics with processes and firing alerts", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "metrics"}}}},
     "/api/health": {"get": {"summary": "Agent, backend and store status", "responses": {"200": {"description": "ok"}, "503": {"description": "degraded"}}}},
@@ -42,6 +45,7 @@ const std::string& openapi_document() {
       {"$ref": "#/components/parameters/utilization_threshold"}, {"$ref": "#/components/parameters/memory_threshold"},
       {"name": "fallback", "in": "query", "description": "when no node has enough idle GPUs: none (no pin) or least-loaded", "schema": {"type": "string", "enum": ["none", "least-loaded"]}}], "responses": {"200": {"description": "selection"}, "400": {"description": "bad parameter"}, "503": {"description": "no fleet view, or no refresh yet"}}}},
     "/api/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3"}}}},
+    "/api/v1/fields": {"get": {"summary": "Every GPU metric: its key in the GPU documents, unit, label, description, Prometheus name and type, history metric name, and the codes of missing_reasons", "responses": {"200": {"description": "fields"}}}},
     "/metrics": {"get": {"summary": "Prometheus metrics (dcgm-exporter names)", "responses": {"200": {"description": "text exposition format"}}}}
   },
   "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -49,6 +53,32 @@ const std::string& openapi_document() {
                                 "utilization_threshold": {"name": "utilization_threshold", "in": "query", "description": "a GPU is idle below this utilization (%)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 30}},
                                 "memory_threshold": {"name": "memory_threshold", "in": "query", "description": "and below this memory use (% of capacity)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 50}}}}
 })json";
+
+// The history route's metric parameter: an enum of the table's history metrics, their units in the text.
+void fill_metric_lists(nlohmann::json& doc) {
+  nlohmann::json names = nlohmann::json::array();
+  std::string units;
+  for (const auto& f : core::kFields) {
+    if (f.history_metric.empty()) continue;
+    names.push_back(f.history_metric);
+    if (!units.empty()) units += ", ";
+    units += std::string(f.history_metric) + (f.unit.empty() ? "" : " (" + std::string(f.unit) + ")");
+  }
+  for (auto& p : doc["paths"]["/api/v1/history"]["get"]["parameters"])
+    if (p["name"] == "metric") {
+      p["schema"]["enum"] = names;
+      p["description"] = "the metric, in the unit the response names: " + units;
+    }
+}
+
+}  // namespace
+
+const std::string& openapi_document() {
+  static const std::string doc = [] {
+    auto j = nlohmann::json::parse(kHandWritten);
+    fill_metric_lists(j);
+    return j.dump(1);
+  }();
   return doc;
 }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <type_traits>
 #include <utility>
 
 namespace gf::store {
@@ -17,32 +16,37 @@ constexpr std::int64_t kSchemaVersion = 1;
 constexpr std::int64_t kMinuteMs = 60'000;
 constexpr std::int64_t kHourMs = 3'600'000;
 
-// The stored columns of samples_raw, in order; each is rolled up as <col>_n/_min/_max/_avg.
-// power is REAL (W); the rest are integers in the unit of the GpuReading field.
-constexpr std::array<const char*, 9> kColumns = {"util", "mem_util", "mem_used", "mem_total", "temp",
-                                                 "power", "fan", "sm_clock", "mem_clock"};
+// The columns of samples_raw in schema version 1, in their on-disk order; each is rolled up as
+// <col>_n/_min/_max/_avg. power is REAL (W); the rest are integers in the unit of the GpuReading field.
+// This list is the stored schema: it changes only with a migration. Which field fills which column comes
+// from core::kFields (history_column); the check below keeps the two in step.
+constexpr std::array<std::string_view, 9> kColumns = {"util", "mem_util", "mem_used", "mem_total", "temp",
+                                                      "power", "fan", "sm_clock", "mem_clock"};
 
-struct MetricInfo {
-  Metric metric;
-  std::string_view name;
-  const char* column;
-};
-constexpr std::array<MetricInfo, 8> kMetrics = {{
-    {Metric::Utilization, "utilization", "util"},
-    {Metric::MemoryUtilization, "memory_utilization", "mem_util"},
-    {Metric::MemoryUsed, "memory_used", "mem_used"},
-    {Metric::Temperature, "temperature", "temp"},
-    {Metric::Power, "power", "power"},
-    {Metric::Fan, "fan", "fan"},
-    {Metric::SmClock, "sm_clock", "sm_clock"},
-    {Metric::MemClock, "mem_clock", "mem_clock"},
-}};
-
-const char* column_of(Metric m) {
-  for (const auto& i : kMetrics)
-    if (i.metric == m) return i.column;
-  return "util";  // unreachable: every Metric is in the table
+constexpr bool columns_match_field_table() {
+  std::size_t stored = 0;
+  for (const auto& f : core::kFields) {
+    if (f.history_column.empty()) continue;
+    ++stored;
+    bool found = false;
+    for (auto c : kColumns) found = found || c == f.history_column;
+    if (!found) return false;  // a new stored field needs a schema migration first
+  }
+  return stored == kColumns.size();
 }
+static_assert(columns_match_field_table(), "core::kFields' history columns differ from the stored schema");
+
+// The stored fields, in table order; every statement names its columns, so this order need not be the
+// on-disk one.
+constexpr auto kStored = [] {
+  std::array<core::Field, kColumns.size()> out{};
+  std::size_t n = 0;
+  for (const auto& f : core::kFields)
+    if (!f.history_column.empty()) out[n++] = f.id;
+  return out;
+}();
+
+std::string_view column_of(core::Field f) { return core::info(f).history_column; }
 
 // Tiers by index: 0 raw, 1 one minute, 2 one hour.
 constexpr std::array<const char*, 3> kTables = {"samples_raw", "samples_1m", "samples_1h"};
@@ -51,7 +55,7 @@ constexpr std::array<std::int64_t, 3> kResolutionMs = {1, kMinuteMs, kHourMs};
 
 std::string rollup_table_sql(const char* table) {
   std::string cols;
-  for (const char* c : kColumns) cols += fmt::format(" {0}_n INTEGER NOT NULL, {0}_min, {0}_max, {0}_avg REAL,", c);
+  for (auto c : kColumns) cols += fmt::format(" {0}_n INTEGER NOT NULL, {0}_min, {0}_max, {0}_avg REAL,", c);
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {0}(ts_ms INTEGER NOT NULL, gpu INTEGER NOT NULL, uuid TEXT NOT NULL, "
       "n INTEGER NOT NULL,{1} PRIMARY KEY(gpu, ts_ms));\n"
@@ -83,34 +87,54 @@ std::string schema_sql() {
 
 // The same folding in both rollups, NULL-aware: COUNT/MIN/MAX/AVG skip NULLs, an all-NULL bucket
 // gets count 0 and NULL min/max/avg.
+// The target columns of a rollup insert, named (so the statement does not depend on column order).
+std::string rollup_targets() {
+  std::string t = "ts_ms, gpu, uuid, n";
+  for (auto f : kStored) t += fmt::format(", {0}_n, {0}_min, {0}_max, {0}_avg", column_of(f));
+  return t;
+}
+
 std::string minute_rollup_sql() {
   std::string cols;
-  for (const char* c : kColumns) cols += fmt::format(", COUNT({0}), MIN({0}), MAX({0}), AVG({0})", c);
+  for (auto f : kStored) cols += fmt::format(", COUNT({0}), MIN({0}), MAX({0}), AVG({0})", column_of(f));
   return fmt::format(
-      "INSERT OR REPLACE INTO samples_1m SELECT (ts_ms / {0}) * {0} AS b, gpu, MAX(uuid), COUNT(*){1}"
+      "INSERT OR REPLACE INTO samples_1m({2}) SELECT (ts_ms / {0}) * {0} AS b, gpu, MAX(uuid), COUNT(*){1}"
       " FROM samples_raw WHERE ts_ms >= ?1 AND ts_ms < ?2 GROUP BY b, gpu",
-      kMinuteMs, cols);
+      kMinuteMs, cols, rollup_targets());
 }
 
 std::string hour_rollup_sql() {
   std::string cols;
-  for (const char* c : kColumns)
-    cols += fmt::format(", SUM({0}_n), MIN({0}_min), MAX({0}_max), CAST(SUM({0}_avg * {0}_n) AS REAL) / NULLIF(SUM({0}_n), 0)", c);
+  for (auto f : kStored)
+    cols += fmt::format(", SUM({0}_n), MIN({0}_min), MAX({0}_max), CAST(SUM({0}_avg * {0}_n) AS REAL) / NULLIF(SUM({0}_n), 0)",
+                        column_of(f));
   return fmt::format(
-      "INSERT OR REPLACE INTO samples_1h SELECT (ts_ms / {0}) * {0} AS b, gpu, MAX(uuid), SUM(n){1}"
+      "INSERT OR REPLACE INTO samples_1h({2}) SELECT (ts_ms / {0}) * {0} AS b, gpu, MAX(uuid), SUM(n){1}"
       " FROM samples_1m WHERE ts_ms >= ?1 AND ts_ms < ?2 GROUP BY b, gpu",
-      kHourMs, cols);
+      kHourMs, cols, rollup_targets());
+}
+
+std::string insert_raw_sql() {
+  std::string cols, params;
+  int p = 4;  // ?1 ts_ms, ?2 gpu, ?3 uuid
+  for (auto f : kStored) {
+    cols += fmt::format(", {}", column_of(f));
+    params += fmt::format(", ?{}", p++);
+  }
+  return fmt::format("INSERT INTO samples_raw(ts_ms, gpu, uuid{}) VALUES (?1, ?2, ?3{})", cols, params);
 }
 
 std::int64_t to_ms(HistoryStore::TimePoint t) { return duration_cast<milliseconds>(t.time_since_epoch()).count(); }
 std::int64_t floor_to(std::int64_t v, std::int64_t unit) { return v >= 0 ? v / unit * unit : -((-v + unit - 1) / unit) * unit; }
 
-// Binds a reading, or NULL when it is absent (never a made-up 0).
-template <class T>
-void bind_reading(Stmt& st, int i, const core::Reading<T>& r) {
-  if (!r) st.bind_null(i);
-  else if constexpr (std::is_floating_point_v<T>) st.bind(i, static_cast<double>(*r));
-  else st.bind(i, static_cast<std::int64_t>(*r));
+// Binds a field's value, or NULL when it is absent (never a made-up 0).
+void bind_field(Stmt& st, int i, const core::FieldValue& v) {
+  switch (v.kind) {
+    case core::FieldValue::Kind::Unsigned: st.bind(i, static_cast<std::int64_t>(v.u)); return;
+    case core::FieldValue::Kind::Signed: st.bind(i, v.i); return;
+    case core::FieldValue::Kind::Double: st.bind(i, v.d); return;
+    case core::FieldValue::Kind::Absent: st.bind_null(i); return;
+  }
 }
 
 struct TierState {
@@ -146,37 +170,13 @@ Result<void> run_sql(Db& db, const std::string& sql, std::int64_t a, std::int64_
 }  // namespace
 
 Result<Metric> parse_metric(std::string_view name) {
-  for (const auto& i : kMetrics)
-    if (i.name == name) return i.metric;
-  return make_error(fmt::format("unknown metric '{}' (expected one of utilization, memory_utilization, "
-                                "memory_used, temperature, power, fan, sm_clock, mem_clock)",
-                                name));
-}
-
-core::Field to_field(Metric m) noexcept {
-  switch (m) {
-    case Metric::Utilization: return core::Field::Utilization;
-    case Metric::MemoryUtilization: return core::Field::MemoryUtilization;
-    case Metric::MemoryUsed: return core::Field::MemoryUsed;
-    case Metric::Temperature: return core::Field::Temperature;
-    case Metric::Power: return core::Field::PowerDraw;
-    case Metric::Fan: return core::Field::Fan;
-    case Metric::SmClock: return core::Field::SmClock;
-    case Metric::MemClock: return core::Field::MemClock;
-  }
-  return core::Field::Utilization;  // unreachable: every Metric is listed
-}
-
-std::optional<Metric> metric_of(core::Field f) noexcept {
-  for (const auto& i : kMetrics)
-    if (to_field(i.metric) == f) return i.metric;
-  return std::nullopt;
+  if (auto f = core::field_by_history_metric(name)) return *f;
+  return make_error(fmt::format("unknown metric '{}' (expected one of {})", name, core::history_metric_list()));
 }
 
 std::string_view to_string(Metric m) noexcept {
-  for (const auto& i : kMetrics)
-    if (i.metric == m) return i.name;
-  return "unknown";
+  const auto name = core::info(m).history_metric;
+  return name.empty() ? "unknown" : name;
 }
 
 Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path, HistoryOptions options) {
@@ -188,9 +188,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path
 }
 
 Result<void> HistoryStore::insert_rows(const core::Snapshot& s) {
-  auto st = db_.prepare(
-                         "INSERT INTO samples_raw(ts_ms, gpu, uuid, util, mem_util, mem_used, mem_total, temp, power,"
-                         " fan, sm_clock, mem_clock) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+  static const std::string sql = insert_raw_sql();
+  auto st = db_.prepare(sql);
   if (!st) return st.error();
   const std::int64_t ts = to_ms(s.timestamp);
   for (const auto& g : s.gpus) {
@@ -198,15 +197,8 @@ Result<void> HistoryStore::insert_rows(const core::Snapshot& s) {
     st->bind(1, ts);
     st->bind(2, static_cast<std::int64_t>(g.index));
     st->bind(3, std::string_view(g.uuid));
-    bind_reading(*st, 4, g.utilization_pct);
-    bind_reading(*st, 5, g.memory_utilization_pct);
-    bind_reading(*st, 6, g.memory_used_mib);
-    bind_reading(*st, 7, g.memory_total_mib);
-    bind_reading(*st, 8, g.temperature_c);
-    bind_reading(*st, 9, g.power_draw_w);
-    bind_reading(*st, 10, g.fan_pct);
-    bind_reading(*st, 11, g.clock_graphics_mhz);
-    bind_reading(*st, 12, g.clock_memory_mhz);
+    int p = 4;
+    for (auto f : kStored) bind_field(*st, p++, core::read(f, g));
     if (auto r = st->run(); !r) return r;
   }
   return {};
@@ -274,17 +266,6 @@ Result<void> HistoryStore::maintain(TimePoint now) {
   return txn.commit();
 }
 
-Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, core::Field field, TimePoint since,
-                                                     TimePoint until, std::chrono::seconds step) {
-  const auto metric = metric_of(field);
-  if (!metric) {
-    std::string kept;
-    for (const auto& i : kMetrics) kept += std::string(kept.empty() ? "" : ", ") + std::string(i.name);
-    return make_error("the history does not keep this field (it keeps " + kept + ")");
-  }
-  return query(gpu, *metric, since, until, step);
-}
-
 Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
                                                       std::chrono::seconds step) {
   const std::int64_t since_ms = to_ms(since);
@@ -309,7 +290,10 @@ Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metri
 
   // The chosen tier up to its watermark, then each finer tier from the coarser one's watermark on:
   // every sample is counted once, and the newest (not yet rolled up) ones are included.
-  const char* c = column_of(metric);
+  const std::string_view c = column_of(metric);
+  if (c.empty() || core::info(metric).history_metric.empty())
+    return make_error(fmt::format("the history keeps no '{}' (it keeps {})", core::info(metric).json_key,
+                                  core::history_metric_list()));
   std::string parts;
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
   for (std::size_t k = tier + 1; k-- > 0;) {

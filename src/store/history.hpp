@@ -28,17 +28,15 @@ struct HistoryOptions {
   std::chrono::seconds hour_retention = std::chrono::hours(24 * 90);
 };
 
-enum class Metric { Utilization, MemoryUtilization, MemoryUsed, Temperature, Power, Fan, SmClock, MemClock };
+// A history metric is a field of core::kFields that has a history_metric name.
+using Metric = core::Field;
 
-// "utilization", "memory_utilization", "memory_used", "temperature", "power", "fan", "sm_clock", "mem_clock".
+// By the table's history_metric names: "utilization", "memory_utilization", "memory_used", "temperature",
+// "power", "fan", "sm_clock", "mem_clock". The error names them all.
 Result<Metric> parse_metric(std::string_view name);
 std::string_view to_string(Metric m) noexcept;
 
 using HistoryPoint = core::HistoryPoint;
-
-// The field each Metric stores, and back (nullopt: the history keeps no such field).
-core::Field to_field(Metric m) noexcept;
-std::optional<Metric> metric_of(core::Field f) noexcept;
 
 class HistoryStore final : public core::MetricHistory {
  public:
@@ -63,10 +61,8 @@ class HistoryStore final : public core::MetricHistory {
   // resolution, one point per raw sample for raw). Reads the finest tier whose retention still covers
   // since (as of the last maintain); the part of the range newer than that tier's watermark comes from
   // the finer tiers, so the newest samples are never missing. Oldest first.
+  // A field the history does not keep is an error naming those it keeps.
   Result<std::vector<HistoryPoint>> query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
-                                          std::chrono::seconds step);
-  // The port's query: the field's Metric, or an error naming the fields the history keeps.
-  Result<std::vector<HistoryPoint>> query(unsigned gpu, core::Field field, TimePoint since, TimePoint until,
                                           std::chrono::seconds step) override;
 
   // Alert episodes: a Fired event inserts one, its Resolved event completes it. One transaction.

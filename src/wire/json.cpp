@@ -1,5 +1,7 @@
 #include "wire/json.hpp"
 
+#include "core/fields.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,17 +13,34 @@ namespace {
 
 using nlohmann::json;
 
-template <class T>
-json value(const core::Reading<T>& r) {
-  return r ? json(*r) : json(nullptr);
-}
-
 double round_to(double v, int decimals) {
   const double f = std::pow(10.0, decimals);
   return std::round(v * f) / f;
 }
 
-json rounded(const core::Reading<double>& r, int decimals) { return r ? json(round_to(*r, decimals)) : json(nullptr); }
+// A field's JSON value as the table says to write it; null when absent.
+json field_json(const core::FieldInfo& f, const core::FieldValue& v) {
+  using Kind = core::FieldValue::Kind;
+  if (!v.has_value()) return nullptr;
+  switch (f.json_form) {
+    case core::JsonForm::Boolean: return v.as_double() != 0;
+    case core::JsonForm::EnabledDisabled: return v.as_double() != 0 ? "enabled" : "disabled";
+    case core::JsonForm::PerformanceState: return fmt::format("P{}", v.u);
+    case core::JsonForm::ClockEventNames: {
+      json names = json::array();
+      for (auto n : core::clock_event_names(v.u)) names.push_back(std::string(n));
+      return names;
+    }
+    case core::JsonForm::Number: break;
+  }
+  switch (v.kind) {
+    case Kind::Unsigned: return v.u;
+    case Kind::Signed: return v.i;
+    case Kind::Double: return f.json_decimals > 0 ? round_to(v.d, f.json_decimals) : v.d;
+    case Kind::Absent: break;
+  }
+  return nullptr;
+}
 
 json process_json(const core::GpuProcess& p) {
   json j{{"pid", p.pid},
@@ -72,39 +91,50 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
 }
 
 json gpu_json(const core::GpuReading& g) {
-  json reasons = nullptr;
-  if (g.clock_event_reasons) {
-    reasons = json::array();
-    for (auto n : core::clock_event_names(*g.clock_event_reasons)) reasons.push_back(std::string(n));
-  }
   json procs = json::array();
   for (const auto& p : g.processes) procs.push_back(process_json(p));
-  return json{
+  json j{
       {"id", fmt::format("gpu-{}", g.index)},
       {"index", g.index},
       {"name", g.name},
       {"uuid", g.uuid},
       {"pci_bus_id", g.pci_bus_id},
-      {"utilization", value(g.utilization_pct)},
-      {"memory_utilization", value(g.memory_utilization_pct)},
-      {"memory", {{"total", value(g.memory_total_mib)}, {"used", value(g.memory_used_mib)},
-                  {"free", value(g.memory_free_mib)}, {"unattributed", value(g.memory_unattributed_mib)}}},
-      {"temperature", value(g.temperature_c)},
-      {"power_usage", rounded(g.power_draw_w, 2)},
-      {"power_limit", rounded(g.power_limit_w, 2)},
-      {"fan_speed", value(g.fan_pct)},
-      {"clock_speeds", {{"graphics", value(g.clock_graphics_mhz)}, {"memory", value(g.clock_memory_mhz)}}},
-      {"clock_event_reasons", reasons},
-      {"performance_state", g.performance_state ? json(fmt::format("P{}", *g.performance_state)) : json(nullptr)},
-      {"mig_mode", g.mig_enabled ? json(*g.mig_enabled ? "enabled" : "disabled") : json(nullptr)},
-      {"ecc_errors_uncorrected_volatile", value(g.ecc_uncorrected_volatile)},
-      {"persistence_mode", value(g.persistence_mode)},
-      {"energy_consumption_mj", value(g.energy_mj)},
       {"health", std::string(core::to_string(g.health))},
       {"health_message", g.health_message.empty() ? json(nullptr) : json(g.health_message)},
-      {"availability_score", rounded(g.availability_score, 4)},
       {"processes", std::move(procs)},
   };
+  // Every metric from the field table: its value at its key, or null and the reason in missing_reasons.
+  json missing = json::object();
+  for (const auto& f : core::kFields) {
+    const core::FieldValue v = f.read(g);
+    json* slot = &j;
+    std::string_view key = f.json_key;
+    for (auto dot = key.find('.'); dot != std::string_view::npos; dot = key.find('.')) {
+      slot = &(*slot)[std::string(key.substr(0, dot))];
+      key.remove_prefix(dot + 1);
+    }
+    (*slot)[std::string(key)] = field_json(f, v);
+    if (!v.has_value()) missing[std::string(f.json_key)] = std::string(core::code(v.why));
+  }
+  j["missing_reasons"] = std::move(missing);
+  return j;
+}
+
+json fields_json() {
+  json fields = json::array();
+  for (const auto& f : core::kFields) {
+    fields.push_back({{"key", f.json_key},
+                      {"label", f.label},
+                      {"unit", f.unit.empty() ? json(nullptr) : json(f.unit)},
+                      {"description", f.description},
+                      {"prometheus", {{"name", f.prometheus_name}, {"type", core::to_string(f.prometheus_type)}}},
+                      {"history_metric", f.history_metric.empty() ? json(nullptr) : json(f.history_metric)}});
+  }
+  json reasons = json::object();
+  for (auto a : {core::Absent::NotQueried, core::Absent::NotSupported, core::Absent::NoPermission,
+                 core::Absent::Unavailable, core::Absent::Error, core::Absent::GpuLost, core::Absent::MigEnabled})
+    reasons[std::string(core::code(a))] = std::string(core::to_string(a));
+  return json{{"fields", std::move(fields)}, {"missing_reasons", std::move(reasons)}};
 }
 
 json snapshot_json(const core::Snapshot& s) {

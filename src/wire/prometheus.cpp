@@ -1,5 +1,7 @@
 #include "wire/prometheus.hpp"
 
+#include "core/fields.hpp"
+
 #include <fmt/compile.h>
 #include <fmt/format.h>
 
@@ -15,23 +17,11 @@ namespace {
 // Values. A sample's value is taken from a Reading without converting integers to double, so a 64-bit
 // counter (energy in mJ, ECC errors) prints exactly.
 
-struct Value {
-  enum class Kind : unsigned char { None, Unsigned, Signed, Double };
-  Kind kind = Kind::None;
-  std::uint64_t u = 0;
-  std::int64_t i = 0;
-  double d = 0;
-};
+using Value = core::FieldValue;
+using Kind = core::FieldValue::Kind;
 
-constexpr Value unsigned_value(std::uint64_t v) { return Value{Value::Kind::Unsigned, v, 0, 0}; }
-constexpr Value signed_value(std::int64_t v) { return Value{Value::Kind::Signed, 0, v, 0}; }
-constexpr Value double_value(double v) { return Value{Value::Kind::Double, 0, 0, v}; }
-
-Value of(const core::Reading<unsigned>& r) { return r ? unsigned_value(*r) : Value{}; }
-Value of(const core::Reading<std::uint64_t>& r) { return r ? unsigned_value(*r) : Value{}; }
-Value of(const core::Reading<int>& r) { return r ? signed_value(*r) : Value{}; }
-Value of(const core::Reading<double>& r) { return r ? double_value(*r) : Value{}; }
-Value of(const core::Reading<bool>& r) { return r ? unsigned_value(*r ? 1 : 0) : Value{}; }
+constexpr Value unsigned_value(std::uint64_t v) { return core::unsigned_field(v); }
+constexpr Value double_value(double v) { return core::double_field(v); }
 
 void append_double(std::string& out, double d) {
   // The exposition format spells the special values this way; fmt would write "nan"/"inf".
@@ -50,18 +40,18 @@ void append_double(std::string& out, double d) {
 
 void append_value(std::string& out, const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Unsigned: {
+    case Kind::Unsigned: {
       const fmt::format_int f(v.u);
       out.append(f.data(), f.size());
       return;
     }
-    case Value::Kind::Signed: {
+    case Kind::Signed: {
       const fmt::format_int f(v.i);
       out.append(f.data(), f.size());
       return;
     }
-    case Value::Kind::Double: append_double(out, v.d); return;
-    case Value::Kind::None: return;
+    case Kind::Double: append_double(out, v.d); return;
+    case Kind::Absent: return;
   }
 }
 
@@ -92,13 +82,18 @@ void append_help_text(std::string& out, std::string_view s) { append_escaped(out
 // ---------------------------------------------------------------------------------------------------------
 // Families.
 
-enum class Type : unsigned char { Gauge, Counter };
+using Type = core::MetricType;
 
 struct Family {
   std::string_view name;
   std::string_view help;
   Type type;
 };
+
+constexpr Family family_of(core::Field f) {
+  const core::FieldInfo& i = core::info(f);
+  return {i.prometheus_name, i.prometheus_help, i.prometheus_type};
+}
 
 void append_header(std::string& out, const Family& f) {
   out += "# HELP ";
@@ -128,57 +123,22 @@ struct GpuFamily {
   Value (*value)(const core::GpuReading&);
 };
 
+constexpr GpuFamily field_family(core::Field f) { return {family_of(f), core::info(f).read}; }
+
 // The DCGM families, in the order of dcgm-exporter's default-counters.csv, then the extra DCGM fields we
-// can fill. Names, units and types are DCGM's (its counters keep their own names, without "_total").
+// can fill. Names, help, units and types come from the field table (DCGM's own; its counters keep their
+// names, without "_total"). No DCGM_FI_DEV_FB_RESERVED: total - used - free is the reserved memory only
+// when the backend used nvmlDeviceGetMemoryInfo_v2; with v1 or nvidia-smi "used" already includes it,
+// and the snapshot does not say which was used.
 constexpr std::array kDcgmFamilies{
-    // We read NVML's graphics clock; DCGM's SM clock reads NVML_CLOCK_SM. On current NVIDIA GPUs the SM
-    // and graphics clocks are one domain and read the same, so the graphics clock stands in for it.
-    GpuFamily{{"DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.clock_graphics_mhz); }},
-    GpuFamily{{"DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.clock_memory_mhz); }},
-    GpuFamily{{"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.temperature_c); }},
-    GpuFamily{{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.power_draw_w); }},
-    // NVML's counter starts when the driver loads; DCGM's help says "since boot", meaning the same.
-    GpuFamily{{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since the driver was loaded (in mJ).",
-               Type::Counter},
-              [](const core::GpuReading& g) { return of(g.energy_mj); }},
-    GpuFamily{{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.utilization_pct); }},
-    GpuFamily{{"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.memory_utilization_pct); }},
-    GpuFamily{{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.memory_free_mib); }},
-    GpuFamily{{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.memory_used_mib); }},
-    // No DCGM_FI_DEV_FB_RESERVED: total - used - free is the reserved memory only when the backend used
-    // nvmlDeviceGetMemoryInfo_v2; with v1 or nvidia-smi "used" already includes it, and the snapshot does
-    // not say which was used.
-    // Volatile uncorrected = DCGM's volatile double-bit total (the same NVML call).
-    GpuFamily{{"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", Type::Counter},
-              [](const core::GpuReading& g) { return of(g.ecc_uncorrected_volatile); }},
-    GpuFamily{{"DCGM_FI_DEV_FAN_SPEED", "Fan speed for the device in percent 0-100.", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.fan_pct); }},
-    // The NVML backend reads nvmlDeviceGetEnforcedPowerLimit, which is this field, not
-    // DCGM_FI_DEV_POWER_MGMT_LIMIT (the limit set by the administrator; the two differ when another limiter
-    // is lower).
-    GpuFamily{{"DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-               "Effective power limit that the driver enforces after taking into account all limiters (in W).",
-               Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.power_limit_w); }},
-    GpuFamily{{"DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.performance_state); }},
-    // The field's old name (DCGM 3.3 renamed it DCGM_FI_DEV_CLOCKS_EVENT_REASONS and kept this one as an
-    // alias); the old name is the one existing dashboards and alerts query. DCGM's bits are NVML's.
-    GpuFamily{{"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bit mask of NVML clock event reasons).",
-               Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.clock_event_reasons); }},
-    GpuFamily{{"DCGM_FI_DEV_PERSISTENCE_MODE", "Persistence mode for the device (1 = enabled, 0 = disabled).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.persistence_mode); }},
-    GpuFamily{{"DCGM_FI_DEV_MIG_MODE", "MIG mode for the device (1 = enabled, 0 = disabled).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.mig_enabled); }},
+    field_family(core::Field::SmClock),          field_family(core::Field::MemClock),
+    field_family(core::Field::Temperature),      field_family(core::Field::PowerDraw),
+    field_family(core::Field::Energy),           field_family(core::Field::Utilization),
+    field_family(core::Field::MemoryUtilization), field_family(core::Field::MemoryFree),
+    field_family(core::Field::MemoryUsed),       field_family(core::Field::EccUncorrectedVolatile),
+    field_family(core::Field::Fan),              field_family(core::Field::PowerLimit),
+    field_family(core::Field::PerformanceState), field_family(core::Field::ClockEventReasons),
+    field_family(core::Field::PersistenceMode),  field_family(core::Field::MigMode),
 };
 
 constexpr Family kHealthFamily{"gpufleet_gpu_health",
@@ -186,18 +146,25 @@ constexpr Family kHealthFamily{"gpufleet_gpu_health",
                                Type::Gauge};
 
 constexpr std::array kGpufleetGpuFamilies{
-    GpuFamily{{"gpufleet_gpu_availability_score",
-               "How free the GPU is for new work, 0..1 (free memory and idle time, weighted).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.availability_score); }},
+    field_family(core::Field::AvailabilityScore),
     // DCGM exports no total (FB_TOTAL is not in dcgm-exporter's counters); free + used is not it either.
-    GpuFamily{{"gpufleet_gpu_memory_total_mib", "Framebuffer memory total (in MiB).", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.memory_total_mib); }},
+    field_family(core::Field::MemoryTotal),
     GpuFamily{{"gpufleet_gpu_processes", "Processes gpufleet sees on the GPU.", Type::Gauge},
               [](const core::GpuReading& g) { return unsigned_value(g.processes.size()); }},
-    GpuFamily{{"gpufleet_gpu_memory_unattributed_mib",
-               "Used memory that no visible process accounts for (in MiB); a lower bound.", Type::Gauge},
-              [](const core::GpuReading& g) { return of(g.memory_unattributed_mib); }},
+    field_family(core::Field::MemoryUnattributed),
 };
+
+// Every field of the table is exported by exactly one of the two lists above.
+constexpr bool every_field_exported() {
+  for (const auto& f : core::kFields) {
+    int n = 0;
+    for (const auto& d : kDcgmFamilies) n += d.family.name == f.prometheus_name;
+    for (const auto& d : kGpufleetGpuFamilies) n += d.family.name == f.prometheus_name;
+    if (n != 1) return false;
+  }
+  return true;
+}
+static_assert(every_field_exported(), "a field of core::kFields has no Prometheus family (or two)");
 
 struct AgentFamily {
   Family family;
@@ -281,7 +248,7 @@ void write_gpu_family(std::string& out, const GpuFamily& f, const core::Snapshot
     const core::GpuReading& g = s.gpus[i];
     if (g.health == core::Health::Lost) continue;  // a lost GPU's values, if any, are stale
     const Value v = f.value(g);
-    if (v.kind == Value::Kind::None) continue;
+    if (v.kind == Kind::Absent) continue;
     if (!header) {
       append_header(out, f.family);
       header = true;

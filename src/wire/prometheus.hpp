@@ -11,7 +11,9 @@
 // "gpu<index>" for any other backend: for amdgpu the index is gpufleet's position, not the DRM card
 // number, so "card<index>" would name the wrong card.
 //
-// DCGM families (gauge unless noted; absent Reading → no sample for that GPU, never 0):
+// The GPU families' names, HELP texts and types are the rows of core::kFields (src/core/fields.hpp);
+// this encoder fixes only their order. DCGM families (gauge unless noted; absent Reading → no sample for
+// that GPU, never 0):
 //   DCGM_FI_DEV_SM_CLOCK (MHz)  DCGM_FI_DEV_MEM_CLOCK (MHz)  DCGM_FI_DEV_GPU_TEMP (C)
 //   DCGM_FI_DEV_POWER_USAGE (W)  DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ, counter)
 //   DCGM_FI_DEV_GPU_UTIL (%)  DCGM_FI_DEV_MEM_COPY_UTIL (%)  DCGM_FI_DEV_FB_FREE (MiB)  DCGM_FI_DEV_FB_USED (MiB)

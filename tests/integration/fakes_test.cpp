@@ -88,6 +88,50 @@ TEST_F(Fakes, LostGpuIsReportedWhileOthersRead) {
   EXPECT_FALSE(j["warnings"].empty());  // persistence mode off
 }
 
+TEST_F(Fakes, WhyAValueIsMissingReachesTheJsonAndTheTable) {
+  // mixed.json: GPU 0 and 1 have no fan (NOT_SUPPORTED), GPU 1's temperature fails (UNKNOWN) and its ECC
+  // count needs permission, GPU 2 is lost, GPU 3 reports everything the table shows.
+  setenv("FAKE_NVML_SCENARIO", GF_FIXTURES_DIR "/nvml/mixed.json", 1);
+  auto j = json_of(run({"status", "--json"}));
+  ASSERT_EQ(j["gpus"].size(), 4u);
+  const auto& g0 = j["gpus"][0];
+  EXPECT_TRUE(g0["fan_speed"].is_null());  // the null stays
+  EXPECT_EQ(g0["missing_reasons"]["fan_speed"], "not_supported");
+  EXPECT_FALSE(g0["missing_reasons"].contains("temperature"));
+  const auto& g1 = j["gpus"][1];
+  EXPECT_EQ(g1["missing_reasons"]["temperature"], "error");
+  EXPECT_EQ(g1["missing_reasons"]["ecc_errors_uncorrected_volatile"], "no_permission");
+  const auto& g2 = j["gpus"][2];
+  EXPECT_EQ(g2["health"], "lost");
+  EXPECT_EQ(g2["missing_reasons"]["memory.used"], "gpu_lost");
+  EXPECT_EQ(g2["missing_reasons"]["temperature"], "gpu_lost");
+  EXPECT_FALSE(j["gpus"][3]["missing_reasons"].contains("fan_speed"));
+
+  auto t = run({"status"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  // One legend line for the whole table, in the order of the line's columns; the lost GPU has its own line.
+  EXPECT_NE(t.out.find("\nn/a: temperature error on GPU 1; fan not supported on GPU 0,1\n"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("n/a:"), t.out.rfind("n/a:")) << t.out;
+  EXPECT_NE(t.out.find("LOST"), std::string::npos) << t.out;
+}
+
+TEST_F(Fakes, FieldsVerbPrintsTheTable) {
+  auto j = json_of(run({"fields", "--json"}));
+  ASSERT_TRUE(j["fields"].is_array());
+  bool found = false;
+  for (const auto& f : j["fields"])
+    if (f["key"] == "fan_speed") {
+      found = true;
+      EXPECT_EQ(f["unit"], "%");
+      EXPECT_EQ(f["history_metric"], "fan");
+      EXPECT_EQ(f["prometheus"]["name"], "DCGM_FI_DEV_FAN_SPEED");
+    }
+  EXPECT_TRUE(found);
+  auto t = run({"fields"});
+  EXPECT_EQ(t.exit_code, 0);
+  EXPECT_NE(t.out.find("DCGM_FI_DEV_GPU_UTIL"), std::string::npos);
+}
+
 TEST_F(Fakes, AttributesARealProcessOfThisMachine) {
   // The fake driver reports this very test process on GPU 0: gpufleet must name it from /proc.
   const std::string path = ::testing::TempDir() + "gf-attrib-" + std::to_string(::getpid()) + ".json";

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // A stand-in for `gpufleet serve`, for working on the dashboard without the agent. Node built-ins only.
 // It serves the API contract from the sim backend's real document (`gpufleet --backend sim status --json`,
-// run once per second) and web/dist as static files, with a small WebSocket server of its own.
+// run once per second), the real field table (`gpufleet fields --json`, read once: the same document the
+// agent serves at /api/v1/fields, so the mock cannot drift from it) and web/dist as static files, with a
+// small WebSocket server of its own.
 //
 //   node dev/mock-server.mjs [--port 9401] [--host 127.0.0.1] [--static dist] [--binary ../build/gpufleet]
 //   MOCK_LOST=1   report the last GPU as lost (null readings), to see how the UI marks it
@@ -48,23 +50,36 @@ function sample() {
         Object.assign(g, { health: 'lost', health_message: 'GPU has fallen off the bus', utilization: null, temperature: null,
           power_usage: null, fan_speed: null, memory_utilization: null, processes: [] });
         g.memory.used = null;
+        g.missing_reasons = { ...g.missing_reasons, utilization: 'gpu_lost', temperature: 'gpu_lost', power_usage: 'gpu_lost',
+          fan_speed: 'gpu_lost', memory_utilization: 'gpu_lost', 'memory.used': 'gpu_lost' };
       }
       res(d);
     });
   });
 }
 
-const metricOf = {
-  utilization: (g) => g.utilization,
-  memory_utilization: (g) => g.memory_utilization,
-  memory_used: (g) => g.memory?.used,
-  temperature: (g) => g.temperature,
-  power: (g) => g.power_usage,
-  fan: (g) => g.fan_speed,
-  sm_clock: (g) => g.clock_speeds?.graphics,
-  mem_clock: (g) => g.clock_speeds?.memory,
-};
-const units = { utilization: '%', memory_utilization: '%', memory_used: 'MiB', temperature: '°C', power: 'W', fan: '%', sm_clock: 'MHz', mem_clock: 'MHz' };
+// The field table, from the binary: history metric name → how to read it from a GPU object, and its unit.
+function loadFields() {
+  return new Promise((res) => {
+    execFile(opt.binary, ['fields', '--json'], { timeout: 5000 }, (err, stdout) => {
+      if (err) {
+        console.error(`mock: ${opt.binary} fields --json failed: ${err.message}`);
+        return res(null);
+      }
+      res(JSON.parse(stdout));
+    });
+  });
+}
+const fieldsDoc = await loadFields();
+if (!fieldsDoc) process.exit(1);
+const at = (g, key) => key.split('.').reduce((o, k) => (o === null || o === undefined ? undefined : o[k]), g);
+const metricOf = {};
+const units = {};
+for (const f of fieldsDoc.fields) {
+  if (!f.history_metric) continue;
+  metricOf[f.history_metric] = (g) => at(g, f.key);
+  units[f.history_metric] = f.unit;
+}
 
 function record(d) {
   const t = Date.parse(d.timestamp);
@@ -204,6 +219,7 @@ const server = createServer((req, res) => {
     '/api/v1/leases': () => [200, leases()],
     '/api/v1/jobs': () => [200, jobs()],
     '/api/health': () => [200, { status: 'ok', backend: doc?.backend ?? null }],
+    '/api/v1/fields': () => [200, fieldsDoc],
   };
   if (routes[u.pathname]) return sendJson(res, ...routes[u.pathname]());
   if (u.pathname.startsWith('/api/')) return sendJson(res, 404, { error: 'not_found', message: u.pathname });

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
+import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type FieldsDoc, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
 import { Alerts } from './components/Alerts';
 import { Chart } from './components/Chart';
 import { GpuCard } from './components/GpuCard';
@@ -19,19 +19,35 @@ interface MetricDef {
   fmt: (v: number) => string;
 }
 
-const METRICS: MetricDef[] = [
-  { metric: 'utilization', title: 'Utilization', unit: '%', pick: (g) => g.utilizationPct, yMax: 100, fmt: (v) => `${v.toFixed(0)} %` },
-  {
-    metric: 'memory_used',
-    title: 'Memory used',
-    unit: 'GiB',
-    pick: (g) => (g.memoryUsedMib === null ? null : g.memoryUsedMib / 1024),
-    scale: 1 / 1024,
-    fmt: (v) => `${v.toFixed(v >= 10 || v === 0 ? 0 : 1)} GiB`,
-  },
-  { metric: 'temperature', title: 'Temperature', unit: '°C', pick: (g) => g.temperatureC, fmt: (v) => `${v.toFixed(0)} °C` },
-  { metric: 'power', title: 'Power', unit: 'W', pick: (g) => g.powerW, fmt: (v) => `${v.toFixed(0)} W` },
-];
+/** Which history metrics get a chart, in this order: a layout choice. What each one is (its label, unit and
+ *  where a GPU document carries it) comes from the agent's field table, GET /api/v1/fields. */
+const CHARTED: ChartMetric[] = ['utilization', 'memory_used', 'temperature', 'power'];
+
+function chartMetrics(doc: FieldsDoc): MetricDef[] {
+  const out: MetricDef[] = [];
+  for (const metric of CHARTED) {
+    const f = doc.fields.find((x) => x.historyMetric === metric);
+    if (!f) continue; // an agent that does not keep this metric
+    const title = f.label.charAt(0).toUpperCase() + f.label.slice(1);
+    if (f.unit === 'MiB') {
+      // Memory reads better in GiB at chart scale.
+      out.push({
+        metric, title, unit: 'GiB', scale: 1 / 1024,
+        pick: (g) => { const v = g.values[f.key] ?? null; return v === null ? null : v / 1024; },
+        fmt: (v) => `${v.toFixed(v >= 10 || v === 0 ? 0 : 1)} GiB`,
+      });
+    } else {
+      const unit = f.unit ?? '';
+      out.push({
+        metric, title, unit,
+        pick: (g) => g.values[f.key] ?? null,
+        yMax: unit === '%' ? 100 : undefined,
+        fmt: (v) => `${v.toFixed(0)}${unit ? ` ${unit}` : ''}`,
+      });
+    }
+  }
+  return out;
+}
 
 const POLL_MS = 10_000;
 const RECENT_MAX = 50;
@@ -85,7 +101,13 @@ export function App() {
   const [version, setVersion] = useState(0);
   const dark = useDarkScheme();
 
-  const stores = useMemo(() => new Map(METRICS.map((m) => [m.metric, new SeriesStore()])), []);
+  const [fields, setFields] = useState<FieldsDoc | null>(null);
+  const [fieldsErr, setFieldsErr] = useState<string | null>(null);
+  const metrics = useMemo(() => (fields ? chartMetrics(fields) : []), [fields]);
+  // Handlers set up once at mount read the chart list through this ref.
+  const metricsRef = useRef<MetricDef[]>([]);
+  metricsRef.current = metrics;
+  const stores = useMemo(() => new Map(CHARTED.map((m) => [m, new SeriesStore()])), []);
   const linkRef = useRef<LiveLink | null>(null);
   // Time of the first live sample of the current connection, and of the last live sample overall:
   // history is merged only before the first (so it never interleaves with live points), and after a
@@ -95,11 +117,11 @@ export function App() {
 
   const bump = () => setVersion((v) => v + 1);
 
-  const loadHistory = async (since: string, after: number, before: () => number) => {
-    const docs = await Promise.allSettled(METRICS.map((m) => api.history(m.metric, since)));
+  const loadHistory = async (since: string, after: number, before: () => number, list: MetricDef[] = metricsRef.current) => {
+    const docs = await Promise.allSettled(list.map((m) => api.history(m.metric, since)));
     docs.forEach((d, i) => {
       if (d.status !== 'fulfilled') return;
-      const { metric, scale = 1 } = METRICS[i];
+      const { metric, scale = 1 } = list[i];
       const store = stores.get(metric)!;
       const until = before();
       for (const s of d.value.series)
@@ -128,7 +150,7 @@ export function App() {
       if (gapFrom !== null) void loadAlerts(); // events may have been missed while disconnected
     }
     lastLive.current = s.t;
-    for (const m of METRICS) {
+    for (const m of metricsRef.current) {
       const store = stores.get(m.metric)!;
       for (const g of s.gpus) store.put(s.t, g.index, m.pick(g));
       store.prune();
@@ -168,7 +190,15 @@ export function App() {
     );
     linkRef.current = live;
     live.start();
-    void loadHistory('15m', -Infinity, () => liveFrom.current);
+    // The charts need the field table; the history seed follows it.
+    api
+      .fields()
+      .then((doc) => {
+        setFields(doc);
+        setFieldsErr(null);
+        void loadHistory('15m', -Infinity, () => liveFrom.current, chartMetrics(doc));
+      })
+      .catch((e) => setFieldsErr(`cannot read the metric list (/api/v1/fields): ${errText(e)}`));
     void loadAlerts();
     // Show something at once even if the socket is slow or blocked by a proxy.
     api
@@ -260,11 +290,12 @@ export function App() {
           ) : gpus.length === 0 ? (
             <p class="empty">No GPUs reported by the {snap.backend ?? ''} backend.</p>
           ) : (
-            gpus.map((g) => <GpuCard key={g.uuid ?? g.index} gpu={g} />)
+            gpus.map((g) => <GpuCard key={g.uuid ?? g.index} gpu={g} fields={fields} />)
           )}
         </section>
+        {fieldsErr && <p class="banner error">{fieldsErr}</p>}
         <section id="charts" class="charts" aria-label="last 15 minutes">
-          {METRICS.map((m) => (
+          {metrics.map((m) => (
             <Chart
               key={m.metric}
               id={`chart-${m.metric}`}

@@ -39,6 +39,26 @@ export interface Gpu {
   performanceState: string | null;
   availabilityScore: number | null;
   processes: GpuProcess[];
+  /** Every numeric metric by its field key ("utilization", "memory.used"): what the charts pick from. */
+  values: Record<string, number | null>;
+  /** Field key → why its value is null ("not_supported", "no_permission", "gpu_lost", …). */
+  missing: Record<string, string>;
+}
+
+/** One row of the agent's field table (GET /api/v1/fields). */
+export interface FieldInfo {
+  key: string;
+  label: string;
+  unit: string | null;
+  description: string | null;
+  /** The history endpoint's name for it; null when the agent keeps no history of it. */
+  historyMetric: string | null;
+}
+
+export interface FieldsDoc {
+  fields: FieldInfo[];
+  /** Reason code → text for people ("not_supported" → "not supported"). */
+  reasons: Record<string, string>;
 }
 
 export interface Snapshot {
@@ -100,8 +120,8 @@ export interface Job {
   endedAt: number | null;
 }
 
-/** The metrics the charts show; the value is the history endpoint's metric name. */
-export type ChartMetric = 'utilization' | 'memory_used' | 'temperature' | 'power';
+/** A metric the charts show: the history endpoint's metric name (see FieldInfo.historyMetric). */
+export type ChartMetric = string;
 
 export interface HistorySeries {
   gpu: number;
@@ -171,6 +191,43 @@ function readProcess(x: unknown): GpuProcess {
   };
 }
 
+/** Numbers by their dotted path, one level of nesting deep (as the agent's GPU object is). */
+function numericValues(g: Record<string, unknown>): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const [k, v] of Object.entries(g)) {
+    if (v === null || typeof v === 'number') out[k] = num(v);
+    else if (typeof v === 'object' && !Array.isArray(v))
+      for (const [k2, v2] of Object.entries(v as Record<string, unknown>)) if (v2 === null || typeof v2 === 'number') out[`${k}.${k2}`] = num(v2);
+  }
+  return out;
+}
+
+function readMissing(x: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(obj(x))) {
+    const why = str(v);
+    if (why !== null) out[k] = why;
+  }
+  return out;
+}
+
+export function readFields(x: unknown): FieldsDoc {
+  const d = obj(x);
+  const fields: FieldInfo[] = [];
+  for (const f of arr(d.fields)) {
+    const o = obj(f);
+    const key = str(o.key);
+    if (key === null) continue;
+    fields.push({ key, label: str(o.label) ?? key, unit: str(o.unit), description: str(o.description), historyMetric: str(o.history_metric) });
+  }
+  const reasons: Record<string, string> = {};
+  for (const [k, v] of Object.entries(obj(d.missing_reasons))) {
+    const text = str(v);
+    if (text !== null) reasons[k] = text;
+  }
+  return { fields, reasons };
+}
+
 function readGpu(x: unknown, position: number): Gpu {
   const g = obj(x);
   const mem = obj(g.memory);
@@ -197,6 +254,8 @@ function readGpu(x: unknown, position: number): Gpu {
     performanceState: str(g.performance_state),
     availabilityScore: num(g.availability_score),
     processes: arr(g.processes).map(readProcess),
+    values: numericValues(g),
+    missing: readMissing(g.missing_reasons),
   };
 }
 
@@ -365,6 +424,8 @@ const MIB_PER_UNIT: Record<string, number> = { MiB: 1, MB: 1e6 / 2 ** 20, GiB: 1
 
 export const api = {
   snapshot: async (signal?: AbortSignal) => readSnapshot(await getJson('api/v1/monitoring/gpu-metrics', signal)),
+  /** The agent's metric table: keys, labels, units, history names, and the texts of missing reasons. */
+  fields: async (signal?: AbortSignal) => readFields(await getJson('api/v1/fields', signal)),
   alerts: async (signal?: AbortSignal) => readAlerts(await getJson('api/v1/alerts', signal)),
   leases: async (signal?: AbortSignal): Promise<LeasesDoc> => {
     const d = obj(await getJson('api/v1/leases', signal));

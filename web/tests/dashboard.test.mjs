@@ -229,6 +229,18 @@ async function main() {
     assert(/MiB \/ [\d,]+ MiB$/.test(mem ?? ''), `GPU 0 memory reads "${mem}"`);
   });
 
+  await check('a missing value says why in its tooltip (GPU 2 of the demo has no fan)', async () => {
+    const fan = page.locator('.gpu-card[data-gpu-index="2"] .stat', { hasText: 'fan' }).locator('.value');
+    // The label and the reason's text come from /api/v1/fields; until it arrives the key and code stand in.
+    let title = null;
+    await until('the fan reason with the label from /api/v1/fields', async () => (title = await fan.getAttribute('title')) === 'fan: not supported', 10_000)
+      .catch((e) => { throw new Error(`${e.message}; the tooltip is "${title}"`); });
+    const text = await fan.textContent();
+    assert(text === 'n/a', `GPU 2 fan reads "${text}"`);
+    const present = await page.locator('.gpu-card[data-gpu-index="0"] .stat', { hasText: 'fan' }).locator('.value').getAttribute('title');
+    assert(present === null, `GPU 0 fan has a value but a tooltip "${present}"`);
+  });
+
   await check('four chart canvases, and the utilization chart gains points as updates arrive', async () => {
     await until('4 chart canvases', async () => (await page.locator('.chart-plot canvas').count()) === 4);
     const points = async () => Number(await page.locator('#chart-utilization').getAttribute('data-points'));

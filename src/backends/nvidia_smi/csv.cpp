@@ -167,6 +167,7 @@ Absent absent_reason(Token t) noexcept {
     case Token::NotAvailable: return Absent::Unavailable;
     case Token::NotSupported: return Absent::NotSupported;
     case Token::NoPermission: return Absent::NoPermission;
+    case Token::Lost: return Absent::GpuLost;  // "[GPU requires reset]" stays an error, as its health says
     default: return Absent::Error;
   }
 }

@@ -1,5 +1,7 @@
 #include "backends/nvml/nvml_device.hpp"
 
+#include "core/fields.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -43,7 +45,7 @@ class Asker {
   // driver lacks the symbol.
   template <class T, class Call>
   Reading<T> ask(Query q, bool available, Call&& call) {
-    if (fatal_ != kSuccess) return Reading<T>::absent(Absent::Error);
+    if (fatal_ != kSuccess) return Reading<T>::absent(fatal_reason());
     if (!available || state_.unsupported.test(bit(q))) return Reading<T>::absent(Absent::NotSupported);
     T value{};
     last_ = call(value);
@@ -52,6 +54,9 @@ class Asker {
   }
 
   Return fatal() const noexcept { return fatal_; }
+  Absent fatal_reason() const noexcept { return lost(fatal_) ? Absent::GpuLost : Absent::Error; }
+  // RESET_REQUIRED is reported as health "error" (see unreachable_device), so its fields say "error" too.
+  static bool lost(Return r) noexcept { return r == kErrorGpuIsLost; }
   Return last() const noexcept { return last_; }
 
  private:
@@ -67,7 +72,7 @@ class Asker {
       case kErrorGpuIsLost:
       case kErrorResetRequired:
         fatal_ = r;
-        return Absent::Error;
+        return fatal_reason();
       default:
         return Absent::Error;
     }
@@ -308,6 +313,12 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   read_memory(api, device, asker, g);
   read_gauges(api, device, asker, g);
   read_processes(api, device, index, state, asker, result);
+  // With MIG on, the whole-GPU utilization counters are not kept (NVML answers NOT_SUPPORTED; the MIG
+  // instances have their own): say so rather than "not supported", which reads as a hardware limit.
+  if (g.mig_enabled && *g.mig_enabled) {
+    for (auto* r : {&g.utilization_pct, &g.memory_utilization_pct})
+      if (!*r && r->why() == Absent::NotSupported) *r = Reading<unsigned>::absent(Absent::MigEnabled);
+  }
 
   if (asker.fatal() != kSuccess) {
     // The GPU went away mid-read: report it as a whole, not a half-filled reading.
@@ -327,6 +338,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
 core::GpuReading unreachable_device(const Api& api, unsigned index, Return code, std::string_view context) {
   core::GpuReading g;
   g.index = index;
+  core::mark_all_absent(g, code == kErrorGpuIsLost ? Absent::GpuLost : Absent::Error);
   if (code == kErrorGpuIsLost) {
     g.health = core::Health::Lost;
     const char* text = api.error_string ? api.error_string(code) : nullptr;

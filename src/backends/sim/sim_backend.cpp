@@ -9,7 +9,9 @@
 //       "memory_total_mib": 81559, "power_limit_w": 700, "idle_power_w": 70,   optional
 //       "load": [ {"t": 0, "utilization": 5, "memory_used_mib": 1000}, {"t": 30, ...}, ... ],
 //       "period_s": 60,        optional: the load loops with this period (default: last t, or static)
-//       "lost_after_s": 120    optional: the GPU answers "lost" from then on
+//       "lost_after_s": 120,   optional: the GPU answers "lost" from then on
+//       "unsupported": ["fan_speed"]   optional: fields (keys of GET /api/v1/fields) this GPU does not
+//                                      report; they read as "not supported"
 //   } ],
 //   "processes": [ {"gpu": 0, "pid": 4242, "name": "python", "user": "alice",
 //                   "command": "python train.py", "used_memory_mib": 30000} ],
@@ -26,7 +28,8 @@
 // With BackendOptions::sim_gpus above the scenario's count, the GPUs are replicated in blocks of the
 // scenario's size, and each block gets the scenario's topology inside it (GPU k·n + a pairs with
 // k·n + b); pairs in different blocks get default_level. The built-in demo is two NVLink pairs
-// (0-1, 2-3, 4 links each), each pair on one NUMA node, the pairs on different sockets.
+// (0-1, 2-3, 4 links each), each pair on one NUMA node, the pairs on different sockets; GPU 2 is passively
+// cooled (no fan reading), so the demo shows how a missing value and its reason look.
 #include "backends/sim/sim_backend.hpp"
 
 #include <algorithm>
@@ -38,6 +41,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/fields.hpp"
 #include "platform/clock.hpp"
 
 namespace gf::backends {
@@ -57,6 +61,7 @@ struct SimGpu {
   std::vector<LoadPoint> load;
   double period_s = 0;
   double lost_after_s = -1;
+  std::vector<core::Field> unsupported;  // read as NotSupported
   double energy_mj = 0;
 };
 
@@ -74,7 +79,7 @@ constexpr const char* kDemoScenario = R"({
               {"t":30,"utilization":75,"memory_used_mib":30500},{"t":50,"utilization":60,"memory_used_mib":30500},
               {"t":55,"utilization":0,"memory_used_mib":420},{"t":60,"utilization":0,"memory_used_mib":420}]},
     {"load": [{"t":0,"utilization":3,"memory_used_mib":900},{"t":30,"utilization":8,"memory_used_mib":1100},
-              {"t":60,"utilization":3,"memory_used_mib":900}]},
+              {"t":60,"utilization":3,"memory_used_mib":900}], "unsupported": ["fan_speed"]},
     {"load": [{"t":0,"utilization":45,"memory_used_mib":20000},{"t":15,"utilization":70,"memory_used_mib":24000},
               {"t":45,"utilization":20,"memory_used_mib":22000},{"t":60,"utilization":45,"memory_used_mib":20000}]}
   ],
@@ -258,6 +263,7 @@ class SimBackend final : public Backend {
     r.energy_mj = static_cast<std::uint64_t>(g.energy_mj);
     for (const auto& p : procs_)
       if (p.gpu == index) r.processes.push_back(p.proc);
+    for (auto f : g.unsupported) core::info(f).mark_absent(r, core::Absent::NotSupported);
     return r;
   }
 
@@ -284,6 +290,14 @@ Result<std::unique_ptr<Backend>> build(const nlohmann::json& doc, const BackendO
       g.power_limit_w = number(jg, "power_limit_w", g.power_limit_w);
       g.idle_power_w = number(jg, "idle_power_w", g.idle_power_w);
       g.lost_after_s = number(jg, "lost_after_s", -1);
+      if (auto it = jg.find("unsupported"); it != jg.end()) {
+        if (!it->is_array()) return make_error("sim: \"unsupported\" must be an array of field keys");
+        for (const auto& k : *it) {
+          const auto f = k.is_string() ? core::field_by_json_key(k.get<std::string>()) : std::nullopt;
+          if (!f) return make_error("sim: \"unsupported\": " + k.dump() + " is not a field key (see gpufleet fields)");
+          g.unsupported.push_back(*f);
+        }
+      }
       if (g.memory_total_mib <= 0) return make_error("sim: memory_total_mib must be positive");
       if (auto it = jg.find("load"); it != jg.end()) {
         if (!it->is_array()) return make_error("sim: \"load\" must be an array");

@@ -611,6 +611,25 @@ TEST_F(ApiTest, OpenApiIsServedAsJson) {
   EXPECT_FALSE(r.j.is_discarded());
 }
 
+TEST_F(ApiTest, FieldsDocumentIsTheTable) {
+  const auto r = get("/api/v1/fields");
+  ASSERT_EQ(r.status, 200u);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_EQ(r.j, wire::fields_json());
+  EXPECT_EQ(r.j["fields"][0]["key"], "utilization");
+}
+
+TEST_F(ApiTest, OpenApiListsTheHistoryMetricsFromTheTable) {
+  const auto doc = nlohmann::json::parse(openapi_document());
+  nlohmann::json metric;
+  for (const auto& p : doc["paths"]["/api/v1/history"]["get"]["parameters"])
+    if (p["name"] == "metric") metric = p;
+  ASSERT_TRUE(metric.is_object());
+  EXPECT_EQ(metric["schema"]["enum"], nlohmann::json({"utilization", "memory_utilization", "memory_used", "temperature",
+                                                      "power", "fan", "sm_clock", "mem_clock"}));
+  EXPECT_NE(metric["description"].get<std::string>().find("temperature (°C)"), std::string::npos);
+}
+
 TEST_F(ApiTest, RoutingErrorsAndHead) {
   auto r = get("/api/v1/allocations");
   EXPECT_EQ(r.status, 405u);

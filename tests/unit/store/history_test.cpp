@@ -107,6 +107,44 @@ TEST_F(HistoryTest, ParseMetric) {
   EXPECT_FALSE(parse_metric(""));
 }
 
+TEST_F(HistoryTest, UnknownMetricErrorListsTheNames) {
+  auto r = parse_metric("gpu_temp");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message,
+            "unknown metric 'gpu_temp' (expected one of utilization, memory_utilization, memory_used, temperature, "
+            "power, fan, sm_clock, mem_clock)");
+  EXPECT_EQ(*parse_metric("power"), core::Field::PowerDraw);
+}
+
+TEST_F(HistoryTest, FieldsTheHistoryDoesNotKeepAreAnErrorNotAnEmptySeries) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  auto q = s->query(0, core::Field::Energy, at(kH0), at(kH0 + 60'000), 0s);
+  ASSERT_FALSE(q);
+  EXPECT_NE(q.error().message.find("energy_consumption_mj"), std::string::npos) << q.error().message;
+}
+
+TEST_F(HistoryTest, EachFieldLandsInItsOwnColumnThroughTheRollups) {
+  // Memory used (1024) and total (81920) sit next to each other on disk: a column-order slip would swap them.
+  auto s = open();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->append(*snap(kH0 + 1'000, {{0, 50u, 100.5, 30u}})));
+  auto check = [&](const std::string& sql, const char* table) {
+    auto r = rows(sql, 5);
+    ASSERT_EQ(r.size(), 1u) << table;
+    EXPECT_EQ(r[0][0], 1024) << table;
+    EXPECT_EQ(r[0][1], 81920) << table;
+    EXPECT_EQ(r[0][2], 50) << table;
+    EXPECT_EQ(r[0][3], 30) << table;
+    EXPECT_EQ(r[0][4], 1005) << table;
+  };
+  check("SELECT mem_used, mem_total, util, fan, CAST(power * 10 AS INTEGER) FROM samples_raw", "samples_raw");
+  ASSERT_TRUE(s->maintain(at(kH0 + 2 * 3'600'000)));
+  for (const char* table : {"samples_1m", "samples_1h"})
+    check(std::string("SELECT mem_used_max, mem_total_max, util_max, fan_max, CAST(power_max * 10 AS INTEGER) FROM ") + table,
+          table);
+}
+
 TEST_F(HistoryTest, NullsStayNullThroughRawAndRollups) {
   auto s = open();
   ASSERT_TRUE(s);

@@ -1,5 +1,7 @@
 #include "wire/json.hpp"
 
+#include "core/fields.hpp"
+
 #include <gtest/gtest.h>
 
 #include <clocale>
@@ -80,6 +82,92 @@ TEST(Json, AbsentIsNullNeverZero) {
   EXPECT_TRUE(j["gpus"][0]["processes"][1]["used_memory_mb"].is_null());
   EXPECT_TRUE(j["gpus"][0]["processes"][1]["user"].is_null());
   EXPECT_EQ(j["gpus"][0]["processes"][1]["type"], "graphics");
+}
+
+TEST(Json, MissingReasonsNameEveryNullMetricAndNothingElse) {
+  auto s = sample();
+  s.gpus[0].power_limit_w = core::Reading<double>::absent(core::Absent::NoPermission);
+  s.gpus[0].memory_unattributed_mib = core::Reading<std::uint64_t>::absent(core::Absent::Unavailable);
+  const auto g = gpu_json(s.gpus[0]);
+  ASSERT_TRUE(g["missing_reasons"].is_object());
+  const auto& m = g["missing_reasons"];
+  EXPECT_EQ(m["fan_speed"], "not_supported");
+  EXPECT_EQ(m["power_limit"], "no_permission");
+  EXPECT_EQ(m["memory.unattributed"], "unavailable");  // nested keys by their path
+  // Never set by sample(): nobody asked.
+  EXPECT_EQ(m["mig_mode"], "not_queried");
+  EXPECT_EQ(m["energy_consumption_mj"], "not_queried");
+  // Exactly the null metrics: every key in the map is null in the document, and each present one is absent.
+  std::size_t nulls = 0;
+  for (const auto& f : core::kFields) {
+    nlohmann::json v = g;
+    std::string key(f.json_key);
+    for (auto dot = key.find('.'); dot != std::string::npos; dot = key.find('.')) {
+      v = v[key.substr(0, dot)];
+      key.erase(0, dot + 1);
+    }
+    v = v[key];
+    EXPECT_EQ(v.is_null(), m.contains(std::string(f.json_key))) << f.json_key;
+    nulls += v.is_null();
+  }
+  EXPECT_EQ(m.size(), nulls);
+  EXPECT_FALSE(m.contains("utilization"));
+  EXPECT_FALSE(m.contains("memory.used"));
+}
+
+TEST(Json, MissingReasonsEmptyWhenEverythingIsThere) {
+  core::GpuReading g;
+  g.utilization_pct = 1u;
+  g.memory_utilization_pct = 1u;
+  g.memory_total_mib = std::uint64_t{1};
+  g.memory_used_mib = std::uint64_t{1};
+  g.memory_free_mib = std::uint64_t{0};
+  g.memory_unattributed_mib = std::uint64_t{0};
+  g.temperature_c = 1;
+  g.power_draw_w = 1.0;
+  g.power_limit_w = 1.0;
+  g.fan_pct = 1u;
+  g.clock_graphics_mhz = 1u;
+  g.clock_memory_mhz = 1u;
+  g.clock_event_reasons = std::uint64_t{0};
+  g.performance_state = 0u;
+  g.mig_enabled = false;
+  g.ecc_uncorrected_volatile = std::uint64_t{0};
+  g.persistence_mode = false;
+  g.energy_mj = std::uint64_t{0};
+  g.availability_score = 0.0;
+  const auto j = gpu_json(g);
+  EXPECT_EQ(j["missing_reasons"], nlohmann::json::object());
+  EXPECT_EQ(j["mig_mode"], "disabled");
+  EXPECT_EQ(j["persistence_mode"], false);
+  EXPECT_EQ(j["clock_event_reasons"], nlohmann::json::array());
+}
+
+TEST(Json, LostGpuSaysGpuLost) {
+  core::GpuReading g;
+  g.health = core::Health::Lost;
+  g.temperature_c = core::Reading<int>::absent(core::Absent::GpuLost);
+  const auto j = gpu_json(g);
+  EXPECT_TRUE(j["temperature"].is_null());
+  EXPECT_EQ(j["missing_reasons"]["temperature"], "gpu_lost");
+}
+
+TEST(Json, FieldsDocumentListsTheTable) {
+  const auto j = fields_json();
+  ASSERT_EQ(j["fields"].size(), core::kFieldCount);
+  const auto& used = j["fields"][static_cast<std::size_t>(core::Field::MemoryUsed)];
+  EXPECT_EQ(used["key"], "memory.used");
+  EXPECT_EQ(used["unit"], "MiB");
+  EXPECT_EQ(used["history_metric"], "memory_used");
+  EXPECT_EQ(used["prometheus"]["name"], "DCGM_FI_DEV_FB_USED");
+  EXPECT_EQ(used["prometheus"]["type"], "gauge");
+  const auto& energy = j["fields"][static_cast<std::size_t>(core::Field::Energy)];
+  EXPECT_EQ(energy["prometheus"]["type"], "counter");
+  EXPECT_TRUE(energy["history_metric"].is_null());
+  EXPECT_TRUE(j["fields"][static_cast<std::size_t>(core::Field::MigMode)]["unit"].is_null());
+  EXPECT_EQ(j["missing_reasons"]["not_supported"], "not supported");
+  EXPECT_EQ(j["missing_reasons"]["gpu_lost"], "GPU lost");
+  EXPECT_EQ(j["missing_reasons"].size(), 7u);
 }
 
 TEST(Json, ProcessShape) {

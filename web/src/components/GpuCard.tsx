@@ -1,4 +1,4 @@
-import type { Gpu } from '../api';
+import type { FieldsDoc, Gpu } from '../api';
 import { fmtMib, fmtNum, gpuColor, NA, pct } from '../format';
 
 function Bar({ value, label }: { value: number | null; label: string }) {
@@ -9,17 +9,33 @@ function Bar({ value, label }: { value: number | null; label: string }) {
   );
 }
 
-function Stat({ label, value, cls }: { label: string; value: string; cls?: string }) {
+/** Why the values of `keys` are missing, for a tooltip: "fan: not supported". Empty when none is. Labels
+ *  and texts come from the agent's field table; until it has arrived, the key and the code stand in. */
+function why(gpu: Gpu, doc: FieldsDoc | null, keys: string[]): string {
+  return keys
+    .filter((k) => gpu.missing[k] !== undefined)
+    .map((k) => {
+      const label = doc?.fields.find((f) => f.key === k)?.label ?? k;
+      const code = gpu.missing[k];
+      return `${label}: ${doc?.reasons[code] ?? code.replace(/_/g, ' ')}`;
+    })
+    .join('; ');
+}
+
+function Stat({ label, value, cls, title }: { label: string; value: string; cls?: string; title?: string }) {
   return (
     <div class={`stat ${cls ?? ''}`}>
       <span class="label">{label}</span>
-      <span class={`value ${value === NA ? 'na' : ''}`}>{value}</span>
+      <span class={`value ${value === NA ? 'na' : ''}`} title={title || undefined}>
+        {value}
+      </span>
     </div>
   );
 }
 
-export function GpuCard({ gpu }: { gpu: Gpu }) {
+export function GpuCard({ gpu, fields }: { gpu: Gpu; fields: FieldsDoc | null }) {
   const lost = gpu.health !== 'ok';
+  const tip = (...keys: string[]) => why(gpu, fields, keys);
   const memPct = pct(gpu.memoryUsedMib, gpu.memoryTotalMib);
   const power =
     gpu.powerW === null && gpu.powerLimitW === null ? NA : `${fmtNum(gpu.powerW, 0)} / ${fmtNum(gpu.powerLimitW, 0)} W`;
@@ -43,26 +59,33 @@ export function GpuCard({ gpu }: { gpu: Gpu }) {
       <div class="meter">
         <div class="meter-head">
           <span class="label">utilization</span>
-          <span class="value util">{fmtNum(gpu.utilizationPct, 0, ' %')}</span>
+          <span class="value util" title={tip('utilization') || undefined}>
+            {fmtNum(gpu.utilizationPct, 0, ' %')}
+          </span>
         </div>
         <Bar value={gpu.utilizationPct} label="utilization" />
       </div>
       <div class="meter">
         <div class="meter-head">
           <span class="label">memory</span>
-          <span class="value mem">
+          <span class="value mem" title={tip('memory.used', 'memory.total') || undefined}>
             {fmtMib(gpu.memoryUsedMib)} / {fmtMib(gpu.memoryTotalMib)}
           </span>
         </div>
         <Bar value={memPct} label="memory used" />
       </div>
       <div class="stats">
-        <Stat label="temperature" value={fmtNum(gpu.temperatureC, 0, ' °C')} cls={gpu.temperatureC !== null && gpu.temperatureC >= 85 ? 'hot' : ''} />
-        <Stat label="power" value={power} />
-        <Stat label="fan" value={fmtNum(gpu.fanPct, 0, ' %')} />
-        <Stat label="clocks (sm / mem)" value={clocks} />
-        <Stat label="perf state" value={gpu.performanceState ?? NA} />
-        <Stat label="availability" value={fmtNum(gpu.availabilityScore, 2)} />
+        <Stat
+          label="temperature"
+          value={fmtNum(gpu.temperatureC, 0, ' °C')}
+          cls={gpu.temperatureC !== null && gpu.temperatureC >= 85 ? 'hot' : ''}
+          title={tip('temperature')}
+        />
+        <Stat label="power" value={power} title={tip('power_usage', 'power_limit')} />
+        <Stat label="fan" value={fmtNum(gpu.fanPct, 0, ' %')} title={tip('fan_speed')} />
+        <Stat label="clocks (sm / mem)" value={clocks} title={tip('clock_speeds.graphics', 'clock_speeds.memory')} />
+        <Stat label="perf state" value={gpu.performanceState ?? NA} title={tip('performance_state')} />
+        <Stat label="availability" value={fmtNum(gpu.availabilityScore, 2)} title={tip('availability_score')} />
       </div>
     </article>
   );

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "core/fields.hpp"
 #include "fake_nvml_harness.hpp"
 
 namespace gf::backends::nvml_test {
@@ -216,6 +217,37 @@ TEST_F(NvmlBackendTest, LostGpuIsReportedWhileOthersAreFine) {
   // A lost GPU says nothing about persistence mode, so it is not named in the warning.
   ASSERT_EQ(snap->warnings.size(), 1u);
   EXPECT_THAT(snap->warnings[0], HasSubstr("on GPU 0, 3:"));
+}
+
+TEST_F(NvmlBackendTest, EveryFieldOfALostGpuSaysGpuLost) {
+  auto backend = open(fixture("mixed.json"));
+  ASSERT_TRUE(backend) << backend.error().message;
+  auto snap = (*backend)->snapshot();
+  ASSERT_TRUE(snap) << snap.error().message;
+  const auto& lost = snap->gpus.at(2);
+  ASSERT_EQ(lost.health, Health::Lost);
+  for (const auto& f : core::kFields) {
+    const auto v = f.read(lost);
+    EXPECT_FALSE(v.has_value()) << f.json_key;
+    EXPECT_EQ(v.why, Absent::GpuLost) << f.json_key;
+  }
+}
+
+TEST_F(NvmlBackendTest, UtilizationUnderMigSaysMigNotUnsupported) {
+  const auto path = write_scenario({{"gpus",
+                                     {{{"memory_total_mib", 81920}, {"memory_used_mib", 100}, {"mig_mode", 1},
+                                       {"utilization_gpu_pct", "not_supported"}, {"temperature_c", 40}},
+                                      {{"memory_total_mib", 81920}, {"memory_used_mib", 100}, {"mig_mode", 0},
+                                       {"utilization_gpu_pct", "not_supported"}, {"temperature_c", 40}}}}});
+  auto backend = open(path);
+  ASSERT_TRUE(backend) << backend.error().message;
+  auto snap = (*backend)->snapshot();
+  ASSERT_TRUE(snap) << snap.error().message;
+  ASSERT_EQ(snap->gpus.size(), 2u);
+  EXPECT_EQ(snap->gpus[0].utilization_pct.why(), Absent::MigEnabled);
+  EXPECT_EQ(snap->gpus[0].memory_utilization_pct.why(), Absent::MigEnabled);
+  EXPECT_EQ(snap->gpus[1].utilization_pct.why(), Absent::NotSupported);  // MIG off: the device lacks it
+  EXPECT_EQ(*snap->gpus[0].temperature_c, 40);
 }
 
 TEST_F(NvmlBackendTest, UnknownProcessMemoryAndSharedProcesses) {

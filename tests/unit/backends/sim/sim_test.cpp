@@ -72,6 +72,34 @@ TEST_F(SimTest, GpuCountOverride) {
   EXPECT_EQ(uuids.size(), 8u);
 }
 
+TEST_F(SimTest, UnsupportedFieldsReadAsNotSupported) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gf-sim-u-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "s.json") << R"({"gpus": [{"unsupported": ["fan_speed", "memory.used"]}, {}]})";
+  auto o = opts();
+  o.sim_scenario = (dir / "s.json").string();
+  auto b = open_sim(o);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(b) << b.error().message;
+  auto s = (*b)->snapshot();
+  ASSERT_TRUE(s);
+  ASSERT_EQ(s->gpus.size(), 2u);
+  EXPECT_EQ(s->gpus[0].fan_pct.why(), core::Absent::NotSupported);
+  EXPECT_FALSE(s->gpus[0].memory_used_mib.has_value());
+  EXPECT_TRUE(s->gpus[0].temperature_c.has_value());
+  EXPECT_TRUE(s->gpus[1].fan_pct.has_value());
+
+  // The built-in demo shows one: GPU 2 is passively cooled.
+  o.sim_scenario.clear();
+  auto demo = open_sim(o);
+  ASSERT_TRUE(demo) << demo.error().message;
+  auto d = (*demo)->snapshot();
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->gpus.size(), 4u);
+  EXPECT_EQ(d->gpus[2].fan_pct.why(), core::Absent::NotSupported);
+  EXPECT_TRUE(d->gpus[0].fan_pct.has_value());
+}
+
 TEST_F(SimTest, BadScenariosGiveOneClearError) {
   const auto dir = std::filesystem::temp_directory_path() / ("gf-sim-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -86,6 +114,9 @@ TEST_F(SimTest, BadScenariosGiveOneClearError) {
   EXPECT_NE(write("{\"gpus\": []}").error().message.find("non-empty"), std::string::npos);
   EXPECT_NE(write("{\"gpus\": [{\"memory_total_mib\": \"lots\"}]}").error().message.find("must be a number"), std::string::npos);
   EXPECT_NE(write("{\"gpus\": [{\"load\": [{\"t\": 5}, {\"t\": 1}]}]}").error().message.find("time order"), std::string::npos);
+  EXPECT_NE(write("{\"gpus\": [{\"unsupported\": [\"fan\"]}]}").error().message.find("not a field key"), std::string::npos);
+  EXPECT_NE(write("{\"gpus\": [{\"unsupported\": \"fan_speed\"}]}").error().message.find("array of field keys"),
+            std::string::npos);
   auto o = opts();
   o.sim_scenario = "/nonexistent/scenario.json";
   EXPECT_NE(open_sim(o).error().message.find("cannot read"), std::string::npos);
