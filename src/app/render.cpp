@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "core/policy.hpp"
+
 namespace gf::app {
 namespace {
 
@@ -67,7 +69,7 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
     }
     const bool hot = g.temperature_c && *g.temperature_c >= 80;
     line += " " + st.paint(lpad(g.temperature_c ? fmt::format("{}°C", *g.temperature_c) : "n/a", 5), hot ? "1;31" : "31");
-    const bool busy = g.utilization_pct && *g.utilization_pct >= 50;
+    const bool busy = g.utilization_pct && core::busy_utilization(*g.utilization_pct);
     line += ", " + st.paint(lpad(g.utilization_pct ? fmt::format("{} %", *g.utilization_pct) : "n/a", 5), busy ? "1;32" : "32");
     line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " MiB";
     line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " + lpad(num(g.power_limit_w, "{:.0f}"), 4) + " W";
