@@ -36,14 +36,14 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
   auto task = read_task(path);
   if (!task) {
     print_error(task.error().message);
-    return kExitError;
+    return exit_code(task.error());
   }
   scheduler::EstimateOptions opts;
   opts.engine = engine;
   auto e = scheduler::estimate(*task, opts);
   if (!e) {
     print_error(path + ": " + e.error().message);
-    return kExitError;
+    return exit_code(e.error());
   }
   if (json) {
     std::printf("%s\n", nlohmann::json{{"gpus", e->gpus},
@@ -63,7 +63,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
   auto task = read_task(t.path);
   if (!task) {
     print_error(task.error().message);
-    return kExitError;
+    return exit_code(task.error());
   }
   if (t.run.argv.empty() && t.run.docker_image.empty()) {
     print_error("task run: no command given (usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...])");
@@ -73,7 +73,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
   auto grid = scheduler::expand_grid(params);
   if (!grid) {
     print_error(t.path + ": " + grid.error().message);
-    return kExitError;
+    return exit_code(grid.error());
   }
   scheduler::EstimateOptions eo;
   eo.engine = t.engine;
@@ -85,7 +85,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     auto e = scheduler::estimate(one, eo);
     if (!e) {
       print_error(fmt::format("{}: experiment {}: {}", t.path, combo.dump(), e.error().message));
-      return kExitError;
+      return exit_code(e.error());
     }
     estimates.push_back(std::move(*e));
   }

@@ -272,7 +272,10 @@ Result<Estimate> estimate_unguarded(const json& task, const EstimateOptions& opt
 Result<Estimate> estimate(const json& task_config, const EstimateOptions& options) {
   // The module boundary: nothing may escape to the caller (a CLI verb, a worker loop).
   try {
-    return estimate_unguarded(task_config, options);
+    auto e = estimate_unguarded(task_config, options);
+    // Every failure short of an exception is the task's fault: a value the estimate cannot use.
+    if (!e) return make_error(ErrorKind::Invalid, e.error().message);
+    return e;
   } catch (const std::exception& e) {
     return make_error(fmt::format("estimate: internal error: {}", e.what()));
   }
@@ -283,7 +286,7 @@ Result<Estimate> estimate_text(std::string_view json_text, const EstimateOptions
   try {
     task = json::parse(json_text.begin(), json_text.end());
   } catch (const json::exception& e) {
-    return make_error(fmt::format("task file: invalid JSON: {}", e.what()));
+    return make_error(ErrorKind::Invalid, fmt::format("task file: invalid JSON: {}", e.what()));
   }
   return estimate(task, options);
 }

@@ -83,6 +83,8 @@ struct Estimate {
 // a parallel size that is not a positive integer or a non-empty list of them; a memory fraction
 // outside (0, 1]; a combination the chosen engine refuses (e.g. vLLM with dcp not dividing tp).
 // A missing "model" is not an error: the seed table's base value is used, and the explanation says so.
+// The errors of the task are Invalid; an exception caught at this boundary is Failed ("estimate:
+// internal error: …").
 Result<Estimate> estimate(const nlohmann::json& task_config, const EstimateOptions& options = {});
 
 // Parses JSON text (a task file) and estimates it. Invalid JSON is an error giving the parser's

@@ -1,5 +1,5 @@
 #pragma once
-// The node's SQLite store (one file, WAL): GPU leases, the wait queue and the record of job runs.
+// The node's SQLite store (one file, WAL): GPU leases, the wait queue and the record of jobs.
 // Every gpufleet process of the node opens the same file; SQLite's write lock makes each
 // acquire/release atomic across them. Not thread-safe: one NodeStore per thread.
 #include <functional>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/job.hpp"
 #include "core/ports/lease_store.hpp"
 #include "platform/change_signal.hpp"
 #include "store/sqlite.hpp"
@@ -24,18 +25,7 @@ std::string new_id();
 
 std::int64_t now_ms();
 
-struct Experiment {
-  std::string id;
-  std::string name;
-  std::string status;   // "waiting", "running", "succeeded", "failed", "no_gpus", "interrupted"
-  std::string command;  // JSON array text
-  std::optional<int> exit_code;
-  std::int64_t started_at_ms = 0;
-  std::optional<std::int64_t> ended_at_ms;
-  std::string lease_id;
-  std::string record;   // the whole record as JSON text (gpu_info, metrics, …)
-  core::LeaseOwner owner;  // the gpufleet process running it: a dead owner turns waiting/running into "lost"
-};
+using Job = core::Job;
 
 class NodeStore final : public core::LeaseStore {
  public:
@@ -54,11 +44,14 @@ class NodeStore final : public core::LeaseStore {
   // Leases ended or not, newest first.
   Result<std::vector<core::Lease>> history(std::size_t limit);
 
-  Result<void> put_experiment(const Experiment& e);  // insert or replace
-  Result<std::optional<Experiment>> experiment(const std::string& id);
-  Result<std::vector<Experiment>> experiments(std::size_t limit);
-  // How many experiments are in each status ("running", "succeeded", …).
-  Result<std::map<std::string, std::uint64_t>> experiment_counts();
+  // Jobs (recorded runs). They live in the table "experiments", its name since the first schema:
+  // every gpufleet process of the node shares this file, and an older binary still running beside a
+  // newer one must keep finding its rows.
+  Result<void> put_job(const Job& j);  // insert or replace
+  Result<std::optional<Job>> job(const std::string& id);
+  Result<std::vector<Job>> jobs(std::size_t limit);  // newest first
+  // How many jobs are in each status ("running", "succeeded", …).
+  Result<std::map<std::string, std::uint64_t>> job_counts();
 
   const std::string& path() const noexcept { return db_.path(); }
 
@@ -67,8 +60,8 @@ class NodeStore final : public core::LeaseStore {
   Result<void> reap_locked(bool& changed);  // ends leases and waiters of dead owners
   Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
   Result<std::vector<core::Waiter>> load_waiters();
-  // Marks waiting/running experiments whose owner process is gone as "lost".
-  Result<void> reconcile_experiments();
+  // Marks waiting/running jobs whose owner process is gone as "lost".
+  Result<void> reconcile_jobs();
   // The first live waiter queued ahead of waiter_id (empty: none); dead ones met on the way are removed.
   Result<std::vector<core::Waiter>> live_waiters_ahead(const std::string& waiter_id, bool& changed);
 
