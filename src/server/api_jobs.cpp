@@ -179,7 +179,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     // A model named by a local path is not read over the network API: that would let anyone who can
     // reach the agent probe the node's files. The model id's table entry is used instead.
     opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-    auto e = scheduler::estimate(*body, opts);
+    auto e = scheduler::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
     if (!e) return error_response(e.error());
     return json_response(200, json{{"gpus", e->gpus},
                                    {"memory_mb_per_gpu", e->memory_mb_per_gpu},

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "unit/scheduler/task_json_support.hpp"
+
 #include <set>
 
 namespace gf::scheduler {
