@@ -74,6 +74,8 @@ TaskValue::TaskValue(std::int64_t n) {
   else v_ = n;
 }
 
+TaskValue TaskValue::object() { return object(Object{}); }
+
 TaskValue TaskValue::object(Object members) {
   // Stable: of equal keys, the last one given ends up last, and is the one kept.
   std::stable_sort(members.begin(), members.end(), [](const Member& a, const Member& b) { return a.key < b.key; });

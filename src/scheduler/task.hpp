@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -25,18 +26,21 @@ class TaskValue {
   using List = std::vector<TaskValue>;
   using Object = std::vector<Member>;  // sorted by key, unique keys
 
-  TaskValue() = default;  // null
-  TaskValue(std::nullptr_t) {}                                   // NOLINT: implicit, like a literal
-  TaskValue(bool b) : v_(b) {}                                   // NOLINT
-  TaskValue(int n) : TaskValue(static_cast<std::int64_t>(n)) {}  // NOLINT
-  TaskValue(unsigned n) : v_(std::uint64_t{n}) {}                // NOLINT
-  TaskValue(std::int64_t n);                                     // NOLINT: stored unsigned when >= 0
-  TaskValue(std::uint64_t n) : v_(n) {}                          // NOLINT
-  TaskValue(double d) : v_(d) {}                                 // NOLINT
-  TaskValue(const char* s) : v_(std::string(s)) {}               // NOLINT
-  TaskValue(std::string s) : v_(std::move(s)) {}                 // NOLINT
-  TaskValue(List l) : v_(std::move(l)) {}                        // NOLINT
-  static TaskValue object(Object members = {});                 // sorts, keeps the last of equal keys
+  // Implicit, like literals. Defined after Member (below): a constructor that builds the variant
+  // needs Member complete.
+  TaskValue() noexcept;  // null
+  TaskValue(std::nullptr_t) noexcept;  // NOLINT
+  TaskValue(bool b);                   // NOLINT
+  TaskValue(int n);                    // NOLINT
+  TaskValue(unsigned n);               // NOLINT
+  TaskValue(std::int64_t n);           // NOLINT: stored unsigned when >= 0
+  TaskValue(std::uint64_t n);          // NOLINT
+  TaskValue(double d);                 // NOLINT
+  TaskValue(const char* s);            // NOLINT
+  TaskValue(std::string s);            // NOLINT
+  TaskValue(List l);                   // NOLINT
+  static TaskValue object();                // an empty object
+  static TaskValue object(Object members);  // sorts, keeps the last of equal keys
 
   bool is_null() const noexcept { return v_.index() == 0; }
   bool is_boolean() const noexcept { return v_.index() == 1; }
@@ -74,6 +78,17 @@ struct TaskValue::Member {
   std::string key;
   TaskValue value;
 };
+
+inline TaskValue::TaskValue() noexcept = default;
+inline TaskValue::TaskValue(std::nullptr_t) noexcept {}
+inline TaskValue::TaskValue(bool b) : v_(b) {}
+inline TaskValue::TaskValue(int n) : TaskValue(static_cast<std::int64_t>(n)) {}
+inline TaskValue::TaskValue(unsigned n) : v_(std::uint64_t{n}) {}
+inline TaskValue::TaskValue(std::uint64_t n) : v_(n) {}
+inline TaskValue::TaskValue(double d) : v_(d) {}
+inline TaskValue::TaskValue(const char* s) : v_(std::string(s)) {}
+inline TaskValue::TaskValue(std::string s) : v_(std::move(s)) {}
+inline TaskValue::TaskValue(List l) : v_(std::move(l)) {}
 
 // Containers nested deeper than this are refused: the estimate never needs them, and the recursion
 // that would walk them stays bounded whatever a request body holds.
