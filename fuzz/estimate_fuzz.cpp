@@ -14,6 +14,7 @@
 #include "scheduler/estimate.hpp"
 #include "scheduler/estimate_engine.hpp"
 #include "scheduler/model_size.hpp"
+#include "scheduler/task.hpp"
 
 namespace {
 
@@ -59,11 +60,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto whole = gs::estimate_text(task_text, options);
   check_result(whole);
 
+  // The same text as a TaskValue: a task is an object, and writing it out and reading it back gives
+  // the same value.
+  const auto task = gs::parse_task(task_text);
+  check(!whole || task.has_value());  // an estimate implies a readable task
+  if (task) {
+    check(task->is_object());
+    const auto text = gs::to_json_text(*task);
+    const auto again = gs::parse_task(text);
+    check(again && gs::to_json_text(*again) == text);
+  }
+
   // Every experiment of the sweep: none may need more GPUs than the sweep's largest configuration.
-  const auto task = nlohmann::json::parse(task_text.begin(), task_text.end(), nullptr, false);
-  if (task.is_object()) {
-    const auto params = task.find("parameters");
-    if (params != task.end()) {
+  if (task) {
+    if (const auto* params = task->find("parameters")) {
       const auto grid = gs::expand_grid(*params, 64);
       if (grid) {
         check(!grid->empty());
@@ -71,8 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const auto& experiment : *grid) {
           if (++n > 8) break;
           check(experiment.is_object() && experiment.size() == params->size());
-          auto one = task;
-          one["parameters"] = experiment;
+          auto one = *task;
+          one.set("parameters", experiment);
           const auto r = gs::estimate(one, options);
           check_result(r);
           if (r && whole) check(r->gpus <= whole->gpus);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "allocator/select.hpp"
+#include "core/policy.hpp"
 
 namespace gf::allocator {
 namespace {
@@ -54,7 +55,7 @@ std::string refusal_reason(const core::GpuReading& g, const SelectRequest& r) {
   }
   if (!g.utilization_pct) {
     if (r.max_utilization_pct < 100) reasons.push_back("utilization unknown");
-  } else if (*g.utilization_pct > r.max_utilization_pct) {
+  } else if (!core::available_utilization(*g.utilization_pct, r.max_utilization_pct)) {
     reasons.push_back(fmt::format("utilization {} % > {} %", *g.utilization_pct, r.max_utilization_pct));
   }
   if (r.refuse_busy)

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/result.hpp"
+#include "core/policy.hpp"
 #include "core/snapshot.hpp"
 #include "core/topology.hpp"
 
@@ -18,8 +19,8 @@ namespace gf::allocator {
 
 struct SelectRequest {
   unsigned count = 1;
-  std::uint64_t min_free_memory_mib = 8000;
-  unsigned max_utilization_pct = 50;  // inclusive
+  std::uint64_t min_free_memory_mib = core::kDefaultMinFreeMemoryMib;
+  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;  // inclusive
   std::set<unsigned> leased;          // GPU indices held by leases: never offered
   bool refuse_busy = true;            // refuse GPUs running processes gpufleet did not start
   std::set<std::uint32_t> own_pids;   // processes that do not make a GPU busy (ours)

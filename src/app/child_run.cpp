@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <cerrno>
 
 #include "app/exit_codes.hpp"
 #include "platform/child.hpp"
@@ -43,13 +42,12 @@ ChildOutcome run_foreground_child(const std::vector<std::string>& argv, const st
   sigaction(SIGHUP, &fwd, &old_hup);
   sigaction(SIGQUIT, &fwd, &old_quit);
 
-  int spawn_errno = 0;
-  auto pid = platform::spawn_inheriting(argv, &spawn_errno, env_overrides);
+  auto pid = platform::spawn_inheriting(argv, env_overrides);
   if (pid) g_child.store(*pid);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);  // a pending signal is delivered (and forwarded) here
   if (!pid) {
     out.error = pid.error().message;
-    out.exit_code = spawn_errno == ENOENT ? kExitNotFound : kExitCannotExecute;
+    out.exit_code = command_exit_code(pid.error());
   } else {
     out.started = true;
     out.exit_code = platform::wait_exit_code(*pid);

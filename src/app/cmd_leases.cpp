@@ -11,11 +11,10 @@
 namespace gf::app {
 
 int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
-  int open_code = kExitError;
-  auto jc = open_job_context(g, a.db, &open_code);
+  auto jc = open_job_context(g, a.db);
   if (!jc) {
     print_error(jc.error().message);
-    return open_code;
+    return exit_code(jc.error());
   }
   scheduler::AllocationRequest req;
   req.gpus = a.gpus;
@@ -26,11 +25,10 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
   req.name = a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name;
   // The lease belongs to the calling shell: it ends when the shell does (or on `gpufleet release`).
   req.owner = owner_of(static_cast<std::uint32_t>(::getppid()));
-  bool unavailable = false;
-  auto got = jc->allocator->allocate(req, &unavailable);
+  auto got = jc->allocator->allocate(req);
   if (!got) {
     print_error(got.error().message);
-    return unavailable ? kExitNoGpus : kExitError;
+    return exit_code(got.error());
   }
   std::vector<std::string> ids;
   for (const auto& gpu : got->lease.gpus) ids.push_back(a.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
@@ -54,16 +52,16 @@ int run_release(const GlobalOptions&, const std::string& lease_id, const std::st
   auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
-    return kExitError;
+    return exit_code(st.error());
   }
   auto r = (*st)->release(lease_id, "released by hand");
   if (!r) {
     print_error(r.error().message);
-    return kExitError;
+    return exit_code(r.error());
   }
   if (!*r) {
     print_error("no active lease " + lease_id + " (see gpufleet leases)");
-    return kExitError;
+    return exit_code(ErrorKind::NotFound);
   }
   std::printf("released %s\n", lease_id.c_str());
   return kExitOk;
@@ -73,12 +71,12 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
   auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
-    return kExitError;
+    return exit_code(st.error());
   }
   auto leases = all ? (*st)->history(200) : (*st)->active();
   if (!leases) {
     print_error(leases.error().message);
-    return kExitError;
+    return exit_code(leases.error());
   }
   auto waiters = (*st)->waiters();
   if (json) {

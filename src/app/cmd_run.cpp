@@ -92,33 +92,32 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     print_error("--interval must be between 0.05 and 60 seconds");
     return kExitUsage;
   }
-  int open_code = kExitError;
-  auto jc = open_job_context(g, r.alloc.db, &open_code);
+  auto jc = open_job_context(g, r.alloc.db);
   if (!jc) {
     print_error(jc.error().message);
-    return open_code;
+    return exit_code(jc.error());
   }
 
-  store::Experiment exp;
-  exp.id = store::new_id();
-  exp.name = r.alloc.name.empty() ? (r.docker_image.empty() ? r.argv.front() : r.docker_image) : r.alloc.name;
+  store::Job job;
+  job.id = store::new_id();
+  job.name = r.alloc.name.empty() ? (r.docker_image.empty() ? r.argv.front() : r.docker_image) : r.alloc.name;
   nlohmann::json command = r.argv;
-  exp.command = command.dump();
-  exp.status = "waiting";
-  exp.started_at_ms = store::now_ms();
-  exp.record = "{}";
-  exp.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
-  (void)jc->store->put_experiment(exp);
+  job.command = command.dump();
+  job.status = "waiting";
+  job.started_at_ms = store::now_ms();
+  job.record = "{}";
+  job.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
+  (void)jc->store->put_job(job);
 
   scheduler::AllocationRequest req;
   req.gpus = r.alloc.gpus;
   req.min_memory_mib = r.alloc.min_memory_mb;
   req.max_utilization_pct = r.alloc.max_utilization;
   req.refuse_busy = !r.alloc.allow_busy;
-  req.job_id = exp.id;
-  req.name = exp.name;
+  req.job_id = job.id;
+  req.name = job.name;
   req.priority = r.priority;
-  req.owner = exp.owner;
+  req.owner = job.owner;
 
   set_handler(SIGINT, on_cancel);
   set_handler(SIGTERM, on_cancel);
@@ -127,32 +126,32 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   wo.timeout = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, r.wait_s) * 1000.0));
   wo.progress = std::ref(reporter);
   wo.cancel = &g_cancel;
-  bool unavailable = false;
-  auto got = jc->allocator->wait_and_allocate(req, wo, &unavailable);
+  auto got = jc->allocator->wait_and_allocate(req, wo);
   reporter.done();
   if (!got) {
     print_error(got.error().message);
     g_interrupted = g_cancel.load();
-    exp.status = g_cancel.load() ? "interrupted" : (unavailable ? "no_gpus" : "failed");
-    exp.ended_at_ms = store::now_ms();
-    exp.record = nlohmann::json{{"id", exp.id}, {"name", exp.name}, {"command", command}, {"status", exp.status},
-                                {"error", got.error().message}, {"started_at", iso_ms(exp.started_at_ms)},
-                                {"ended_at", iso_ms(*exp.ended_at_ms)}}.dump();
-    (void)jc->store->put_experiment(exp);
+    const bool unavailable = got.error().kind == ErrorKind::Unavailable;
+    job.status = g_cancel.load() ? "interrupted" : (unavailable ? "no_gpus" : "failed");
+    job.ended_at_ms = store::now_ms();
+    job.record = nlohmann::json{{"id", job.id}, {"name", job.name}, {"command", command}, {"status", job.status},
+                                {"error", got.error().message}, {"started_at", iso_ms(job.started_at_ms)},
+                                {"ended_at", iso_ms(*job.ended_at_ms)}}.dump();
+    (void)jc->store->put_job(job);
     if (g_cancel.load()) return 130;
-    return unavailable ? kExitNoGpus : kExitError;
+    return exit_code(got.error());
   }
   const core::Lease lease = got->lease;
   std::vector<std::string> ids;
   for (const auto& gpu : lease.gpus) ids.push_back(r.alloc.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
   const std::string visible = fmt::format("{}", fmt::join(ids, ","));
-  std::fprintf(stderr, "gpufleet: job %s on GPU %s (lease %s)\n", exp.id.c_str(), visible.c_str(), lease.id.c_str());
+  std::fprintf(stderr, "gpufleet: job %s on GPU %s (lease %s)\n", job.id.c_str(), visible.c_str(), lease.id.c_str());
 
-  exp.status = "running";
-  exp.lease_id = lease.id;
-  const std::int64_t queued_at_ms = exp.started_at_ms;
-  exp.started_at_ms = store::now_ms();
-  (void)jc->store->put_experiment(exp);
+  job.status = "running";
+  job.lease_id = lease.id;
+  const std::int64_t queued_at_ms = job.started_at_ms;
+  job.started_at_ms = store::now_ms();
+  (void)jc->store->put_job(job);
 
   sampler::SampleHub hub(*jc->node.monitor);
   auto smp = sampler::Sampler::create(hub, interval, got->selection.indices);
@@ -167,7 +166,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     spec.image = r.docker_image;
     spec.cmd = r.argv;
     spec.gpu_ids = ids;
-    spec.labels = {{"gpufleet.job", exp.id}, {"gpufleet.lease", lease.id}};
+    spec.labels = {{"gpufleet.job", job.id}, {"gpufleet.lease", lease.id}};
     if (!client) {
       docker_error = client.error().message;
     } else {
@@ -190,7 +189,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     // CUDA numbers GPUs fastest-first unless told otherwise; our indices are the driver's PCI order.
     const ChildOutcome child = run_foreground_child(
         r.argv, {"CUDA_VISIBLE_DEVICES=" + visible, "CUDA_DEVICE_ORDER=PCI_BUS_ID", "GPUFLEET_LEASE=" + lease.id,
-                 "GPUFLEET_JOB=" + exp.id});
+                 "GPUFLEET_JOB=" + job.id});
     if (!child.started) print_error(child.error);
     code = child.exit_code;
     if (child.interrupted) g_cancel.store(true);
@@ -201,34 +200,34 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   (void)jc->store->release(lease.id, "job ended");
   core::RunReport report = smp ? (*smp)->stop() : core::RunReport{};
 
-  exp.exit_code = code;
-  exp.ended_at_ms = store::now_ms();
+  job.exit_code = code;
+  job.ended_at_ms = store::now_ms();
   g_interrupted = g_cancel.load();
-  exp.status = code == 0 ? "succeeded" : (g_interrupted ? "interrupted" : "failed");
-  nlohmann::json rec{{"id", exp.id},
-                     {"name", exp.name},
+  job.status = code == 0 ? "succeeded" : (g_interrupted ? "interrupted" : "failed");
+  nlohmann::json rec{{"id", job.id},
+                     {"name", job.name},
                      {"command", command},
-                     {"status", exp.status},
+                     {"status", job.status},
                      {"exit_code", code},
                      {"queued_at", iso_ms(queued_at_ms)},
-                     {"started_at", iso_ms(exp.started_at_ms)},
-                     {"ended_at", iso_ms(*exp.ended_at_ms)},
-                     {"duration_seconds", static_cast<double>(*exp.ended_at_ms - exp.started_at_ms) / 1000.0},
+                     {"started_at", iso_ms(job.started_at_ms)},
+                     {"ended_at", iso_ms(*job.ended_at_ms)},
+                     {"duration_seconds", static_cast<double>(*job.ended_at_ms - job.started_at_ms) / 1000.0},
                      {"lease_id", lease.id},
                      {"backend", jc->node.monitor->backend_name()},
                      {"host", hostname()},
-                     {"gpu_info", gpu_info_json(*got, req.gpus)},
+                     {"gpu_info", wire::gpu_info_json(got->selection, *got->snapshot, req.gpus)},
                      {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
   if (!r.docker_image.empty()) {
     rec["docker"] = {{"image", r.docker_image}, {"container_id", container_id}, {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
   }
-  exp.record = rec.dump();
-  if (auto w = jc->store->put_experiment(exp); !w) print_error("cannot record the run: " + w.error().message);
+  job.record = rec.dump();
+  if (auto w = jc->store->put_job(job); !w) print_error("cannot record the run: " + w.error().message);
   if (r.alloc.json) {
     std::printf("%s\n", rec.dump(2).c_str());
   } else {
-    std::fprintf(stderr, "gpufleet: job %s %s (exit %d); details: gpufleet show %s\n", exp.id.c_str(), exp.status.c_str(), code,
-                 exp.id.c_str());
+    std::fprintf(stderr, "gpufleet: job %s %s (exit %d); details: gpufleet show %s\n", job.id.c_str(), job.status.c_str(), code,
+                 job.id.c_str());
   }
   return code;
 }
@@ -237,12 +236,12 @@ int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
   auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
-    return kExitError;
+    return exit_code(st.error());
   }
-  auto list = (*st)->experiments(200);
+  auto list = (*st)->jobs(200);
   if (!list) {
     print_error(list.error().message);
-    return kExitError;
+    return exit_code(list.error());
   }
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -278,16 +277,16 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
   auto st = open_store(db);
   if (!st) {
     print_error(st.error().message);
-    return kExitError;
+    return exit_code(st.error());
   }
-  auto e = (*st)->experiment(id);
+  auto e = (*st)->job(id);
   if (!e) {
     print_error(e.error().message);
-    return kExitError;
+    return exit_code(e.error());
   }
   if (!*e) {
     print_error("no job " + id + " (see gpufleet jobs)");
-    return kExitError;
+    return exit_code(ErrorKind::NotFound);
   }
   auto rec = nlohmann::json::parse((*e)->record, nullptr, false);
   if (json) {

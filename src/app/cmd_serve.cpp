@@ -114,7 +114,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   auto token = server::load_or_create_token(c.token_file, &created);
   if (!token) {
     print_error(token.error().message + " (set GPUFLEET_TOKEN or --token-file)");
-    return kExitError;
+    return exit_code(token.error());
   }
   if (created)
     std::fprintf(stderr, "gpufleet: created the API token for state-changing requests in %s:\n  %s\n", c.token_file.c_str(),
@@ -167,7 +167,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   auto port = http.listen();
   if (!port) {
     print_error(port.error().message);
-    return kExitError;
+    return exit_code(port.error());
   }
   agent.start();
   if (!cmd.port_file.empty()) {

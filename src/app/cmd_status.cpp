@@ -25,7 +25,7 @@ int with_snapshot(const GlobalOptions& g, Print print) {
   auto snap = ctx.monitor->snapshot(true);  // fresh: at most auto-detection's probe of a moment ago
   if (!snap) {
     print_error(snap.error().message);
-    return kExitError;
+    return exit_code(snap.error());
   }
   print(**snap);
   return kExitOk;

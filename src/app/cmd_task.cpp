@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/commands.hpp"
@@ -14,13 +15,12 @@
 namespace gf::app {
 namespace {
 
-Result<nlohmann::json> read_task(const std::string& path) {
+Result<scheduler::TaskValue> read_task(const std::string& path) {
   auto text = platform::read_file(path, 16 * 1024 * 1024);
   if (!text) return make_error("cannot read task file " + path);
-  auto doc = nlohmann::json::parse(*text, nullptr, false);
-  if (doc.is_discarded()) return make_error(path + ": not valid JSON");
-  if (!doc.is_object()) return make_error(path + ": a task must be a JSON object");
-  return doc;
+  auto task = scheduler::parse_task(*text);
+  if (!task) return with_context(path + ": ", task.error());
+  return task;
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -28,7 +28,7 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-std::string value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string value_text(const scheduler::TaskValue& v) { return v.is_string() ? v.get_string() : scheduler::to_json_text(v); }
 
 }  // namespace
 
@@ -36,14 +36,14 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
   auto task = read_task(path);
   if (!task) {
     print_error(task.error().message);
-    return kExitError;
+    return exit_code(task.error());
   }
   scheduler::EstimateOptions opts;
   opts.engine = engine;
   auto e = scheduler::estimate(*task, opts);
   if (!e) {
     print_error(path + ": " + e.error().message);
-    return kExitError;
+    return exit_code(e.error());
   }
   if (json) {
     std::printf("%s\n", nlohmann::json{{"gpus", e->gpus},
@@ -63,33 +63,35 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
   auto task = read_task(t.path);
   if (!task) {
     print_error(task.error().message);
-    return kExitError;
+    return exit_code(task.error());
   }
   if (t.run.argv.empty() && t.run.docker_image.empty()) {
     print_error("task run: no command given (usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...])");
     return kExitUsage;
   }
-  const nlohmann::json params = task->contains("parameters") ? (*task)["parameters"] : nlohmann::json::object();
+  const auto* given = task->find("parameters");
+  const scheduler::TaskValue params = given ? *given : scheduler::TaskValue::object();
   auto grid = scheduler::expand_grid(params);
   if (!grid) {
     print_error(t.path + ": " + grid.error().message);
-    return kExitError;
+    return exit_code(grid.error());
   }
   scheduler::EstimateOptions eo;
   eo.engine = t.engine;
   // Check every experiment before running any: a bad value should not surface after an hour of runs.
   std::vector<scheduler::Estimate> estimates;
   for (const auto& combo : *grid) {
-    nlohmann::json one = *task;
-    one["parameters"] = combo;
+    scheduler::TaskValue one = *task;
+    one.set("parameters", combo);
     auto e = scheduler::estimate(one, eo);
     if (!e) {
-      print_error(fmt::format("{}: experiment {}: {}", t.path, combo.dump(), e.error().message));
-      return kExitError;
+      print_error(fmt::format("{}: experiment {}: {}", t.path, scheduler::to_json_text(combo), e.error().message));
+      return exit_code(e.error());
     }
     estimates.push_back(std::move(*e));
   }
-  const std::string task_name = task->value("name", std::string("task"));
+  const auto* named = task->find("name");
+  const std::string task_name = named && named->is_string() ? named->get_string() : std::string("task");
   // An engine that reserves a fraction of every GPU (vLLM's gpu-memory-utilization, SGLang's
   // mem-fraction-static) needs that fraction of the GPU's memory free: taken of the largest GPU here.
   std::uint64_t largest_gpu_mib = 0;
@@ -110,7 +112,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     const auto& combo = (*grid)[i];
     RunCommand r = t.run;
     std::string label;
-    for (const auto& [k, v] : combo.items()) {
+    for (const auto& [k, v] : combo.members()) {
       label += fmt::format("{}{}={}", label.empty() ? "" : " ", k, value_text(v));
       for (auto& a : r.argv) a = replace_all(a, "{" + k + "}", value_text(v));
     }

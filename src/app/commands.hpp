@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/context.hpp"
+#include "core/policy.hpp"
 
 namespace gf::app {
 
@@ -28,8 +29,8 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m);
 
 struct AllocCommand {
   unsigned gpus = 1;
-  std::uint64_t min_memory_mb = 8000;
-  unsigned max_utilization = 50;
+  std::uint64_t min_memory_mb = core::kDefaultMinFreeMemoryMib;
+  unsigned max_utilization = core::kDefaultMaxUtilizationPct;
   bool allow_busy = false;
   bool uuids = false;  // CUDA_VISIBLE_DEVICES as UUIDs
   bool json = false;

@@ -5,7 +5,6 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include "app/exit_codes.hpp"
 #include "platform/procfs.hpp"
 #include "wire/json.hpp"
 
@@ -15,19 +14,15 @@ Result<std::unique_ptr<store::NodeStore>> open_store(const std::string& db_path)
   return store::NodeStore::open(db_path.empty() ? store::default_db_path() : db_path);
 }
 
-Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path, int* exit_code) {
+Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path) {
   JobContext jc{open_context(g), nullptr, nullptr};
   if (jc.node.explicit_backend_failed) {
     std::string why;
     for (const auto& l : describe_steps(jc.node.steps)) why += (why.empty() ? "" : "; ") + l;
-    *exit_code = kExitNoBackend;
-    return make_error(why);
+    return make_error(ErrorKind::Unsupported, why);
   }
   auto st = open_store(db_path);
-  if (!st) {
-    *exit_code = kExitError;
-    return st.error();
-  }
+  if (!st) return st.error();
   jc.store = std::move(*st);
   scheduler::SnapshotSource src;
   sampler::Monitor* m = jc.node.monitor.get();

@@ -10,6 +10,8 @@
 
 #include "core/fields.hpp"
 
+#include "core/policy.hpp"
+
 namespace gf::app {
 namespace {
 
@@ -97,7 +99,7 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
     const bool hot = g.temperature_c && *g.temperature_c >= 80;
     line += " " + st.paint(lpad(g.temperature_c ? fmt::format("{}{}", *g.temperature_c, unit(Field::Temperature)) : "n/a", 5),
                            hot ? "1;31" : "31");
-    const bool busy = g.utilization_pct && *g.utilization_pct >= 50;
+    const bool busy = g.utilization_pct && core::busy_utilization(*g.utilization_pct);
     line += ", " + st.paint(lpad(g.utilization_pct ? fmt::format("{} {}", *g.utilization_pct, unit(Field::Utilization)) : "n/a", 5),
                             busy ? "1;32" : "32");
     line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " " +

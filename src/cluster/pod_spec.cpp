@@ -201,7 +201,7 @@ bool is_parallel_alias(std::string_view name, bool env_only) {
   return false;
 }
 
-nlohmann::json parallel_value(std::string_view text) {
+scheduler::TaskValue parallel_value(std::string_view text) {
   std::uint64_t n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (!text.empty() && ec == std::errc{} && end == text.data() + text.size()) return n;
@@ -234,7 +234,7 @@ std::vector<std::pair<std::string, std::string>> command_words(const PodContaine
 }
 
 struct ParallelParams {
-  nlohmann::json params = nlohmann::json::object();
+  scheduler::TaskValue params = scheduler::TaskValue::object();
   std::vector<std::string> paths;  // where each was found
 };
 
@@ -252,7 +252,7 @@ Result<ParallelParams> read_parallel_params(const PodContainer& c) {
         return static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       });
       if (!is_parallel_alias(key, true)) continue;
-      out.params[key] = parallel_value(*value);
+      out.params.set(key, parallel_value(*value));
       out.paths.push_back(fmt::format("{} ({}={})", path, *name, *value));
     }
   }
@@ -275,7 +275,7 @@ Result<ParallelParams> read_parallel_params(const PodContainer& c) {
       }
       value = words[++i].first;
     }
-    out.params[std::string(name)] = parallel_value(*value);
+    out.params.set(std::string(name), parallel_value(*value));
     out.paths.push_back(fmt::format("{} ({} {})", words[i].second, name, *value));
   }
   return out;

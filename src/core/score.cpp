@@ -1,5 +1,7 @@
 #include "core/score.hpp"
 
+#include "core/policy.hpp"
+
 #include <algorithm>
 
 namespace gf::core {
@@ -24,7 +26,7 @@ std::vector<unsigned> available_gpus(const Snapshot& s, const AvailabilityFilter
   for (const auto& g : s.gpus) {
     if (g.health != Health::Ok || !g.availability_score) continue;
     if (!g.memory_free_mib || *g.memory_free_mib < f.min_free_memory_mib) continue;
-    if (!g.utilization_pct || *g.utilization_pct > f.max_utilization_pct) continue;
+    if (!g.utilization_pct || !available_utilization(*g.utilization_pct, f.max_utilization_pct)) continue;
     ok.push_back(&g);
   }
   std::stable_sort(ok.begin(), ok.end(), [](const GpuReading* a, const GpuReading* b) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/snapshot.hpp"
+#include "core/policy.hpp"
 
 namespace gf::core {
 
@@ -21,7 +22,7 @@ void score_gpus(Snapshot& s, const ScoreWeights& w = {});
 
 struct AvailabilityFilter {
   std::uint64_t min_free_memory_mib = 0;
-  unsigned max_utilization_pct = 50;  // inclusive ceiling
+  unsigned max_utilization_pct = kDefaultMaxUtilizationPct;  // inclusive ceiling
 };
 
 // Indices of GPUs that are healthy, have at least the free memory and at most the utilization asked,

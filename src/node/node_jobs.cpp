@@ -18,7 +18,7 @@ std::optional<NodeJobs::Counts> NodeJobs::counts() {
   if (cached_ && now - counted_at_ < seconds(1)) return cached_;
   auto active = store_->active();
   auto waiting = store_->waiters();
-  auto exps = store_->experiment_counts();
+  auto exps = store_->job_counts();
   if (!active || !waiting || !exps) return cached_;
   Counts c;
   c.active_leases = active->size();

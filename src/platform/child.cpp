@@ -11,9 +11,8 @@ extern char** environ;
 
 namespace gf::platform {
 
-Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_errno,
-                               const std::vector<std::string>& env_overrides) {
-  if (argv.empty()) return make_error("no command given");
+Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, const std::vector<std::string>& env_overrides) {
+  if (argv.empty()) return make_error(ErrorKind::Usage, "no command given");
   std::vector<std::string> env_store;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
@@ -43,8 +42,9 @@ Result<pid_t> spawn_inheriting(const std::vector<std::string>& argv, int* spawn_
   const int rc = ::posix_spawnp(&pid, argv[0].c_str(), nullptr, &attr, cargv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    if (spawn_errno) *spawn_errno = rc;
-    return make_error(argv[0] + ": " + (rc == ENOENT ? std::string("command not found") : std::strerror(rc)));
+    if (rc == ENOENT) return make_error(ErrorKind::NotFound, argv[0] + ": command not found");
+    const auto kind = rc == EACCES || rc == EPERM ? ErrorKind::Permission : ErrorKind::Failed;
+    return make_error(kind, argv[0] + ": " + std::strerror(rc));
   }
   return pid;
 }

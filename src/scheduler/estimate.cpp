@@ -16,8 +16,6 @@
 
 namespace gf::scheduler {
 
-using nlohmann::json;
-
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
@@ -55,7 +53,7 @@ struct Context {
   EngineKind engine;
   const WorldSize& world;
   const ParallelSizes& sizes;
-  const json& parameters;
+  const TaskValue& parameters;
   const EstimateOptions& options;
 };
 
@@ -186,9 +184,9 @@ Memory from_name(const NamedSize& size, const std::string& id, const Context& c)
   return m;
 }
 
-Result<Memory> memory_per_gpu(const json& task, const Context& c) {
-  const auto model = task.find("model");
-  if (model == task.end() || model->is_null()) {
+Result<Memory> memory_per_gpu(const TaskValue& task, const Context& c) {
+  const auto* model = task.find("model");
+  if (!model || model->is_null()) {
     Memory m;
     m.mib = seed_table_mib("");
     m.lines.push_back(fmt::format("model: not given; the seed table's base value, {} MiB per GPU", m.mib));
@@ -196,15 +194,15 @@ Result<Memory> memory_per_gpu(const json& task, const Context& c) {
   }
   if (!model->is_object()) {
     return make_error(fmt::format("task 'model': expected an object like {{\"id_or_path\": \"llama-3-70b\"}}, got {}",
-                                  describe_json(*model)));
+                                  describe_value(*model)));
   }
-  const auto id_it = model->find("id_or_path");
-  if (id_it == model->end() || id_it->is_null()) return make_error("task 'model.id_or_path': missing");
-  if (!id_it->is_string() || id_it->get_ref<const std::string&>().empty()) {
+  const auto* id_it = model->find("id_or_path");
+  if (!id_it || id_it->is_null()) return make_error("task 'model.id_or_path': missing");
+  if (!id_it->is_string() || id_it->get_string().empty()) {
     return make_error(fmt::format("task 'model.id_or_path': expected a model name or a local directory, got {}",
-                                  describe_json(*id_it)));
+                                  describe_value(*id_it)));
   }
-  const auto& id = id_it->get_ref<const std::string&>();
+  const auto& id = id_it->get_string();
 
   std::vector<std::string> notes;
   const std::string config_path = id + (id.back() == '/' ? "" : "/") + "config.json";
@@ -227,18 +225,18 @@ Result<Memory> memory_per_gpu(const json& task, const Context& c) {
   return m;
 }
 
-Result<Estimate> estimate_unguarded(const json& task, const EstimateOptions& options) {
-  if (!task.is_object()) return make_error(fmt::format("task: expected a JSON object, got {}", describe_json(task)));
+Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions& options) {
+  if (!task.is_object()) return make_error(fmt::format("task: expected a JSON object, got {}", describe_value(task)));
   auto engine = choose_engine(task, options.engine);
   if (!engine) return engine.error();
 
-  static const json kNoParameters = json::object();
-  const json* parameters = &kNoParameters;
-  if (const auto it = task.find("parameters"); it != task.end() && !it->is_null()) {
+  static const TaskValue kNoParameters = TaskValue::object();
+  const TaskValue* parameters = &kNoParameters;
+  if (const auto* it = task.find("parameters"); it && !it->is_null()) {
     if (!it->is_object()) {
-      return make_error(fmt::format("task 'parameters': expected an object of parameter lists, got {}", describe_json(*it)));
+      return make_error(fmt::format("task 'parameters': expected an object of parameter lists, got {}", describe_value(*it)));
     }
-    parameters = &*it;
+    parameters = it;
   }
   auto sizes = read_parallel_sizes(*parameters);
   if (!sizes) return sizes.error();
@@ -269,42 +267,41 @@ Result<Estimate> estimate_unguarded(const json& task, const EstimateOptions& opt
 
 }  // namespace
 
-Result<Estimate> estimate(const json& task_config, const EstimateOptions& options) {
+Result<Estimate> estimate(const TaskValue& task_config, const EstimateOptions& options) {
   // The module boundary: nothing may escape to the caller (a CLI verb, a worker loop).
   try {
-    return estimate_unguarded(task_config, options);
+    auto e = estimate_unguarded(task_config, options);
+    // Every failure short of an exception is the task's fault: a value the estimate cannot use.
+    if (!e) return make_error(ErrorKind::Invalid, e.error().message);
+    return e;
   } catch (const std::exception& e) {
     return make_error(fmt::format("estimate: internal error: {}", e.what()));
   }
 }
 
 Result<Estimate> estimate_text(std::string_view json_text, const EstimateOptions& options) {
-  json task;
-  try {
-    task = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::exception& e) {
-    return make_error(fmt::format("task file: invalid JSON: {}", e.what()));
-  }
-  return estimate(task, options);
+  auto task = parse_task(json_text);
+  if (!task) return task.error();
+  return estimate(*task, options);
 }
 
-Result<std::vector<json>> expand_grid(const json& parameters, std::size_t max_combinations) {
+Result<std::vector<TaskValue>> expand_grid(const TaskValue& parameters, std::size_t max_combinations) {
   if (!parameters.is_object()) {
-    return make_error(fmt::format("parameters: expected an object, got {}", describe_json(parameters)));
+    return make_error(fmt::format("parameters: expected an object, got {}", describe_value(parameters)));
   }
   struct Axis {
     const std::string* key;
-    std::vector<const json*> values;
+    std::vector<const TaskValue*> values;
   };
   std::vector<Axis> axes;
   std::size_t count = 1;
-  for (auto it = parameters.begin(); it != parameters.end(); ++it) {
-    const std::string& key = it.key();  // refers into the object, which outlives the result's build
-    const json& value = it.value();
+  for (const auto& member : parameters.members()) {
+    const std::string& key = member.key;  // refers into the object, which outlives the result's build
+    const TaskValue& value = member.value;
     Axis axis{&key, {}};
     if (value.is_array()) {
       if (value.empty()) return make_error(fmt::format("parameter '{}': empty list; it would give no experiments", key));
-      for (const auto& v : value) axis.values.push_back(&v);
+      for (const auto& v : value.list()) axis.values.push_back(&v);
     } else {
       axis.values.push_back(&value);
     }
@@ -316,12 +313,14 @@ Result<std::vector<json>> expand_grid(const json& parameters, std::size_t max_co
   }
   if (count > max_combinations) return make_error(fmt::format("parameters: more than {} combinations", max_combinations));
 
-  std::vector<json> out;
+  std::vector<TaskValue> out;
   out.reserve(count);
   std::vector<std::size_t> at(axes.size(), 0);
   for (std::size_t n = 0; n < count; ++n) {
-    json experiment = json::object();
-    for (std::size_t a = 0; a < axes.size(); ++a) experiment[*axes[a].key] = *axes[a].values[at[a]];
+    TaskValue::Object members;
+    members.reserve(axes.size());
+    for (std::size_t a = 0; a < axes.size(); ++a) members.push_back({*axes[a].key, *axes[a].values[at[a]]});
+    TaskValue experiment = TaskValue::object(std::move(members));
     out.push_back(std::move(experiment));
     // Odometer: the last key turns fastest.
     for (std::size_t a = axes.size(); a-- > 0;) {

@@ -38,9 +38,8 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/result.hpp"
+#include "scheduler/task.hpp"
 
 namespace gf::scheduler {
 
@@ -83,19 +82,20 @@ struct Estimate {
 // a parallel size that is not a positive integer or a non-empty list of them; a memory fraction
 // outside (0, 1]; a combination the chosen engine refuses (e.g. vLLM with dcp not dividing tp).
 // A missing "model" is not an error: the seed table's base value is used, and the explanation says so.
-Result<Estimate> estimate(const nlohmann::json& task_config, const EstimateOptions& options = {});
+// The errors of the task are Invalid; an exception caught at this boundary is Failed ("estimate:
+// internal error: …").
+Result<Estimate> estimate(const TaskValue& task_config, const EstimateOptions& options = {});
 
-// Parses JSON text (a task file) and estimates it. Invalid JSON is an error giving the parser's
-// position. Never throws, whatever the bytes.
+// Parses JSON text (a task file, parse_task) and estimates it. Invalid JSON is an error giving the
+// parser's position. Never throws, whatever the bytes.
 Result<Estimate> estimate_text(std::string_view json_text, const EstimateOptions& options = {});
 
 // The cartesian product of a task's parameters: one object of scalars per experiment. A list gives
 // one value per element; any other value (a scalar, an object) is a single value. Order is
-// deterministic: keys in the object's iteration order, which for nlohmann::json is sorted by key (not
-// the document's order); the last key varies fastest. {} gives one empty experiment. Errors: not an
+// deterministic: keys in the object's order, which for a TaskValue is sorted by key (not the
+// document's order); the last key varies fastest. {} gives one empty experiment. Errors: not an
 // object, an empty list (it would give no experiments; the error names the key), or more than
 // max_combinations experiments.
-Result<std::vector<nlohmann::json>> expand_grid(const nlohmann::json& parameters,
-                                                std::size_t max_combinations = 100000);
+Result<std::vector<TaskValue>> expand_grid(const TaskValue& parameters, std::size_t max_combinations = 100000);
 
 }  // namespace gf::scheduler

@@ -39,7 +39,6 @@
 
 namespace gf::scheduler {
 
-using nlohmann::json;
 
 namespace {
 
@@ -89,18 +88,18 @@ std::string_view engine_name(EngineKind e) {
   return "default";
 }
 
-Result<EngineChoice> choose_engine(const json& task, std::string_view option) {
+Result<EngineChoice> choose_engine(const TaskValue& task, std::string_view option) {
   // What the task says, from "engine" or else "base_runtime".
   std::optional<std::string> named;
   std::string named_key;
   for (const std::string_view key : {"engine", "base_runtime"}) {
-    const auto it = task.find(key);
-    if (it == task.end() || it->is_null()) continue;
+    const auto* it = task.find(key);
+    if (!it || it->is_null()) continue;
     if (!it->is_string()) {
       return make_error(fmt::format("task '{}': expected a string (\"vllm\" or \"sglang\"), got {}", key,
-                                    describe_json(*it)));
+                                    describe_value(*it)));
     }
-    auto value = it->get<std::string>();
+    auto value = it->get_string();
     if (named && lower(*named) != lower(value)) {
       return make_error(fmt::format("task 'engine' (\"{}\") and 'base_runtime' (\"{}\") disagree", *named, value));
     }
@@ -126,7 +125,7 @@ Result<EngineChoice> choose_engine(const json& task, std::string_view option) {
                                   *named, named_key)};
 }
 
-Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const json& parameters) {
+Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const TaskValue& parameters) {
   WorldSize w;
   const unsigned tp = s.tp.value, pp = s.pp.value, dp = s.dp.value, cp = s.cp.value, dcp = s.dcp.value;
 
@@ -243,7 +242,7 @@ Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const js
   return w;
 }
 
-Result<MemoryFraction> memory_fraction(EngineKind engine, const json& parameters, double vllm_default) {
+Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& parameters, double vllm_default) {
   MemoryFraction out;
   auto describe = [](const Param<double>& p) {
     return fmt::format("'{}' {}{}", p.key, p.value, p.from_list ? " (largest of the list)" : "");

@@ -7,8 +7,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/result.hpp"
 #include "scheduler/estimate_params.hpp"
 
@@ -26,7 +24,7 @@ struct EngineChoice {
 // `option` (from --engine) wins over the task's "engine", which wins over its "base_runtime" (the
 // autotuner's name for the same field). An unknown option is an error; an unknown engine named by
 // the task falls back to the seed's rule, and the line says so.
-Result<EngineChoice> choose_engine(const nlohmann::json& task, std::string_view option);
+Result<EngineChoice> choose_engine(const TaskValue& task, std::string_view option);
 
 // Largest world size accepted; anything above is a typo, and unsigned arithmetic stays safe.
 inline constexpr unsigned kMaxWorldSize = 1u << 20;
@@ -39,14 +37,14 @@ struct WorldSize {
 };
 
 // Errors for layouts the engine refuses to start with, naming the keys involved.
-Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& sizes, const nlohmann::json& parameters);
+Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& sizes, const TaskValue& parameters);
 
 struct MemoryFraction {
   std::optional<double> value;
   std::vector<std::string> lines;
 };
 
-Result<MemoryFraction> memory_fraction(EngineKind engine, const nlohmann::json& parameters,
+Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& parameters,
                                        double vllm_default);
 
 }  // namespace gf::scheduler

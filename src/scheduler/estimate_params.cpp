@@ -7,8 +7,6 @@
 
 namespace gf::scheduler {
 
-using nlohmann::json;
-
 namespace {
 
 // The seed's four spellings of each quantity come first; the snake_case long form is how Python
@@ -28,20 +26,20 @@ constexpr std::array<std::string_view, 10> kCp = {
 constexpr std::array<std::string_view, 5> kDcp = {"decode-context-parallel-size", "dcp-size", "dcp_size",
                                                   "dcp", "decode_context_parallel_size"};
 
-std::string bad_value(std::string_view key, const json& v, std::string_view expected) {
-  return fmt::format("parameter '{}': expected {}, got {}", key, expected, describe_json(v));
+std::string bad_value(std::string_view key, const TaskValue& v, std::string_view expected) {
+  return fmt::format("parameter '{}': expected {}, got {}", key, expected, describe_value(v));
 }
 
-std::string bad_element(std::string_view key, std::size_t index, const json& v,
+std::string bad_element(std::string_view key, std::size_t index, const TaskValue& v,
                         std::string_view expected) {
   return fmt::format("parameter '{}': element {} of the list is {}; expected {}", key, index + 1,
-                     describe_json(v), expected);
+                     describe_value(v), expected);
 }
 
 // Runs check(element) on a scalar value, or on every element of a list. check returns an empty
 // string when the element is fine, else what was expected. Nested lists are not values.
 template <class Check>
-Result<void> each_value(std::string_view key, const json& v, std::string_view expected, Check&& check) {
+Result<void> each_value(std::string_view key, const TaskValue& v, std::string_view expected, Check&& check) {
   if (v.is_array()) {
     if (v.empty()) {
       return make_error(fmt::format("parameter '{}': empty list; expected {} or a non-empty list of them",
@@ -56,8 +54,8 @@ Result<void> each_value(std::string_view key, const json& v, std::string_view ex
   return {};
 }
 
-bool positive_at_most(const json& e, std::uint64_t max_value, std::uint64_t& out) {
-  const auto n = json_natural(e);
+bool positive_at_most(const TaskValue& e, std::uint64_t max_value, std::uint64_t& out) {
+  const auto n = natural(e);
   if (!n || *n == 0 || *n > max_value) return false;
   out = *n;
   return true;
@@ -98,16 +96,16 @@ const ParallelSize& ParallelSizes::get(Parallel p) const {
   return tp;
 }
 
-Result<ParallelSizes> read_parallel_sizes(const json& parameters) {
+Result<ParallelSizes> read_parallel_sizes(const TaskValue& parameters) {
   ParallelSizes out;
   for (const Parallel p : {Parallel::Tp, Parallel::Pp, Parallel::Dp, Parallel::Cp, Parallel::Dcp}) {
     auto& size = out.get(p);
     for (const std::string_view key : parallel_aliases(p)) {
-      const auto it = parameters.find(key);
-      if (it == parameters.end()) continue;
+      const auto* it = parameters.find(key);
+      if (!it) continue;
       std::uint64_t largest = 0;
       const auto expected = fmt::format("a positive integer up to {}", kMaxParallelSize);
-      auto ok = each_value(key, *it, expected, [&](const json& e) {
+      auto ok = each_value(key, *it, expected, [&](const TaskValue& e) {
         std::uint64_t n = 0;
         if (!positive_at_most(e, kMaxParallelSize, n)) return false;
         largest = std::max(largest, n);
@@ -135,16 +133,16 @@ Result<ParallelSizes> read_parallel_sizes(const json& parameters) {
   return out;
 }
 
-Result<std::optional<Param<double>>> read_fraction(const json& parameters,
+Result<std::optional<Param<double>>> read_fraction(const TaskValue& parameters,
                                                   std::span<const std::string_view> keys) {
   std::optional<Param<double>> out;
   for (const std::string_view key : keys) {
-    const auto it = parameters.find(key);
-    if (it == parameters.end()) continue;
+    const auto* it = parameters.find(key);
+    if (!it) continue;
     double largest = 0;
-    auto ok = each_value(key, *it, "a number in (0, 1]", [&](const json& e) {
+    auto ok = each_value(key, *it, "a number in (0, 1]", [&](const TaskValue& e) {
       if (!e.is_number()) return false;
-      const double d = e.get<double>();
+      const double d = e.get_double();
       if (!std::isfinite(d) || d <= 0.0 || d > 1.0) return false;
       largest = std::max(largest, d);
       return true;
@@ -155,16 +153,16 @@ Result<std::optional<Param<double>>> read_fraction(const json& parameters,
   return out;
 }
 
-Result<std::optional<Param<bool>>> read_switch(const json& parameters,
+Result<std::optional<Param<bool>>> read_switch(const TaskValue& parameters,
                                                std::span<const std::string_view> keys) {
   std::optional<Param<bool>> out;
   for (const std::string_view key : keys) {
-    const auto it = parameters.find(key);
-    if (it == parameters.end()) continue;
+    const auto* it = parameters.find(key);
+    if (!it) continue;
     bool all_on = true;
-    auto ok = each_value(key, *it, "true or false", [&](const json& e) {
+    auto ok = each_value(key, *it, "true or false", [&](const TaskValue& e) {
       if (!e.is_boolean()) return false;
-      all_on = all_on && e.get<bool>();
+      all_on = all_on && e.get_bool();
       return true;
     });
     if (!ok) return ok.error();
@@ -178,15 +176,15 @@ Result<std::optional<Param<bool>>> read_switch(const json& parameters,
   return out;
 }
 
-Result<std::optional<Param<std::uint64_t>>> read_positive(const json& parameters,
+Result<std::optional<Param<std::uint64_t>>> read_positive(const TaskValue& parameters,
                                                           std::span<const std::string_view> keys,
                                                           std::uint64_t max_value) {
   std::optional<Param<std::uint64_t>> out;
   for (const std::string_view key : keys) {
-    const auto it = parameters.find(key);
-    if (it == parameters.end()) continue;
+    const auto* it = parameters.find(key);
+    if (!it) continue;
     std::uint64_t largest = 0;
-    auto ok = each_value(key, *it, fmt::format("a positive integer up to {}", max_value), [&](const json& e) {
+    auto ok = each_value(key, *it, fmt::format("a positive integer up to {}", max_value), [&](const TaskValue& e) {
       std::uint64_t n = 0;
       if (!positive_at_most(e, max_value, n)) return false;
       largest = std::max(largest, n);
@@ -199,15 +197,15 @@ Result<std::optional<Param<std::uint64_t>>> read_positive(const json& parameters
 }
 
 Result<std::optional<Param<std::vector<std::string>>>> read_strings(
-    const json& parameters, std::span<const std::string_view> keys) {
+    const TaskValue& parameters, std::span<const std::string_view> keys) {
   std::optional<Param<std::vector<std::string>>> out;
   for (const std::string_view key : keys) {
-    const auto it = parameters.find(key);
-    if (it == parameters.end()) continue;
+    const auto* it = parameters.find(key);
+    if (!it) continue;
     std::vector<std::string> values;
-    auto ok = each_value(key, *it, "a string", [&](const json& e) {
+    auto ok = each_value(key, *it, "a string", [&](const TaskValue& e) {
       if (!e.is_string()) return false;
-      values.push_back(e.get<std::string>());
+      values.push_back(e.get_string());
       return true;
     });
     if (!ok) return ok.error();
@@ -218,43 +216,6 @@ Result<std::optional<Param<std::vector<std::string>>>> read_strings(
     }
   }
   return out;
-}
-
-std::optional<std::uint64_t> json_natural(const json& v) {
-  // Booleans are not numbers in nlohmann::json, so they never get here.
-  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
-  if (v.is_number_integer()) {
-    const auto n = v.get<std::int64_t>();
-    if (n >= 0) return static_cast<std::uint64_t>(n);
-  }
-  return std::nullopt;
-}
-
-std::string describe_json(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return fmt::format("{} (a boolean)", v.get<bool>() ? "true" : "false");
-    case json::value_t::number_unsigned: return fmt::format("{}", v.get<std::uint64_t>());
-    case json::value_t::number_integer: return fmt::format("{}", v.get<std::int64_t>());
-    case json::value_t::number_float: {
-      // fmt prints 2.0 as "2"; keep the point so that "expected an integer, got 2.0" makes sense.
-      auto s = fmt::format("{}", v.get<double>());
-      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-      return s;
-    }
-    case json::value_t::string: {
-      const auto& s = v.get_ref<const std::string&>();
-      const bool cut = s.size() > 40;
-      // replace: a string cut mid-character (or not UTF-8 at all) must not make dump() throw.
-      return fmt::format("{}{} (a string)", json(s.substr(0, 40)).dump(-1, ' ', false, json::error_handler_t::replace),
-                         cut ? "…" : "");
-    }
-    case json::value_t::array: return fmt::format("a list of {}", v.size());
-    case json::value_t::object: return "an object";
-    case json::value_t::binary: return "binary data";
-    case json::value_t::discarded: return "nothing";
-  }
-  return "a value";
 }
 
 }  // namespace gf::scheduler

@@ -14,9 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/result.hpp"
+#include "scheduler/task.hpp"
 
 namespace gf::scheduler {
 
@@ -48,7 +47,7 @@ struct ParallelSizes {
 
 // `parameters` must be an object (the caller checks). Two aliases of one quantity: the largest value
 // wins and other_keys records the rest (the explanation says so).
-Result<ParallelSizes> read_parallel_sizes(const nlohmann::json& parameters);
+Result<ParallelSizes> read_parallel_sizes(const TaskValue& parameters);
 
 template <class T>
 struct Param {
@@ -58,26 +57,18 @@ struct Param {
 };
 
 // Largest value in (0, 1] under any of keys (a fraction of GPU memory).
-Result<std::optional<Param<double>>> read_fraction(const nlohmann::json& parameters,
+Result<std::optional<Param<double>>> read_fraction(const TaskValue& parameters,
                                                   std::span<const std::string_view> keys);
 // A boolean switch (true/false, or a list of them). A list counts as on only when every element is
 // true: a sweep that runs some experiments without the switch needs what those need.
-Result<std::optional<Param<bool>>> read_switch(const nlohmann::json& parameters,
+Result<std::optional<Param<bool>>> read_switch(const TaskValue& parameters,
                                                std::span<const std::string_view> keys);
 // Largest positive integer up to max_value under any of keys.
-Result<std::optional<Param<std::uint64_t>>> read_positive(const nlohmann::json& parameters,
+Result<std::optional<Param<std::uint64_t>>> read_positive(const TaskValue& parameters,
                                                           std::span<const std::string_view> keys,
                                                           std::uint64_t max_value);
 // A string (or a list of strings; all are returned, for the caller to pick the most demanding).
 Result<std::optional<Param<std::vector<std::string>>>> read_strings(
-    const nlohmann::json& parameters, std::span<const std::string_view> keys);
-
-// A JSON integer that is not negative, whether it was parsed (number_unsigned) or built from a C++
-// int (number_integer); nullopt for anything else, booleans and 2.0 included.
-std::optional<std::uint64_t> json_natural(const nlohmann::json& v);
-
-// A short, bounded, non-recursive description of a JSON value for error messages: scalars as they
-// are (strings quoted and cut at 40 bytes), containers by kind and size. Safe on hostile input.
-std::string describe_json(const nlohmann::json& v);
+    const TaskValue& parameters, std::span<const std::string_view> keys);
 
 }  // namespace gf::scheduler

@@ -15,6 +15,29 @@ using nlohmann::json;
 
 namespace {
 
+// config.json is read with the JSON library directly (it never becomes a TaskValue): a non-negative
+// integer however it was written, and a short description for messages, as describe_value gives.
+std::optional<std::uint64_t> json_natural(const json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return std::nullopt;
+}
+
+std::string describe_json(const json& v) {
+  if (v.is_array()) return fmt::format("a list of {}", v.size());
+  if (v.is_object()) return "an object";
+  if (v.is_boolean()) return describe_value(TaskValue(v.get<bool>()));
+  if (v.is_number_unsigned()) return describe_value(TaskValue(v.get<std::uint64_t>()));
+  if (v.is_number_integer()) return describe_value(TaskValue(v.get<std::int64_t>()));
+  if (v.is_number_float()) return describe_value(TaskValue(v.get<double>()));
+  if (v.is_string()) return describe_value(TaskValue(v.get<std::string>()));
+  return "null";
+}
+
+}  // namespace
+
+namespace {
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <set>
 
 namespace gf::scheduler {
 namespace {
@@ -72,50 +71,15 @@ Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest
   return got;
 }
 
-Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req, bool* unavailable) {
+Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req) {
   std::string why;
   auto r = attempt(req, "", why, nullptr, nullptr);
-  if (unavailable) *unavailable = r && !*r;
   if (!r) return r.error();
-  if (!*r) return make_error(why);
+  if (!*r) return make_error(ErrorKind::Unavailable, why);
   return std::move(**r);
 }
 
-std::pair<bool, std::string> NodeAllocator::check_availability(unsigned gpus, std::uint64_t min_memory_mib,
-                                                               unsigned max_utilization_pct, bool refuse_busy) {
-  auto active = store_.active();
-  if (!active) return {false, "cannot read the leases: " + active.error().message};
-  auto snap = source_.fresh();
-  if (!snap) return {false, "cannot read the GPUs: " + snap.error().message};
-  AllocationRequest req;
-  req.gpus = gpus;
-  req.min_memory_mib = min_memory_mib;
-  req.max_utilization_pct = max_utilization_pct;
-  req.refuse_busy = refuse_busy;
-  const auto sr = select_request(req, *active);
-  const auto refused = allocator::eligibility(**snap, sr);
-  std::set<unsigned> bad;
-  for (const auto& r : refused) bad.insert(r.index);
-  std::vector<std::string> lines;
-  for (const auto& g : (*snap)->gpus) {
-    if (bad.contains(g.index)) continue;
-    lines.push_back(fmt::format("GPU {} qualifies: {} MiB free, {} % busy, score {:.2f}", g.index,
-                                g.memory_free_mib.value_or(0), g.utilization_pct.value_or(0),
-                                g.availability_score.value_or(0.0)));
-  }
-  for (const auto& r : refused) lines.push_back(fmt::format("GPU {} does not: {}", r.index, r.reason));
-  const std::size_t ok = (*snap)->gpus.size() - bad.size();
-  const bool yes = ok >= gpus;
-  std::string msg = fmt::format("{} of {} GPUs qualify, {} needed ({} MiB free, at most {} % busy): {}", ok,
-                                (*snap)->gpus.size(), gpus, min_memory_mib, max_utilization_pct,
-                                yes ? "available" : "not available");
-  for (const auto& l : lines) msg += "\n  " + l;
-  return {yes, msg};
-}
-
-Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts,
-                                                    bool* unavailable) {
-  if (unavailable) *unavailable = false;
+Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts) {
   core::Waiter w;
   w.id = req.job_id.empty() ? "w" : req.job_id;
   w.name = req.name;
@@ -124,7 +88,7 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
                          clock_.wall_now().time_since_epoch()).count();  // wall time: shared by processes
   w.gpus = req.gpus;
   w.owner = req.owner;
-  if (auto r = store_.enqueue(w); !r) return make_error("cannot join the queue: " + r.error().message);
+  if (auto r = store_.enqueue(w); !r) return with_context("cannot join the queue: ", r.error());
   const auto start = clock_.now();
   // Saturate: a huge --wait must not overflow the clock into the past.
   const auto max_wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 100));
@@ -144,9 +108,8 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
     const bool cancelled = opts.cancel && opts.cancel->load();
     if (now >= deadline || cancelled) {
       (void)store_.dequeue(w.id);
-      if (unavailable) *unavailable = true;
       std::string held = holders_text(p.holders);
-      return make_error(fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}",
+      return make_error(ErrorKind::Unavailable, fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}",
                                     cancelled ? "Cancelled" : "Insufficient GPUs",
                                     std::chrono::duration<double>(now - start).count(), req.gpus, why,
                                     held.empty() ? "" : "\nholders: " + held));

@@ -29,8 +29,8 @@ struct SnapshotSource {
 
 struct AllocationRequest {
   unsigned gpus = 1;
-  std::uint64_t min_memory_mib = 8000;
-  unsigned max_utilization_pct = 50;
+  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
+  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;
   bool refuse_busy = true;  // refuse GPUs running processes gpufleet did not start
   std::string job_id;
   std::string name;
@@ -65,16 +65,13 @@ class NodeAllocator {
       : store_(store), source_(std::move(source)), clock_(clock) {}
 
   // One attempt now, not queued: the lease, or an error saying for each GPU why it was refused.
-  // *unavailable (when given) tells "not enough GPUs" (true) from a failure of the store or driver.
-  Result<Allocation> allocate(const AllocationRequest& req, bool* unavailable = nullptr);
-  // Whether `gpus` GPUs with `min_memory_mib` free would be given now; the message says per GPU why
-  // it does or does not qualify. Takes nothing.
-  std::pair<bool, std::string> check_availability(unsigned gpus, std::uint64_t min_memory_mib,
-                                                  unsigned max_utilization_pct = 50, bool refuse_busy = true);
+  // The error's kind tells "not enough GPUs" (Unavailable) from a failure of the store or the driver
+  // (Failed).
+  Result<Allocation> allocate(const AllocationRequest& req);
   // Queues the request and waits up to opts.timeout. The error of a timeout starts with
-  // "Insufficient GPUs after waiting" (or "Cancelled after waiting"), with *unavailable set true; a
-  // failed driver query is retried until the deadline; a store failure ends the wait at once.
-  Result<Allocation> wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts, bool* unavailable = nullptr);
+  // "Insufficient GPUs after waiting" (or "Cancelled after waiting") and is Unavailable; a failed
+  // driver query is retried until the deadline; a store failure ends the wait at once (Failed).
+  Result<Allocation> wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts);
 
  private:
   // nullopt with why_not filled when the GPUs are not available now.

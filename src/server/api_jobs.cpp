@@ -1,15 +1,16 @@
 // REST handlers for allocation and jobs: leases taken and released through the agent, the lease and
-// job lists, one experiment, and the GPU estimate of a task. They share the node store with the CLI,
-// so `gpufleet leases` and GET /api/v1/leases show the same leases.
+// job lists, one job (also under the seeds' name, experiment), and the GPU estimate of a task. They
+// share the node store with the CLI, so `gpufleet leases` and GET /api/v1/leases show the same leases.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 
+#include "core/policy.hpp"
 #include "platform/procfs.hpp"
-#include "scheduler/allocation_json.hpp"
 #include "scheduler/estimate.hpp"
 #include "server/api.hpp"
+#include "wire/agent_docs.hpp"
 #include "wire/json.hpp"
 
 namespace gf::server {
@@ -17,7 +18,9 @@ namespace {
 
 using nlohmann::json;
 
-Response no_store(const ApiContext& c) { return error_response(503, "store_unavailable", "the node store is not usable: " + c.store_error); }
+Response no_store(const ApiContext& c) {
+  return error_response(ErrorKind::NotReady, "the node store is not usable: " + c.store_error, "store_unavailable");
+}
 
 bool is_json_body(const Request& req) {
   if (req.content_type.empty()) return true;  // curl -d without -H: accept, the body is parsed anyway
@@ -30,17 +33,11 @@ bool is_json_body(const Request& req) {
 
 // The body as a JSON object, or the error response to send.
 Result<json> json_object_body(const Request& req) {
-  if (!is_json_body(req)) return make_error("415:the body must be application/json");
+  if (!is_json_body(req)) return make_error(ErrorKind::Unsupported, "the body must be application/json");
   auto j = json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) return make_error("400:the body is not valid JSON");
-  if (!j.is_object()) return make_error("400:the body must be a JSON object");
+  if (j.is_discarded()) return make_error(ErrorKind::Invalid, "the body is not valid JSON");
+  if (!j.is_object()) return make_error(ErrorKind::Invalid, "the body must be a JSON object");
   return j;
-}
-
-Response body_error(const Error& e) {
-  const auto colon = e.message.find(':');
-  const unsigned status = static_cast<unsigned>(std::stoul(e.message.substr(0, colon)));
-  return error_response(status, status == 415 ? "unsupported_media_type" : "bad_request", e.message.substr(colon + 1));
 }
 
 // An integer field within [min, max], or the default when absent.
@@ -48,29 +45,10 @@ Result<std::int64_t> int_field(const json& j, const char* key, std::int64_t def,
   if (!j.contains(key)) return def;
   const auto& v = j[key];
   if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))))
-    return make_error(fmt::format("{} must be an integer", key));
+    return make_error(ErrorKind::Invalid, fmt::format("{} must be an integer", key));
   const auto n = v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
-  if (n < min || n > max) return make_error(fmt::format("{} must be from {} to {} (got {})", key, min, max, n));
+  if (n < min || n > max) return make_error(ErrorKind::Invalid, fmt::format("{} must be from {} to {} (got {})", key, min, max, n));
   return n;
-}
-
-json experiment_json(const store::Experiment& e) {
-  auto rec = json::parse(e.record, nullptr, false);
-  if (!rec.is_object()) rec = json::object();
-  // The row's own columns are the truth (a run whose owner died is "lost" there, whatever it wrote).
-  rec["id"] = e.id;
-  rec["name"] = e.name;
-  rec["status"] = e.status;
-  rec["exit_code"] = e.exit_code ? json(*e.exit_code) : json(nullptr);
-  auto at = [](std::int64_t ms) { return wire::iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms))); };
-  rec["started_at"] = at(e.started_at_ms);
-  rec["ended_at"] = e.ended_at_ms ? json(at(*e.ended_at_ms)) : json(nullptr);
-  if (!rec.contains("command")) {
-    auto cmd = json::parse(e.command, nullptr, false);
-    rec["command"] = cmd.is_discarded() ? json(e.command) : cmd;
-  }
-  if (!e.lease_id.empty()) rec["lease_id"] = e.lease_id;
-  return rec;
 }
 
 }  // namespace
@@ -81,21 +59,21 @@ void add_job_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Post, "/api/v1/allocations", Access::Write, Exec::Blocking, [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
     auto body = json_object_body(req);
-    if (!body) return body_error(body.error());
+    if (!body) return error_response(body.error());
     static const std::set<std::string> kKeys = {"gpus", "min_memory_mb", "max_utilization", "allow_busy", "name", "pid"};
     for (const auto& [k, v] : body->items())
       if (!kKeys.contains(k))
-        return error_response(400, "bad_request", "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid)");
+        return error_response(ErrorKind::Invalid, "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid)");
     auto gpus = int_field(*body, "gpus", 1, 1, 1024);
-    auto floor = int_field(*body, "min_memory_mb", 8000, 0, 1LL << 40);
-    auto ceiling = int_field(*body, "max_utilization", 50, 0, 100);
+    auto floor = int_field(*body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
+    auto ceiling = int_field(*body, "max_utilization", core::kDefaultMaxUtilizationPct, 0, 100);
     auto pid = int_field(*body, "pid", 0, 1, 1LL << 31);
     for (const auto* f : {&gpus, &floor, &ceiling, &pid})
-      if (!*f) return error_response(400, "bad_request", f->error().message);
+      if (!*f) return error_response(f->error());
     if (body->contains("allow_busy") && !(*body)["allow_busy"].is_boolean())
-      return error_response(400, "bad_request", "allow_busy must be true or false");
+      return error_response(ErrorKind::Invalid, "allow_busy must be true or false");
     if (body->contains("name") && (!(*body)["name"].is_string() || (*body)["name"].get<std::string>().size() > 200))
-      return error_response(400, "bad_request", "name must be a string of at most 200 characters");
+      return error_response(ErrorKind::Invalid, "name must be a string of at most 200 characters");
 
     scheduler::AllocationRequest ar;
     ar.gpus = static_cast<unsigned>(*gpus);
@@ -108,24 +86,14 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     const std::uint32_t owner_pid = *pid ? static_cast<std::uint32_t>(*pid) : static_cast<std::uint32_t>(::getpid());
     const platform::ProcReader proc;
     auto info = proc.read(owner_pid);
-    if (!info) return error_response(400, "bad_request", fmt::format("no process {} on this node", owner_pid));
+    if (!info) return error_response(ErrorKind::Invalid, fmt::format("no process {} on this node", owner_pid));
     ar.owner.pid = owner_pid;
     ar.owner.start_time = info->start_time_ticks;
     ar.owner.user = info->user;
     ar.name = body->value("name", fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
-    bool unavailable = false;
-    auto got = c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar, &unavailable); });
-    if (!got) {
-      if (unavailable) return error_response(409, "insufficient_gpus", got.error().message);
-      return error_response(500, "allocation_failed", got.error().message);
-    }
-    auto j = wire::lease_json(got->lease);
-    std::string ids;
-    for (const auto& g : got->lease.gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g.index);
-    j["cuda_visible_devices"] = ids;
-    j["why"] = got->selection.why;
-    j["gpu_info"] = scheduler::gpu_info_json(*got, ar.gpus);
-    Response resp = json_response(201, j);
+    auto got = c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar); });
+    if (!got) return error_response(got.error(), got.error().kind == ErrorKind::Unavailable ? "insufficient_gpus" : "allocation_failed");
+    Response resp = json_response(201, wire::allocation_json(got->lease, got->selection, *got->snapshot, ar.gpus));
     resp.headers.emplace_back("Location", "/api/v1/allocations/" + got->lease.id);
     return resp;
   });
@@ -133,10 +101,10 @@ void add_job_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Delete, "/api/v1/allocations/{id}", Access::Write, Exec::Blocking, [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
     const std::string& id = req.params.at("id");
-    if (id.size() > 64) return error_response(400, "bad_request", "lease id too long");
+    if (id.size() > 64) return error_response(ErrorKind::Invalid, "lease id too long");
     auto done = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
-    if (!done) return error_response(500, "store_error", done.error().message);
-    if (!*done) return error_response(404, "not_found", "no active lease " + id + " (see GET /api/v1/leases)");
+    if (!done) return error_response(done.error(), "store_error");
+    if (!*done) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
     return json_response(200, json{{"id", id}, {"released", true}});
   });
 
@@ -144,51 +112,46 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     const bool all = req.query.count("all") && req.query.at("all") != "0" && req.query.at("all") != "false";
     auto leases = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
-    if (!leases) return error_response(500, "store_error", leases.error().message);
+    if (!leases) return error_response(leases.error(), "store_error");
     auto waiting = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
-    json out{{"node", c->node_name}, {"leases", json::array()}, {"waiting", json::array()}};
-    for (const auto& l : *leases) out["leases"].push_back(wire::lease_json(l));
-    if (waiting)
-      for (const auto& w : *waiting)
-        out["waiting"].push_back({{"id", w.id}, {"name", w.name}, {"priority", w.priority}, {"gpus", w.gpus},
-                                  {"owner", {{"pid", w.owner.pid}, {"user", w.owner.user}}},
-                                  {"enqueued_at", wire::iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(w.enqueued_at_ms)))}});
-    return json_response(200, out);
+    // The waiting list is secondary: when it cannot be read, the leases are still worth sending.
+    return json_response(200, wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{}));
   });
 
   r.add(Method::Get, "/api/v1/jobs", Access::Read, Exec::Blocking, [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
     auto limit = query_int(req, "limit", 1, 10000);
-    if (!limit) return error_response(400, "bad_request", limit.error().message);
+    if (!limit) return error_response(ErrorKind::Invalid, limit.error().message);
     auto list = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) {
-      return s.experiments(static_cast<std::size_t>(limit->value_or(200)));
+      return s.jobs(static_cast<std::size_t>(limit->value_or(200)));
     });
-    if (!list) return error_response(500, "store_error", list.error().message);
-    json jobs = json::array();
-    for (const auto& e : *list) jobs.push_back(experiment_json(e));
-    return json_response(200, json{{"node", c->node_name}, {"jobs", std::move(jobs)}});
+    if (!list) return error_response(list.error(), "store_error");
+    return json_response(200, wire::jobs_json(c->node_name, *list));
   });
 
-  r.add(Method::Get, "/api/v1/experiments/{id}", Access::Read, Exec::Blocking, [c](const Request& req) {
+  // One job's record; /api/v1/experiments/{id} is the seeds' name for the same thing.
+  auto one_job = [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
     const std::string& id = req.params.at("id");
-    if (id.size() > 64) return error_response(400, "bad_request", "experiment id too long");
-    auto e = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.experiment(id); });
-    if (!e) return error_response(500, "store_error", e.error().message);
-    if (!*e) return error_response(404, "not_found", "no experiment " + id + " (see GET /api/v1/jobs)");
-    return json_response(200, experiment_json(**e));
-  });
+    if (id.size() > 64) return error_response(ErrorKind::Invalid, "job id too long");
+    auto j = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.job(id); });
+    if (!j) return error_response(j.error(), "store_error");
+    if (!*j) return error_response(ErrorKind::NotFound, "no job " + id + " (see GET /api/v1/jobs)");
+    return json_response(200, wire::job_json(**j));
+  };
+  r.add(Method::Get, "/api/v1/jobs/{id}", Access::Read, Exec::Blocking, one_job);
+  r.add(Method::Get, "/api/v1/experiments/{id}", Access::Read, Exec::Blocking, one_job);
 
   r.add(Method::Post, "/api/v1/estimate", Access::Read, Exec::Blocking, [](const Request& req) {
     auto body = json_object_body(req);
-    if (!body) return body_error(body.error());
+    if (!body) return error_response(body.error());
     scheduler::EstimateOptions opts;
     if (auto it = req.query.find("engine"); it != req.query.end()) opts.engine = it->second;
     // A model named by a local path is not read over the network API: that would let anyone who can
     // reach the agent probe the node's files. The model id's table entry is used instead.
     opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-    auto e = scheduler::estimate(*body, opts);
-    if (!e) return error_response(400, "bad_request", e.error().message);
+    auto e = scheduler::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
+    if (!e) return error_response(e.error());
     return json_response(200, json{{"gpus", e->gpus},
                                    {"memory_mb_per_gpu", e->memory_mb_per_gpu},
                                    {"memory_fraction", e->memory_fraction ? json(*e->memory_fraction) : json(nullptr)},

@@ -40,7 +40,7 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c, cache](const Request&) {
     auto p = c->agent->latest();
-    if (!p) return error_response(503, "unavailable", "no reading yet");
+    if (!p) return error_response(ErrorKind::NotReady, "no reading yet");
     const auto counters = c->agent->counters();
     wire::AgentStats st;
     st.version = c->version;

@@ -6,11 +6,14 @@
 #include <cmath>
 #include <set>
 
+#include "allocator/availability.hpp"
 #include "allocator/select.hpp"
 #include "core/fields.hpp"
+#include "core/policy.hpp"
 #include "server/api.hpp"
 #include "store/history.hpp"
 #include "wire/alert_config.hpp"
+#include "wire/agent_docs.hpp"
 #include "wire/json.hpp"
 
 namespace gf::server {
@@ -19,11 +22,6 @@ namespace {
 using nlohmann::json;
 using std::chrono::system_clock;
 
-template <class T>
-json opt(const core::Reading<T>& r) {
-  return r ? json(*r) : json(nullptr);
-}
-
 Result<std::shared_ptr<const node::Published>> current(ApiContext& ctx, const Request& req) {
   if (wants_fresh(req)) return ctx.agent->fresh();
   auto p = ctx.agent->latest();
@@ -31,65 +29,7 @@ Result<std::shared_ptr<const node::Published>> current(ApiContext& ctx, const Re
   return p;
 }
 
-Response unavailable(const std::string& why) { return error_response(503, "unavailable", why); }
-
-json summary_json(const ApiContext& ctx, const core::Snapshot& s, std::size_t alerts_firing) {
-  std::uint64_t total = 0, used = 0, free = 0;
-  bool mem_known = false;
-  double util_sum = 0, temp_sum = 0, power_sum = 0;
-  unsigned util_n = 0, temp_n = 0, power_n = 0, available = 0, busy = 0, lost = 0;
-  std::optional<int> temp_max;
-  const core::GpuReading* busiest = nullptr;
-  std::size_t processes = 0;
-  for (const auto& g : s.gpus) {
-    processes += g.processes.size();
-    if (g.health != core::Health::Ok) {
-      ++lost;
-      continue;
-    }
-    if (g.memory_total_mib) total += *g.memory_total_mib, mem_known = true;
-    if (g.memory_used_mib) used += *g.memory_used_mib;
-    if (g.memory_free_mib) free += *g.memory_free_mib;
-    if (g.utilization_pct) {
-      util_sum += *g.utilization_pct;
-      ++util_n;
-      // "busy" and "available" use the seed's idle rule: utilization <= 50 % (max_utilization).
-      if (*g.utilization_pct <= 50) ++available;
-      else ++busy;
-      if (!busiest || *g.utilization_pct > busiest->utilization_pct.value_or(0)) busiest = &g;
-    }
-    if (g.temperature_c) {
-      temp_sum += *g.temperature_c;
-      ++temp_n;
-      temp_max = std::max(temp_max.value_or(*g.temperature_c), *g.temperature_c);
-    }
-    if (g.power_draw_w) power_sum += *g.power_draw_w, ++power_n;
-  }
-  auto avg = [](double sum, unsigned n) { return n ? json(std::round(sum / n * 10) / 10) : json(nullptr); };
-  return json{{"timestamp", wire::iso8601(s.timestamp)},
-              {"node", ctx.node_name},
-              {"backend", s.backend},
-              {"simulated", s.simulated},
-              {"gpu_count", s.gpus.size()},
-              {"available_gpus", available},
-              {"busy_gpus", busy},
-              {"lost_gpus", lost},
-              {"memory", mem_known ? json{{"total", total}, {"used", used}, {"free", free}} : json{{"total", nullptr}, {"used", nullptr}, {"free", nullptr}}},
-              {"utilization_avg", avg(util_sum, util_n)},
-              {"temperature_avg", avg(temp_sum, temp_n)},
-              {"temperature_max", temp_max ? json(*temp_max) : json(nullptr)},
-              {"power_total", power_n ? json(std::round(power_sum * 10) / 10) : json(nullptr)},
-              {"busiest_gpu", busiest ? json{{"index", busiest->index}, {"name", busiest->name}, {"utilization", *busiest->utilization_pct}}
-                                      : json(nullptr)},
-              {"process_count", processes},
-              {"alerts_firing", alerts_firing}};
-}
-
-json alerts_json(const std::vector<core::Alert>& v) {
-  json out = json::array();
-  for (const auto& a : v) out.push_back(wire::alert_json(a));
-  return out;
-}
+Response unavailable(const std::string& why) { return error_response(ErrorKind::NotReady, why); }
 
 }  // namespace
 
@@ -166,18 +106,13 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Get, "/api/gpu/summary", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
-    return json_response(200, summary_json(*c, *(*p)->snapshot, c->agent->firing().size()));
+    return json_response(200, wire::summary_json(*(*p)->snapshot, c->node_name, c->agent->firing().size()));
   });
 
   r.add(Method::Get, "/api/gpu/metrics", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
-    auto j = wire::snapshot_json(*(*p)->snapshot);
-    j["node"] = c->node_name;
-    j["processes"] = wire::processes_json(*(*p)->snapshot)["processes"];
-    j["alerts"] = alerts_json(c->agent->firing());
-    j["summary"] = summary_json(*c, *(*p)->snapshot, j["alerts"].size());
-    return json_response(200, j);
+    return json_response(200, wire::metrics_json(*(*p)->snapshot, c->node_name, c->agent->firing()));
   });
 
   r.add(Method::Get, "/api/health", Access::Read, Exec::Inline, [c](const Request&) {
@@ -197,47 +132,37 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     if (age && *age > stale_after) problems.push_back(fmt::format("no reading for {:.0f} s", *age));
     if (!c->jobs) problems.push_back("the store is not usable: " + c->store_error);
     if (!counters.history_error.empty()) problems.push_back("history writes fail: " + counters.history_error);
+    wire::HealthFacts h;
+    h.node = c->node_name;
+    h.version = c->version;
+    h.uptime_s = duration<double>(now - c->started).count();
+    h.backend_name = c->monitor->backend_name();
+    h.backend_ok = has_backend && counters.last_error.empty();
+    h.backend_error = counters.last_error;
+    h.latest = latest ? latest->snapshot.get() : nullptr;
+    h.last_collection_age_s = age;
+    h.collections = counters.collections;
+    h.collection_errors = counters.collection_errors;
+    h.store_ok = c->jobs != nullptr && counters.history_error.empty();
+    if (c->jobs) h.store_path = c->jobs->path();
+    h.history = c->agent->has_history();
+    h.store_error = !c->jobs ? c->store_error : counters.history_error;
+    h.websocket_clients = c->ws ? c->ws->clients() : 0;
     const bool ok = problems.empty();
-    json j{{"status", ok ? "ok" : "degraded"},
-           {"node", c->node_name},
-           {"version", c->version},
-           {"uptime_s", std::round(duration<double>(now - c->started).count() * 10) / 10},
-           {"problems", problems},
-           {"backend",
-            {{"name", c->monitor->backend_name()},
-             {"ok", has_backend && counters.last_error.empty()},
-             {"error", counters.last_error.empty() ? json(nullptr) : json(counters.last_error)},
-             {"gpus", latest ? json(latest->snapshot->gpus.size()) : json(nullptr)},
-             {"simulated", latest ? json(latest->snapshot->simulated) : json(nullptr)},
-             {"last_collection", latest ? json(wire::iso8601(latest->snapshot->timestamp)) : json(nullptr)},
-             {"last_collection_age_s", age ? json(std::round(*age * 1000) / 1000) : json(nullptr)},
-             {"collections", counters.collections},
-             {"collection_errors", counters.collection_errors}}},
-           {"store",
-            {{"ok", c->jobs != nullptr && counters.history_error.empty()},
-             {"path", c->jobs ? json(c->jobs->path()) : json(nullptr)},
-             {"history", c->agent->has_history()},
-             {"error", !c->jobs ? json(c->store_error) : counters.history_error.empty() ? json(nullptr) : json(counters.history_error)}}},
-           {"websocket_clients", c->ws ? c->ws->clients() : 0}};
-    return json_response(ok ? 200 : 503, j);
+    h.problems = std::move(problems);
+    return json_response(ok ? 200 : 503, wire::health_json(h));
   });
 
   r.add(Method::Get, "/api/v1/gpus/{index}", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     const std::string& s = req.params.at("index");
     const bool digits = !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (!digits) return error_response(400, "bad_request", "GPU index must be a non-negative integer (got '" + s + "')");
+    if (!digits) return error_response(ErrorKind::Invalid, "GPU index must be a non-negative integer (got '" + s + "')");
     const unsigned index = static_cast<unsigned>(std::stoul(s));
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     for (const auto& g : (*p)->snapshot->gpus)
-      if (g.index == index) {
-        auto j = wire::gpu_json(g);
-        j["timestamp"] = wire::iso8601((*p)->snapshot->timestamp);
-        j["node"] = c->node_name;
-        j["simulated"] = (*p)->snapshot->simulated;
-        return json_response(200, j);
-      }
-    return error_response(404, "not_found", fmt::format("no GPU {} on this node ({} GPUs)", index, (*p)->snapshot->gpus.size()));
+      if (g.index == index) return json_response(200, wire::gpu_detail_json(*(*p)->snapshot, g, c->node_name));
+    return error_response(ErrorKind::NotFound, fmt::format("no GPU {} on this node ({} GPUs)", index, (*p)->snapshot->gpus.size()));
   });
 
   r.add(Method::Get, "/api/v1/processes", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
@@ -250,24 +175,24 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/api/v1/history", Access::Read, Exec::Blocking, [c](const Request& req) {
     using namespace std::chrono;
-    if (!c->agent->has_history()) return error_response(404, "no_history", "this agent keeps no history (--no-history)");
+    if (!c->agent->has_history()) return error_response(ErrorKind::NotFound, "this agent keeps no history (--no-history)", "no_history");
     const auto now = c->clock->wall_now();
     auto gpu = query_int(req, "gpu", 0, 100000);
-    if (!gpu) return error_response(400, "bad_request", gpu.error().message);
+    if (!gpu) return error_response(ErrorKind::Invalid, gpu.error().message);
     const std::string metric_name = req.query.count("metric") ? req.query.at("metric") : "utilization";
     auto metric = store::parse_metric(metric_name);
-    if (!metric) return error_response(400, "bad_request", metric.error().message);
+    if (!metric) return error_response(ErrorKind::Invalid, metric.error().message);
     auto since = req.query.count("since") ? parse_time(req.query.at("since"), now) : Result<system_clock::time_point>(now - hours(1));
-    if (!since) return error_response(400, "bad_request", "since: " + since.error().message);
+    if (!since) return error_response(ErrorKind::Invalid, "since: " + since.error().message);
     auto until = req.query.count("until") ? parse_time(req.query.at("until"), now) : Result<system_clock::time_point>(now);
-    if (!until) return error_response(400, "bad_request", "until: " + until.error().message);
-    if (*until <= *since) return error_response(400, "bad_request", "until must be after since");
+    if (!until) return error_response(ErrorKind::Invalid, "until: " + until.error().message);
+    if (*until <= *since) return error_response(ErrorKind::Invalid, "until must be after since");
     auto step_q = query_int(req, "step", 1, 366LL * 86400);
-    if (!step_q) return error_response(400, "bad_request", step_q.error().message);
+    if (!step_q) return error_response(ErrorKind::Invalid, step_q.error().message);
     // Server-side downsampling: at most ~500 points per series unless a step is asked for.
     const auto span = duration_cast<seconds>(*until - *since);
     seconds step = *step_q ? seconds(**step_q) : seconds(std::max<std::int64_t>(1, (span.count() + 499) / 500));
-    if (span / step > 100000) return error_response(400, "bad_request", "too many points: use a larger step (at most 100000 per series)");
+    if (span / step > 100000) return error_response(ErrorKind::Invalid, "too many points: use a larger step (at most 100000 per series)");
 
     std::vector<unsigned> gpus;
     if (*gpu) {
@@ -279,7 +204,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     json series = json::array();
     for (unsigned g : gpus) {
       auto pts = c->agent->history(g, *metric, *since, *until, step);
-      if (!pts) return error_response(500, "store_error", pts.error().message);
+      if (!pts) return error_response(pts.error(), "store_error");
       json points = json::array();
       auto num = [](const std::optional<double>& v) { return v ? json(std::round(*v * 100) / 100) : json(nullptr); };
       for (const auto& pt : *pts)
@@ -297,21 +222,10 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/api/v1/alerts", Access::Read, Exec::Blocking, [c](const Request& req) {
     auto limit = query_int(req, "limit", 1, 10000);
-    if (!limit) return error_response(400, "bad_request", limit.error().message);
+    if (!limit) return error_response(ErrorKind::Invalid, limit.error().message);
     auto recent = c->agent->recent_alerts(static_cast<std::size_t>(limit->value_or(100)));
-    if (!recent) return error_response(500, "store_error", recent.error().message);
-    json rules = json::array();
-    for (const auto& rule : c->agent->alert_rules())
-      rules.push_back({{"rule", core::rule_name(rule.kind)},
-                       {"event", core::event_name(rule.kind)},
-                       {"enabled", rule.enabled},
-                       {"threshold", rule.threshold},
-                       {"duration_s", std::chrono::duration<double>(rule.duration).count()},
-                       {"severity", rule.severity}});
-    return json_response(200, json{{"node", c->node_name},
-                                   {"firing", alerts_json(c->agent->firing())},
-                                   {"recent", alerts_json(*recent)},
-                                   {"rules", std::move(rules)}});
+    if (!recent) return error_response(recent.error(), "store_error");
+    return json_response(200, wire::alerts_doc_json(c->node_name, c->agent->firing(), *recent, c->agent->alert_rules()));
   });
 
   r.add(Method::Get, "/api/v1/availability", Access::Read, Exec::Blocking, [c](const Request& req) {
@@ -319,51 +233,23 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     auto floor = query_int(req, "min_memory_mb", 0, 1LL << 40);
     auto ceiling = query_int(req, "max_utilization", 0, 100);
     for (const auto* q : {&gpus, &floor, &ceiling})
-      if (!*q) return error_response(400, "bad_request", q->error().message);
+      if (!*q) return error_response(ErrorKind::Invalid, q->error().message);
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     allocator::SelectRequest sr;
     sr.count = static_cast<unsigned>(gpus->value_or(1));
-    sr.min_free_memory_mib = static_cast<std::uint64_t>(floor->value_or(8000));
-    sr.max_utilization_pct = static_cast<unsigned>(ceiling->value_or(50));
-    json leases = json::array();
+    sr.min_free_memory_mib = static_cast<std::uint64_t>(floor->value_or(core::kDefaultMinFreeMemoryMib));
+    sr.max_utilization_pct = static_cast<unsigned>(ceiling->value_or(core::kDefaultMaxUtilizationPct));
     if (c->jobs) {
       auto active = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
-      if (!active) return error_response(500, "store_error", active.error().message);
+      if (!active) return error_response(active.error(), "store_error");
       for (const auto& l : *active)
         for (const auto& g : l.gpus) sr.leased.insert(g.index);
     }
     const auto& snap = *(*p)->snapshot;
-    const auto refused = allocator::eligibility(snap, sr);
-    json per_gpu = json::array();
-    unsigned ok = 0;
-    for (const auto& g : snap.gpus) {
-      auto it = std::find_if(refused.begin(), refused.end(), [&](const allocator::Refusal& rf) { return rf.index == g.index; });
-      const bool qualifies = it == refused.end();
-      ok += qualifies;
-      per_gpu.push_back({{"index", g.index},
-                         {"name", g.name},
-                         {"qualifies", qualifies},
-                         {"reason", qualifies ? json(nullptr) : json(it->reason)},
-                         {"memory_free_mb", opt(g.memory_free_mib)},
-                         {"utilization", opt(g.utilization_pct)},
-                         {"availability_score", opt(g.availability_score)}});
-    }
-    json choice = nullptr;
-    if (ok >= sr.count) {
-      core::Topology topo;
-      if (auto t = c->monitor->topology(); t) topo = std::move(*t);
-      if (auto sel = allocator::select_gpus(snap, topo, sr); sel)
-        choice = json{{"indices", sel->indices}, {"method", sel->method}, {"why", sel->why}};
-    }
-    return json_response(200, json{{"available", ok >= sr.count},
-                                   {"needed", sr.count},
-                                   {"qualifying", ok},
-                                   {"min_memory_mb", sr.min_free_memory_mib},
-                                   {"max_utilization", sr.max_utilization_pct},
-                                   {"timestamp", wire::iso8601(snap.timestamp)},
-                                   {"would_choose", choice},
-                                   {"gpus", per_gpu}});
+    core::Topology topo;
+    if (auto t = c->monitor->topology(); t) topo = std::move(*t);
+    return json_response(200, wire::availability_json(allocator::check_availability(snap, topo, sr), snap));
   });
 }
 

@@ -3,12 +3,28 @@
 // from core::kFields, not written here.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
+
+#include "core/policy.hpp"
 
 #include "core/fields.hpp"
 #include "server/api.hpp"
 
 namespace gf::server {
 namespace {
+
+// The policy's defaults (core/policy.hpp) are written into the text, so the document cannot drift
+// from what the handlers apply.
+std::string with_policy_defaults(std::string doc) {
+  const std::pair<std::string_view, std::string> values[] = {
+      {"@MIN_FREE_MIB@", std::to_string(core::kDefaultMinFreeMemoryMib)},
+      {"@MAX_UTIL_PCT@", std::to_string(core::kDefaultMaxUtilizationPct)}};
+  for (const auto& [key, value] : values)
+    for (auto at = doc.find(key); at != std::string::npos; at = doc.find(key, at + value.size()))
+      doc.replace(at, key.size(), value);
+  return doc;
+}
 
 const char* const kHandWritten = R"json({
   "openapi": "3.0.3",
@@ -30,13 +46,14 @@ const char* const kHandWritten = R"json({
     "/api/v1/alerts": {"get": {"summary": "Firing and recent alerts, and the rules", "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000}}], "responses": {"200": {"description": "alerts"}}}},
     "/api/v1/availability": {"get": {"summary": "Whether GPUs qualify for a job now", "parameters": [
       {"name": "gpus", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1024}},
-      {"name": "min_memory_mb", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-      {"name": "max_utilization", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 100}}], "responses": {"200": {"description": "availability"}}}},
-    "/api/v1/allocations": {"post": {"summary": "Lease GPUs", "security": [{"bearer": []}], "requestBody": {"content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"gpus": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 1}, "min_memory_mb": {"type": "integer", "minimum": 0, "default": 8000}, "max_utilization": {"type": "integer", "minimum": 0, "maximum": 100, "default": 50}, "allow_busy": {"type": "boolean"}, "name": {"type": "string"}, "pid": {"type": "integer", "minimum": 1, "description": "the lease ends when this process ends; without it the agent owns the lease until DELETE"}}}}}}, "responses": {"201": {"description": "lease"}, "409": {"description": "not enough GPUs"}}}},
+      {"name": "min_memory_mb", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": @MIN_FREE_MIB@}},
+      {"name": "max_utilization", "in": "query", "description": "inclusive: a GPU at exactly this utilization still qualifies", "schema": {"type": "integer", "minimum": 0, "maximum": 100, "default": @MAX_UTIL_PCT@}}], "responses": {"200": {"description": "availability"}}}},
+    "/api/v1/allocations": {"post": {"summary": "Lease GPUs", "security": [{"bearer": []}], "requestBody": {"content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"gpus": {"type": "integer", "minimum": 1, "maximum": 1024, "default": 1}, "min_memory_mb": {"type": "integer", "minimum": 0, "default": @MIN_FREE_MIB@}, "max_utilization": {"type": "integer", "minimum": 0, "maximum": 100, "default": @MAX_UTIL_PCT@}, "allow_busy": {"type": "boolean"}, "name": {"type": "string"}, "pid": {"type": "integer", "minimum": 1, "description": "the lease ends when this process ends; without it the agent owns the lease until DELETE"}}}}}}, "responses": {"201": {"description": "lease"}, "409": {"description": "not enough GPUs"}}}},
     "/api/v1/allocations/{id}": {"delete": {"summary": "Release a lease", "security": [{"bearer": []}], "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "released"}, "404": {"description": "no such lease"}}}},
     "/api/v1/leases": {"get": {"summary": "Active leases and waiting jobs", "parameters": [{"name": "all", "in": "query", "description": "also ended leases", "schema": {"type": "boolean"}}], "responses": {"200": {"description": "leases"}}}},
-    "/api/v1/jobs": {"get": {"summary": "Recorded job runs", "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000}}], "responses": {"200": {"description": "jobs"}}}},
-    "/api/v1/experiments/{id}": {"get": {"summary": "One job run's record", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "experiment"}, "404": {"description": "no such experiment"}}}},
+    "/api/v1/jobs": {"get": {"summary": "Recorded jobs, newest first (a job is one recorded run of a command on leased GPUs)", "parameters": [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 10000}}], "responses": {"200": {"description": "jobs"}}}},
+    "/api/v1/jobs/{id}": {"get": {"summary": "One job's record", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "job"}, "404": {"description": "no such job"}}}},
+    "/api/v1/experiments/{id}": {"get": {"summary": "One job's record, under the seeds' name for a run of a task's parameter grid (an alias of /api/v1/jobs/{id})", "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "job"}, "404": {"description": "no such job"}}}},
     "/api/v1/estimate": {"post": {"summary": "GPUs and memory a task needs", "parameters": [{"name": "engine", "in": "query", "schema": {"type": "string"}}], "requestBody": {"content": {"application/json": {"schema": {"type": "object", "description": "the task: parallelism parameters (tensor_parallel_size, pipeline_parallel_size, data_parallel_size, …, with their aliases) and model facts"}}}}, "responses": {"200": {"description": "estimate"}, "400": {"description": "bad task"}}}},
     "/api/v1/cluster/nodes": {"get": {"summary": "Fleet: per-node GPU summaries (serve --cluster-config)", "parameters": [{"$ref": "#/components/parameters/utilization_threshold"}, {"$ref": "#/components/parameters/memory_threshold"}], "responses": {"200": {"description": "nodes"}, "400": {"description": "bad parameter"}, "503": {"description": "no fleet view, or no refresh yet"}}}},
     "/api/v1/cluster/gpus": {"get": {"summary": "Fleet: every GPU with metrics, and the nodes without", "parameters": [{"$ref": "#/components/parameters/utilization_threshold"}, {"$ref": "#/components/parameters/memory_threshold"}], "responses": {"200": {"description": "GPUs"}, "400": {"description": "bad parameter"}, "503": {"description": "no fleet view, or no refresh yet"}}}},
@@ -75,7 +92,7 @@ void fill_metric_lists(nlohmann::json& doc) {
 
 const std::string& openapi_document() {
   static const std::string doc = [] {
-    auto j = nlohmann::json::parse(kHandWritten);
+    auto j = nlohmann::json::parse(with_policy_defaults(kHandWritten));
     fill_metric_lists(j);
     return j.dump(1);
   }();

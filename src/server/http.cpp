@@ -36,6 +36,38 @@ Response error_response(unsigned status, std::string_view code, std::string_view
   return json_response(status, nlohmann::json{{"error", code}, {"message", message}});
 }
 
+unsigned http_status(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::Invalid:
+    case ErrorKind::Usage: return 400;
+    case ErrorKind::Permission: return 403;
+    case ErrorKind::NotFound: return 404;
+    case ErrorKind::Unavailable: return 409;
+    case ErrorKind::Unsupported: return 415;
+    case ErrorKind::NotReady: return 503;
+    case ErrorKind::Failed: break;
+  }
+  return 500;
+}
+
+std::string_view default_error_code(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::Invalid:
+    case ErrorKind::Usage: return "bad_request";
+    case ErrorKind::Permission: return "forbidden";
+    case ErrorKind::NotFound: return "not_found";
+    case ErrorKind::Unavailable: return "unavailable";
+    case ErrorKind::Unsupported: return "unsupported_media_type";
+    case ErrorKind::NotReady: return "unavailable";
+    case ErrorKind::Failed: break;
+  }
+  return "internal_error";
+}
+
+Response error_response(const Error& e, std::string_view code) {
+  return error_response(http_status(e.kind), code.empty() ? default_error_code(e.kind) : code, e.message);
+}
+
 namespace {
 int hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';

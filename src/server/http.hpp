@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/result.hpp"
+
 namespace gf::server {
 
 enum class Method { Get, Head, Post, Put, Delete, Patch, Options, Other };
@@ -38,6 +40,20 @@ Response json_response(unsigned status, const nlohmann::json& j);
 Response shared_response(unsigned status, std::string content_type, std::shared_ptr<const std::string> body);
 // {"error": code, "message": message}.
 Response error_response(unsigned status, std::string_view code, std::string_view message);
+
+// The one mapping from an error's kind to an HTTP status, used by every REST handler:
+// Invalid, Usage 400; Permission 403; NotFound 404; Unavailable 409 (not enough GPUs now: retry
+// later, nothing is wrong with the request or the server); Unsupported 415; Failed 500; NotReady 503.
+unsigned http_status(ErrorKind kind) noexcept;
+// The error code of the body when the handler names none: "bad_request", "forbidden", "not_found",
+// "unavailable", "unsupported_media_type", "internal_error", "unavailable" (NotReady).
+std::string_view default_error_code(ErrorKind kind) noexcept;
+// {"error": code, "message": e.message} with the status of e's kind; code empty: the kind's default.
+Response error_response(const Error& e, std::string_view code = {});
+// The same for an error made on the spot.
+inline Response error_response(ErrorKind kind, std::string_view message, std::string_view code = {}) {
+  return error_response(make_error(kind, std::string(message)), code);
+}
 
 // Splits "a=1&b=x%20y" into decoded pairs; false when an escape is malformed.
 bool parse_query(std::string_view query, std::map<std::string, std::string>& out);

@@ -35,6 +35,7 @@ CREATE TABLE IF NOT EXISTS waiters(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, priority INTEGER NOT NULL, enqueued_ms INTEGER NOT NULL,
   gpus INTEGER NOT NULL, owner_pid INTEGER NOT NULL, owner_start INTEGER NOT NULL, owner_user TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS waiters_order ON waiters(priority DESC, enqueued_ms);
+-- Jobs (recorded runs): the table keeps the seeds' word, its name since version 1.
 CREATE TABLE IF NOT EXISTS experiments(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, status TEXT NOT NULL, command TEXT NOT NULL, exit_code INTEGER,
   started_ms INTEGER NOT NULL, ended_ms INTEGER, lease_id TEXT NOT NULL DEFAULT '', record TEXT NOT NULL,
@@ -326,7 +327,7 @@ Result<void> NodeStore::dequeue(const std::string& waiter_id) {
 
 bool NodeStore::wait_for_change(std::chrono::milliseconds timeout) { return signal_.wait(timeout); }
 
-Result<void> NodeStore::put_experiment(const Experiment& e) {
+Result<void> NodeStore::put_job(const Job& e) {
   auto st = db_.prepare(
       "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, "
       "owner_pid, owner_start) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
@@ -343,8 +344,8 @@ Result<void> NodeStore::put_experiment(const Experiment& e) {
 }
 
 namespace {
-Experiment read_experiment(const Stmt& s) {
-  Experiment e;
+Job read_job(const Stmt& s) {
+  Job e;
   e.id = s.text(0);
   e.name = s.text(1);
   e.status = s.text(2);
@@ -358,11 +359,11 @@ Experiment read_experiment(const Stmt& s) {
   e.owner.start_time = static_cast<unsigned long long>(s.int64(10));
   return e;
 }
-constexpr const char* kExperimentColumns =
+constexpr const char* kJobColumns =
     "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start";
 }  // namespace
 
-Result<void> NodeStore::reconcile_experiments() {
+Result<void> NodeStore::reconcile_jobs() {
   auto sel = db_.prepare("SELECT id, owner_pid, owner_start FROM experiments WHERE status IN ('waiting', 'running')");
   if (!sel) return sel.error();
   std::vector<std::string> lost;
@@ -381,34 +382,34 @@ Result<void> NodeStore::reconcile_experiments() {
   return {};
 }
 
-Result<std::optional<Experiment>> NodeStore::experiment(const std::string& id) {
-  if (auto r = reconcile_experiments(); !r) return r.error();
-  auto st = db_.prepare(fmt::format("SELECT {} FROM experiments WHERE id = ?1", kExperimentColumns));
+Result<std::optional<Job>> NodeStore::job(const std::string& id) {
+  if (auto r = reconcile_jobs(); !r) return r.error();
+  auto st = db_.prepare(fmt::format("SELECT {} FROM experiments WHERE id = ?1", kJobColumns));
   if (!st) return st.error();
   st->bind(1, id);
   auto row = st->step();
   if (!row) return row.error();
-  if (!*row) return std::optional<Experiment>();
-  return std::optional<Experiment>(read_experiment(*st));
+  if (!*row) return std::optional<Job>();
+  return std::optional<Job>(read_job(*st));
 }
 
-Result<std::vector<Experiment>> NodeStore::experiments(std::size_t limit) {
-  if (auto r = reconcile_experiments(); !r) return r.error();
+Result<std::vector<Job>> NodeStore::jobs(std::size_t limit) {
+  if (auto r = reconcile_jobs(); !r) return r.error();
   auto st = db_.prepare(fmt::format("SELECT {} FROM experiments ORDER BY started_ms DESC, rowid DESC LIMIT {}",
-                                    kExperimentColumns, limit));
+                                    kJobColumns, limit));
   if (!st) return st.error();
-  std::vector<Experiment> out;
+  std::vector<Job> out;
   for (;;) {
     auto row = st->step();
     if (!row) return row.error();
     if (!*row) break;
-    out.push_back(read_experiment(*st));
+    out.push_back(read_job(*st));
   }
   return out;
 }
 
-Result<std::map<std::string, std::uint64_t>> NodeStore::experiment_counts() {
-  if (auto r = reconcile_experiments(); !r) return r.error();
+Result<std::map<std::string, std::uint64_t>> NodeStore::job_counts() {
+  if (auto r = reconcile_jobs(); !r) return r.error();
   auto st = db_.prepare("SELECT status, COUNT(*) FROM experiments GROUP BY status");
   if (!st) return st.error();
   std::map<std::string, std::uint64_t> out;

@@ -1,5 +1,5 @@
 #pragma once
-// The node's SQLite store (one file, WAL): GPU leases, the wait queue and the record of job runs.
+// The node's SQLite store (one file, WAL): GPU leases, the wait queue and the record of jobs.
 // Every gpufleet process of the node opens the same file; SQLite's write lock makes each
 // acquire/release atomic across them. Not thread-safe: one NodeStore per thread.
 #include <functional>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/job.hpp"
 #include "core/ports/clock.hpp"
 #include "core/ports/job_store.hpp"
 #include "core/ports/lease_store.hpp"
@@ -28,7 +29,7 @@ std::string new_id();
 // Now on the real clock, in Unix epoch milliseconds (for records written outside a NodeStore).
 std::int64_t now_ms();
 
-using Experiment = core::Experiment;
+using Job = core::Job;
 
 class NodeStore final : public core::JobStore {
  public:
@@ -49,11 +50,14 @@ class NodeStore final : public core::JobStore {
   // Leases ended or not, newest first.
   Result<std::vector<core::Lease>> history(std::size_t limit) override;
 
-  Result<void> put_experiment(const Experiment& e) override;  // insert or replace
-  Result<std::optional<Experiment>> experiment(const std::string& id) override;
-  Result<std::vector<Experiment>> experiments(std::size_t limit) override;
-  // How many experiments are in each status ("running", "succeeded", …).
-  Result<std::map<std::string, std::uint64_t>> experiment_counts() override;
+  // Jobs (recorded runs). They live in the table "experiments", its name since the first schema:
+  // every gpufleet process of the node shares this file, and an older binary still running beside a
+  // newer one must keep finding its rows.
+  Result<void> put_job(const Job& j) override;  // insert or replace
+  Result<std::optional<Job>> job(const std::string& id) override;
+  Result<std::vector<Job>> jobs(std::size_t limit) override;  // newest first
+  // How many jobs are in each status ("running", "succeeded", …).
+  Result<std::map<std::string, std::uint64_t>> job_counts() override;
 
   const std::string& path() const noexcept override { return db_.path(); }
   // Now on the store's clock, in Unix epoch milliseconds.
@@ -64,8 +68,8 @@ class NodeStore final : public core::JobStore {
   Result<void> reap_locked(bool& changed);  // ends leases and waiters of dead owners
   Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
   Result<std::vector<core::Waiter>> load_waiters();
-  // Marks waiting/running experiments whose owner process is gone as "lost".
-  Result<void> reconcile_experiments();
+  // Marks waiting/running jobs whose owner process is gone as "lost".
+  Result<void> reconcile_jobs();
   // The first live waiter queued ahead of waiter_id (empty: none); dead ones met on the way are removed.
   Result<std::vector<core::Waiter>> live_waiters_ahead(const std::string& waiter_id, bool& changed);
 

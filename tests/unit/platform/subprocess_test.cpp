@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <unistd.h>
 
 #include "platform/child.hpp"
 #include "platform/fs.hpp"
@@ -65,10 +67,16 @@ TEST(Child, ExitCodesAndErrors) {
   auto sig = spawn_inheriting({"sh", "-c", "kill -TERM $$"});
   ASSERT_TRUE(sig);
   EXPECT_EQ(wait_exit_code(*sig), 128 + 15);
-  int err = 0;
-  auto missing = spawn_inheriting({"gpufleet-no-such-command"}, &err);
+  auto missing = spawn_inheriting({"gpufleet-no-such-command"});
   ASSERT_FALSE(missing);
-  EXPECT_EQ(err, ENOENT);
+  EXPECT_EQ(missing.error().kind, gf::ErrorKind::NotFound);  // ENOENT
+  // A file that exists but may not be executed (no x bit) is a Permission error.
+  const std::string plain = ::testing::TempDir() + "/gf-not-executable";
+  { std::ofstream(plain) << "#!/bin/sh\n"; }
+  auto refused = spawn_inheriting({plain});
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, gf::ErrorKind::Permission) << refused.error().message;
+  ::unlink(plain.c_str());
 }
 
 TEST(Fs, UnderRootAndReaders) {

@@ -2,6 +2,8 @@
 // and the seed table.
 #include <gtest/gtest.h>
 
+#include "unit/scheduler/task_json_support.hpp"
+
 #include "platform/fs.hpp"
 #include "scheduler/estimate.hpp"
 #include "scheduler/model_size.hpp"

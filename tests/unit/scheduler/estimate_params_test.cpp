@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "unit/scheduler/task_json_support.hpp"
+
 #include "scheduler/estimate.hpp"
 
 namespace gf::scheduler {

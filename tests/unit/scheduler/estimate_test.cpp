@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "unit/scheduler/task_json_support.hpp"
+
 #include <set>
 
 namespace gf::scheduler {
@@ -226,10 +228,12 @@ TEST(EstimateText, InvalidJsonIsAClearError) {
     auto e = estimate_text(text);
     ASSERT_FALSE(e) << text;
     EXPECT_EQ(e.error().message.rfind("task file: invalid JSON: ", 0), 0u) << e.error().message;
+    EXPECT_EQ(e.error().kind, ErrorKind::Invalid);  // the API answers 400 for it
   }
   auto deep = estimate_text(std::string(100000, '[') + std::string(100000, ']'));
   ASSERT_FALSE(deep);
   EXPECT_EQ(deep.error().message, "task: expected a JSON object, got a list of 1");
+  EXPECT_EQ(deep.error().kind, ErrorKind::Invalid);
 }
 
 // ---- the grid ----

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "allocator/availability.hpp"
 #include "core/score.hpp"
 #include "store/node_store.hpp"
 #include "support/fake_clock.hpp"
@@ -75,15 +76,31 @@ struct NodeAllocatorTest : ::testing::Test {
   }
 };
 
+// The availability check the agent's route uses (allocator::check_availability), over what the
+// allocator itself sees: a fresh reading and the store's active leases.
+std::pair<bool, std::string> check_availability(core::LeaseStore& st, const SnapshotSource& src, unsigned gpus,
+                                                std::uint64_t min_memory_mib) {
+  allocator::SelectRequest sr;
+  sr.count = gpus;
+  sr.min_free_memory_mib = min_memory_mib;
+  auto active = st.active();
+  EXPECT_TRUE(active);
+  for (const auto& l : *active)
+    for (const auto& g : l.gpus) sr.leased.insert(g.index);
+  auto snap = src.fresh();
+  EXPECT_TRUE(snap);
+  const auto a = allocator::check_availability(**snap, src.topology, sr);
+  return {a.available, allocator::describe(a)};
+}
+
 TEST_F(NodeAllocatorTest, CheckAvailabilitySaysWhyPerGpu) {
   auto st = store();
-  NodeAllocator na(*st, source());
-  auto [ok, msg] = na.check_availability(2, 8000);
+  auto [ok, msg] = check_availability(*st, source(), 2, 8000);
   EXPECT_TRUE(ok);
   EXPECT_NE(msg.find("2 of 4 GPUs qualify"), std::string::npos) << msg;
   EXPECT_NE(msg.find("GPU 1 does not"), std::string::npos) << msg;  // 90 % busy
   EXPECT_NE(msg.find("GPU 2 does not"), std::string::npos) << msg;  // 5000 MiB free
-  auto [no, why] = na.check_availability(3, 8000);
+  auto [no, why] = check_availability(*st, source(), 3, 8000);
   EXPECT_FALSE(no);
   EXPECT_NE(why.find("not available"), std::string::npos);
 }
@@ -99,6 +116,7 @@ TEST_F(NodeAllocatorTest, LeasedGpusAreNotOfferedAgain) {
   auto c = na.allocate(req(1, "c"));  // only 0 and 3 qualify
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("leased"), std::string::npos) << c.error().message;
+  EXPECT_EQ(c.error().kind, ErrorKind::Unavailable);  // not enough GPUs: not a failure
 }
 
 TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
@@ -112,6 +130,7 @@ TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
   auto r = na.wait_and_allocate(req(3, "big"), wo);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting", 0), 0u) << r.error().message;
+  EXPECT_EQ(r.error().kind, ErrorKind::Unavailable);
   EXPECT_GE(progress, 2);  // re-checked on the interval
   EXPECT_TRUE(st->waiters()->empty());  // left the queue
 }
@@ -135,10 +154,9 @@ TEST_F(NodeAllocatorTest, WaitDeadlineAndQueueTimeRunOnTheClock) {
     if (w && w->size() == 1) queued_at.push_back((*w)[0].enqueued_at_ms);
     clock.advance(2s);
   };
-  bool unavailable = false;
-  auto r = na.wait_and_allocate(req(3, "big"), wo, &unavailable);
+  auto r = na.wait_and_allocate(req(3, "big"), wo);
   ASSERT_FALSE(r);
-  EXPECT_TRUE(unavailable);
+  EXPECT_EQ(r.error().kind, ErrorKind::Unavailable);
   EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting 10 s for 3 GPU(s)", 0), 0u) << r.error().message;
   EXPECT_EQ(waited, std::vector<std::chrono::milliseconds>({0s, 2s, 4s, 6s, 8s}));
   ASSERT_EQ(queued_at.size(), 5u);
@@ -200,6 +218,41 @@ TEST_F(NodeAllocatorTest, FirstComeFirstServedWithinPriority) {
   second.join();
   urgent.join();
   EXPECT_EQ(order, (std::vector<std::string>{"urgent", "first", "second"}));
+}
+
+}  // namespace
+}  // namespace gf::scheduler
+
+namespace gf::scheduler {
+namespace {
+
+// A store whose every call fails, as a locked or corrupt database would.
+struct BrokenStore : core::LeaseStore {
+  Result<std::optional<core::Lease>> acquire(const core::LeaseRequest&, const Decide&) override { return make_error("disk I/O error"); }
+  Result<bool> release(const std::string&, const std::string&) override { return make_error("disk I/O error"); }
+  Result<std::vector<core::Lease>> active() override { return make_error("disk I/O error"); }
+  Result<std::vector<core::Waiter>> waiters() override { return make_error("disk I/O error"); }
+  Result<void> enqueue(const core::Waiter&) override { return make_error("disk I/O error"); }
+  Result<void> dequeue(const std::string&) override { return make_error("disk I/O error"); }
+  bool wait_for_change(std::chrono::milliseconds) override { return false; }
+};
+
+// What the CLI (exit 1, not 75) and the API (500, not 409) rely on: a store failure is not "not
+// enough GPUs".
+TEST(NodeAllocatorErrors, StoreFailureIsNotUnavailable) {
+  BrokenStore st;
+  SnapshotSource src{[] { return Result<core::SnapshotPtr>(std::make_shared<core::Snapshot>()); }, core::Topology{}};
+  NodeAllocator na(st, src);
+  AllocationRequest req;
+  auto now = na.allocate(req);
+  ASSERT_FALSE(now);
+  EXPECT_EQ(now.error().kind, ErrorKind::Failed) << now.error().message;
+  WaitOptions wo;
+  wo.timeout = std::chrono::milliseconds(0);
+  auto waited = na.wait_and_allocate(req, wo);
+  ASSERT_FALSE(waited);
+  EXPECT_EQ(waited.error().kind, ErrorKind::Failed) << waited.error().message;
+  EXPECT_NE(waited.error().message.find("cannot join the queue: disk I/O error"), std::string::npos) << waited.error().message;
 }
 
 }  // namespace

@@ -556,6 +556,33 @@ TEST_F(ApiTest, JobsAndExperiments) {
   r = get("/api/v1/experiments/nope");
   EXPECT_EQ(r.status, 404u) << r;
   EXPECT_EQ(get("/api/v1/experiments/" + std::string(65, 'x')).status, 400u);
+  // /api/v1/jobs/{id} is the same route under the one word.
+  r = get("/api/v1/jobs/nope");
+  EXPECT_EQ(r.status, 404u) << r;
+  EXPECT_EQ(r.j.at("error"), "not_found");
+  EXPECT_EQ(r.j.at("message"), "no job nope (see GET /api/v1/jobs)");
+  EXPECT_EQ(get("/api/v1/jobs/" + std::string(65, 'x')).status, 400u);
+
+  // A recorded job is listed, and found under both names.
+  core::Job job;
+  job.id = "j42";
+  job.name = "train";
+  job.status = "succeeded";
+  job.command = R"(["true"])";
+  job.exit_code = 0;
+  job.started_at_ms = 1700000000000;
+  job.ended_at_ms = 1700000001000;
+  job.record = "{}";
+  ASSERT_TRUE(jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.put_job(job); }));
+  r = get("/api/v1/jobs");
+  ASSERT_EQ(r.j.at("jobs").size(), 1u) << r;
+  EXPECT_EQ(r.j.at("jobs")[0].at("id"), "j42");
+  for (const char* path : {"/api/v1/jobs/j42", "/api/v1/experiments/j42"}) {
+    r = get(path);
+    ASSERT_EQ(r.status, 200u) << path << r;
+    EXPECT_EQ(r.j.at("status"), "succeeded");
+    EXPECT_EQ(r.j.at("exit_code"), 0);
+  }
 }
 
 TEST_F(ApiTest, Estimate) {

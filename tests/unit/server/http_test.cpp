@@ -94,6 +94,34 @@ TEST(Responses, ErrorResponseIsJsonWithCodeAndMessage) {
   EXPECT_EQ(j.at("message"), "short and \"stout\"");
 }
 
+// The one mapping from an error's kind to a status: the statuses the README and OpenAPI document.
+TEST(Responses, StatusComesFromTheErrorKind) {
+  EXPECT_EQ(http_status(ErrorKind::Invalid), 400u);
+  EXPECT_EQ(http_status(ErrorKind::Usage), 400u);
+  EXPECT_EQ(http_status(ErrorKind::Permission), 403u);
+  EXPECT_EQ(http_status(ErrorKind::NotFound), 404u);
+  EXPECT_EQ(http_status(ErrorKind::Unavailable), 409u);
+  EXPECT_EQ(http_status(ErrorKind::Unsupported), 415u);
+  EXPECT_EQ(http_status(ErrorKind::Failed), 500u);
+  EXPECT_EQ(http_status(ErrorKind::NotReady), 503u);
+
+  auto r = error_response(make_error("disk I/O error"), "store_error");
+  EXPECT_EQ(r.status, 500u);
+  auto j = nlohmann::json::parse(*r.body);
+  EXPECT_EQ(j.at("error"), "store_error");
+  EXPECT_EQ(j.at("message"), "disk I/O error");
+
+  r = error_response(ErrorKind::Invalid, "gpus must be an integer");  // no code: the kind's own
+  EXPECT_EQ(r.status, 400u);
+  EXPECT_EQ(nlohmann::json::parse(*r.body).at("error"), "bad_request");
+  r = error_response(make_error(ErrorKind::Unsupported, "the body must be application/json"));
+  EXPECT_EQ(r.status, 415u);
+  EXPECT_EQ(nlohmann::json::parse(*r.body).at("error"), "unsupported_media_type");
+  r = error_response(ErrorKind::NotReady, "no reading yet");
+  EXPECT_EQ(r.status, 503u);
+  EXPECT_EQ(nlohmann::json::parse(*r.body).at("error"), "unavailable");
+}
+
 TEST(Responses, JsonResponseReplacesInvalidUtf8InsteadOfThrowing) {
   Response r;
   ASSERT_NO_THROW(r = json_response(200, nlohmann::json{{"name", std::string("py\xff\xfethon")}}));

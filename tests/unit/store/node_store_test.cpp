@@ -169,34 +169,34 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
   EXPECT_FALSE(waiter->wait_for_change(std::chrono::milliseconds(50)));  // nothing more happened
 }
 
-TEST_F(StoreTest, ExperimentsRoundTrip) {
+TEST_F(StoreTest, JobsRoundTrip) {
   auto s = open();
-  Experiment e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}", {}};
-  ASSERT_TRUE(s->put_experiment(e));
+  Job e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}", {}};
+  ASSERT_TRUE(s->put_job(e));
   e.status = "succeeded";
   e.exit_code = 0;
   e.ended_at_ms = 2000;
   e.record = "{\"x\":1}";
-  ASSERT_TRUE(s->put_experiment(e));
-  auto got = s->experiment("e1");
+  ASSERT_TRUE(s->put_job(e));
+  auto got = s->job("e1");
   ASSERT_TRUE(got && *got);
   EXPECT_EQ((*got)->status, "succeeded");
   EXPECT_EQ((*got)->exit_code.value_or(-1), 0);
   EXPECT_EQ((*got)->record, "{\"x\":1}");
-  ASSERT_TRUE(s->put_experiment({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}", {}}));
-  auto list = s->experiments(10);
+  ASSERT_TRUE(s->put_job({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}", {}}));
+  auto list = s->jobs(10);
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].id, "e2");  // newest first
-  EXPECT_FALSE(*s->experiment("nope"));
+  EXPECT_FALSE(*s->job("nope"));
 }
 
-TEST_F(StoreTest, ExperimentsOfDeadOwnersBecomeLost) {
+TEST_F(StoreTest, JobsOfDeadOwnersBecomeLost) {
   auto s = open();
-  Experiment e{"e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", {777, 1, "u"}};
-  ASSERT_TRUE(s->put_experiment(e));
-  EXPECT_EQ((*s->experiment("e1"))->status, "running");
+  Job e{"e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", {777, 1, "u"}};
+  ASSERT_TRUE(s->put_job(e));
+  EXPECT_EQ((*s->job("e1"))->status, "running");
   dead.insert(777);  // gpufleet was SIGKILLed while the job ran
-  auto got = s->experiment("e1");
+  auto got = s->job("e1");
   EXPECT_EQ((*got)->status, "lost");
   EXPECT_TRUE((*got)->ended_at_ms);
 }

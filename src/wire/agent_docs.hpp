@@ -1,0 +1,87 @@
+#pragma once
+// The JSON documents of the agent's REST API that are not a plain reading: the summary, health,
+// availability, alerts, leases and allocations. Pure functions of what the handler gathered; no
+// I/O, no clock, no HTTP. The handlers in server/ fetch the facts and send what these return.
+#include <chrono>
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/availability.hpp"
+#include "allocator/select.hpp"
+#include "core/alerts.hpp"
+#include "core/job.hpp"
+#include "core/ports/lease_store.hpp"
+#include "core/snapshot.hpp"
+
+namespace gf::wire {
+
+// GET /api/gpu/summary: GPU counts (available/busy by core/policy.hpp's rule, lost), memory totals
+// in MiB, averages rounded to 0.1, the busiest GPU, process and firing-alert counts.
+nlohmann::json summary_json(const core::Snapshot& s, const std::string& node, std::size_t alerts_firing);
+
+// GET /api/gpu/metrics: snapshot_json with the node, the processes, the firing alerts and the summary.
+nlohmann::json metrics_json(const core::Snapshot& s, const std::string& node, const std::vector<core::Alert>& firing);
+
+// GET /api/v1/gpus/{index}: gpu_json with the reading's timestamp, the node and whether it is simulated.
+nlohmann::json gpu_detail_json(const core::Snapshot& s, const core::GpuReading& g, const std::string& node);
+
+// A list of alerts (alert_json of each).
+nlohmann::json alerts_json(const std::vector<core::Alert>& alerts);
+
+// GET /api/v1/alerts: {node, firing, recent, rules: [{rule, event, enabled, threshold, duration_s, severity}]}.
+nlohmann::json alerts_doc_json(const std::string& node, const std::vector<core::Alert>& firing,
+                               const std::vector<core::Alert>& recent, const std::vector<core::AlertRule>& rules);
+
+// What GET /api/health reports, gathered by the handler.
+struct HealthFacts {
+  std::string node;
+  std::string version;
+  double uptime_s = 0;
+  std::vector<std::string> problems;  // empty: "ok", else "degraded"
+  std::string backend_name;
+  bool backend_ok = false;
+  std::string backend_error;  // empty: none
+  const core::Snapshot* latest = nullptr;  // the last published reading, if any
+  std::optional<double> last_collection_age_s;
+  std::uint64_t collections = 0;
+  std::uint64_t collection_errors = 0;
+  bool store_ok = false;
+  std::optional<std::string> store_path;  // absent: no store
+  bool history = false;
+  std::string store_error;  // empty: none
+  std::size_t websocket_clients = 0;
+};
+nlohmann::json health_json(const HealthFacts& h);
+
+// GET /api/v1/availability: {available, needed, qualifying, min_memory_mb, max_utilization,
+// timestamp, would_choose: {indices, method, why} or null, gpus: [{index, name, qualifies, reason,
+// memory_free_mb, utilization, availability_score}]}. `s` is the snapshot `a` was computed from.
+nlohmann::json availability_json(const allocator::Availability& a, const core::Snapshot& s);
+
+// A waiting request: {id, name, priority, gpus, owner: {pid, user}, enqueued_at}.
+nlohmann::json waiter_json(const core::Waiter& w);
+// GET /api/v1/leases: {node, leases: [lease_json…], waiting: [waiter_json…]}.
+nlohmann::json leases_json(const std::string& node, const std::vector<core::Lease>& leases,
+                           const std::vector<core::Waiter>& waiting);
+
+// A job's record (core/job.hpp): the JSON the job wrote (gpu_info, metrics, …) with the row's own
+// columns laid over it, since they are the truth (a run whose owner died is "lost" there, whatever it
+// wrote): {id, name, status, exit_code, started_at, ended_at, command, lease_id, …}.
+nlohmann::json job_json(const core::Job& j);
+// GET /api/v1/jobs: {node, jobs: [job_json…]}.
+nlohmann::json jobs_json(const std::string& node, const std::vector<core::Job>& jobs);
+
+// The seed's record of a GPU allocation, shared by the CLI (`alloc --json`, job records) and the
+// agent: {model, count, device_ids, world_size, gpu_info: {count, indices, allocation_method, why,
+// details: [{index, name, uuid, memory_free_mb, utilization_percent, availability_score}]}}.
+// `s` is the reading the selection was made on.
+nlohmann::json gpu_info_json(const allocator::Selection& sel, const core::Snapshot& s, unsigned world_size);
+
+// POST /api/v1/allocations: lease_json with cuda_visible_devices ("0,1"), why and gpu_info.
+nlohmann::json allocation_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s,
+                               unsigned world_size);
+
+}  // namespace gf::wire
