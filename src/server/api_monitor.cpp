@@ -79,14 +79,29 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
     // ".25" down to ".249999…".
     return system_clock::time_point(round<microseconds>(duration<double>(v)));
   }
-  // ISO 8601 UTC: YYYY-MM-DDTHH:MM:SS[.fff][Z|+00:00]
-  int Y, M, D, h, m;
-  double sec;
-  char tail[8] = {0};
-  const int got = std::sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%lf%7s", &Y, &M, &D, &h, &m, &sec, tail);
-  if (got < 6) return bad();
-  const std::string tz(tail);
-  if (!(tz.empty() || tz == "Z" || tz == "+00:00")) return bad();
+  // ISO 8601 UTC: YYYY-MM-DDTHH:MM:SS[.fff][Z|+00:00], every field its fixed number of digits.
+  auto digits = [&](std::size_t at, std::size_t n, int& out) {
+    if (at + n > t.size()) return false;
+    for (std::size_t i = at; i < at + n; ++i)
+      if (t[i] < '0' || t[i] > '9') return false;
+    out = std::stoi(t.substr(at, n));
+    return true;
+  };
+  int Y = 0, M = 0, D = 0, h = 0, m = 0, whole_sec = 0;
+  if (!(digits(0, 4, Y) && t.size() > 4 && t[4] == '-' && digits(5, 2, M) && t.size() > 7 && t[7] == '-' &&
+        digits(8, 2, D) && t.size() > 10 && t[10] == 'T' && digits(11, 2, h) && t.size() > 13 && t[13] == ':' &&
+        digits(14, 2, m) && t.size() > 16 && t[16] == ':' && digits(17, 2, whole_sec)))
+    return bad();
+  std::size_t at = 19;
+  double sec = whole_sec;
+  if (at < t.size() && t[at] == '.') {
+    const std::size_t start = ++at;
+    while (at < t.size() && t[at] >= '0' && t[at] <= '9') ++at;
+    if (at == start) return bad();
+    double scale = 0.1;  // by hand, not strtod: the locale must not decide what "." means
+    for (std::size_t i = start; i < std::min(at, start + 9); ++i, scale /= 10) sec += (t[i] - '0') * scale;
+  }
+  const std::string tz = t.substr(at);
   if (M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || !(sec >= 0 && sec < 61)) return bad();
   if (Y < 1970 || Y >= kEndYear) return bad();  // beyond a nanosecond system_clock's range otherwise
   const auto days = sys_days(year(Y) / month(static_cast<unsigned>(M)) / day(static_cast<unsigned>(D)));
@@ -200,24 +215,13 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     } else if (auto p = c->agent->latest()) {
       for (const auto& g : p->snapshot->gpus) gpus.push_back(g.index);
     }
-    const std::string unit(core::info(*metric).unit);
-    json series = json::array();
+    std::vector<wire::HistorySeries> series;
     for (unsigned g : gpus) {
       auto pts = c->agent->history(g, *metric, *since, *until, step);
       if (!pts) return error_response(pts.error(), "store_error");
-      json points = json::array();
-      auto num = [](const std::optional<double>& v) { return v ? json(std::round(*v * 100) / 100) : json(nullptr); };
-      for (const auto& pt : *pts)
-        points.push_back({{"t", pt.ts_ms}, {"avg", num(pt.avg)}, {"min", num(pt.min)}, {"max", num(pt.max)}, {"samples", pt.samples}});
-      series.push_back({{"gpu", g}, {"points", std::move(points)}});
+      series.push_back({g, std::move(*pts)});
     }
-    return json_response(200, json{{"metric", store::to_string(*metric)},
-                                   {"unit", unit},
-                                   {"node", c->node_name},
-                                   {"since", wire::iso8601(*since)},
-                                   {"until", wire::iso8601(*until)},
-                                   {"step_s", step.count()},
-                                   {"series", std::move(series)}});
+    return json_response(200, wire::history_json(*metric, c->node_name, *since, *until, step, series));
   });
 
   r.add(Method::Get, "/api/v1/alerts", Access::Read, Exec::Blocking, [c](const Request& req) {

@@ -240,4 +240,26 @@ json allocation_json(const core::Lease& lease, const allocator::Selection& sel, 
   return j;
 }
 
+nlohmann::json history_json(core::Field metric, const std::string& node, std::chrono::system_clock::time_point since,
+                            std::chrono::system_clock::time_point until, std::chrono::seconds step,
+                            const std::vector<HistorySeries>& series) {
+  using nlohmann::json;
+  auto num = [](const std::optional<double>& v) { return v ? json(std::round(*v * 100) / 100) : json(nullptr); };
+  json out_series = json::array();
+  for (const auto& s : series) {
+    json points = json::array();
+    for (const auto& pt : s.points)
+      points.push_back({{"t", pt.ts_ms}, {"avg", num(pt.avg)}, {"min", num(pt.min)}, {"max", num(pt.max)}, {"samples", pt.samples}});
+    out_series.push_back({{"gpu", s.gpu}, {"points", std::move(points)}});
+  }
+  const auto& info = core::info(metric);
+  return json{{"metric", info.history_metric.empty() ? std::string_view("unknown") : info.history_metric},
+              {"unit", info.unit},
+              {"node", node},
+              {"since", iso8601(since)},
+              {"until", iso8601(until)},
+              {"step_s", step.count()},
+              {"series", std::move(out_series)}};
+}
+
 }  // namespace gf::wire

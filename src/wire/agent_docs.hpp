@@ -12,7 +12,9 @@
 #include "allocator/availability.hpp"
 #include "allocator/select.hpp"
 #include "core/alerts.hpp"
+#include "core/fields.hpp"
 #include "core/job.hpp"
+#include "core/ports/metric_history.hpp"
 #include "core/ports/lease_store.hpp"
 #include "core/snapshot.hpp"
 
@@ -83,5 +85,15 @@ nlohmann::json gpu_info_json(const allocator::Selection& sel, const core::Snapsh
 // POST /api/v1/allocations: lease_json with cuda_visible_devices ("0,1"), why and gpu_info.
 nlohmann::json allocation_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s,
                                unsigned world_size);
+
+// GET /api/v1/history: one series per GPU, {"gpu", "points": [{t (Unix ms), avg, min, max (2 decimals,
+// null without samples), samples}]}, with the metric's history name and unit from the field table.
+struct HistorySeries {
+  unsigned gpu = 0;
+  std::vector<core::HistoryPoint> points;
+};
+nlohmann::json history_json(core::Field metric, const std::string& node, std::chrono::system_clock::time_point since,
+                            std::chrono::system_clock::time_point until, std::chrono::seconds step,
+                            const std::vector<HistorySeries>& series);
 
 }  // namespace gf::wire

@@ -43,6 +43,9 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+# Fetches a document to a file first, then greps it: `curl | grep -q` fails under pipefail when grep
+# stops reading before curl has written everything.
+fetch_has() { curl -sf "$1" -o "$T/fetched" && grep -q "$2" "$T/fetched"; }
 pass() { echo "ok: $*"; }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -192,14 +195,14 @@ for _ in $(seq 1 100); do
 done
 [[ $code == 200 ]] || fail "GET /api/v1/cluster/select answered $code after 10 s: $(cat "$T/select.json")"
 grep -q '"node":"node-b"' "$T/select.json" || fail "GET /api/v1/cluster/select?gpus=2: expected node-b: $(cat "$T/select.json")"
-curl -sf "$R/api/v1/cluster/select?gpus=4&fallback=least-loaded" | grep -q '"node":"node-c"' ||
+fetch_has "$R/api/v1/cluster/select?gpus=4&fallback=least-loaded" '"node":"node-c"' ||
   fail "GET /api/v1/cluster/select?gpus=4&fallback=least-loaded: expected node-c"
-curl -sf "$R/api/v1/cluster/select?gpus=2&utilization_threshold=6" | grep -q '"node":"node-b"' ||
+fetch_has "$R/api/v1/cluster/select?gpus=2&utilization_threshold=6" '"node":"node-b"' ||
   fail "utilization_threshold=6: expected node-b (3 GPUs at 5 %)"
 code=$(curl -s -o /dev/null -w '%{http_code}' "$R/api/v1/cluster/select?gpus=zero")
 [[ $code == 400 ]] || fail "gpus=zero: expected 400, got $code"
-curl -sf "$R/api/v1/cluster/nodes" | grep -q '"name":"node-c"' || fail "GET /api/v1/cluster/nodes has no node-c"
-curl -sf "$R/api/openapi.json" | grep -q '/api/v1/cluster/select' || fail "the OpenAPI document has no /api/v1/cluster/select"
+fetch_has "$R/api/v1/cluster/nodes" '"name":"node-c"' || fail "GET /api/v1/cluster/nodes has no node-c"
+curl -sf "$R/api/openapi.json" -o "$T/openapi.json" && grep -q '/api/v1/cluster/select' "$T/openapi.json" || fail "the OpenAPI document has no /api/v1/cluster/select"
 pass "serve --cluster-config: /api/v1/cluster/select, nodes, 400 for bad input, in the OpenAPI document"
 
 # ---- 2. Prometheus scraping dcgm-exporter's own format (no gpufleet agent)

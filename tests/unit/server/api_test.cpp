@@ -390,8 +390,11 @@ TEST(ParseTime, FormsAndRange) {
   EXPECT_EQ(*parse_time("2023-11-14T22:13:20Z", now), system_clock::time_point(seconds(1'700'000'000)));
   EXPECT_EQ(*parse_time("2023-11-14T22:13:20+00:00", now), system_clock::time_point(seconds(1'700'000'000)));
   EXPECT_EQ(*parse_time("2023-11-14T22:13:20", now), system_clock::time_point(seconds(1'700'000'000)));
+  EXPECT_EQ(*parse_time("2023-11-14T22:13:20.25Z", now), system_clock::time_point(milliseconds(1'700'000'000'250)));
   for (const char* bad : {"", "s", "5x", "-5m", "1e9", ".5", "1..2", "2023-11-14", "2023-11-14T22:13:20+02:00",
                           "2023-00-14T22:13:20Z", "2023-11-14T24:00:00Z", "2023-11-14T22:60:00Z",
+                          // Each field has its fixed digits: no signs, blanks or short fields.
+                          "2023-1-14T22:13:20Z", "+023-11-14T22:13:20Z", "2023-11-14T 2:13:20Z", "2023-11-14T22:13:20.Z",
                           // Beyond what a nanosecond system_clock holds (year 2262): refused, not overflowed.
                           "99999999d", "999999999d", "9999999999", "99999999999", "9999-12-31T00:00:00Z"})
     EXPECT_FALSE(parse_time(bad, now)) << bad;

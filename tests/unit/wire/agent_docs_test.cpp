@@ -207,5 +207,28 @@ TEST(AgentDocs, AlertsDocumentListsRules) {
   EXPECT_EQ(j.at("rules")[0].at("duration_s"), std::chrono::duration<double>(rules[0].duration).count());
 }
 
+TEST(AgentDocs, HistoryDocumentNamesTheMetricItsUnitAndRoundsPoints) {
+  using namespace std::chrono;
+  core::HistoryPoint with{1700000000000, 41.256, 40.0, 43.0049, 3};
+  core::HistoryPoint without{1700000060000, std::nullopt, std::nullopt, std::nullopt, 0};
+  const system_clock::time_point since(seconds(1700000000)), until(seconds(1700000120));
+  const json j = history_json(core::Field::PowerDraw, "n1", since, until, seconds(60), {{3, {with, without}}});
+  EXPECT_EQ(j["metric"], "power");
+  EXPECT_EQ(j["unit"], "W");
+  EXPECT_EQ(j["node"], "n1");
+  EXPECT_EQ(j["step_s"], 60);
+  EXPECT_EQ(j["since"], "2023-11-14T22:13:20.000000Z");
+  ASSERT_EQ(j["series"].size(), 1u);
+  EXPECT_EQ(j["series"][0]["gpu"], 3);
+  const auto& pts = j["series"][0]["points"];
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0]["t"], 1700000000000);
+  EXPECT_DOUBLE_EQ(pts[0]["avg"].get<double>(), 41.26);
+  EXPECT_DOUBLE_EQ(pts[0]["max"].get<double>(), 43.0);
+  EXPECT_EQ(pts[0]["samples"], 3);
+  EXPECT_TRUE(pts[1]["avg"].is_null());  // sampled but not reported: null, never 0
+  EXPECT_EQ(pts[1]["samples"], 0);
+}
+
 }  // namespace
 }  // namespace gf::wire
