@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
 import { Alerts } from './components/Alerts';
 import { Chart } from './components/Chart';
+import { ClusterView, useClusterRoutes, useView, ViewTabs } from './components/Cluster';
 import { GpuCard } from './components/GpuCard';
 import { Header, PERIODS_MS } from './components/Header';
 import { Processes } from './components/Processes';
@@ -84,6 +85,8 @@ export function App() {
   const [needToken, setNeedToken] = useState(false);
   const [version, setVersion] = useState(0);
   const dark = useDarkScheme();
+  const view = useView();
+  const clusterRoutes = useClusterRoutes();
 
   const stores = useMemo(() => new Map(METRICS.map((m) => [m.metric, new SeriesStore()])), []);
   const linkRef = useRef<LiveLink | null>(null);
@@ -222,6 +225,9 @@ export function App() {
         periodMs={periodMs}
         onPeriod={choosePeriod}
       />
+      <ViewTabs view={view} clusterRoutes={clusterRoutes} />
+      {view === 'cluster' && <ClusterView />}
+      {view === 'node' && (
       <main>
         {loadErr && link !== 'live' && <p class="banner error">{loadErr}</p>}
         {needToken && (
@@ -288,6 +294,7 @@ export function App() {
           <Jobs jobs={jobs} error={jobsErr} now={now} />
         </div>
       </main>
+      )}
       <footer class="foot">
         gpufleet agent dashboard · charts show the last 15 minutes · {snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
       </footer>
