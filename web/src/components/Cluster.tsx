@@ -341,7 +341,7 @@ function SelectControl({ onChosen }: { onChosen: (node: string | null) => void }
       </form>
       {error && <p class="error">{error}</p>}
       {sel && (
-        <div id="select-result" data-node={sel.node ?? ''}>
+        <div id="select-result" data-node={sel.node ?? ''} data-asked={String(answer.at)}>
           <p class="select-answer">
             {sel.node !== null ? (
               <>
