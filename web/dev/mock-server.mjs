@@ -8,6 +8,8 @@
 //   node dev/mock-server.mjs [--port 9401] [--host 127.0.0.1] [--static dist] [--binary ../build/gpufleet]
 //   MOCK_LOST=1   report the last GPU as lost (null readings), to see how the UI marks it
 //   MOCK_ALERTS=1 fire and resolve a high_temperature_alert every 20 s
+//   MOCK_NO_CLUSTER=1 answer the fleet routes with 503 cluster_not_configured, like an agent without
+//                 --cluster-config (otherwise they serve a small made-up fleet around this node)
 //
 // With `npm run dev` (Vite on :5173) the API is proxied here; or build and open http://127.0.0.1:9401/.
 import { execFile } from 'node:child_process';
@@ -200,6 +202,122 @@ function summary() {
     process_count: gs.reduce((n, g) => n + (g.processes?.length ?? 0), 0), alerts_firing: firing.size };
 }
 
+// --- the fleet (/api/v1/cluster/*) ----------------------------------------------------------------------
+// This node (its real sim GPUs) plus three made-up ones: a busy Prometheus-only node, a cordoned node and
+// an unreachable agent, so every state of the Cluster view shows. The rules are the agent's
+// (src/allocator/node_rank.hpp), simplified: idle = utilization < 30 % and memory < 50 % of capacity.
+const IDLE = { utilization: 30, memory: 50 };
+let selfUrl = 'http://127.0.0.1:9401';
+const round1 = (v) => (v === null ? null : Math.round(v * 10) / 10);
+const madeUp = (node, utils, usedMib) =>
+  utils.map((u, i) => ({ index: i, name: 'Simulated A100 80GB', uuid: `GPU-${node}-${i}`, utilization: u, temperature: 40 + u / 3,
+    power_usage: 60 + u * 3, memory: { total: 81920, used: usedMib[i % usedMib.length] } }));
+
+function fleetFacts() {
+  const t = Date.now() / 20000;
+  const wobble = (u, k) => Math.max(0, Math.min(100, Math.round(u + 8 * Math.sin(t + k))));
+  return [
+    { name: doc?.node ?? 'this-node', source: 'agent', agentUrl: selfUrl, schedulable: true, gpus: doc?.gpus ?? [], observed: doc?.timestamp },
+    { name: 'gpu-b', source: 'prometheus', agentUrl: null, schedulable: true, observed: new Date().toISOString(),
+      gpus: madeUp('gpu-b', [5, 12, 97, 99, 88, 3, 0, 64].map(wobble), [900, 70000, 41000]) },
+    { name: 'gpu-c', source: 'prometheus', agentUrl: null, schedulable: false, observed: new Date().toISOString(),
+      gpus: madeUp('gpu-c', [0, 0, 2, 1], [500]) },
+    { name: 'gpu-d', source: 'agent', agentUrl: 'http://gpu-d.example:9401', schedulable: true, gpus: null,
+      error: 'http://gpu-d.example:9401: cannot connect: Connection refused' },
+  ];
+}
+
+function fleetGpus(f) {
+  return (f.gpus ?? []).map((g) => {
+    const used = g.memory?.used ?? null;
+    const total = g.memory?.total ?? null;
+    const usage = used !== null && total ? (used / total) * 100 : null;
+    const util = g.utilization ?? null;
+    return { node: f.name, index: g.index, uuid: g.uuid ?? null, model: g.name ?? null, utilization: util, memory_used_mib: used,
+      memory_total_mib: total, memory_usage: round1(usage), temperature: g.temperature ?? null, power_w: g.power_usage ?? null,
+      idle: util !== null && usage !== null && util < IDLE.utilization && usage < IDLE.memory, source: f.source };
+  });
+}
+
+function fleetNodes() {
+  return fleetFacts().map((f) => {
+    const gpus = fleetGpus(f).filter((g) => g.utilization !== null && g.memory_usage !== null);
+    const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+    const has = f.gpus !== null && gpus.length > 0;
+    const n = f.gpus?.length ?? 0;
+    const problems = [];
+    if (!f.schedulable) problems.push('unschedulable (cordoned)');
+    if (f.error) problems.push(`agent unreachable: ${f.error}`);
+    return { name: f.name, total_gpus: n, allocatable_gpus: n, requested_gpus: 0, free_gpus: n,
+      idle_gpu_count: has ? gpus.filter((g) => g.idle).length : n, gpus_with_metrics: gpus.length,
+      avg_utilization: round1(mean(gpus.map((g) => g.utilization))), avg_memory_usage: round1(mean(gpus.map((g) => g.memory_usage))),
+      avg_temperature: round1(mean(gpus.map((g) => g.temperature).filter((v) => v !== null))),
+      total_power_w: round1(gpus.reduce((a, g) => a + (g.power_w ?? 0), 0)),
+      health: f.error ? 'agent_unreachable' : !f.schedulable ? 'unschedulable' : 'ok', problems, ready: true, schedulable: f.schedulable,
+      in_kubernetes: false, has_metrics: has, gpu_resource: null, gpu_product: f.gpus?.[0]?.name ?? null, metrics_source: f.source,
+      agent_url: f.agentUrl, observed: f.observed ?? null,
+      sources: { total_gpus: 'metrics: GPUs seen (no Kubernetes)', allocatable_gpus: '= total (no Kubernetes)',
+        requested_gpus: 'none known (no Kubernetes)', free_gpus: '= total (no Kubernetes)',
+        idle_gpu_count: has ? `${f.source}: utilization and memory under the thresholds` : 'assumed: no metrics, free GPUs counted idle',
+        utilization: has ? f.source : 'none' } };
+  });
+}
+
+const fleetCommon = () => ({ thresholds: { utilization: IDLE.utilization, memory: IDLE.memory }, max_age_s: 60,
+  sources: ['prometheus http://prometheus.example:9090', '2 agent(s)'], kubernetes: false,
+  errors: ['agent http://gpu-d.example:9401: cannot connect: Connection refused'], collected: new Date().toISOString() });
+
+function fleetSelect(q) {
+  const raw = q.get('gpus') ?? '1';
+  const need = Number(raw);
+  if (!/^\d+$/.test(raw) || need < 1 || need > 4096) return [400, { error: 'bad_request', message: 'gpus must be an integer from 1 to 4096' }];
+  const fallback = q.get('fallback') ?? 'none';
+  if (!['none', 'least-loaded', 'least_loaded'].includes(fallback)) return [400, { error: 'bad_request', message: 'fallback must be none or least-loaded' }];
+  const nodes = fleetNodes();
+  const eligible = nodes.filter((n) => n.ready && n.schedulable && n.free_gpus >= need).sort((a, b) =>
+    (b.idle_gpu_count >= need) - (a.idle_gpu_count >= need) || b.idle_gpu_count - a.idle_gpu_count ||
+    (a.avg_utilization ?? 0) - (b.avg_utilization ?? 0) || a.free_gpus - b.free_gpus || a.name.localeCompare(b.name));
+  const whyNot = (n) => [!n.schedulable && 'unschedulable (cordoned)', n.free_gpus < need && `${n.free_gpus} free GPU(s) < ${need}`].filter(Boolean).join('; ');
+  const others = nodes.filter((n) => !eligible.includes(n));
+  let node = null;
+  let reason;
+  let fallbackUsed = false;
+  const best = eligible[0];
+  if (best && best.idle_gpu_count >= need) {
+    node = best.name;
+    reason = `node '${node}' has ${best.idle_gpu_count} idle GPU(s) (${need} needed) and average utilization ${best.avg_utilization}%`;
+  } else if (!best) {
+    reason = `no node can host ${need} GPU(s) (Ready, schedulable, enough free GPUs)`;
+  } else if (fallback !== 'none') {
+    const least = [...eligible].sort((a, b) => (a.avg_utilization ?? 0) - (b.avg_utilization ?? 0))[0];
+    node = least.name;
+    fallbackUsed = true;
+    reason = `no node has ${need} idle GPU(s); least-loaded node with ${need} free GPU(s): '${node}'`;
+  } else {
+    reason = `no node has ${need} idle GPU(s) (the most: '${best.name}' with ${best.idle_gpu_count} idle of ${best.free_gpus} free); not pinned`;
+  }
+  const chosen = nodes.find((n) => n.name === node);
+  const reasoning = ['=== GPU Node Selection ===', `Looking for node with ${need} idle GPU(s)...`,
+    ...(chosen ? [`Selected node '${node}' for deployment:`, `  - Allocatable GPUs: ${chosen.allocatable_gpus}/${chosen.total_gpus}`,
+      `  - Free GPUs: ${chosen.free_gpus} (0 requested)`, `  - Idle GPUs: ${chosen.idle_gpu_count}`,
+      `  - Avg Utilization: ${chosen.avg_utilization?.toFixed(1)}%`, `  - Avg Memory Usage: ${chosen.avg_memory_usage?.toFixed(1)}%`,
+      `\u2713 Selected node: ${node}`] : [`No suitable node found: ${reason}`, 'No node pinned: the Kubernetes scheduler decides.']),
+    '=========================='];
+  let rank = 0;
+  const candidates = [...eligible, ...others].map((n) => ({ node: n.name, rank: eligible.includes(n) ? ++rank : null,
+    eligible: eligible.includes(n), enough_idle: n.idle_gpu_count >= need, why_not: eligible.includes(n) ? null : whyNot(n),
+    idle_gpu_count: n.idle_gpu_count, free_gpus: n.free_gpus, allocatable_gpus: n.allocatable_gpus, total_gpus: n.total_gpus,
+    avg_utilization: n.avg_utilization, avg_memory_usage: n.avg_memory_usage, health: n.health }));
+  return [200, { ...fleetCommon(), node, reason, required_gpus: need, fallback: fallback === 'none' ? 'none' : 'least-loaded',
+    fallback_used: fallbackUsed, reasoning, candidates }];
+}
+
+function fleetRoute(fn) {
+  if (process.env.MOCK_NO_CLUSTER)
+    return [503, { error: 'cluster_not_configured', message: 'this agent has no fleet view: start it with --cluster-config FILE' }];
+  return fn();
+}
+
 // --- HTTP ----------------------------------------------------------------------------------------------
 const mime = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css', '.svg': 'image/svg+xml', '.json': 'application/json' };
 
@@ -220,6 +338,15 @@ const server = createServer((req, res) => {
     '/api/v1/jobs': () => [200, jobs()],
     '/api/health': () => [200, { status: 'ok', backend: doc?.backend ?? null }],
     '/api/v1/fields': () => [200, fieldsDoc],
+    '/api/openapi.json': () => [200, { openapi: '3.0.3', paths: { '/api/v1/cluster/nodes': {}, '/api/v1/cluster/gpus': {}, '/api/v1/cluster/select': {} } }],
+    '/api/v1/cluster/nodes': () => fleetRoute(() => [200, { ...fleetCommon(), nodes: fleetNodes(), unknown_nodes: [] }]),
+    '/api/v1/cluster/gpus': () =>
+      fleetRoute(() => {
+        const facts = fleetFacts();
+        return [200, { ...fleetCommon(), gpus: facts.flatMap(fleetGpus),
+          nodes_without_metrics: fleetNodes().filter((n) => !n.has_metrics).map((n) => ({ node: n.name, health: n.health, problems: n.problems })) }];
+      }),
+    '/api/v1/cluster/select': () => fleetRoute(() => fleetSelect(u.searchParams)),
   };
   if (routes[u.pathname]) return sendJson(res, ...routes[u.pathname]());
   if (u.pathname.startsWith('/api/')) return sendJson(res, 404, { error: 'not_found', message: u.pathname });
@@ -326,5 +453,6 @@ if (process.env.MOCK_ALERTS) {
   }, 20000);
 }
 server.listen(Number(opt.port), opt.host, () => {
+  selfUrl = `http://${opt.host}:${server.address().port}`;
   console.log(`mock gpufleet agent on http://${opt.host}:${server.address().port}/ (static ${staticRoot})`);
 });

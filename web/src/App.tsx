@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type FieldsDoc, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
 import { Alerts } from './components/Alerts';
 import { Chart } from './components/Chart';
+import { ClusterView, useClusterRoutes, useView, ViewTabs } from './components/Cluster';
 import { GpuCard } from './components/GpuCard';
 import { Header, PERIODS_MS } from './components/Header';
 import { Processes } from './components/Processes';
@@ -100,6 +101,8 @@ export function App() {
   const [needToken, setNeedToken] = useState(false);
   const [version, setVersion] = useState(0);
   const dark = useDarkScheme();
+  const view = useView();
+  const clusterRoutes = useClusterRoutes();
 
   const [fields, setFields] = useState<FieldsDoc | null>(null);
   const [fieldsErr, setFieldsErr] = useState<string | null>(null);
@@ -252,6 +255,9 @@ export function App() {
         periodMs={periodMs}
         onPeriod={choosePeriod}
       />
+      <ViewTabs view={view} clusterRoutes={clusterRoutes} />
+      {view === 'cluster' && <ClusterView />}
+      {view === 'node' && (
       <main>
         {loadErr && link !== 'live' && <p class="banner error">{loadErr}</p>}
         {needToken && (
@@ -319,6 +325,7 @@ export function App() {
           <Jobs jobs={jobs} error={jobsErr} now={now} />
         </div>
       </main>
+      )}
       <footer class="foot">
         gpufleet agent dashboard · charts show the last 15 minutes · {snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
       </footer>

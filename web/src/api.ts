@@ -157,12 +157,12 @@ export interface AgentHealth {
 // ---------------------------------------------------------------------------------------------------
 // Defensive readers
 
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 
-const obj = (x: unknown): Json => (x !== null && typeof x === 'object' && !Array.isArray(x) ? (x as Json) : {});
-const arr = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
-const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
-const str = (x: unknown): string | null => (typeof x === 'string' && x !== '' ? x : null);
+export const obj = (x: unknown): Json => (x !== null && typeof x === 'object' && !Array.isArray(x) ? (x as Json) : {});
+export const arr = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
+export const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+export const str = (x: unknown): string | null => (typeof x === 'string' && x !== '' ? x : null);
 const first = <T>(...xs: (T | null)[]): T | null => {
   for (const x of xs) if (x !== null) return x;
   return null;
@@ -408,7 +408,7 @@ function url(path: string): URL {
 }
 
 /** GET a JSON document; a non-2xx answer throws ApiError unless its status is in `okStatuses`. */
-async function getJson(path: string, signal?: AbortSignal, okStatuses: number[] = []): Promise<unknown> {
+export async function getJson(path: string, signal?: AbortSignal, okStatuses: number[] = []): Promise<unknown> {
   const headers: Record<string, string> = { accept: 'application/json' };
   if (auth.token) headers.authorization = `Bearer ${auth.token}`;
   const res = await fetch(url(path), { headers, signal, cache: 'no-store' });
