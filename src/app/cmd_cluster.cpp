@@ -1,4 +1,4 @@
-// gpufleet cluster nodes|gpus|select (see cmd_cluster.hpp).
+// gpufleet cluster nodes|gpus|select, and the fleet sources every cluster verb shares (see cmd_cluster.hpp).
 #include "app/cmd_cluster.hpp"
 
 #include <fmt/format.h>
@@ -7,17 +7,17 @@
 
 #include "allocator/node_rank.hpp"
 #include "app/exit_codes.hpp"
+#include "app/kube_source.hpp"
 #include "cluster/agent_source.hpp"
 #include "cluster/fleet_sources.hpp"
 #include "cluster/prometheus_source.hpp"
 #include "wire/fleet_json.hpp"
 
 namespace gf::app {
-namespace {
 
-// Names, labels and messages come from Prometheus labels and other servers: control characters are
-// shown escaped so that they cannot move the cursor or rewrite the terminal.
-std::string printable(std::string_view s) {
+// Names, labels and messages come from Prometheus labels, the API server and other servers: control
+// characters are shown escaped so that they cannot move the cursor or rewrite the terminal.
+std::string escape_controls(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -35,41 +35,12 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+namespace {
+
+std::string printable(std::string_view s) { return escape_controls(s); }
+
 std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("-"); }
 std::string num(const std::optional<double>& v, const char* unit) { return v ? fmt::format("{:.0f}{}", *v, unit) : std::string("-"); }
-
-// The command line over the config file over the defaults.
-Result<cluster::FleetSources> sources_of(const ClusterCommand& c) {
-  cluster::FleetSources s;
-  if (!c.config.empty()) {
-    auto f = cluster::load_fleet_sources(c.config);
-    if (!f) return f.error();
-    s = std::move(*f);
-  }
-  if (c.prometheus) s.prometheus_url = *c.prometheus;
-  if (c.node_label) {
-    if (!cluster::valid_label_name(*c.node_label))
-      return make_error("--node-label '" + *c.node_label + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
-    s.node_label = *c.node_label;
-  }
-  if (c.max_age_s) s.max_age = std::chrono::milliseconds(static_cast<long long>(*c.max_age_s * 1000));
-  if (c.agents_file) s.agents_file = *c.agents_file;
-  for (const auto& a : c.agents) {
-    auto u = cluster::normalize_agent_url(a);
-    if (!u) return make_error("--agent: " + u.error().message);
-    s.agents.push_back(*u);
-  }
-  if (c.timeout_s) s.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout_s * 1000));
-  if (c.utilization_threshold) s.idle.utilization_pct = *c.utilization_threshold;
-  if (c.memory_threshold) s.idle.memory_pct = *c.memory_threshold;
-  if (c.fallback) {
-    auto f = cluster::parse_fallback(*c.fallback);
-    if (!f) return make_error("--fallback: " + f.error().message);
-    s.fallback = *f;
-  }
-  if (!s.any()) return make_error("no fleet source: give --prometheus URL, --agents FILE or --agent URL (or --config FILE)");
-  return s;
-}
 
 void print_nodes(const allocator::Summaries& s) {
   std::printf("%-24s %5s %5s %5s %5s %7s %7s %7s  %-17s %s\n", "NODE", "TOTAL", "ALLOC", "FREE", "IDLE", "METRICS", "UTIL",
@@ -111,12 +82,71 @@ void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, c
   }
 }
 
+// The command line over the config file over the defaults; Kubernetes not yet wired, no default yet.
+Result<cluster::FleetSources> configured_sources(const ClusterCommand& c) {
+  cluster::FleetSources s;
+  if (!c.config.empty()) {
+    auto f = cluster::load_fleet_sources(c.config);
+    if (!f) return f.error();
+    s = std::move(*f);
+  }
+  if (c.kubeconfig || c.context || c.in_cluster) {
+    auto& k = s.kubernetes ? *s.kubernetes : s.kubernetes.emplace();
+    if (c.kubeconfig) k.kubeconfig = *c.kubeconfig;
+    if (c.context) k.context = *c.context;
+    if (c.in_cluster) k.in_cluster = true;
+    if (c.kubeconfig) k.in_cluster = c.in_cluster;  // --kubeconfig replaces the config file's in_cluster
+  }
+  if (c.prometheus) s.prometheus_url = *c.prometheus;
+  if (c.node_label) {
+    if (!cluster::valid_label_name(*c.node_label))
+      return make_error("--node-label '" + *c.node_label + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
+    s.node_label = *c.node_label;
+  }
+  if (c.max_age_s) s.max_age = std::chrono::milliseconds(static_cast<long long>(*c.max_age_s * 1000));
+  if (c.agents_file) s.agents_file = *c.agents_file;
+  for (const auto& a : c.agents) {
+    auto u = cluster::normalize_agent_url(a);
+    if (!u) return make_error("--agent: " + u.error().message);
+    s.agents.push_back(*u);
+  }
+  if (c.timeout_s) s.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout_s * 1000));
+  if (c.utilization_threshold) s.idle.utilization_pct = *c.utilization_threshold;
+  if (c.memory_threshold) s.idle.memory_pct = *c.memory_threshold;
+  if (c.fallback) {
+    auto f = cluster::parse_fallback(*c.fallback);
+    if (!f) return make_error("--fallback: " + f.error().message);
+    s.fallback = *f;
+  }
+  return s;
+}
+
 }  // namespace
 
+Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env) {
+  auto s = configured_sources(c);
+  if (!s) return s.error();
+  // Nothing named at all: the kubeconfig kubectl would use, when there is one.
+  if (!s->any() && !s->kubernetes && !s->kubernetes_off && default_kube_available(env)) s->kubernetes.emplace();
+  if (auto w = wire_kubernetes(*s, env); !w) return w.error();
+  if (!s->any())
+    return make_error("no fleet source: give --kubeconfig FILE (or --context NAME, --in-cluster), --prometheus URL, "
+                      "--agents FILE or --agent URL, or --config FILE (no $KUBECONFIG or ~/.kube/config was found either)");
+  return s;
+}
+
+Result<cluster::KubeSourceSettings> kube_settings_of(const ClusterCommand& c) {
+  auto s = configured_sources(c);
+  if (!s) return s.error();
+  return s->kubernetes.value_or(cluster::KubeSourceSettings{});
+}
+
 int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
-  auto src = sources_of(c);
+  const auto env = KubeEnvironment::from_process();
+  if (c.verb == "place") return run_cluster_place(c, env);
+  auto src = fleet_sources_of(c, env);
   if (!src) {
-    print_error("cluster: " + src.error().message);
+    print_error("cluster: " + printable(src.error().message));
     return kExitUsage;
   }
   const auto now = std::chrono::system_clock::now();
@@ -125,11 +155,17 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
     print_error("cluster: " + facts.error().message);
     return kExitUsage;
   }
-  for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
   if (facts->metrics.empty() && !facts->kube && !facts->source_errors.empty()) {
-    print_error("cluster: no source answered");
+    // Nothing answered: one line when one source was asked, else each source's line and a summary.
+    if (facts->source_errors.size() == 1) {
+      print_error("cluster: " + printable(facts->source_errors.front()));
+    } else {
+      for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
+      print_error("cluster: no source answered");
+    }
     return kExitError;
   }
+  for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
 
   allocator::RankOptions ro;
   ro.idle = src->idle;
