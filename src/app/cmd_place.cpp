@@ -103,12 +103,6 @@ std::string document_name(const cluster::DocumentPlacement& d) {
                      d.name.empty() ? fmt::format("#{}", d.index + 1) : d.name);
 }
 
-std::string and_list(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "; " : "") + items[i];
-  return out;
-}
-
 json document_json(const cluster::DocumentPlacement& d, const std::optional<std::string>& node, const std::string& ns) {
   json j;
   j["index"] = d.index;
@@ -188,7 +182,7 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
       return fail(kExitError, e != facts->source_errors.end() ? *e : "kubernetes: no answer");
     }
     if (facts->metrics.empty() && !facts->kube) {
-      sel.reason = "no fleet source answered (" + and_list(facts->source_errors) + ")";
+      sel.reason = "no fleet source answered";  // each source's error is printed (and in "errors")
     } else {
       allocator::RankOptions ro;
       ro.idle = src->idle;
