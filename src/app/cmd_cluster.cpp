@@ -40,27 +40,32 @@ namespace {
 std::string printable(std::string_view s) { return escape_controls(s); }
 
 std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("-"); }
-std::string num(const std::optional<double>& v, const char* unit) { return v ? fmt::format("{:.0f}{}", *v, unit) : std::string("-"); }
+std::string num(const std::optional<double>& v, const char* unit) {
+  return v ? fmt::format("{:.0f}{}", *v, unit) : std::string("-");
+}
 
 void print_nodes(const allocator::Summaries& s) {
-  std::printf("%-24s %5s %5s %5s %5s %7s %7s %7s  %-17s %s\n", "NODE", "TOTAL", "ALLOC", "FREE", "IDLE", "METRICS", "UTIL",
-              "MEM", "HEALTH", "SOURCE");
+  std::printf("%-24s %5s %5s %5s %5s %7s %7s %7s  %-17s %s\n", "NODE", "TOTAL", "ALLOC", "FREE", "IDLE", "METRICS",
+              "UTIL", "MEM", "HEALTH", "SOURCE");
   for (const auto& n : s.nodes)
-    std::printf("%-24s %5llu %5llu %5llu %5llu %7llu %7s %7s  %-17s %s\n", printable(n.name).c_str(),
-                static_cast<unsigned long long>(n.total_gpus), static_cast<unsigned long long>(n.allocatable_gpus),
-                static_cast<unsigned long long>(n.free_gpus), static_cast<unsigned long long>(n.idle_gpu_count),
-                static_cast<unsigned long long>(n.gpus_with_metrics), pct(n.avg_utilization).c_str(),
-                pct(n.avg_memory_usage).c_str(), std::string(allocator::health_name(n.health)).c_str(),
-                printable(n.metrics_source.empty() ? (n.in_kubernetes ? "kubernetes" : "-") : n.metrics_source).c_str());
+    std::printf(
+        "%-24s %5llu %5llu %5llu %5llu %7llu %7s %7s  %-17s %s\n", printable(n.name).c_str(),
+        static_cast<unsigned long long>(n.total_gpus), static_cast<unsigned long long>(n.allocatable_gpus),
+        static_cast<unsigned long long>(n.free_gpus), static_cast<unsigned long long>(n.idle_gpu_count),
+        static_cast<unsigned long long>(n.gpus_with_metrics), pct(n.avg_utilization).c_str(),
+        pct(n.avg_memory_usage).c_str(), std::string(allocator::health_name(n.health)).c_str(),
+        printable(n.metrics_source.empty() ? (n.in_kubernetes ? "kubernetes" : "-") : n.metrics_source).c_str());
   for (const auto& n : s.nodes)
     for (const auto& p : n.problems)
-      if (n.health != allocator::NodeHealth::Ok) std::printf("  %s: %s\n", printable(n.name).c_str(), printable(p).c_str());
+      if (n.health != allocator::NodeHealth::Ok)
+        std::printf("  %s: %s\n", printable(n.name).c_str(), printable(p).c_str());
   for (const auto& u : s.unknown_nodes)
     std::printf("  %s: has metrics but Kubernetes does not list it (left out)\n", printable(u).c_str());
 }
 
 void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, const allocator::IdleThresholds& idle) {
-  std::printf("%-24s %4s %-26s %6s %17s %6s %7s %s\n", "NODE", "GPU", "MODEL", "UTIL", "MEMORY (MiB)", "TEMP", "POWER", "IDLE");
+  std::printf("%-24s %4s %-26s %6s %17s %6s %7s %s\n", "NODE", "GPU", "MODEL", "UTIL", "MEMORY (MiB)", "TEMP", "POWER",
+              "IDLE");
   for (const auto& n : s.nodes) {
     if (!n.has_metrics) {
       std::printf("%-24s    - (no metrics: %s)\n", printable(n.name).c_str(),
@@ -75,7 +80,8 @@ void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, c
                                     : std::string("-");
         std::printf("%-24s %4u %-26s %6s %17s %6s %7s %s\n", printable(n.name).c_str(), g.index,
                     printable(g.model.empty() ? "-" : g.model).c_str(), pct(g.utilization_pct).c_str(), mem.c_str(),
-                    num(g.temperature_c, "C").c_str(), num(g.power_w, "W").c_str(), allocator::gpu_is_idle(g, idle) ? "yes" : "no");
+                    num(g.temperature_c, "C").c_str(), num(g.power_w, "W").c_str(),
+                    allocator::gpu_is_idle(g, idle) ? "yes" : "no");
       }
       break;
     }
@@ -130,8 +136,9 @@ Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const Ku
   if (!s->any() && !s->kubernetes && !s->kubernetes_off && default_kube_available(env)) s->kubernetes.emplace();
   if (auto w = wire_kubernetes(*s, env); !w) return w.error();
   if (!s->any())
-    return make_error("no fleet source: give --kubeconfig FILE (or --context NAME, --in-cluster), --prometheus URL, "
-                      "--agents FILE or --agent URL, or --config FILE (no $KUBECONFIG or ~/.kube/config was found either)");
+    return make_error(
+        "no fleet source: give --kubeconfig FILE (or --context NAME, --in-cluster), --prometheus URL, "
+        "--agents FILE or --agent URL, or --config FILE (no $KUBECONFIG or ~/.kube/config was found either)");
   return s;
 }
 
@@ -175,13 +182,17 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
   wire::FleetQueryInfo q{src->idle, src->max_age, src->describe()};
 
   if (c.verb == "nodes") {
-    if (c.json) std::printf("%s\n", wire::fleet_nodes_json(sums, *facts, q).dump(2).c_str());
-    else print_nodes(sums);
+    if (c.json)
+      std::printf("%s\n", wire::fleet_nodes_json(sums, *facts, q).dump(2).c_str());
+    else
+      print_nodes(sums);
     return kExitOk;
   }
   if (c.verb == "gpus") {
-    if (c.json) std::printf("%s\n", wire::fleet_gpus_json(sums, *facts, q).dump(2).c_str());
-    else print_gpus(sums, *facts, src->idle);
+    if (c.json)
+      std::printf("%s\n", wire::fleet_gpus_json(sums, *facts, q).dump(2).c_str());
+    else
+      print_gpus(sums, *facts, src->idle);
     return kExitOk;
   }
   const auto choice = allocator::select_node(sums, c.gpus, src->fallback);

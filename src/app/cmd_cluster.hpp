@@ -39,7 +39,7 @@ struct ClusterCommand {
   std::optional<unsigned> place_gpus;  // --gpus: wins over what the manifest says
   bool apply = false;
   bool no_gpu_selection = false;
-  std::string output;                  // -o: the manifest goes to this file instead of stdout
+  std::string output;  // -o: the manifest goes to this file instead of stdout
   std::optional<std::string> namespace_name;
 };
 

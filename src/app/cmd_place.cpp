@@ -51,7 +51,7 @@ Result<std::string> read_manifest(const std::string& path) {
   if (path == "-") return read_all(STDIN_FILENO, "the manifest on standard input");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) return make_error(fmt::format("cannot open the manifest {}: {}", path, std::strerror(errno)));
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return make_error(fmt::format("the manifest {} is not a regular file", path));
@@ -70,18 +70,25 @@ Result<void> write_output(const std::string& path, const std::string& text) {
     if (errno == ELOOP) return make_error(fmt::format("{} is a symbolic link: not written", path));
     return make_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   }
-  struct stat st{};
+  struct stat st {};
   std::string problem;
-  if (::fstat(fd, &st) != 0) problem = std::strerror(errno);
-  else if (!S_ISREG(st.st_mode)) problem = "not a regular file";
-  else if (st.st_uid != ::geteuid()) problem = "it belongs to another user";
-  else if (st.st_nlink > 1) problem = "it has other hard links";
-  else if (::ftruncate(fd, 0) != 0) problem = std::strerror(errno);
+  if (::fstat(fd, &st) != 0)
+    problem = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = "not a regular file";
+  else if (st.st_uid != ::geteuid())
+    problem = "it belongs to another user";
+  else if (st.st_nlink > 1)
+    problem = "it has other hard links";
+  else if (::ftruncate(fd, 0) != 0)
+    problem = std::strerror(errno);
   for (std::size_t done = 0; problem.empty() && done < text.size();) {
     const auto n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) problem = std::strerror(errno);
-    else done += static_cast<std::size_t>(n);
+    if (n < 0)
+      problem = std::strerror(errno);
+    else
+      done += static_cast<std::size_t>(n);
   }
   if (::close(fd) != 0 && problem.empty()) problem = std::strerror(errno);
   if (!problem.empty()) return make_error(fmt::format("cannot write {}: {}", path, problem));
@@ -91,11 +98,11 @@ Result<void> write_output(const std::string& path, const std::string& text) {
 // What the ranking decided, or why there is no decision.
 struct Selection {
   std::optional<std::string> node;
-  std::string reason;                   // why this node, or why none
-  std::vector<std::string> reasoning;   // the seed's lines
+  std::string reason;                  // why this node, or why none
+  std::vector<std::string> reasoning;  // the seed's lines
   std::vector<std::string> source_errors;
   bool fallback_used = false;
-  bool attempted = false;               // the fleet was asked
+  bool attempted = false;  // the fleet was asked
 };
 
 std::string document_name(const cluster::DocumentPlacement& d) {
@@ -154,8 +161,8 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   }
   for (const auto& d : described->documents) {
     if (c.namespace_name && !d.namespace_name.empty() && d.namespace_name != *c.namespace_name)
-      return fail(kExitUsage, fmt::format("{} names namespace '{}', which does not match --namespace '{}'", document_name(d),
-                                          d.namespace_name, *c.namespace_name));
+      return fail(kExitUsage, fmt::format("{} names namespace '{}', which does not match --namespace '{}'",
+                                          document_name(d), d.namespace_name, *c.namespace_name));
     if (c.apply) {
       auto rq = cluster::apply_request(d, default_ns);
       if (!rq) return fail(kExitUsage, rq.error().message + " (nothing was applied; apply it separately with kubectl)");
@@ -169,7 +176,8 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
     sel.reason = "no document runs its pods on a single node, so there is nothing to pin";
   } else {
     auto src = fleet_sources_of(c, env);
-    if (!src) return fail(kExitUsage, src.error().message + "; or --no-gpu-selection to let the Kubernetes scheduler decide");
+    if (!src)
+      return fail(kExitUsage, src.error().message + "; or --no-gpu-selection to let the Kubernetes scheduler decide");
     const auto now = std::chrono::system_clock::now();
     auto facts = cluster::gather_fleet(*src, now);
     if (!facts) return fail(kExitUsage, facts.error().message);
@@ -212,12 +220,14 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   if (!c.json) {
     for (const auto& line : sel.reasoning) std::fprintf(stderr, "%s\n", escape_controls(line).c_str());
     if (!sel.node)
-      std::fprintf(stderr, "No node pinned: %s; the Kubernetes scheduler decides.\n", escape_controls(sel.reason).c_str());
+      std::fprintf(stderr, "No node pinned: %s; the Kubernetes scheduler decides.\n",
+                   escape_controls(sel.reason).c_str());
     for (const auto& d : result->documents) {
       if (!d.placeable && d.notes.empty()) continue;
       if (d.placeable)
-        std::fprintf(stderr, "%s: %u GPU(s) on one node (%s: %s)\n", escape_controls(document_name(d)).c_str(), d.gpus_on_node,
-                     std::string(cluster::gpu_source_name(d.gpu_source)).c_str(), escape_controls(d.gpu_detail).c_str());
+        std::fprintf(stderr, "%s: %u GPU(s) on one node (%s: %s)\n", escape_controls(document_name(d)).c_str(),
+                     d.gpus_on_node, std::string(cluster::gpu_source_name(d.gpu_source)).c_str(),
+                     escape_controls(d.gpu_detail).c_str());
       else
         std::fprintf(stderr, "%s: not placed\n", escape_controls(document_name(d)).c_str());
       for (const auto& ch : d.changes) std::fprintf(stderr, "  - %s\n", escape_controls(ch).c_str());
@@ -270,11 +280,14 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
       out["documents"][i]["applied"] = created ? "created" : "updated";
       out["documents"][i]["status"] = r->status;
       if (c.json) continue;
-      const std::string where = sel.node && d.placeable ? fmt::format("on node '{}'", *sel.node)
-                                : d.placeable ? fmt::format("(no node pinned: {}; the Kubernetes scheduler decides)", sel.reason)
-                                              : std::string("(no node pinned: it has no single-node pod spec; the Kubernetes scheduler decides)");
+      const std::string where =
+          sel.node && d.placeable ? fmt::format("on node '{}'", *sel.node)
+          : d.placeable
+              ? fmt::format("(no node pinned: {}; the Kubernetes scheduler decides)", sel.reason)
+              : std::string("(no node pinned: it has no single-node pod spec; the Kubernetes scheduler decides)");
       std::printf("%s %s '%s' in namespace '%s' %s\n", created ? "Created" : "Updated", escape_controls(d.kind).c_str(),
-                  escape_controls(d.name).c_str(), escape_controls(rq->namespace_name).c_str(), escape_controls(where).c_str());
+                  escape_controls(d.name).c_str(), escape_controls(rq->namespace_name).c_str(),
+                  escape_controls(where).c_str());
       std::fflush(stdout);
     }
   } else if (c.output.empty() && !c.json) {

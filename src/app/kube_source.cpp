@@ -32,7 +32,7 @@ cluster::KubeConfigOptions kube_options(const cluster::KubeSourceSettings& setti
 bool default_kube_available(const KubeEnvironment& env) {
   if (!env.kubeconfig.empty() || !env.service_host.empty()) return true;
   if (env.home.empty()) return false;
-  struct stat st{};
+  struct stat st {};
   return ::stat((env.home + "/.kube/config").c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
@@ -58,7 +58,8 @@ Result<cluster::FleetSources> load_cluster_config(const std::string& path, const
   if (!s) return s.error();
   if (auto w = wire_kubernetes(*s, env); !w) return make_error(path + ": " + w.error().message);
   if (!s->any())
-    return make_error(path + ": names no fleet source (kubernetes, kubeconfig, in_cluster, prometheus, agents_file or agents)");
+    return make_error(
+        path + ": names no fleet source (kubernetes, kubeconfig, in_cluster, prometheus, agents_file or agents)");
   return s;
 }
 

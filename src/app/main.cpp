@@ -21,13 +21,6 @@ here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --
 `run` exit with CMD's status, or 125 when gpufleet failed, 126 when CMD cannot be executed, 127 when
 CMD is not found.)";
 
-constexpr const char* kClusterFooter = R"(Sources (any combination): Kubernetes (--kubeconfig FILE, --context NAME, --in-cluster: GPU capacity,
-allocatable, requested, Ready, cordoned), Prometheus (--prometheus URL: dcgm-exporter metrics) and gpufleet
-agents (--agents FILE, --agent URL). --config FILE holds the same settings as JSON; the command line wins.
-When no source is named at all, the kubeconfig kubectl would use ($KUBECONFIG, ~/.kube/config, or the
-service account in a pod) is used if there is one; otherwise the command says which options to give.
-`place` without --apply and with --no-gpu-selection needs no source.)";
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +160,12 @@ int main(int argc, char** argv) {
   serve->add_option("--cluster-config", serve_cmd.cluster_config, "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
       ->check(CLI::ExistingFile);
 
+  constexpr const char* kClusterFooter = R"(Sources (any combination): Kubernetes (--kubeconfig FILE, --context NAME, --in-cluster: GPU capacity,
+allocatable, requested, Ready, cordoned), Prometheus (--prometheus URL: dcgm-exporter metrics) and gpufleet
+agents (--agents FILE, --agent URL). --config FILE holds the same settings as JSON; the command line wins.
+When no source is named at all, the kubeconfig kubectl would use ($KUBECONFIG, ~/.kube/config, or the
+service account in a pod) is used if there is one; otherwise the command says which options to give.
+`place` without --apply and with --no-gpu-selection needs no source.)";
   ClusterCommand cluster_cmd;
   auto* cluster = app.add_subcommand("cluster", "the fleet through Kubernetes, Prometheus and gpufleet agents: nodes, GPUs, "
                                                 "node selection, manifests pinned to a node");

@@ -32,7 +32,9 @@ Result<std::string> text(const json& v, const std::string& where) {
   return v.get<std::string>();
 }
 
-std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000))); }
+std::chrono::milliseconds ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000)));
+}
 
 Result<std::string> read_small_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -47,7 +49,8 @@ Result<std::string> read_small_file(const std::string& path, const std::string& 
 
 std::vector<std::string> FleetSources::describe() const {
   std::vector<std::string> d;
-  if (kube_nodes) d.push_back(kube_description.empty() ? std::string("kubernetes") : "kubernetes (" + kube_description + ")");
+  if (kube_nodes)
+    d.push_back(kube_description.empty() ? std::string("kubernetes") : "kubernetes (" + kube_description + ")");
   if (!prometheus_url.empty()) d.push_back(fmt::format("prometheus {} (node label {})", prometheus_url, node_label));
   if (!agents_file.empty()) d.push_back("agents file " + agents_file);
   if (!agents.empty()) d.push_back(fmt::format("{} agent(s)", agents.size()));
@@ -131,10 +134,11 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
       }
       kube_keys = true;
     } else {
-      return make_error(fmt::format("{}: unknown key '{}' (known: prometheus, node_label, max_age_s, agents_file, agents, "
-                                    "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback, "
-                                    "kubernetes, kubeconfig, context, in_cluster)",
-                                    source, key));
+      return make_error(
+          fmt::format("{}: unknown key '{}' (known: prometheus, node_label, max_age_s, agents_file, agents, "
+                      "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback, "
+                      "kubernetes, kubeconfig, context, in_cluster)",
+                      source, key));
     }
   }
   if (kube_switch == false) {
@@ -156,8 +160,9 @@ Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources ba
 
 Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now) {
   if (!s.any())
-    return make_error("no fleet source: give --kubeconfig FILE (or --in-cluster), --prometheus URL, --agents FILE or --agent URL "
-                      "(or --config FILE)");
+    return make_error(
+        "no fleet source: give --kubeconfig FILE (or --in-cluster), --prometheus URL, --agents FILE or --agent URL "
+        "(or --config FILE)");
   std::vector<std::string> agents = s.agents;
   if (!s.agents_file.empty()) {
     auto body = read_small_file(s.agents_file, "the agents file");
@@ -201,8 +206,10 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
     }
   if (kube.valid()) {
     auto r = kube.get();
-    if (r) f.kube = std::move(*r);
-    else f.source_errors.push_back("kubernetes: " + r.error().message);
+    if (r)
+      f.kube = std::move(*r);
+    else
+      f.source_errors.push_back("kubernetes: " + r.error().message);
   }
   f.collected = now;
   return f;

@@ -26,14 +26,14 @@ struct KubeSourceSettings {
 };
 
 struct FleetSources {
-  std::string prometheus_url;                    // empty: no Prometheus
-  std::string node_label = "Hostname";           // the Prometheus label naming the node
-  std::chrono::milliseconds max_age{60000};      // older metrics count as none
-  std::string agents_file;                       // one agent base URL per line
-  std::vector<std::string> agents;               // more agent base URLs
-  std::chrono::milliseconds timeout{10000};      // each Prometheus query, each agent
-  std::chrono::milliseconds refresh{15000};      // serve: how often the background refresh runs
-  allocator::IdleThresholds idle;                // the default thresholds of selections
+  std::string prometheus_url;                // empty: no Prometheus
+  std::string node_label = "Hostname";       // the Prometheus label naming the node
+  std::chrono::milliseconds max_age{60000};  // older metrics count as none
+  std::string agents_file;                   // one agent base URL per line
+  std::vector<std::string> agents;           // more agent base URLs
+  std::chrono::milliseconds timeout{10000};  // each Prometheus query, each agent
+  std::chrono::milliseconds refresh{15000};  // serve: how often the background refresh runs
+  allocator::IdleThresholds idle;            // the default thresholds of selections
   allocator::Fallback fallback = allocator::Fallback::None;
   // Kubernetes as configured: nullopt when nothing names it, or when the config says "kubernetes": false.
   std::optional<KubeSourceSettings> kubernetes;
@@ -55,7 +55,8 @@ struct FleetSources {
 // to the config file's directory. "kubernetes": true turns Kubernetes on with the usual kubeconfig
 // search; "kubeconfig", "context" or "in_cluster": true turn it on too; "kubernetes": false turns it off
 // (and may not be combined with the other three).
-Result<FleetSources> fleet_sources_from_json(const std::string& text, const std::string& source, FleetSources base = {});
+Result<FleetSources> fleet_sources_from_json(const std::string& text, const std::string& source,
+                                             FleetSources base = {});
 Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources base = {});
 
 // "none" | "least-loaded" (also "least_loaded").

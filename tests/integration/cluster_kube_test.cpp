@@ -52,8 +52,17 @@ class Agent {
   bool start(const fs::path& dir, std::vector<std::string> args) {
     const auto port_file = dir / "agent.port";
     err_ = dir / "agent.stderr";
-    std::vector<std::string> argv{GF_BINARY, "--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--no-history",
-                                  "--db", (dir / "agent.db").string(), "--port-file", port_file.string()};
+    std::vector<std::string> argv{GF_BINARY,
+                                  "--backend",
+                                  "sim",
+                                  "serve",
+                                  "--listen",
+                                  "127.0.0.1:0",
+                                  "--no-history",
+                                  "--db",
+                                  (dir / "agent.db").string(),
+                                  "--port-file",
+                                  port_file.string()};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
@@ -148,11 +157,12 @@ struct ClusterKube : ::testing::Test {
   }
   // Two contexts: "standin" (current, namespace team-a) and "other" (namespace team-b); both reach the stand-in.
   std::string write_kubeconfig(const std::string& name, const std::string& token) {
-    return write_file(name, "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " + kube->url() +
-                                "\nusers:\n- name: tester\n  user:\n    token: " + token +
-                                "\ncontexts:\n- name: standin\n  context: {cluster: standin, user: tester, namespace: team-a}\n"
-                                "- name: other\n  context: {cluster: standin, user: tester, namespace: team-b}\n"
-                                "current-context: standin\n");
+    return write_file(
+        name, "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " + kube->url() +
+                  "\nusers:\n- name: tester\n  user:\n    token: " + token +
+                  "\ncontexts:\n- name: standin\n  context: {cluster: standin, user: tester, namespace: team-a}\n"
+                  "- name: other\n  context: {cluster: standin, user: tester, namespace: team-b}\n"
+                  "current-context: standin\n");
   }
   static ProcessOutput run(std::vector<std::string> args) {
     args.insert(args.begin(), GF_BINARY);
@@ -202,19 +212,19 @@ TEST_F(ClusterKube, FreeFromKubernetesIdleFromAnAgent) {
   const auto j = parse(r.out);
   const auto* d = node(j, "gpu-d");
   ASSERT_TRUE(d) << r.out;
-  EXPECT_EQ((*d)["free_gpus"], 4);        // Kubernetes: 7 allocatable - 3 requested
-  EXPECT_EQ((*d)["idle_gpu_count"], 2);   // the agent: two GPUs below the thresholds
+  EXPECT_EQ((*d)["free_gpus"], 4);       // Kubernetes: 7 allocatable - 3 requested
+  EXPECT_EQ((*d)["idle_gpu_count"], 2);  // the agent: two GPUs below the thresholds
   EXPECT_EQ((*d)["gpus_with_metrics"], 4);
   const auto* a = node(j, "gpu-a");
   ASSERT_TRUE(a);
-  EXPECT_EQ((*a)["idle_gpu_count"], 2);   // no agent there: its 2 free GPUs count as idle
+  EXPECT_EQ((*a)["idle_gpu_count"], 2);  // no agent there: its 2 free GPUs count as idle
 
   // gpu-d has 4 free GPUs but only 2 idle: a job of 3 finds no node with enough idle GPUs …
   auto s = run({"cluster", "select", "--gpus", "3", "--kubeconfig", kubeconfig, "--agent", agent.url()});
   EXPECT_EQ(s.exit_code, 75) << s.out << s.err;
   // … unless the least-loaded fallback may pin it where enough GPUs are unrequested.
-  s = run({"cluster", "select", "--gpus", "3", "--kubeconfig", kubeconfig, "--agent", agent.url(), "--fallback", "least-loaded",
-           "--json"});
+  s = run({"cluster", "select", "--gpus", "3", "--kubeconfig", kubeconfig, "--agent", agent.url(), "--fallback",
+           "least-loaded", "--json"});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(parse(s.out)["node"], "gpu-d");
   agent.stop();
@@ -317,8 +327,9 @@ TEST_F(ClusterKube, ApplyCreatesThenUpdates) {
   const auto stored = kube->object(kDeploymentItem);
   ASSERT_TRUE(stored.has_value());
   const auto obj = parse(*stored);
-  const auto& expr = obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-                        ["nodeSelectorTerms"][0]["matchExpressions"][0];
+  const auto& expr =
+      obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+         ["nodeSelectorTerms"][0]["matchExpressions"][0];
   EXPECT_EQ(expr["key"], "kubernetes.io/hostname");
   EXPECT_EQ(expr["operator"], "In");
   EXPECT_EQ(expr["values"], json::array({"gpu-d"}));
@@ -342,10 +353,12 @@ TEST_F(ClusterKube, ApplyCreatesThenUpdates) {
 
 TEST_F(ClusterKube, ApplyUsesTheContextNamespaceAndStdin) {
   // A Pod naming no namespace goes to the context's (team-b for context "other"), read from stdin.
-  const auto pod = write_file("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\nspec:\n  containers:\n"
-                                          "  - name: c\n    image: busybox\n");
-  auto r = gf::platform::run_process({"/bin/sh", "-c", std::string("exec \"$0\" cluster place -f - --kubeconfig \"$1\" --context other "
-                                                                   "--apply < \"$2\""),
+  const auto pod = write_file("pod.yaml",
+                              "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\nspec:\n  containers:\n"
+                              "  - name: c\n    image: busybox\n");
+  auto r = gf::platform::run_process({"/bin/sh", "-c",
+                                      std::string("exec \"$0\" cluster place -f - --kubeconfig \"$1\" --context other "
+                                                  "--apply < \"$2\""),
                                       GF_BINARY, kubeconfig, pod},
                                      gf::platform::RunOptions{30s});
   ASSERT_TRUE(r);
@@ -355,7 +368,8 @@ TEST_F(ClusterKube, ApplyUsesTheContextNamespaceAndStdin) {
   ASSERT_TRUE(stored.has_value());
   EXPECT_NE(stored->find("\"nvidia.com/gpu\""), std::string::npos) << *stored;  // the GPU limit it lacked
   // --namespace that contradicts the document's is refused before anything is sent.
-  auto n = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply", "--namespace", "elsewhere"});
+  auto n =
+      run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply", "--namespace", "elsewhere"});
   EXPECT_EQ(n.exit_code, 2);
   EXPECT_FALSE(kube->object(kDeploymentItem).has_value());
 }

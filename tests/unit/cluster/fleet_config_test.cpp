@@ -19,7 +19,8 @@ TEST(FleetConfig, KubernetesTrueMeansTheUsualSearch) {
 }
 
 TEST(FleetConfig, KubeconfigIsRelativeToTheConfigFile) {
-  auto s = fleet_sources_from_json(R"({"kubeconfig": "kube/admin.yaml", "context": "prod"})", "/etc/gpufleet/fleet.json");
+  auto s =
+      fleet_sources_from_json(R"({"kubeconfig": "kube/admin.yaml", "context": "prod"})", "/etc/gpufleet/fleet.json");
   ASSERT_TRUE(s) << s.error().message;
   ASSERT_TRUE(s->kubernetes.has_value());
   EXPECT_EQ(s->kubernetes->kubeconfig, "/etc/gpufleet/kube/admin.yaml");
@@ -48,7 +49,8 @@ TEST(FleetConfig, KubernetesFalseTurnsItOff) {
 }
 
 TEST(FleetConfig, BadValuesNameTheKey) {
-  for (const char* text : {R"({"kubernetes": "yes"})", R"({"in_cluster": 1})", R"({"kubeconfig": 3})", R"({"context": ""})"}) {
+  for (const char* text :
+       {R"({"kubernetes": "yes"})", R"({"in_cluster": 1})", R"({"kubeconfig": 3})", R"({"context": ""})"}) {
     auto s = fleet_sources_from_json(text, "f.json");
     ASSERT_FALSE(s) << text;
     EXPECT_EQ(s.error().message.rfind("f.json: ", 0), 0u) << s.error().message;
