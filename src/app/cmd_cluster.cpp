@@ -1,4 +1,4 @@
-// gpufleet cluster nodes|gpus|select (see cmd_cluster.hpp).
+// gpufleet cluster nodes|gpus|select, and the fleet sources every cluster verb shares (see cmd_cluster.hpp).
 #include "app/cmd_cluster.hpp"
 
 #include <fmt/format.h>
@@ -7,17 +7,17 @@
 
 #include "allocator/node_rank.hpp"
 #include "app/exit_codes.hpp"
+#include "app/kube_source.hpp"
 #include "cluster/agent_source.hpp"
 #include "cluster/fleet_sources.hpp"
 #include "cluster/prometheus_source.hpp"
 #include "wire/fleet_json.hpp"
 
 namespace gf::app {
-namespace {
 
-// Names, labels and messages come from Prometheus labels and other servers: control characters are
-// shown escaped so that they cannot move the cursor or rewrite the terminal.
-std::string printable(std::string_view s) {
+// Names, labels and messages come from Prometheus labels, the API server and other servers: control
+// characters are shown escaped so that they cannot move the cursor or rewrite the terminal.
+std::string escape_controls(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -35,16 +35,73 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("-"); }
-std::string num(const std::optional<double>& v, const char* unit) { return v ? fmt::format("{:.0f}{}", *v, unit) : std::string("-"); }
+namespace {
 
-// The command line over the config file over the defaults.
-Result<cluster::FleetSources> sources_of(const ClusterCommand& c) {
+std::string printable(std::string_view s) { return escape_controls(s); }
+
+std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("-"); }
+std::string num(const std::optional<double>& v, const char* unit) {
+  return v ? fmt::format("{:.0f}{}", *v, unit) : std::string("-");
+}
+
+void print_nodes(const allocator::Summaries& s) {
+  std::printf("%-24s %5s %5s %5s %5s %7s %7s %7s  %-17s %s\n", "NODE", "TOTAL", "ALLOC", "FREE", "IDLE", "METRICS",
+              "UTIL", "MEM", "HEALTH", "SOURCE");
+  for (const auto& n : s.nodes)
+    std::printf(
+        "%-24s %5llu %5llu %5llu %5llu %7llu %7s %7s  %-17s %s\n", printable(n.name).c_str(),
+        static_cast<unsigned long long>(n.total_gpus), static_cast<unsigned long long>(n.allocatable_gpus),
+        static_cast<unsigned long long>(n.free_gpus), static_cast<unsigned long long>(n.idle_gpu_count),
+        static_cast<unsigned long long>(n.gpus_with_metrics), pct(n.avg_utilization).c_str(),
+        pct(n.avg_memory_usage).c_str(), std::string(allocator::health_name(n.health)).c_str(),
+        printable(n.metrics_source.empty() ? (n.in_kubernetes ? "kubernetes" : "-") : n.metrics_source).c_str());
+  for (const auto& n : s.nodes)
+    for (const auto& p : n.problems)
+      if (n.health != allocator::NodeHealth::Ok)
+        std::printf("  %s: %s\n", printable(n.name).c_str(), printable(p).c_str());
+  for (const auto& u : s.unknown_nodes)
+    std::printf("  %s: has metrics but Kubernetes does not list it (left out)\n", printable(u).c_str());
+}
+
+void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, const allocator::IdleThresholds& idle) {
+  std::printf("%-24s %4s %-26s %6s %17s %6s %7s %s\n", "NODE", "GPU", "MODEL", "UTIL", "MEMORY (MiB)", "TEMP", "POWER",
+              "IDLE");
+  for (const auto& n : s.nodes) {
+    if (!n.has_metrics) {
+      std::printf("%-24s    - (no metrics: %s)\n", printable(n.name).c_str(),
+                  printable(n.problems.empty() ? "unknown" : n.problems.back()).c_str());
+      continue;
+    }
+    for (const auto& m : f.metrics) {
+      if (m.node != n.name || m.source != n.metrics_source) continue;
+      for (const auto& g : m.gpus) {
+        const std::string mem = g.memory_used_mib && g.memory_total_mib
+                                    ? fmt::format("{:.0f}/{:.0f}", *g.memory_used_mib, *g.memory_total_mib)
+                                    : std::string("-");
+        std::printf("%-24s %4u %-26s %6s %17s %6s %7s %s\n", printable(n.name).c_str(), g.index,
+                    printable(g.model.empty() ? "-" : g.model).c_str(), pct(g.utilization_pct).c_str(), mem.c_str(),
+                    num(g.temperature_c, "C").c_str(), num(g.power_w, "W").c_str(),
+                    allocator::gpu_is_idle(g, idle) ? "yes" : "no");
+      }
+      break;
+    }
+  }
+}
+
+// The command line over the config file over the defaults; Kubernetes not yet wired, no default yet.
+Result<cluster::FleetSources> configured_sources(const ClusterCommand& c) {
   cluster::FleetSources s;
   if (!c.config.empty()) {
     auto f = cluster::load_fleet_sources(c.config);
     if (!f) return f.error();
     s = std::move(*f);
+  }
+  if (c.kubeconfig || c.context || c.in_cluster) {
+    auto& k = s.kubernetes ? *s.kubernetes : s.kubernetes.emplace();
+    if (c.kubeconfig) k.kubeconfig = *c.kubeconfig;
+    if (c.context) k.context = *c.context;
+    if (c.in_cluster) k.in_cluster = true;
+    if (c.kubeconfig) k.in_cluster = c.in_cluster;  // --kubeconfig replaces the config file's in_cluster
   }
   if (c.prometheus) s.prometheus_url = *c.prometheus;
   if (c.node_label) {
@@ -67,56 +124,36 @@ Result<cluster::FleetSources> sources_of(const ClusterCommand& c) {
     if (!f) return make_error("--fallback: " + f.error().message);
     s.fallback = *f;
   }
-  if (!s.any()) return make_error("no fleet source: give --prometheus URL, --agents FILE or --agent URL (or --config FILE)");
   return s;
-}
-
-void print_nodes(const allocator::Summaries& s) {
-  std::printf("%-24s %5s %5s %5s %5s %7s %7s %7s  %-17s %s\n", "NODE", "TOTAL", "ALLOC", "FREE", "IDLE", "METRICS", "UTIL",
-              "MEM", "HEALTH", "SOURCE");
-  for (const auto& n : s.nodes)
-    std::printf("%-24s %5llu %5llu %5llu %5llu %7llu %7s %7s  %-17s %s\n", printable(n.name).c_str(),
-                static_cast<unsigned long long>(n.total_gpus), static_cast<unsigned long long>(n.allocatable_gpus),
-                static_cast<unsigned long long>(n.free_gpus), static_cast<unsigned long long>(n.idle_gpu_count),
-                static_cast<unsigned long long>(n.gpus_with_metrics), pct(n.avg_utilization).c_str(),
-                pct(n.avg_memory_usage).c_str(), std::string(allocator::health_name(n.health)).c_str(),
-                printable(n.metrics_source.empty() ? (n.in_kubernetes ? "kubernetes" : "-") : n.metrics_source).c_str());
-  for (const auto& n : s.nodes)
-    for (const auto& p : n.problems)
-      if (n.health != allocator::NodeHealth::Ok) std::printf("  %s: %s\n", printable(n.name).c_str(), printable(p).c_str());
-  for (const auto& u : s.unknown_nodes)
-    std::printf("  %s: has metrics but Kubernetes does not list it (left out)\n", printable(u).c_str());
-}
-
-void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, const allocator::IdleThresholds& idle) {
-  std::printf("%-24s %4s %-26s %6s %17s %6s %7s %s\n", "NODE", "GPU", "MODEL", "UTIL", "MEMORY (MiB)", "TEMP", "POWER", "IDLE");
-  for (const auto& n : s.nodes) {
-    if (!n.has_metrics) {
-      std::printf("%-24s    - (no metrics: %s)\n", printable(n.name).c_str(),
-                  printable(n.problems.empty() ? "unknown" : n.problems.back()).c_str());
-      continue;
-    }
-    for (const auto& m : f.metrics) {
-      if (m.node != n.name || m.source != n.metrics_source) continue;
-      for (const auto& g : m.gpus) {
-        const std::string mem = g.memory_used_mib && g.memory_total_mib
-                                    ? fmt::format("{:.0f}/{:.0f}", *g.memory_used_mib, *g.memory_total_mib)
-                                    : std::string("-");
-        std::printf("%-24s %4u %-26s %6s %17s %6s %7s %s\n", printable(n.name).c_str(), g.index,
-                    printable(g.model.empty() ? "-" : g.model).c_str(), pct(g.utilization_pct).c_str(), mem.c_str(),
-                    num(g.temperature_c, "C").c_str(), num(g.power_w, "W").c_str(), allocator::gpu_is_idle(g, idle) ? "yes" : "no");
-      }
-      break;
-    }
-  }
 }
 
 }  // namespace
 
+Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env) {
+  auto s = configured_sources(c);
+  if (!s) return s.error();
+  // Nothing named at all: the kubeconfig kubectl would use, when there is one.
+  if (!s->any() && !s->kubernetes && !s->kubernetes_off && default_kube_available(env)) s->kubernetes.emplace();
+  if (auto w = wire_kubernetes(*s, env); !w) return w.error();
+  if (!s->any())
+    return make_error(
+        "no fleet source: give --kubeconfig FILE (or --context NAME, --in-cluster), --prometheus URL, "
+        "--agents FILE or --agent URL, or --config FILE (no $KUBECONFIG or ~/.kube/config was found either)");
+  return s;
+}
+
+Result<cluster::KubeSourceSettings> kube_settings_of(const ClusterCommand& c) {
+  auto s = configured_sources(c);
+  if (!s) return s.error();
+  return s->kubernetes.value_or(cluster::KubeSourceSettings{});
+}
+
 int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
-  auto src = sources_of(c);
+  const auto env = KubeEnvironment::from_process();
+  if (c.verb == "place") return run_cluster_place(c, env);
+  auto src = fleet_sources_of(c, env);
   if (!src) {
-    print_error("cluster: " + src.error().message);
+    print_error("cluster: " + printable(src.error().message));
     return kExitUsage;
   }
   const auto now = std::chrono::system_clock::now();
@@ -125,11 +162,17 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
     print_error("cluster: " + facts.error().message);
     return kExitUsage;
   }
-  for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
   if (facts->metrics.empty() && !facts->kube && !facts->source_errors.empty()) {
-    print_error("cluster: no source answered");
+    // Nothing answered: one line when one source was asked, else each source's line and a summary.
+    if (facts->source_errors.size() == 1) {
+      print_error("cluster: " + printable(facts->source_errors.front()));
+    } else {
+      for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
+      print_error("cluster: no source answered");
+    }
     return kExitError;
   }
+  for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
 
   allocator::RankOptions ro;
   ro.idle = src->idle;
@@ -139,13 +182,17 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
   wire::FleetQueryInfo q{src->idle, src->max_age, src->describe()};
 
   if (c.verb == "nodes") {
-    if (c.json) std::printf("%s\n", wire::fleet_nodes_json(sums, *facts, q).dump(2).c_str());
-    else print_nodes(sums);
+    if (c.json)
+      std::printf("%s\n", wire::fleet_nodes_json(sums, *facts, q).dump(2).c_str());
+    else
+      print_nodes(sums);
     return kExitOk;
   }
   if (c.verb == "gpus") {
-    if (c.json) std::printf("%s\n", wire::fleet_gpus_json(sums, *facts, q).dump(2).c_str());
-    else print_gpus(sums, *facts, src->idle);
+    if (c.json)
+      std::printf("%s\n", wire::fleet_gpus_json(sums, *facts, q).dump(2).c_str());
+    else
+      print_gpus(sums, *facts, src->idle);
     return kExitOk;
   }
   const auto choice = allocator::select_node(sums, c.gpus, src->fallback);

@@ -1,32 +1,67 @@
 #pragma once
-// `gpufleet cluster nodes|gpus|select`: the fleet seen through Prometheus and gpufleet agents (and
-// Kubernetes, once wired): per-node GPU summaries, every GPU, and the node a job of N GPUs should go to.
+// `gpufleet cluster nodes|gpus|select|place`: the fleet seen through the Kubernetes API, Prometheus and
+// gpufleet agents: per-node GPU summaries, every GPU, the node a job of N GPUs should go to, and a
+// Kubernetes manifest pinned to that node (optionally applied through the API server).
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "app/context.hpp"
+#include "app/kube_source.hpp"
+#include "cluster/fleet_sources.hpp"
+#include "core/result.hpp"
 
 namespace gf::app {
 
 struct ClusterCommand {
-  std::string verb;  // "nodes", "gpus", "select"
+  std::string verb;  // "nodes", "gpus", "select", "place"
   std::string config;
+  // Kubernetes
+  std::optional<std::string> kubeconfig;
+  std::optional<std::string> context;
+  bool in_cluster = false;
+  // Prometheus and agents
   std::optional<std::string> prometheus;
   std::optional<std::string> node_label;
   std::optional<double> max_age_s;
   std::optional<std::string> agents_file;
   std::vector<std::string> agents;
   std::optional<double> timeout_s;
+  // Selection
   std::optional<double> utilization_threshold;
   std::optional<double> memory_threshold;
   std::optional<std::string> fallback;
-  unsigned gpus = 1;
+  unsigned gpus = 1;  // select
   bool json = false;
+  // place
+  std::string manifest;                // -f: a file, or "-" for stdin
+  std::optional<unsigned> place_gpus;  // --gpus: wins over what the manifest says
+  bool apply = false;
+  bool no_gpu_selection = false;
+  std::string output;  // -o: the manifest goes to this file instead of stdout
+  std::optional<std::string> namespace_name;
 };
 
-// Exit codes: 0; 75 (select) no node qualifies, the reason on stderr; 1 every source failed;
-// 2 bad options or config.
+// Exit codes: 0; 75 (select) no node qualifies, the reason on stderr; 1 every source failed, or (place)
+// an API or I/O error; 2 bad options, config or manifest. `place` exits 0 when selection fails: the
+// manifest goes through unpinned and the Kubernetes scheduler decides.
 int run_cluster(const GlobalOptions& g, const ClusterCommand& c);
+
+// --- shared by the cluster verbs (cmd_cluster.cpp, cmd_place.cpp) ---
+
+// Text from other servers, made safe for a terminal: control characters shown escaped.
+std::string escape_controls(std::string_view s);
+
+// The config file, then the command line over it. When neither names any source, the default kubeconfig
+// is used if the usual search would find one (default_kube_available); else an error listing the
+// options. Kubernetes is wired (FleetSources::kube_nodes). Errors are bad options or config.
+Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env);
+
+// Kubernetes settings of a command that must reach the API server (place --apply): the command line
+// over the config file; the usual search when neither says anything.
+Result<cluster::KubeSourceSettings> kube_settings_of(const ClusterCommand& c);
+
+int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env);
 
 }  // namespace gf::app

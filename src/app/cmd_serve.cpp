@@ -11,6 +11,7 @@
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
+#include "app/kube_source.hpp"
 #include "app/serve_config.hpp"
 #include "cluster/fleet_refresher.hpp"
 #include "platform/fs.hpp"
@@ -67,13 +68,9 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   ServeConfig& c = *cfg;
   std::optional<cluster::FleetSources> fleet_sources;
   if (!cmd.cluster_config.empty()) {
-    auto fs = cluster::load_fleet_sources(cmd.cluster_config);
+    auto fs = load_cluster_config(cmd.cluster_config, KubeEnvironment::from_process());
     if (!fs) {
       print_error(fs.error().message);
-      return kExitUsage;
-    }
-    if (!fs->any()) {
-      print_error(cmd.cluster_config + ": names no fleet source (prometheus, agents_file or agents)");
       return kExitUsage;
     }
     fleet_sources = std::move(*fs);

@@ -163,30 +163,56 @@ int main(int argc, char** argv) {
   serve->add_option("--cluster-config", serve_cmd.cluster_config, "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
       ->check(CLI::ExistingFile);
 
+  constexpr const char* kClusterFooter = R"(Sources (any combination): Kubernetes (--kubeconfig FILE, --context NAME, --in-cluster: GPU capacity,
+allocatable, requested, Ready, cordoned), Prometheus (--prometheus URL: dcgm-exporter metrics) and gpufleet
+agents (--agents FILE, --agent URL). --config FILE holds the same settings as JSON; the command line wins.
+When no source is named at all, the kubeconfig kubectl would use ($KUBECONFIG, ~/.kube/config, or the
+service account in a pod) is used if there is one; otherwise the command says which options to give.
+`place` without --apply and with --no-gpu-selection needs no source.)";
   ClusterCommand cluster_cmd;
-  auto* cluster = app.add_subcommand("cluster", "the fleet through Prometheus and gpufleet agents: nodes, GPUs, node selection");
+  auto* cluster = app.add_subcommand("cluster", "the fleet through Kubernetes, Prometheus and gpufleet agents: nodes, GPUs, "
+                                                "node selection, manifests pinned to a node");
   cluster->require_subcommand(1);
+  cluster->footer(kClusterFooter);
   auto cluster_verb = [&](const char* name, const char* help) {
     auto* sub = cluster->add_subcommand(name, help);
     sub->add_option("--config", cluster_cmd.config, "JSON file with the same settings (see README, Fleet)")->check(CLI::ExistingFile);
+    auto* kubeconfig = sub->add_option("--kubeconfig", cluster_cmd.kubeconfig, "Kubernetes: this kubeconfig file (default: $KUBECONFIG, ~/.kube/config)");
+    sub->add_option("--context", cluster_cmd.context, "Kubernetes: this kubeconfig context instead of current-context");
+    sub->add_flag("--in-cluster", cluster_cmd.in_cluster, "Kubernetes: the pod's service account (KUBERNETES_SERVICE_HOST)")->excludes(kubeconfig);
     sub->add_option("--prometheus", cluster_cmd.prometheus, "Prometheus base URL (queries dcgm-exporter's metrics)");
     sub->add_option("--node-label", cluster_cmd.node_label, "the label naming the node (default Hostname)");
     sub->add_option("--max-age", cluster_cmd.max_age_s, "seconds after which metrics count as none (default 60; 0: never)")->check(CLI::Range(0.0, 86400.0));
     sub->add_option("--agents", cluster_cmd.agents_file, "file of gpufleet agent base URLs, one per line (# comments)");
     sub->add_option("--agent", cluster_cmd.agents, "a gpufleet agent's base URL (repeatable)");
-    sub->add_option("--timeout", cluster_cmd.timeout_s, "seconds each Prometheus query or agent may take (default 10)")->check(CLI::Range(0.1, 600.0));
+    sub->add_option("--timeout", cluster_cmd.timeout_s, "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)")->check(CLI::Range(0.1, 600.0));
     sub->add_option("--utilization-threshold", cluster_cmd.utilization_threshold, "a GPU is idle below this utilization (%, default 30)")->check(CLI::Range(0.0, 100.0));
     sub->add_option("--memory-threshold", cluster_cmd.memory_threshold, "... and below this memory use (% of capacity, default 50)")->check(CLI::Range(0.0, 100.0));
     sub->add_flag("--json", cluster_cmd.json, "print JSON");
     sub->callback([&cluster_cmd, name] { cluster_cmd.verb = name; });
     return sub;
   };
+  constexpr const char* kFallbackHelp = "when no node has enough idle GPUs: none (no pin, default) or "
+                                        "least-loaded (the least-loaded node with enough free GPUs)";
   cluster_verb("nodes", "per node: total, allocatable, requested, free and idle GPUs, utilization, health, and where each came from");
   cluster_verb("gpus", "every GPU with metrics, and the nodes without");
   auto* cluster_select = cluster_verb("select", "the node a job of N GPUs should go to, with the reasoning (exit 75: none qualifies)");
   cluster_select->add_option("-g,--gpus", cluster_cmd.gpus, "GPUs the job needs")->capture_default_str()->check(CLI::Range(1u, 4096u));
-  cluster_select->add_option("--fallback", cluster_cmd.fallback, "when no node has enough idle GPUs: none (no pin, default) or "
-                             "least-loaded (the least-loaded node with enough free GPUs)")->check(CLI::IsMember({"none", "least-loaded"}));
+  cluster_select->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)->check(CLI::IsMember({"none", "least-loaded"}));
+  auto* cluster_place = cluster_verb("place", "pin a Kubernetes manifest (InferenceService, Deployment, StatefulSet, Job, Pod) to the "
+                                              "node selection chooses; print it or --apply it");
+  cluster_place->add_option("-f,--filename", cluster_cmd.manifest, "the manifest: YAML (several documents allowed) or JSON; - reads stdin")->required();
+  cluster_place->add_option("-g,--gpus", cluster_cmd.place_gpus, "GPUs per pod (default: the manifest's GPU resources, else tp × pp × "
+                            "max(dp, cp, dcp) of its parallel sizes, else 1)")->check(CLI::Range(1u, 4096u));
+  cluster_place->add_flag("--apply", cluster_cmd.apply, "create or update each document through the API server (server-side apply)");
+  cluster_place->add_flag("--no-gpu-selection", cluster_cmd.no_gpu_selection, "ask no fleet source and pin nothing: the Kubernetes scheduler decides");
+  cluster_place->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)->check(CLI::IsMember({"none", "least-loaded"}));
+  cluster_place->add_option("-o,--output", cluster_cmd.output, "write the manifest to this file instead of stdout");
+  cluster_place->add_option("-n,--namespace", cluster_cmd.namespace_name, "namespace of documents that name none (default: the "
+                            "kubeconfig context's); a document naming another one is an error");
+  cluster_place->footer("Usage: gpufleet cluster place -f MANIFEST [--gpus N] [--apply] [--no-gpu-selection] [source options]\n"
+                        "The manifest goes to stdout (or -o FILE); the reasoning goes to stderr. When selection fails the\n"
+                        "manifest goes through unpinned, the reason is printed and the exit status is 0.");
 
   auto* show = app.add_subcommand("show", "one recorded job run: GPUs, why they were chosen, what they did");
   show->add_option("job", job_id, "job id (see gpufleet jobs)")->required();

@@ -32,7 +32,9 @@ Result<std::string> text(const json& v, const std::string& where) {
   return v.get<std::string>();
 }
 
-std::chrono::milliseconds ms(double seconds) { return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000))); }
+std::chrono::milliseconds ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000)));
+}
 
 Result<std::string> read_small_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
@@ -47,7 +49,8 @@ Result<std::string> read_small_file(const std::string& path, const std::string& 
 
 std::vector<std::string> FleetSources::describe() const {
   std::vector<std::string> d;
-  if (kube_nodes) d.push_back("kubernetes");
+  if (kube_nodes)
+    d.push_back(kube_description.empty() ? std::string("kubernetes") : "kubernetes (" + kube_description + ")");
   if (!prometheus_url.empty()) d.push_back(fmt::format("prometheus {} (node label {})", prometheus_url, node_label));
   if (!agents_file.empty()) d.push_back("agents file " + agents_file);
   if (!agents.empty()) d.push_back(fmt::format("{} agent(s)", agents.size()));
@@ -64,6 +67,12 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded()) return make_error(source + ": not valid JSON");
   if (!j.is_object()) return make_error(source + ": expected a JSON object");
+  std::optional<bool> kube_switch;  // "kubernetes": true/false, checked against the other keys at the end
+  bool kube_keys = false;
+  auto kube = [&s]() -> KubeSourceSettings& {
+    if (!s.kubernetes) s.kubernetes.emplace();
+    return *s.kubernetes;
+  };
   for (const auto& [key, v] : j.items()) {
     const std::string where = source + ": " + key;
     if (key == "prometheus") {
@@ -104,11 +113,41 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
       auto f = parse_fallback(*t);
       if (!f) return make_error(where + ": " + f.error().message);
       s.fallback = *f;
+    } else if (key == "kubernetes" || key == "in_cluster") {
+      if (!v.is_boolean()) return make_error(where + ": expected true or false");
+      if (key == "kubernetes") {
+        kube_switch = v.get<bool>();
+      } else if (v.get<bool>()) {
+        kube().in_cluster = true;
+        kube_keys = true;
+      }
+    } else if (key == "kubeconfig" || key == "context") {
+      auto t = text(v, where);
+      if (!t) return t.error();
+      if (t->empty()) return make_error(where + ": must not be empty");
+      if (key == "context") {
+        kube().context = *t;
+      } else {
+        std::filesystem::path p(*t);
+        if (p.is_relative()) p = std::filesystem::path(source).parent_path() / p;
+        kube().kubeconfig = p.string();
+      }
+      kube_keys = true;
     } else {
-      return make_error(fmt::format("{}: unknown key '{}' (known: prometheus, node_label, max_age_s, agents_file, agents, "
-                                    "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback)",
-                                    source, key));
+      return make_error(
+          fmt::format("{}: unknown key '{}' (known: prometheus, node_label, max_age_s, agents_file, agents, "
+                      "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback, "
+                      "kubernetes, kubeconfig, context, in_cluster)",
+                      source, key));
     }
+  }
+  if (kube_switch == false) {
+    if (kube_keys) return make_error(source + ": kubernetes is false but kubeconfig, context or in_cluster is given");
+    s.kubernetes.reset();
+    s.kubernetes_off = true;
+  } else if (kube_switch == true || kube_keys) {
+    kube();
+    s.kubernetes_off = false;
   }
   return s;
 }
@@ -120,7 +159,10 @@ Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources ba
 }
 
 Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now) {
-  if (!s.any()) return make_error("no fleet source: give --prometheus URL, --agents FILE or --agent URL (or --config FILE)");
+  if (!s.any())
+    return make_error(
+        "no fleet source: give --kubeconfig FILE (or --in-cluster), --prometheus URL, --agents FILE or --agent URL "
+        "(or --config FILE)");
   std::vector<std::string> agents = s.agents;
   if (!s.agents_file.empty()) {
     auto body = read_small_file(s.agents_file, "the agents file");
@@ -164,8 +206,10 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
     }
   if (kube.valid()) {
     auto r = kube.get();
-    if (r) f.kube = std::move(*r);
-    else f.source_errors.push_back("kubernetes: " + r.error().message);
+    if (r)
+      f.kube = std::move(*r);
+    else
+      f.source_errors.push_back("kubernetes: " + r.error().message);
   }
   f.collected = now;
   return f;

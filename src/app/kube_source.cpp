@@ -1,0 +1,66 @@
+// Kubernetes as a fleet source (see kube_source.hpp).
+#include "app/kube_source.hpp"
+
+#include <sys/stat.h>
+
+#include "cluster/kube_client.hpp"
+#include "platform/fs.hpp"
+
+namespace gf::app {
+
+KubeEnvironment KubeEnvironment::from_process() {
+  KubeEnvironment e;
+  e.kubeconfig = platform::env("KUBECONFIG").value_or("");
+  e.home = platform::env("HOME").value_or("");
+  e.service_host = platform::env("KUBERNETES_SERVICE_HOST").value_or("");
+  e.service_port = platform::env("KUBERNETES_SERVICE_PORT").value_or("");
+  return e;
+}
+
+cluster::KubeConfigOptions kube_options(const cluster::KubeSourceSettings& settings, const KubeEnvironment& env) {
+  cluster::KubeConfigOptions o;
+  o.kubeconfig = settings.kubeconfig;
+  o.context = settings.context;
+  o.in_cluster = settings.in_cluster;
+  o.env_kubeconfig = env.kubeconfig;
+  o.home = env.home;
+  o.service_host = env.service_host;
+  o.service_port = env.service_port;
+  return o;
+}
+
+bool default_kube_available(const KubeEnvironment& env) {
+  if (!env.kubeconfig.empty() || !env.service_host.empty()) return true;
+  if (env.home.empty()) return false;
+  struct stat st {};
+  return ::stat((env.home + "/.kube/config").c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& env) {
+  if (!s.kubernetes) return {};
+  const auto options = kube_options(*s.kubernetes, env);
+  // Loaded once now so that a wrong file, context or credential is reported before anything runs.
+  auto config = cluster::load_kube_config(options);
+  if (!config) return make_error("kubernetes: " + config.error().message);
+  s.kube_description = config->source;
+  cluster::KubeOptions ko;
+  ko.timeout = s.timeout;
+  s.kube_nodes = [options, ko]() -> Result<std::vector<core::KubeNode>> {
+    auto c = cluster::load_kube_config(options);
+    if (!c) return c.error();
+    return cluster::KubeClient(std::move(*c), ko).gpu_nodes();
+  };
+  return {};
+}
+
+Result<cluster::FleetSources> load_cluster_config(const std::string& path, const KubeEnvironment& env) {
+  auto s = cluster::load_fleet_sources(path);
+  if (!s) return s.error();
+  if (auto w = wire_kubernetes(*s, env); !w) return make_error(path + ": " + w.error().message);
+  if (!s->any())
+    return make_error(
+        path + ": names no fleet source (kubernetes, kubeconfig, in_cluster, prometheus, agents_file or agents)");
+  return s;
+}
+
+}  // namespace gf::app

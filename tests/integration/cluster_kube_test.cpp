@@ -1,0 +1,439 @@
+// `gpufleet cluster …` with Kubernetes as a source: the real binary against the stand-in API server
+// (tests/fakes/kube_standin.*), alone and together with a real `gpufleet --backend sim serve` agent.
+// The stand-in's cluster (tests/fixtures/kube/cluster.json): gpu-a 8 GPUs, 6 requested (2 free);
+// gpu-b cordoned; gpu-c not Ready; cpu-1 without GPUs; gpu-d 7 GPUs, 3 requested (4 free).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fakes/kube_standin.hpp"
+#include "platform/http_client.hpp"
+#include "platform/subprocess.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using gf::platform::ProcessOutput;
+using nlohmann::json;
+
+constexpr const char* kToken = "s3cret-token";
+constexpr const char* kDeploymentItem = "/apis/apps/v1/namespaces/inference/deployments/vllm-llama";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::size_t line_count(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+// `gpufleet --backend sim serve` as a child process, on an ephemeral port read from its port file.
+class Agent {
+ public:
+  ~Agent() { stop(); }
+  bool start(const fs::path& dir, std::vector<std::string> args) {
+    const auto port_file = dir / "agent.port";
+    err_ = dir / "agent.stderr";
+    std::vector<std::string> argv{GF_BINARY,
+                                  "--backend",
+                                  "sim",
+                                  "serve",
+                                  "--listen",
+                                  "127.0.0.1:0",
+                                  "--no-history",
+                                  "--db",
+                                  (dir / "agent.db").string(),
+                                  "--port-file",
+                                  port_file.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    const int err = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (err < 0) return false;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(err, 1);
+      ::dup2(err, 2);
+      ::execv(cargv[0], cargv.data());
+      ::_exit(127);
+    }
+    ::close(err);
+    if (pid_ < 0) return false;
+    const auto deadline = std::chrono::steady_clock::now() + 30s;  // generous: two loaded cores, maybe ASan
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::ifstream pf(port_file);
+      unsigned p = 0;
+      if (pf >> p && p > 0 && p < 65536) {
+        port_ = p;
+        return true;
+      }
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 500; ++i) {  // 10 s at most, then SIGKILL
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  unsigned port() const { return port_; }
+  std::string stderr_text() const { return read_text(err_); }
+
+ private:
+  pid_t pid_ = -1;
+  unsigned port_ = 0;
+  fs::path err_;
+};
+
+struct ClusterKube : ::testing::Test {
+  fs::path dir;
+  std::unique_ptr<gf::fakes::KubeStandin> kube;
+  std::string kubeconfig;  // the stand-in, the right token
+  std::string deployment = GF_FIXTURES_DIR "/manifests/deployment.in.yaml";
+
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir = fs::temp_directory_path() / ("gf-cluster-kube-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    gf::fakes::KubeStandinConfig cfg;
+    cfg.fixture_json = read_text(GF_FIXTURES_DIR "/kube/cluster.json");
+    ASSERT_FALSE(cfg.fixture_json.empty());
+    cfg.token = kToken;
+    kube = std::make_unique<gf::fakes::KubeStandin>(cfg);
+    kubeconfig = write_kubeconfig("kubeconfig.yaml", kToken);
+    // No real GPU stack and no kubeconfig of the machine's user is consulted.
+    setenv("GPUFLEET_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    setenv("GPUFLEET_NVIDIA_SMI", "/nonexistent/nvidia-smi", 1);
+    setenv("GPUFLEET_SYSFS_ROOT", "/nonexistent-sysfs", 1);
+    setenv("HOME", dir.c_str(), 1);
+    unsetenv("KUBECONFIG");
+    unsetenv("KUBERNETES_SERVICE_HOST");
+  }
+  void TearDown() override {
+    kube.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+
+  std::string write_file(const std::string& name, const std::string& text) {
+    const auto p = dir / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  // Two contexts: "standin" (current, namespace team-a) and "other" (namespace team-b); both reach the stand-in.
+  std::string write_kubeconfig(const std::string& name, const std::string& token) {
+    return write_file(
+        name, "apiVersion: v1\nkind: Config\nclusters:\n- name: standin\n  cluster:\n    server: " + kube->url() +
+                  "\nusers:\n- name: tester\n  user:\n    token: " + token +
+                  "\ncontexts:\n- name: standin\n  context: {cluster: standin, user: tester, namespace: team-a}\n"
+                  "- name: other\n  context: {cluster: standin, user: tester, namespace: team-b}\n"
+                  "current-context: standin\n");
+  }
+  static ProcessOutput run(std::vector<std::string> args) {
+    args.insert(args.begin(), GF_BINARY);
+    auto r = gf::platform::run_process(args, gf::platform::RunOptions{30s});
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return r ? *r : ProcessOutput{};
+  }
+  static json parse(const std::string& text) {
+    auto j = json::parse(text, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << text;
+    return j;
+  }
+  static const json* node(const json& doc, const std::string& name) {
+    for (const auto& n : doc["nodes"])
+      if (n["name"] == name) return &n;
+    return nullptr;
+  }
+};
+
+TEST_F(ClusterKube, NodesFromKubernetesAlone) {
+  auto r = run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = parse(r.out);
+  const auto* a = node(j, "gpu-a");
+  const auto* d = node(j, "gpu-d");
+  ASSERT_TRUE(a && d) << r.out;
+  EXPECT_EQ((*a)["allocatable_gpus"], 8);
+  EXPECT_EQ((*a)["free_gpus"], 2);
+  EXPECT_EQ((*d)["free_gpus"], 4);
+  EXPECT_EQ((*d)["idle_gpu_count"], 4);  // no metrics: free counts as idle
+  EXPECT_NE(j["sources"].dump().find("kubernetes"), std::string::npos) << j["sources"];
+  EXPECT_GE(kube->count("GET", "/api/v1/nodes"), 1u);
+  for (const auto& rq : kube->requests()) EXPECT_EQ(rq.authorization, std::string("Bearer ") + kToken);
+}
+
+TEST_F(ClusterKube, FreeFromKubernetesIdleFromAnAgent) {
+  // Four simulated GPUs on "gpu-d": two busy, two idle.
+  const auto scenario = write_file("scenario.json", R"({"driver_version": "sim-test", "gpus": [
+    {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 95, "memory_used_mib": 70000}]},
+    {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 90, "memory_used_mib": 60000}]},
+    {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 0, "memory_used_mib": 500}]},
+    {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 0, "memory_used_mib": 500}]}]})");
+  Agent agent;
+  ASSERT_TRUE(agent.start(dir, {"--node-name", "gpu-d", "--sim-scenario", scenario})) << agent.stderr_text();
+  auto r = run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--agent", agent.url(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << agent.stderr_text();
+  const auto j = parse(r.out);
+  const auto* d = node(j, "gpu-d");
+  ASSERT_TRUE(d) << r.out;
+  EXPECT_EQ((*d)["free_gpus"], 4);       // Kubernetes: 7 allocatable - 3 requested
+  EXPECT_EQ((*d)["idle_gpu_count"], 2);  // the agent: two GPUs below the thresholds
+  EXPECT_EQ((*d)["gpus_with_metrics"], 4);
+  const auto* a = node(j, "gpu-a");
+  ASSERT_TRUE(a);
+  EXPECT_EQ((*a)["idle_gpu_count"], 2);  // no agent there: its 2 free GPUs count as idle
+
+  // gpu-d has 4 free GPUs but only 2 idle: a job of 3 finds no node with enough idle GPUs …
+  auto s = run({"cluster", "select", "--gpus", "3", "--kubeconfig", kubeconfig, "--agent", agent.url()});
+  EXPECT_EQ(s.exit_code, 75) << s.out << s.err;
+  // … unless the least-loaded fallback may pin it where enough GPUs are unrequested.
+  s = run({"cluster", "select", "--gpus", "3", "--kubeconfig", kubeconfig, "--agent", agent.url(), "--fallback",
+           "least-loaded", "--json"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(parse(s.out)["node"], "gpu-d");
+  agent.stop();
+}
+
+TEST_F(ClusterKube, SelectWithKubernetesOnly) {
+  auto r = run({"cluster", "select", "--gpus", "3", "--kubeconfig", kubeconfig});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Selected node: gpu-d"), std::string::npos) << r.out;
+  r = run({"cluster", "select", "--gpus", "5", "--kubeconfig", kubeconfig, "--json"});
+  EXPECT_EQ(r.exit_code, 75);
+  EXPECT_TRUE(parse(r.out)["node"].is_null());
+}
+
+TEST_F(ClusterKube, KubernetesFromTheConfigFileAndTheDefaultKubeconfig) {
+  // Relative to the config file's directory.
+  fs::create_directories(dir / "conf");
+  write_kubeconfig("conf/kube.yaml", kToken);
+  const auto cfg = write_file("conf/fleet.json", R"({"kubeconfig": "kube.yaml", "context": "other"})");
+  auto r = run({"cluster", "select", "--gpus", "3", "--config", cfg, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = parse(r.out);
+  EXPECT_EQ(j["node"], "gpu-d");
+  EXPECT_NE(j.dump().find("context other"), std::string::npos) << j.dump();
+
+  // No source named at all: ~/.kube/config (HOME is the test's directory).
+  write_kubeconfig(".kube/config", kToken);
+  r = run({"cluster", "select", "--gpus", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Selected node: gpu-d"), std::string::npos) << r.out;
+
+  // "kubernetes": false turns the default off, and then nothing is left: the options are listed.
+  const auto off = write_file("off.json", R"({"kubernetes": false})");
+  r = run({"cluster", "nodes", "--config", off});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kubeconfig"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--prometheus"), std::string::npos) << r.err;
+  // A bad value names the key.
+  const auto bad = write_file("bad.json", R"({"in_cluster": "yes"})");
+  r = run({"cluster", "nodes", "--config", bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("in_cluster"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterKube, UnauthorizedIsOneLineAndExit1) {
+  const auto wrong = write_kubeconfig("wrong.yaml", "not-the-token");
+  auto r = run({"cluster", "nodes", "--kubeconfig", wrong});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("wrong.yaml"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+
+  r = run({"cluster", "place", "-f", deployment, "--kubeconfig", wrong, "--apply"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
+  EXPECT_FALSE(kube->object(kDeploymentItem).has_value());
+}
+
+TEST_F(ClusterKube, PlacePinsToTheSelectedNode) {
+  auto r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kubernetes.io/hostname"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- gpu-d"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vllm/vllm-openai:v0.6.3"), std::string::npos);  // the rest is kept
+  EXPECT_NE(r.err.find("Selected node: gpu-d"), std::string::npos) << r.err;
+  EXPECT_EQ(kube->count("PATCH", kDeploymentItem), 0u);  // nothing applied without --apply
+
+  // -o FILE: the same text in the file, nothing on stdout.
+  const auto out = (dir / "pinned.yaml").string();
+  auto o = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "-o", out});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(o.out.empty());
+  EXPECT_EQ(read_text(out), r.out);
+  // … but never through a symbolic link.
+  fs::create_symlink(dir / "target.yaml", dir / "link.yaml");
+  o = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "-o", (dir / "link.yaml").string()});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_FALSE(fs::exists(dir / "target.yaml"));
+
+  // --json: the decision per document, with the manifest.
+  auto j = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--json"});
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto doc = parse(j.out);
+  EXPECT_EQ(doc["node"], "gpu-d");
+  EXPECT_EQ(doc["required_gpus"], 2);
+  ASSERT_EQ(doc["documents"].size(), 1u);
+  EXPECT_EQ(doc["documents"][0]["kind"], "Deployment");
+  EXPECT_EQ(doc["documents"][0]["gpu_source"], "limits");
+  EXPECT_EQ(doc["documents"][0]["node"], "gpu-d");
+  EXPECT_FALSE(doc["documents"][0]["changes"].empty());
+  EXPECT_EQ(doc["manifest"], r.out);
+}
+
+TEST_F(ClusterKube, ApplyCreatesThenUpdates) {
+  auto r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Created Deployment 'vllm-llama' in namespace 'inference' on node 'gpu-d'\n");
+  const auto stored = kube->object(kDeploymentItem);
+  ASSERT_TRUE(stored.has_value());
+  const auto obj = parse(*stored);
+  const auto& expr =
+      obj["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+         ["nodeSelectorTerms"][0]["matchExpressions"][0];
+  EXPECT_EQ(expr["key"], "kubernetes.io/hostname");
+  EXPECT_EQ(expr["operator"], "In");
+  EXPECT_EQ(expr["values"], json::array({"gpu-d"}));
+  bool server_side_apply = false;
+  for (const auto& rq : kube->requests())
+    if (rq.method == "PATCH" && rq.path == kDeploymentItem)
+      server_side_apply = rq.query.count("fieldManager") && rq.query.at("fieldManager") == "gpufleet" &&
+                          rq.content_type == "application/apply-patch+yaml";
+  EXPECT_TRUE(server_side_apply);
+
+  r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = parse(r.out);
+  EXPECT_EQ(doc["documents"][0]["applied"], "updated");
+  EXPECT_EQ(doc["documents"][0]["status"], 200);
+  EXPECT_EQ(kube->count("PATCH", kDeploymentItem), 2u);
+
+  r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply"});
+  EXPECT_EQ(r.out, "Updated Deployment 'vllm-llama' in namespace 'inference' on node 'gpu-d'\n");
+}
+
+TEST_F(ClusterKube, ApplyUsesTheContextNamespaceAndStdin) {
+  // A Pod naming no namespace goes to the context's (team-b for context "other"), read from stdin.
+  const auto pod = write_file("pod.yaml",
+                              "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\nspec:\n  containers:\n"
+                              "  - name: c\n    image: busybox\n");
+  auto r = gf::platform::run_process({"/bin/sh", "-c",
+                                      std::string("exec \"$0\" cluster place -f - --kubeconfig \"$1\" --context other "
+                                                  "--apply < \"$2\""),
+                                      GF_BINARY, kubeconfig, pod},
+                                     gf::platform::RunOptions{30s});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->exit_code, 0) << r->err;
+  EXPECT_EQ(r->out, "Created Pod 'probe' in namespace 'team-b' on node 'gpu-d'\n");
+  const auto stored = kube->object("/api/v1/namespaces/team-b/pods/probe");
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_NE(stored->find("\"nvidia.com/gpu\""), std::string::npos) << *stored;  // the GPU limit it lacked
+  // --namespace that contradicts the document's is refused before anything is sent.
+  auto n =
+      run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply", "--namespace", "elsewhere"});
+  EXPECT_EQ(n.exit_code, 2);
+  EXPECT_FALSE(kube->object(kDeploymentItem).has_value());
+}
+
+TEST_F(ClusterKube, NoGpuSelectionLeavesTheManifestAlone) {
+  const auto original = read_text(deployment);
+  auto r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--no-gpu-selection"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, original);
+  EXPECT_EQ(kube->count("GET", "/api/v1/nodes"), 0u);  // the fleet was not asked
+  EXPECT_NE(r.err.find("--no-gpu-selection"), std::string::npos) << r.err;
+  // Without any source at all it still works: nothing is asked.
+  r = run({"cluster", "place", "-f", deployment, "--no-gpu-selection"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, original);
+}
+
+TEST_F(ClusterKube, NoQualifyingNodeFailsOverToTheScheduler) {
+  const auto original = read_text(deployment);
+  // 5 GPUs per pod: no node has 5 free.
+  auto r = run({"cluster", "place", "-f", deployment, "--gpus", "5", "--kubeconfig", kubeconfig});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, original);
+  EXPECT_NE(r.err.find("No node pinned"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the Kubernetes scheduler decides"), std::string::npos) << r.err;
+
+  // Applied unpinned, and the line says why.
+  r = run({"cluster", "place", "-f", deployment, "--gpus", "5", "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Created Deployment 'vllm-llama' in namespace 'inference' (no node pinned: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("the Kubernetes scheduler decides)"), std::string::npos) << r.out;
+  const auto stored = kube->object(kDeploymentItem);
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->find("kubernetes.io/hostname"), std::string::npos) << *stored;
+
+  // An unreachable source is a failed selection too, not a failed command.
+  r = run({"cluster", "place", "-f", deployment, "--prometheus", "http://127.0.0.1:1", "--timeout", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, original);
+  EXPECT_NE(r.err.find("No node pinned: no fleet source answered"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterKube, ServeClusterConfigReadsKubernetes) {
+  const auto cfg = write_file("fleet.json", R"({"kubeconfig": "kubeconfig.yaml", "refresh_interval_s": 1})");
+  Agent agent;
+  ASSERT_TRUE(agent.start(dir, {"--cluster-config", cfg})) << agent.stderr_text();
+  gf::platform::HttpRequest rq;
+  rq.url = agent.url() + "/api/v1/cluster/select?gpus=3";
+  rq.timeout = 5s;
+  long status = 0;
+  std::string body;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;  // until the first refresh has landed
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto out = gf::platform::http_perform(rq);
+    if (out.ok()) {
+      status = out.response().status;
+      body = out.response().body;
+      if (status == 200) break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(status, 200) << body << agent.stderr_text();
+  EXPECT_EQ(parse(body)["node"], "gpu-d");
+  agent.stop();
+}
+
+}  // namespace
