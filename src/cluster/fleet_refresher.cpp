@@ -19,12 +19,26 @@ std::shared_ptr<const allocator::FleetFacts> FleetRefresher::latest() const {
   return latest_;
 }
 
+void remember_agent_names(allocator::FleetFacts& facts, std::unordered_map<std::string, std::string>& names) {
+  // An agent that stops answering can no longer say its --node-name: the node keeps the name its agent
+  // last gave, instead of turning into the URL's host (and so looking like another node).
+  for (auto& m : facts.metrics) {
+    if (m.source != "agent" || m.agent_url.empty()) continue;
+    if (m.error.empty()) {
+      if (names.size() < kMaxRememberedAgents || names.count(m.agent_url)) names[m.agent_url] = m.node;
+    } else if (auto it = names.find(m.agent_url); it != names.end()) {
+      m.node = it->second;
+    }
+  }
+}
+
 void FleetRefresher::loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     const auto now = std::chrono::system_clock::now();
     auto r = gather_fleet(sources_, now);
     std::shared_ptr<const allocator::FleetFacts> facts;
     if (r) {
+      remember_agent_names(*r, agent_names_);
       facts = std::make_shared<const allocator::FleetFacts>(std::move(*r));
     } else {
       allocator::FleetFacts f;

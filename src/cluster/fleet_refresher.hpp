@@ -5,11 +5,20 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <thread>
 
 #include "cluster/fleet_sources.hpp"
 
 namespace gf::cluster {
+
+// An agent that stops answering can no longer say its --node-name, and its node would take the URL's
+// host as its name (and look like another node). `names` (agent URL → the node name it last gave) is
+// updated from the agents that answered, and gives the failed ones their last name. Bounded at
+// kMaxRememberedAgents URLs.
+inline constexpr std::size_t kMaxRememberedAgents = 100000;
+void remember_agent_names(allocator::FleetFacts& facts, std::unordered_map<std::string, std::string>& names);
 
 class FleetRefresher {
  public:
@@ -33,6 +42,7 @@ class FleetRefresher {
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
   std::shared_ptr<const allocator::FleetFacts> latest_;
+  std::unordered_map<std::string, std::string> agent_names_;  // agent URL → the node name it last gave
   std::jthread thread_;
 };
 

@@ -102,6 +102,7 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
     for (std::size_t i = start; i < std::min(at, start + 9); ++i, scale /= 10) sec += (t[i] - '0') * scale;
   }
   const std::string tz = t.substr(at);
+  if (!(tz.empty() || tz == "Z" || tz == "+00:00")) return bad();
   if (M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || !(sec >= 0 && sec < 61)) return bad();
   if (Y < 1970 || Y >= kEndYear) return bad();  // beyond a nanosecond system_clock's range otherwise
   const auto days = sys_days(year(Y) / month(static_cast<unsigned>(M)) / day(static_cast<unsigned>(D)));
