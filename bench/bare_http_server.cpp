@@ -28,8 +28,8 @@
 #include <iostream>
 #include <iterator>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -72,9 +72,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (const auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
     const auto it = resources_.find(target);
     if (req.method() == http::verb::get && it != resources_.end()) {
-      http::async_write(socket_, it->second->response, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-        self->after_write(ec);
-      });
+      http::async_write(socket_, it->second->response,
+                        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->after_write(ec); });
       return;
     }
     error_ = std::make_unique<http::response<http::string_body>>(
@@ -172,7 +171,8 @@ int main(int argc, char** argv) {
   beast::error_code ec;
   const auto address = asio::ip::make_address(listen.substr(0, colon), ec);
   if (ec) usage("bad address in --listen " + listen);
-  tcp::acceptor acceptor(ioc, tcp::endpoint(address, static_cast<unsigned short>(std::atoi(listen.c_str() + colon + 1))));
+  tcp::acceptor acceptor(ioc,
+                         tcp::endpoint(address, static_cast<unsigned short>(std::atoi(listen.c_str() + colon + 1))));
   acceptor.listen(asio::socket_base::max_listen_connections);
   const unsigned port = acceptor.local_endpoint().port();
   if (!port_file.empty()) {

@@ -67,10 +67,11 @@ void BM_DispatchHeadOf10000Waiting(benchmark::State& state) {
     lr.owner.start_time = 1;
     lr.owner.user = "u";
     lr.waiter_id = id;
-    auto got = st->acquire(lr, [&](const auto& active, const auto& ahead) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
-      if (!ahead.empty() || !active.empty()) return std::optional<std::vector<core::LeasedGpu>>();
-      return std::optional<std::vector<core::LeasedGpu>>(std::vector<core::LeasedGpu>{{0, "GPU-0"}});
-    });
+    auto got = st->acquire(
+        lr, [&](const auto& active, const auto& ahead) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
+          if (!ahead.empty() || !active.empty()) return std::optional<std::vector<core::LeasedGpu>>();
+          return std::optional<std::vector<core::LeasedGpu>>(std::vector<core::LeasedGpu>{{0, "GPU-0"}});
+        });
     if (!got || !*got) {
       state.SkipWithError("the head of the queue did not get its GPU");
       break;
@@ -95,11 +96,10 @@ void BM_ReleaseToNextJobStart(benchmark::State& state) {
     core::LeaseRequest hold;
     hold.job_id = "hold";
     hold.owner.pid = 1;
-    auto lease = holder->acquire(hold,
-                                 [](const auto&, const auto&) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
-                                   return std::optional<std::vector<core::LeasedGpu>>(
-                                       std::vector<core::LeasedGpu>{{0, "GPU-0"}, {1, "GPU-1"}});
-                                 });
+    auto lease =
+        holder->acquire(hold, [](const auto&, const auto&) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
+          return std::optional<std::vector<core::LeasedGpu>>(std::vector<core::LeasedGpu>{{0, "GPU-0"}, {1, "GPU-1"}});
+        });
     std::atomic<bool> queued{false};
     std::chrono::steady_clock::time_point started;
     std::thread waiter([&] {

@@ -93,8 +93,8 @@ class Client : public std::enable_shared_from_this<Client> {
         on_settled_(std::move(on_settled)) {}
 
   void start() {
-    beast::get_lowest_layer(ws_).expires_after(
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(opt_.connect_timeout_s)));
+    beast::get_lowest_layer(ws_).expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(opt_.connect_timeout_s)));
     beast::get_lowest_layer(ws_).async_connect(endpoints_, [self = shared_from_this()](beast::error_code ec, auto) {
       if (ec) return self->fail("connect: " + ec.message());
       self->handshake();
@@ -113,7 +113,8 @@ class Client : public std::enable_shared_from_this<Client> {
   // Read after the io threads have stopped.
   const std::vector<Clock::time_point>& updates() const { return updates_; }
   std::uint64_t messages_in(Clock::time_point t0, Clock::time_point t1) const {
-    return static_cast<std::uint64_t>(std::count_if(all_.begin(), all_.end(), [&](auto t) { return t >= t0 && t <= t1; }));
+    return static_cast<std::uint64_t>(
+        std::count_if(all_.begin(), all_.end(), [&](auto t) { return t >= t0 && t <= t1; }));
   }
   std::uint64_t bytes() const { return bytes_; }
   std::uint64_t total_messages() const { return all_.size(); }
@@ -144,7 +145,8 @@ class Client : public std::enable_shared_from_this<Client> {
           std::string what = "dropped: " + ec.message();
           if (ec == websocket::error::closed) {
             const auto& r = self->ws_.reason();
-            what += " (close code " + std::to_string(r.code) + (r.reason.empty() ? "" : ", \"" + std::string(r.reason.data(), r.reason.size()) + "\"") + ")";
+            what += " (close code " + std::to_string(r.code) +
+                    (r.reason.empty() ? "" : ", \"" + std::string(r.reason.data(), r.reason.size()) + "\"") + ")";
           }
           self->shared_.error(what);
         }
@@ -377,7 +379,8 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < u.size(); ++k) {
       if (u[k] < t0 || u[k] > t1) continue;
       ++n;
-      if (k > 0 && u[k - 1] >= t0) gaps_ms.push_back(std::chrono::duration<double, std::milli>(u[k] - u[k - 1]).count());
+      if (k > 0 && u[k - 1] >= t0)
+        gaps_ms.push_back(std::chrono::duration<double, std::milli>(u[k] - u[k - 1]).count());
     }
     rates.push_back(static_cast<double>(n) / window_s);
   }
@@ -389,8 +392,10 @@ int main(int argc, char** argv) {
   const double cpu_pct = p0.cpu_s >= 0 && p1.cpu_s >= 0 ? (p1.cpu_s - p0.cpu_s) / window_s * 100 : -1;
   const double self_pct = (self1 - self0) / window_s * 100;
 
-  std::printf("clients: %d requested, %d connected in %.2f s (%d received the initial gpu_status), %d dropped during the window\n",
-              opt.clients, connected_at_start, connect_s, initial, dropped);
+  std::printf(
+      "clients: %d requested, %d connected in %.2f s (%d received the initial gpu_status), %d dropped during the "
+      "window\n",
+      opt.clients, connected_at_start, connect_s, initial, dropped);
   std::printf("window: %.2f s; messages: %llu (%.1f/s); mean message %.0f bytes\n", window_s,
               static_cast<unsigned long long>(messages), static_cast<double>(messages) / window_s,
               all_messages ? static_cast<double>(bytes) / static_cast<double>(all_messages) : 0.0);

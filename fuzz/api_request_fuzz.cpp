@@ -134,7 +134,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto j = nlohmann::json::parse(*r.body, nullptr, false);
     check(j.is_object() && j.contains("id") && j["id"].is_string());
     if (j.is_object() && j.contains("id") && j["id"].is_string())
-      (void)w.jobs->with([&](gf::core::JobStore& s, gf::scheduler::NodeAllocator&) { return s.release(j["id"].get<std::string>(), "fuzz"); });
+      (void)w.jobs->with([&](gf::core::JobStore& s, gf::scheduler::NodeAllocator&) {
+        return s.release(j["id"].get<std::string>(), "fuzz");
+      });
   }
 
   // The same bytes as a WebSocket message: every reply is a JSON envelope.

@@ -10,7 +10,9 @@
 namespace gf::allocator {
 namespace {
 
-std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("n/a (no metrics)"); }
+std::string pct(const std::optional<double>& v) {
+  return v ? fmt::format("{:.1f}%", *v) : std::string("n/a (no metrics)");
+}
 
 double seconds(std::chrono::system_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -31,8 +33,8 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
     return;
   }
   if (m->observed && o.max_age.count() > 0 && o.now - *m->observed > o.max_age) {
-    n.problems.push_back(fmt::format("metrics are {:.0f} s old (more than the {:.0f} s allowed)", seconds(o.now - *m->observed),
-                                     std::chrono::duration<double>(o.max_age).count()));
+    n.problems.push_back(fmt::format("metrics are {:.0f} s old (more than the {:.0f} s allowed)",
+                                     seconds(o.now - *m->observed), std::chrono::duration<double>(o.max_age).count()));
     n.health = std::min(n.health, NodeHealth::MetricsStale);
     return;
   }
@@ -162,26 +164,30 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
       n.from.requested_gpus = "kubernetes: requests of running pods";
       n.from.free_gpus = "kubernetes: allocatable - requested";
       if (!k.ready) n.problems.push_back("not Ready"), n.health = NodeHealth::NotReady;
-      if (k.unschedulable) n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
+      if (k.unschedulable)
+        n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
       const auto* m = metrics_of(k.name);
       if (m) matched[static_cast<std::size_t>(m - facts.metrics.data())] = true;
       apply_metrics(n, m, o);
       if (n.has_metrics && n.idle_gpu_count > n.free_gpus) {
         n.idle_gpu_count = n.free_gpus;
-        n.from.idle_gpu_count = m->source == "agent" ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
-                                                     : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
+        n.from.idle_gpu_count =
+            m->source == "agent" ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
+                                 : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
       }
       if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
     }
     for (std::size_t i = 0; i < facts.metrics.size(); ++i)
-      if (!matched[i] && metrics_of(facts.metrics[i].node) == &facts.metrics[i]) out.unknown_nodes.push_back(facts.metrics[i].node);
+      if (!matched[i] && metrics_of(facts.metrics[i].node) == &facts.metrics[i])
+        out.unknown_nodes.push_back(facts.metrics[i].node);
     std::sort(out.unknown_nodes.begin(), out.unknown_nodes.end());
   } else {
     std::vector<const core::NodeMetrics*> order;
     order.reserve(facts.metrics.size());
     for (std::size_t i = 0; i < facts.metrics.size(); ++i)
       if (by_node.at(facts.metrics[i].node) == i) order.push_back(&facts.metrics[i]);  // a node's first entry only
-    std::sort(order.begin(), order.end(), [](const core::NodeMetrics* a, const core::NodeMetrics* b) { return a->node < b->node; });
+    std::sort(order.begin(), order.end(),
+              [](const core::NodeMetrics* a, const core::NodeMetrics* b) { return a->node < b->node; });
     out.nodes.reserve(order.size());
     for (const auto* m : order) {
       NodeSummary& n = out.nodes.emplace_back();
@@ -227,8 +233,10 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
   if (!eligible.empty() && eligible.front()->idle_gpu_count >= required) {
     const auto& n = *eligible.front();
     c.node = n.name;
-    c.reason = fmt::format("node '{}' has {} idle GPU(s) ({} needed) and average utilization {}; best of {} node(s) that can host {} GPU(s)",
-                           n.name, n.idle_gpu_count, required, pct(n.avg_utilization), eligible.size(), required);
+    c.reason = fmt::format(
+        "node '{}' has {} idle GPU(s) ({} needed) and average utilization {}; best of {} node(s) that can host {} "
+        "GPU(s)",
+        n.name, n.idle_gpu_count, required, pct(n.avg_utilization), eligible.size(), required);
     describe_choice(c.reasoning, n);
   } else if (eligible.empty()) {
     std::vector<std::string> parts;
@@ -236,8 +244,8 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
       parts.push_back(c.candidates[i].node + ": " + c.candidates[i].why_not);
     if (c.candidates.size() > 5) parts.push_back(fmt::format("and {} more", c.candidates.size() - 5));
     c.reason = s.nodes.empty() ? std::string("no GPU nodes are known")
-                               : fmt::format("no node can host {} GPU(s) (Ready, schedulable, enough free GPUs): {}", required,
-                                             fmt::join(parts, "; "));
+                               : fmt::format("no node can host {} GPU(s) (Ready, schedulable, enough free GPUs): {}",
+                                             required, fmt::join(parts, "; "));
     c.reasoning.push_back("No suitable node found: " + c.reason);
     c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
   } else if (fallback == Fallback::LeastLoaded) {
@@ -245,14 +253,18 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
                                          [](const NodeSummary* a, const NodeSummary* b) { return loads_less(*a, *b); });
     c.node = best->name;
     c.fallback_used = true;
-    c.reason = fmt::format("no node has {} idle GPU(s); least-loaded node with {} free GPU(s): '{}' (average utilization {})",
-                           required, required, best->name, pct(best->avg_utilization));
-    c.reasoning.push_back(fmt::format("No node has {} idle GPU(s); falling back to the least-loaded node with enough free GPUs.", required));
+    c.reason =
+        fmt::format("no node has {} idle GPU(s); least-loaded node with {} free GPU(s): '{}' (average utilization {})",
+                    required, required, best->name, pct(best->avg_utilization));
+    c.reasoning.push_back(fmt::format(
+        "No node has {} idle GPU(s); falling back to the least-loaded node with enough free GPUs.", required));
     describe_choice(c.reasoning, *best);
   } else {
     const auto& most = *eligible.front();
-    c.reason = fmt::format("no node has {} idle GPU(s) (the most: '{}' with {} idle of {} free); not pinned, the Kubernetes scheduler decides",
-                           required, most.name, most.idle_gpu_count, most.free_gpus);
+    c.reason = fmt::format(
+        "no node has {} idle GPU(s) (the most: '{}' with {} idle of {} free); not pinned, the Kubernetes scheduler "
+        "decides",
+        required, most.name, most.idle_gpu_count, most.free_gpus);
     c.reasoning.push_back("No suitable node found: " + c.reason);
     c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
   }

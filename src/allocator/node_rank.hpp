@@ -66,23 +66,23 @@ struct Provenance {
 
 struct NodeSummary {
   std::string name;
-  bool in_kubernetes = false;       // Kubernetes reported the node
-  std::string gpu_resource;         // "nvidia.com/gpu"…; empty when unknown
-  std::string gpu_product;          // Kubernetes' product label, else the model metrics name
+  bool in_kubernetes = false;  // Kubernetes reported the node
+  std::string gpu_resource;    // "nvidia.com/gpu"…; empty when unknown
+  std::string gpu_product;     // Kubernetes' product label, else the model metrics name
   std::uint64_t total_gpus = 0;
   std::uint64_t allocatable_gpus = 0;
   std::uint64_t requested_gpus = 0;
-  std::uint64_t free_gpus = 0;      // allocatable - requested (never below 0)
+  std::uint64_t free_gpus = 0;  // allocatable - requested (never below 0)
   std::uint64_t idle_gpu_count = 0;
-  std::uint64_t gpus_with_metrics = 0;  // GPUs with utilization and memory used/total
+  std::uint64_t gpus_with_metrics = 0;     // GPUs with utilization and memory used/total
   std::optional<double> avg_utilization;   // %, over gpus_with_metrics; nullopt without metrics
   std::optional<double> avg_memory_usage;  // % of capacity, same GPUs
   std::optional<double> avg_temperature_c;
   std::optional<double> total_power_w;
   bool ready = false;
   bool schedulable = false;
-  bool has_metrics = false;         // usable, fresh metrics
-  std::string metrics_source;       // "prometheus", "agent"; empty: none
+  bool has_metrics = false;    // usable, fresh metrics
+  std::string metrics_source;  // "prometheus", "agent"; empty: none
   std::string agent_url;
   std::optional<std::chrono::system_clock::time_point> observed;
   NodeHealth health = NodeHealth::NoMetrics;
@@ -110,18 +110,18 @@ enum class Fallback {
 
 struct Candidate {
   std::string node;
-  bool eligible = false;       // Ready, schedulable, enough free GPUs
-  bool enough_idle = false;    // idle_gpu_count >= required
-  std::string why_not;         // for an ineligible node: one sentence
+  bool eligible = false;                 // Ready, schedulable, enough free GPUs
+  bool enough_idle = false;              // idle_gpu_count >= required
+  std::string why_not;                   // for an ineligible node: one sentence
   const NodeSummary* summary = nullptr;  // into the Summaries passed to select_node
 };
 
 struct NodeChoice {
-  std::optional<std::string> node;    // nullopt: no pin
-  bool fallback_used = false;         // chosen by Fallback::LeastLoaded
-  std::string reason;                 // one sentence: why this node, or why none
-  std::vector<std::string> reasoning; // the seed's lines ("Selected node 'x' for deployment:", …)
-  std::vector<Candidate> candidates;  // eligible nodes in rank order, then the others by name
+  std::optional<std::string> node;     // nullopt: no pin
+  bool fallback_used = false;          // chosen by Fallback::LeastLoaded
+  std::string reason;                  // one sentence: why this node, or why none
+  std::vector<std::string> reasoning;  // the seed's lines ("Selected node 'x' for deployment:", …)
+  std::vector<Candidate> candidates;   // eligible nodes in rank order, then the others by name
 };
 
 // Chooses the node for a job of `required_gpus` (at least 1).

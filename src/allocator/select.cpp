@@ -66,8 +66,8 @@ std::string not_enough(const core::Snapshot& s, const std::vector<Refusal>& refu
   for (const auto& g : s.gpus) gpus.push_back(&g);
   std::stable_sort(gpus.begin(), gpus.end(),
                    [](const core::GpuReading* a, const core::GpuReading* b) { return a->index < b->index; });
-  std::string out = fmt::format("need {} GPU{}, but only {} of {} {} eligible:", count, plural, eligible,
-                                s.gpus.size(), eligible == 1 ? "is" : "are");
+  std::string out = fmt::format("need {} GPU{}, but only {} of {} {} eligible:", count, plural, eligible, s.gpus.size(),
+                                eligible == 1 ? "is" : "are");
   for (const auto* g : gpus) {
     auto it = std::find_if(refused.begin(), refused.end(), [&](const Refusal& r) { return r.index == g->index; });
     out += fmt::format("\n  GPU {}: {}", g->index, it == refused.end() ? std::string("eligible") : it->reason);
@@ -102,9 +102,10 @@ void choose_one(const core::Topology& t, const std::vector<Eligible>& eligible, 
                            eligible.size(), eligible.size() == 1 ? "" : "s")};
   } else {
     sel.method = "topology: fewest links broken";
-    sel.why = {fmt::format("GPU {}: {}; taking it breaks the fewest links: link score {} to the other {} eligible "
-                           "GPUs (best-linked GPU: {}), so better-linked GPUs stay together for larger jobs",
-                           chosen.gpu->index, gpu_summary(chosen), cost[best], eligible.size() - 1, *highest)};
+    sel.why = {
+        fmt::format("GPU {}: {}; taking it breaks the fewest links: link score {} to the other {} eligible "
+                    "GPUs (best-linked GPU: {}), so better-linked GPUs stay together for larger jobs",
+                    chosen.gpu->index, gpu_summary(chosen), cost[best], eligible.size() - 1, *highest)};
   }
 }
 
@@ -137,12 +138,11 @@ void choose_set(const core::Topology& t, const std::vector<Eligible>& eligible, 
     // Every pair links alike (typically: no topology known): only availability decides.
     sel.method = "availability score";
   } else {
-    const std::string kind = all_nvlink ? (k == 2 ? std::string("NVLink pair")
-                                                  : fmt::format("fully NVLink-connected set of {}", k))
-                                        : std::string("best-linked set");
-    const std::string search = choice.exhaustive
-                                   ? fmt::format("{} sets compared", choice.sets_considered)
-                                   : fmt::format("greedy from each of {} GPUs, then swaps", c.count);
+    const std::string kind =
+        all_nvlink ? (k == 2 ? std::string("NVLink pair") : fmt::format("fully NVLink-connected set of {}", k))
+                   : std::string("best-linked set");
+    const std::string search = choice.exhaustive ? fmt::format("{} sets compared", choice.sets_considered)
+                                                 : fmt::format("greedy from each of {} GPUs, then swaps", c.count);
     sel.method = fmt::format("topology: {} ({})", kind, search);
   }
   for (unsigned p : choice.members) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/result.hpp"
 #include "core/policy.hpp"
+#include "core/result.hpp"
 #include "core/snapshot.hpp"
 #include "core/topology.hpp"
 
@@ -21,9 +21,9 @@ struct SelectRequest {
   unsigned count = 1;
   std::uint64_t min_free_memory_mib = core::kDefaultMinFreeMemoryMib;
   unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;  // inclusive
-  std::set<unsigned> leased;          // GPU indices held by leases: never offered
-  bool refuse_busy = true;            // refuse GPUs running processes gpufleet did not start
-  std::set<std::uint32_t> own_pids;   // processes that do not make a GPU busy (ours)
+  std::set<unsigned> leased;                                       // GPU indices held by leases: never offered
+  bool refuse_busy = true;           // refuse GPUs running processes gpufleet did not start
+  std::set<std::uint32_t> own_pids;  // processes that do not make a GPU busy (ours)
 };
 
 struct Refusal {

@@ -9,8 +9,8 @@ namespace gf::allocator::detail {
 
 struct Candidates {
   unsigned count = 0;
-  std::vector<unsigned> links;      // count × count pair link scores, symmetric, 0 on the diagonal
-  std::vector<double> availability; // per candidate
+  std::vector<unsigned> links;       // count × count pair link scores, symmetric, 0 on the diagonal
+  std::vector<double> availability;  // per candidate
 
   unsigned link(unsigned a, unsigned b) const { return links[static_cast<std::size_t>(a) * count + b]; }
 };

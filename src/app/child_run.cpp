@@ -24,7 +24,8 @@ extern "C" void forward_signal(int sig) {
 ChildOutcome run_foreground_child(const std::vector<std::string>& argv, const std::vector<std::string>& env_overrides) {
   ChildOutcome out;
   g_signalled.store(false);
-  struct sigaction ignore {}, fwd {}, old_int {}, old_term {}, old_hup {}, old_quit {};
+  struct sigaction ignore {
+  }, fwd{}, old_int{}, old_term{}, old_hup{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
   fwd.sa_handler = forward_signal;
   sigemptyset(&ignore.sa_mask);

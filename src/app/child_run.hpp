@@ -8,12 +8,13 @@
 namespace gf::app {
 
 struct ChildOutcome {
-  int exit_code = 0;         // the command's status (128 + signal when a signal ended it), or 126/127
+  int exit_code = 0;  // the command's status (128 + signal when a signal ended it), or 126/127
   bool started = false;
   bool interrupted = false;  // a SIGINT/SIGTERM/SIGHUP reached gpufleet or ended the command
   std::string error;         // why it did not start
 };
 
-ChildOutcome run_foreground_child(const std::vector<std::string>& argv, const std::vector<std::string>& env_overrides = {});
+ChildOutcome run_foreground_child(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env_overrides = {});
 
 }  // namespace gf::app

@@ -31,7 +31,8 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     return exit_code(got.error());
   }
   std::vector<std::string> ids;
-  for (const auto& gpu : got->lease.gpus) ids.push_back(a.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+  for (const auto& gpu : got->lease.gpus)
+    ids.push_back(a.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
   if (a.json) {
     auto j = lease_json(got->lease);
     j["cuda_visible_devices"] = fmt::format("{}", fmt::join(ids, ","));
@@ -39,10 +40,11 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     // stdout is shell code (eval "$(gpufleet alloc --gpus 2)"); the explanation goes to stderr.
-    std::printf("export CUDA_VISIBLE_DEVICES=%s\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\nexport GPUFLEET_LEASE=%s\n", fmt::format("{}", fmt::join(ids, ",")).c_str(),
-                got->lease.id.c_str());
+    std::printf("export CUDA_VISIBLE_DEVICES=%s\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\nexport GPUFLEET_LEASE=%s\n",
+                fmt::format("{}", fmt::join(ids, ",")).c_str(), got->lease.id.c_str());
     std::fprintf(stderr, "gpufleet: lease %s: GPU %s for shell %d (ends with the shell, or: gpufleet release %s)\n",
-                 got->lease.id.c_str(), fmt::format("{}", fmt::join(ids, ",")).c_str(), ::getppid(), got->lease.id.c_str());
+                 got->lease.id.c_str(), fmt::format("{}", fmt::join(ids, ",")).c_str(), ::getppid(),
+                 got->lease.id.c_str());
     for (const auto& w : got->selection.why) std::fprintf(stderr, "  %s\n", w.c_str());
   }
   return kExitOk;
@@ -84,7 +86,10 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
     for (const auto& l : *leases) out["leases"].push_back(lease_json(l));
     if (waiters)
       for (const auto& w : *waiters)
-        out["waiting"].push_back({{"id", w.id}, {"name", w.name}, {"priority", w.priority}, {"gpus", w.gpus},
+        out["waiting"].push_back({{"id", w.id},
+                                  {"name", w.name},
+                                  {"priority", w.priority},
+                                  {"gpus", w.gpus},
                                   {"owner", {{"pid", w.owner.pid}, {"user", w.owner.user}}}});
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;

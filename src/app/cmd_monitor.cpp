@@ -29,7 +29,8 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
   const auto interval = std::chrono::milliseconds(static_cast<long long>(m.interval_s * 1000.0));
   Context ctx = open_context(g);
   if (report_unusable_backend(ctx)) return kExitNoBackend;
-  if (!ctx.monitor->has_backend()) print_error("no GPU backend is usable here; running the command without GPU monitoring");
+  if (!ctx.monitor->has_backend())
+    print_error("no GPU backend is usable here; running the command without GPU monitoring");
 
   sampler::SampleHub hub(*ctx.monitor);
   auto sampler = sampler::Sampler::create(hub, interval, m.gpus);
@@ -45,7 +46,8 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
 
   const core::RunReport report = (*sampler)->stop();
   if (const auto failed = (*sampler)->failed_queries(); failed > 0)
-    print_error(std::to_string(failed) + " GPU queries failed while the command ran; the statistics miss those samples");
+    print_error(std::to_string(failed) +
+                " GPU queries failed while the command ran; the statistics miss those samples");
   if (!ctx.monitor->has_backend()) return code;
   if (m.json || !m.output.empty()) {
     auto doc = wire::run_report_json(report, !m.no_series);

@@ -50,8 +50,9 @@ class WaitReporter {
                           l.name.empty() ? l.job_id : l.name, l.owner.user);
     }
     const std::string first = p.why_not.substr(0, p.why_not.find('\n'));
-    std::string line = fmt::format("waiting {:.0f} s for {} GPU(s): {}{}", std::chrono::duration<double>(p.waited).count(),
-                                   gpus_, first, held.empty() ? "" : " — held: " + held);
+    std::string line =
+        fmt::format("waiting {:.0f} s for {} GPU(s): {}{}", std::chrono::duration<double>(p.waited).count(), gpus_,
+                    first, held.empty() ? "" : " — held: " + held);
     if (tty_) {
       std::fprintf(stderr, "\r\x1b[K%s", line.substr(0, 200).c_str());
       dirty_ = true;
@@ -134,16 +135,22 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     const bool unavailable = got.error().kind == ErrorKind::Unavailable;
     job.status = g_cancel.load() ? "interrupted" : (unavailable ? "no_gpus" : "failed");
     job.ended_at_ms = store::now_ms();
-    job.record = nlohmann::json{{"id", job.id}, {"name", job.name}, {"command", command}, {"status", job.status},
-                                {"error", got.error().message}, {"started_at", iso_ms(job.started_at_ms)},
-                                {"ended_at", iso_ms(*job.ended_at_ms)}}.dump();
+    job.record = nlohmann::json{{"id", job.id},
+                                {"name", job.name},
+                                {"command", command},
+                                {"status", job.status},
+                                {"error", got.error().message},
+                                {"started_at", iso_ms(job.started_at_ms)},
+                                {"ended_at", iso_ms(*job.ended_at_ms)}}
+                     .dump();
     (void)jc->store->put_job(job);
     if (g_cancel.load()) return 130;
     return exit_code(got.error());
   }
   const core::Lease lease = got->lease;
   std::vector<std::string> ids;
-  for (const auto& gpu : lease.gpus) ids.push_back(r.alloc.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+  for (const auto& gpu : lease.gpus)
+    ids.push_back(r.alloc.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
   const std::string visible = fmt::format("{}", fmt::join(ids, ","));
   std::fprintf(stderr, "gpufleet: job %s on GPU %s (lease %s)\n", job.id.c_str(), visible.c_str(), lease.id.c_str());
 
@@ -187,9 +194,9 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     }
   } else if (!g_cancel.load()) {  // a signal between the grant and here: do not start the job
     // CUDA numbers GPUs fastest-first unless told otherwise; our indices are the driver's PCI order.
-    const ChildOutcome child = run_foreground_child(
-        r.argv, {"CUDA_VISIBLE_DEVICES=" + visible, "CUDA_DEVICE_ORDER=PCI_BUS_ID", "GPUFLEET_LEASE=" + lease.id,
-                 "GPUFLEET_JOB=" + job.id});
+    const ChildOutcome child =
+        run_foreground_child(r.argv, {"CUDA_VISIBLE_DEVICES=" + visible, "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                                      "GPUFLEET_LEASE=" + lease.id, "GPUFLEET_JOB=" + job.id});
     if (!child.started) print_error(child.error);
     code = child.exit_code;
     if (child.interrupted) g_cancel.store(true);
@@ -219,15 +226,17 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
                      {"gpu_info", wire::gpu_info_json(got->selection, *got->snapshot, req.gpus)},
                      {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
   if (!r.docker_image.empty()) {
-    rec["docker"] = {{"image", r.docker_image}, {"container_id", container_id}, {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
+    rec["docker"] = {{"image", r.docker_image},
+                     {"container_id", container_id},
+                     {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
   }
   job.record = rec.dump();
   if (auto w = jc->store->put_job(job); !w) print_error("cannot record the run: " + w.error().message);
   if (r.alloc.json) {
     std::printf("%s\n", rec.dump(2).c_str());
   } else {
-    std::fprintf(stderr, "gpufleet: job %s %s (exit %d); details: gpufleet show %s\n", job.id.c_str(), job.status.c_str(), code,
-                 job.id.c_str());
+    std::fprintf(stderr, "gpufleet: job %s %s (exit %d); details: gpufleet show %s\n", job.id.c_str(),
+                 job.status.c_str(), code, job.id.c_str());
   }
   return code;
 }
@@ -247,13 +256,14 @@ int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& e : *list) {
       auto rec = nlohmann::json::parse(e.record, nullptr, false);
-      out.push_back(rec.is_object() && !rec.empty() ? rec
-                                                    : nlohmann::json{{"id", e.id}, {"name", e.name}, {"status", e.status}});
+      out.push_back(
+          rec.is_object() && !rec.empty() ? rec : nlohmann::json{{"id", e.id}, {"name", e.name}, {"status", e.status}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", "JOB", "STATUS", "EXIT", "STARTED", "SECONDS", "GPUS", "NAME");
+  std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", "JOB", "STATUS", "EXIT", "STARTED", "SECONDS", "GPUS",
+              "NAME");
   for (const auto& e : *list) {
     auto rec = nlohmann::json::parse(e.record, nullptr, false);
     std::string gpus = "-";
@@ -264,7 +274,8 @@ int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
       if (model.rfind("NVIDIA ", 0) == 0) model = model.substr(7);
       gpus = fmt::format("{} × {}", gi.value("count", 0), model);
     }
-    const std::string secs = e.ended_at_ms ? fmt::format("{:.1f}", static_cast<double>(*e.ended_at_ms - e.started_at_ms) / 1000.0) : "-";
+    const std::string secs =
+        e.ended_at_ms ? fmt::format("{:.1f}", static_cast<double>(*e.ended_at_ms - e.started_at_ms) / 1000.0) : "-";
     std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", e.id.c_str(), e.status.c_str(),
                 e.exit_code ? std::to_string(*e.exit_code).c_str() : "-", format_time_ms(e.started_at_ms).c_str(),
                 secs.c_str(), gpus.c_str(), e.name.c_str());
@@ -304,17 +315,23 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
       const auto& gi = rec["gpu_info"];
       std::printf("gpus      %s × %s (%s)\n", gi["count"].dump().c_str(), gi.value("model", "").c_str(),
                   gi["gpu_info"].value("allocation_method", "").c_str());
-      for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array())) std::printf("          %s\n", w.get<std::string>().c_str());
+      for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array()))
+        std::printf("          %s\n", w.get<std::string>().c_str());
     }
     if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring")) {
       const auto& m = rec["metrics"]["gpu_monitoring"];
-      std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0), m.value("sample_count", 0));
+      std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0),
+                  m.value("sample_count", 0));
       for (const auto& [idx, s] : m["gpu_stats"].items()) {
-        auto mean = [&](const char* k) { return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0)) : std::string("n/a"); };
-        std::printf("  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
-                    s.value("name", "").c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
-                    mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
-                    s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
+        auto mean = [&](const char* k) {
+          return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0))
+                                                   : std::string("n/a");
+        };
+        std::printf(
+            "  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
+            s.value("name", "").c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
+            mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
+            s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
       }
     }
   }

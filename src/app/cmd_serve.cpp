@@ -14,9 +14,9 @@
 #include "app/kube_source.hpp"
 #include "app/serve_config.hpp"
 #include "cluster/fleet_refresher.hpp"
+#include "node/agent.hpp"
 #include "platform/fs.hpp"
 #include "sampler/hub.hpp"
-#include "node/agent.hpp"
 #include "server/api.hpp"
 #include "server/api_cluster.hpp"
 #include "server/http_server.hpp"
@@ -46,7 +46,8 @@ std::string default_static_dir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  for (const fs::path& cand : {exe.parent_path().parent_path() / "share/gpufleet/web", exe.parent_path().parent_path() / "web/dist"})
+  for (const fs::path& cand :
+       {exe.parent_path().parent_path() / "share/gpufleet/web", exe.parent_path().parent_path() / "web/dist"})
     if (fs::exists(cand / "index.html", ec)) return cand.string();
   return {};
 }
@@ -114,8 +115,8 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     return exit_code(token.error());
   }
   if (created)
-    std::fprintf(stderr, "gpufleet: created the API token for state-changing requests in %s:\n  %s\n", c.token_file.c_str(),
-                 token->c_str());
+    std::fprintf(stderr, "gpufleet: created the API token for state-changing requests in %s:\n  %s\n",
+                 c.token_file.c_str(), token->c_str());
 
   sampler::SampleHub hub(*ctx.monitor);
   node::AgentOptions ao;
@@ -177,12 +178,14 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   }
   const auto latest = agent.latest();
   const std::string host = c.server.host.find(':') != std::string::npos ? "[" + c.server.host + "]" : c.server.host;
-  std::fprintf(stderr, "gpufleet: agent for node %s listening on http://%s:%u (backend %s, %zu GPU(s)%s, every %.3g s)\n",
+  std::fprintf(stderr,
+               "gpufleet: agent for node %s listening on http://%s:%u (backend %s, %zu GPU(s)%s, every %.3g s)\n",
                c.node_name.c_str(), host.c_str(), static_cast<unsigned>(*port), ctx.monitor->backend_name().c_str(),
                latest ? latest->snapshot->gpus.size() : 0, latest && latest->snapshot->simulated ? ", SIMULATED" : "",
                std::chrono::duration<double>(c.interval).count());
   std::fprintf(stderr, "gpufleet: dashboard %s; API http://%s:%u/api/openapi.json; metrics /metrics; store %s\n",
-               c.static_dir.empty() ? "not found (make web, or --static DIR)" : ("http://" + host + ":" + std::to_string(*port) + "/").c_str(),
+               c.static_dir.empty() ? "not found (make web, or --static DIR)"
+                                    : ("http://" + host + ":" + std::to_string(*port) + "/").c_str(),
                host.c_str(), static_cast<unsigned>(*port), jobs ? c.db.c_str() : "none");
   std::fflush(stderr);
 

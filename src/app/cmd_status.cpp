@@ -35,16 +35,21 @@ int with_snapshot(const GlobalOptions& g, Print print) {
 
 int run_status(const GlobalOptions& g, bool json) {
   return with_snapshot(g, [&](const core::Snapshot& s) {
-    if (json) std::printf("%s\n", wire::snapshot_json(s).dump(2).c_str());
-    else print_lines(render_status(s, hostname(), Style{use_color(1, g)}));
+    if (json)
+      std::printf("%s\n", wire::snapshot_json(s).dump(2).c_str());
+    else
+      print_lines(render_status(s, hostname(), Style{use_color(1, g)}));
   });
 }
 
 int run_ps(const GlobalOptions& g, bool json) {
   return with_snapshot(g, [&](const core::Snapshot& s) {
-    if (json) std::printf("%s\n", wire::processes_json(s).dump(2).c_str());
-    else if (s.gpus.empty()) print_lines(render_status(s, hostname(), Style{use_color(1, g)}));  // says why
-    else print_lines(render_processes(s, Style{use_color(1, g)}));
+    if (json)
+      std::printf("%s\n", wire::processes_json(s).dump(2).c_str());
+    else if (s.gpus.empty())
+      print_lines(render_status(s, hostname(), Style{use_color(1, g)}));  // says why
+    else
+      print_lines(render_processes(s, Style{use_color(1, g)}));
   });
 }
 
@@ -56,8 +61,8 @@ int run_fields(bool json) {
   // fmt pads by display width, so "°C" lines up like the ASCII units.
   fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", "KEY", "UNIT", "PROMETHEUS", "TYPE", "HISTORY");
   for (const auto& f : core::kFields)
-    fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", f.json_key, f.unit, f.prometheus_name, core::to_string(f.prometheus_type),
-               f.history_metric.empty() ? std::string_view("-") : f.history_metric);
+    fmt::print("{:<32} {:<5} {:<38} {:<8} {}\n", f.json_key, f.unit, f.prometheus_name,
+               core::to_string(f.prometheus_type), f.history_metric.empty() ? std::string_view("-") : f.history_metric);
   return kExitOk;
 }
 
@@ -66,9 +71,13 @@ int run_backends(const GlobalOptions& g, bool json) {
   const bool found = ctx.monitor->has_backend();
   if (json) {
     nlohmann::json steps = nlohmann::json::array();
-    for (const auto& s : ctx.steps) steps.push_back({{"backend", s.backend}, {"chosen", s.chosen}, {"detail", s.detail}});
-    std::printf("%s\n", nlohmann::json{{"chosen", found ? nlohmann::json(ctx.monitor->backend_name()) : nlohmann::json(nullptr)},
-                                       {"steps", steps}}.dump(2).c_str());
+    for (const auto& s : ctx.steps)
+      steps.push_back({{"backend", s.backend}, {"chosen", s.chosen}, {"detail", s.detail}});
+    std::printf("%s\n", nlohmann::json{{"chosen",
+                                        found ? nlohmann::json(ctx.monitor->backend_name()) : nlohmann::json(nullptr)},
+                                       {"steps", steps}}
+                            .dump(2)
+                            .c_str());
   } else {
     for (const auto& s : ctx.steps)
       std::printf("%-11s %s  %s\n", s.backend.c_str(), s.chosen ? "chosen " : "skipped", s.detail.c_str());

@@ -28,7 +28,9 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-std::string value_text(const scheduler::TaskValue& v) { return v.is_string() ? v.get_string() : scheduler::to_json_text(v); }
+std::string value_text(const scheduler::TaskValue& v) {
+  return v.is_string() ? v.get_string() : scheduler::to_json_text(v);
+}
 
 }  // namespace
 
@@ -48,12 +50,17 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
   if (json) {
     std::printf("%s\n", nlohmann::json{{"gpus", e->gpus},
                                        {"memory_mb_per_gpu", e->memory_mb_per_gpu},
-                                       {"memory_fraction", e->memory_fraction ? nlohmann::json(*e->memory_fraction) : nlohmann::json(nullptr)},
+                                       {"memory_fraction", e->memory_fraction ? nlohmann::json(*e->memory_fraction)
+                                                                              : nlohmann::json(nullptr)},
                                        {"engine", e->engine},
-                                       {"explanation", e->explanation}}.dump(2).c_str());
+                                       {"explanation", e->explanation}}
+                            .dump(2)
+                            .c_str());
   } else {
     std::printf("%u GPU(s), %llu MiB free on each%s\n", e->gpus, static_cast<unsigned long long>(e->memory_mb_per_gpu),
-                e->memory_fraction ? fmt::format(" (the engine reserves {:.0f} % of each GPU)", *e->memory_fraction * 100).c_str() : "");
+                e->memory_fraction
+                    ? fmt::format(" (the engine reserves {:.0f} % of each GPU)", *e->memory_fraction * 100).c_str()
+                    : "");
     std::printf("%s\n", e->explanation.c_str());
   }
   return kExitOk;
@@ -121,16 +128,18 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     if (!t.min_memory_given) {
       r.alloc.min_memory_mb = estimates[i].memory_mb_per_gpu;
       if (estimates[i].memory_fraction)
-        r.alloc.min_memory_mb = std::max(r.alloc.min_memory_mb, static_cast<std::uint64_t>(*estimates[i].memory_fraction *
-                                                                                           static_cast<double>(largest_gpu_mib)));
+        r.alloc.min_memory_mb =
+            std::max(r.alloc.min_memory_mb,
+                     static_cast<std::uint64_t>(*estimates[i].memory_fraction * static_cast<double>(largest_gpu_mib)));
     }
-    std::fprintf(stderr, "gpufleet: experiment %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(), label.c_str(),
-                 r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
+    std::fprintf(stderr, "gpufleet: experiment %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(),
+                 label.c_str(), r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
     // An experiment whose GPUs never come fails with its message; the others go on. An interrupt
     // (Ctrl-C, SIGTERM) stops the whole task.
     outcomes.push_back({r.alloc.name, run_job(g, r)});
     if (last_run_interrupted()) {
-      for (std::size_t k = i + 1; k < grid->size(); ++k) outcomes.push_back({fmt::format("{} (skipped: interrupted)", task_name), -1});
+      for (std::size_t k = i + 1; k < grid->size(); ++k)
+        outcomes.push_back({fmt::format("{} (skipped: interrupted)", task_name), -1});
       break;
     }
   }

@@ -38,7 +38,8 @@ int run_watch(const GlobalOptions& g, double interval_s, unsigned count) {
   if (tty) std::fputs("\x1b[?1049h\x1b[?25l", stdout);  // alternate screen, hide cursor
 
   const std::string host = hostname();
-  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(interval_s));
+  const auto period =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(interval_s));
   auto next = std::chrono::steady_clock::now();
   int code = kExitOk;
   for (unsigned frame = 0; !g_stop.load() && (count == 0 || frame < count); ++frame) {
@@ -54,8 +55,10 @@ int run_watch(const GlobalOptions& g, double interval_s, unsigned count) {
     }
     if (tty) lines.push_back(style.paint(fmt::format("every {:g} s · Ctrl-C to quit", interval_s), "90"));
     for (const auto& l : lines) out += l + (tty ? "\x1b[K\n" : "\n");
-    if (tty) out += "\x1b[J";
-    else out += "\n";
+    if (tty)
+      out += "\x1b[J";
+    else
+      out += "\n";
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
     if (count != 0 && frame + 1 == count) break;

@@ -6,13 +6,13 @@
 namespace gf::app {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitError = 1;           // a query or I/O failed
-inline constexpr int kExitUsage = 2;           // bad command line
-inline constexpr int kExitNoBackend = 3;       // the backend asked for cannot be used here
-inline constexpr int kExitNoGpus = 75;         // alloc/run: not enough GPUs (within the wait), EX_TEMPFAIL
-inline constexpr int kExitMonitorFailed = 125; // `monitor`: gpufleet itself failed before running CMD
-inline constexpr int kExitCannotExecute = 126; // `monitor`: CMD exists but cannot be executed
-inline constexpr int kExitNotFound = 127;      // `monitor`: CMD not found
+inline constexpr int kExitError = 1;            // a query or I/O failed
+inline constexpr int kExitUsage = 2;            // bad command line
+inline constexpr int kExitNoBackend = 3;        // the backend asked for cannot be used here
+inline constexpr int kExitNoGpus = 75;          // alloc/run: not enough GPUs (within the wait), EX_TEMPFAIL
+inline constexpr int kExitMonitorFailed = 125;  // `monitor`: gpufleet itself failed before running CMD
+inline constexpr int kExitCannotExecute = 126;  // `monitor`: CMD exists but cannot be executed
+inline constexpr int kExitNotFound = 127;       // `monitor`: CMD not found
 
 // The exit code of a verb that failed with an error of this kind. A bad file or request body is not a
 // bad command line: Invalid exits 1 like any other failure the README groups under "a query or I/O

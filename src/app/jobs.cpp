@@ -39,8 +39,10 @@ core::LeaseOwner owner_of(std::uint32_t pid) {
   passwd pw{};
   passwd* res = nullptr;
   char buf[4096];
-  if (getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &res) == 0 && res) o.user = res->pw_name;
-  else o.user = std::to_string(::geteuid());
+  if (getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &res) == 0 && res)
+    o.user = res->pw_name;
+  else
+    o.user = std::to_string(::geteuid());
   return o;
 }
 

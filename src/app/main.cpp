@@ -11,7 +11,8 @@
 
 namespace {
 
-constexpr const char* kFooter = R"(Backends: auto-detection tries NVML, then nvidia-smi, then amdgpu, and says which it chose
+constexpr const char* kFooter =
+    R"(Backends: auto-detection tries NVML, then nvidia-smi, then amdgpu, and says which it chose
 (`gpufleet backends`); it never falls back to simulated GPUs. --backend sim shows clearly labelled
 simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT,
 GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), DOCKER_HOST, NO_COLOR.
@@ -55,19 +56,24 @@ int main(int argc, char** argv) {
   auto* backends = app.add_subcommand("backends", "which GPU backends are usable here, and which one is chosen");
   backends->add_flag("--json", json, "print JSON");
 
-  auto* fields = app.add_subcommand("fields", "the GPU metrics gpufleet reports: key, unit, Prometheus name, history name");
+  auto* fields =
+      app.add_subcommand("fields", "the GPU metrics gpufleet reports: key, unit, Prometheus name, history name");
   fields->add_flag("--json", json, "print the document GET /api/v1/fields serves");
 
   double watch_interval = 1.0;
   unsigned watch_count = 0;
   auto* watch = app.add_subcommand("watch", "live view, refreshed in place");
-  watch->add_option("-n,--interval", watch_interval, "seconds between refreshes")->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+  watch->add_option("-n,--interval", watch_interval, "seconds between refreshes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
   watch->add_option("--count", watch_count, "stop after this many refreshes (default: until Ctrl-C)");
 
   MonitorCommand mon;
   auto* monitor = app.add_subcommand("monitor", "run a command, sample the GPUs while it runs, print what they did");
   monitor->footer("Usage: gpufleet monitor [OPTIONS] -- CMD [ARGS...]");
-  monitor->add_option("-n,--interval", mon.interval_s, "seconds between samples (0.05 to 60)")->capture_default_str()->check(CLI::Range(0.05, 60.0));
+  monitor->add_option("-n,--interval", mon.interval_s, "seconds between samples (0.05 to 60)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
   monitor->add_flag("--json", mon.json, "print the statistics as JSON on stdout (CMD's output shares stdout)");
   monitor->add_option("-o,--output", mon.output, "write the JSON statistics to this file");
   monitor->add_flag("--no-series", mon.no_series, "leave the time series out of the JSON");
@@ -86,14 +92,17 @@ int main(int argc, char** argv) {
 
   auto alloc_options = [](CLI::App* sub, AllocCommand& a) {
     sub->add_option("-g,--gpus", a.gpus, "number of GPUs")->capture_default_str()->check(CLI::Range(1u, 4096u));
-    sub->add_option("-m,--min-memory-mb", a.min_memory_mb, "free memory each GPU must have (MiB)")->capture_default_str();
+    sub->add_option("-m,--min-memory-mb", a.min_memory_mb, "free memory each GPU must have (MiB)")
+        ->capture_default_str();
     sub->add_option("--max-utilization", a.max_utilization, "busiest a GPU may be (%, inclusive)")
-        ->capture_default_str()->check(CLI::Range(0u, 100u));
+        ->capture_default_str()
+        ->check(CLI::Range(0u, 100u));
     sub->add_flag("--allow-busy", a.allow_busy, "also take GPUs running processes gpufleet did not start");
     sub->add_flag("--uuids", a.uuids, "CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices");
     sub->add_option("--name", a.name, "a name for the lease or job");
-    sub->add_option("--db", a.db, "the node store (default: $GPUFLEET_DB, /var/lib/gpufleet/gpufleet.db as root, "
-                                  "else ~/.local/state/gpufleet/gpufleet.db)");
+    sub->add_option("--db", a.db,
+                    "the node store (default: $GPUFLEET_DB, /var/lib/gpufleet/gpufleet.db as root, "
+                    "else ~/.local/state/gpufleet/gpufleet.db)");
   };
   AllocCommand alloc_cmd;
   auto* alloc = app.add_subcommand("alloc", "lease GPUs for the calling shell: eval \"$(gpufleet alloc --gpus 2)\"");
@@ -114,16 +123,24 @@ int main(int argc, char** argv) {
   RunCommand run_cmd;
   auto* run = app.add_subcommand("run", "wait for GPUs, run a command on them, sample, release, record");
   alloc_options(run, run_cmd.alloc);
-  run->add_option("-w,--wait", run_cmd.wait_s, "seconds to wait for GPUs")->capture_default_str()->check(CLI::Range(0.0, 31536000.0));
+  run->add_option("-w,--wait", run_cmd.wait_s, "seconds to wait for GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 31536000.0));
   run->add_option("-p,--priority", run_cmd.priority, "higher goes first; first come first served within a priority");
-  run->add_option("-n,--interval", run_cmd.interval_s, "seconds between GPU samples (0.05 to 60)")->capture_default_str()->check(CLI::Range(0.05, 60.0));
-  run->add_option("--docker", run_cmd.docker_image, "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
+  run->add_option("-n,--interval", run_cmd.interval_s, "seconds between GPU samples (0.05 to 60)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
+  run->add_option("--docker", run_cmd.docker_image,
+                  "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
   run->add_flag("--json", run_cmd.alloc.json, "print the job record as JSON when it ends");
   run->add_option("command", run_cmd.argv, "the command (put it after --)");
-  run->footer("Usage: gpufleet run --gpus N [OPTIONS] -- CMD [ARGS...]\nExit status: CMD's; 75 when the GPUs did not come within --wait.");
+  run->footer(
+      "Usage: gpufleet run --gpus N [OPTIONS] -- CMD [ARGS...]\nExit status: CMD's; 75 when the GPUs did not come "
+      "within --wait.");
 
   std::string task_path, engine;
-  auto* estimate = app.add_subcommand("estimate", "how many GPUs and how much memory a task needs, with the arithmetic");
+  auto* estimate =
+      app.add_subcommand("estimate", "how many GPUs and how much memory a task needs, with the arithmetic");
   estimate->add_option("task", task_path, "task file (JSON: model.id_or_path, parameters, engine)")->required();
   estimate->add_option("--engine", engine, "apply this engine's arithmetic")->check(CLI::IsMember({"vllm", "sglang"}));
   estimate->add_flag("--json", json, "print JSON");
@@ -133,13 +150,21 @@ int main(int argc, char** argv) {
   task->require_subcommand(1);
   auto* task_run = task->add_subcommand("run", "run every experiment of a task's parameter grid through the queue");
   task_run->add_option("task", task_cmd.path, "task file (JSON)")->required();
-  task_run->add_option("--engine", task_cmd.engine, "apply this engine's arithmetic")->check(CLI::IsMember({"vllm", "sglang"}));
+  task_run->add_option("--engine", task_cmd.engine, "apply this engine's arithmetic")
+      ->check(CLI::IsMember({"vllm", "sglang"}));
   alloc_options(task_run, task_cmd.run.alloc);
-  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each experiment waits for GPUs")->capture_default_str()->check(CLI::Range(0.0, 31536000.0));
-  task_run->add_option("-n,--interval", task_cmd.run.interval_s, "seconds between GPU samples")->capture_default_str()->check(CLI::Range(0.05, 60.0));
+  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each experiment waits for GPUs")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 31536000.0));
+  task_run->add_option("-n,--interval", task_cmd.run.interval_s, "seconds between GPU samples")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 60.0));
   task_run->add_option("--docker", task_cmd.run.docker_image, "run in this image through the Docker engine");
-  task_run->add_option("command", task_cmd.run.argv, "the command (after --); {tp-size}-style placeholders are replaced");
-  task_run->footer("Usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...]\n--gpus and --min-memory-mb default to each experiment's estimate.");
+  task_run->add_option("command", task_cmd.run.argv,
+                       "the command (after --); {tp-size}-style placeholders are replaced");
+  task_run->footer(
+      "Usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...]\n--gpus and --min-memory-mb default to each "
+      "experiment's estimate.");
 
   auto* jobs = app.add_subcommand("jobs", "recorded job runs, newest first");
   jobs->add_flag("--json", json, "print JSON");
@@ -147,72 +172,118 @@ int main(int argc, char** argv) {
 
   std::string job_id;
   ServeCommand serve_cmd;
-  auto* serve = app.add_subcommand("serve", "the node agent: REST API, WebSocket live updates, /metrics, history, alerts, dashboard");
-  serve->add_option("--listen", serve_cmd.listen, "HOST:PORT to listen on (default 127.0.0.1:9401; 0.0.0.0:9401 for every interface)");
-  serve->add_option("--interval", serve_cmd.interval_s, "seconds between collections (default 1)")->check(CLI::Range(0.05, 3600.0));
-  serve->add_option("--node-name", serve_cmd.node_name, "the name that labels everything served (default: the hostname)");
-  serve->add_option("--config", serve_cmd.config, "JSON config file (alerts, history retention, limits, …; see README)")->check(CLI::ExistingFile);
-  serve->add_option("--static", serve_cmd.static_dir, "the dashboard's directory (default: web/dist next to the binary)");
-  serve->add_option("--db", serve_cmd.db, "the store: leases, jobs, history, alerts (default: GPUFLEET_DB or the state directory)");
-  serve->add_option("--token-file", serve_cmd.token_file, "bearer token for state-changing requests (created on first start; GPUFLEET_TOKEN wins)");
+  auto* serve = app.add_subcommand(
+      "serve", "the node agent: REST API, WebSocket live updates, /metrics, history, alerts, dashboard");
+  serve->add_option("--listen", serve_cmd.listen,
+                    "HOST:PORT to listen on (default 127.0.0.1:9401; 0.0.0.0:9401 for every interface)");
+  serve->add_option("--interval", serve_cmd.interval_s, "seconds between collections (default 1)")
+      ->check(CLI::Range(0.05, 3600.0));
+  serve->add_option("--node-name", serve_cmd.node_name,
+                    "the name that labels everything served (default: the hostname)");
+  serve->add_option("--config", serve_cmd.config, "JSON config file (alerts, history retention, limits, …; see README)")
+      ->check(CLI::ExistingFile);
+  serve->add_option("--static", serve_cmd.static_dir,
+                    "the dashboard's directory (default: web/dist next to the binary)");
+  serve->add_option("--db", serve_cmd.db,
+                    "the store: leases, jobs, history, alerts (default: GPUFLEET_DB or the state directory)");
+  serve->add_option("--token-file", serve_cmd.token_file,
+                    "bearer token for state-changing requests (created on first start; GPUFLEET_TOKEN wins)");
   serve->add_flag("--auth-read", serve_cmd.auth_read, "require the token for reads too");
   serve->add_flag("--no-history", serve_cmd.no_history, "keep no history");
-  serve->add_option("--max-ws-clients", serve_cmd.max_ws_clients, "WebSocket connections at most (default 1024)")->check(CLI::Range(1u, 100000u));
-  serve->add_option("--allow-origin", serve_cmd.allow_origins, "a WebSocket Origin allowed besides the agent's own address (repeatable)");
+  serve->add_option("--max-ws-clients", serve_cmd.max_ws_clients, "WebSocket connections at most (default 1024)")
+      ->check(CLI::Range(1u, 100000u));
+  serve->add_option("--allow-origin", serve_cmd.allow_origins,
+                    "a WebSocket Origin allowed besides the agent's own address (repeatable)");
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
-  serve->add_option("--cluster-config", serve_cmd.cluster_config, "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
+  serve
+      ->add_option("--cluster-config", serve_cmd.cluster_config,
+                   "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
       ->check(CLI::ExistingFile);
 
-  constexpr const char* kClusterFooter = R"(Sources (any combination): Kubernetes (--kubeconfig FILE, --context NAME, --in-cluster: GPU capacity,
+  constexpr const char* kClusterFooter =
+      R"(Sources (any combination): Kubernetes (--kubeconfig FILE, --context NAME, --in-cluster: GPU capacity,
 allocatable, requested, Ready, cordoned), Prometheus (--prometheus URL: dcgm-exporter metrics) and gpufleet
 agents (--agents FILE, --agent URL). --config FILE holds the same settings as JSON; the command line wins.
 When no source is named at all, the kubeconfig kubectl would use ($KUBECONFIG, ~/.kube/config, or the
 service account in a pod) is used if there is one; otherwise the command says which options to give.
 `place` without --apply and with --no-gpu-selection needs no source.)";
   ClusterCommand cluster_cmd;
-  auto* cluster = app.add_subcommand("cluster", "the fleet through Kubernetes, Prometheus and gpufleet agents: nodes, GPUs, "
-                                                "node selection, manifests pinned to a node");
+  auto* cluster = app.add_subcommand("cluster",
+                                     "the fleet through Kubernetes, Prometheus and gpufleet agents: nodes, GPUs, "
+                                     "node selection, manifests pinned to a node");
   cluster->require_subcommand(1);
   cluster->footer(kClusterFooter);
   auto cluster_verb = [&](const char* name, const char* help) {
     auto* sub = cluster->add_subcommand(name, help);
-    sub->add_option("--config", cluster_cmd.config, "JSON file with the same settings (see README, Fleet)")->check(CLI::ExistingFile);
-    auto* kubeconfig = sub->add_option("--kubeconfig", cluster_cmd.kubeconfig, "Kubernetes: this kubeconfig file (default: $KUBECONFIG, ~/.kube/config)");
+    sub->add_option("--config", cluster_cmd.config, "JSON file with the same settings (see README, Fleet)")
+        ->check(CLI::ExistingFile);
+    auto* kubeconfig = sub->add_option("--kubeconfig", cluster_cmd.kubeconfig,
+                                       "Kubernetes: this kubeconfig file (default: $KUBECONFIG, ~/.kube/config)");
     sub->add_option("--context", cluster_cmd.context, "Kubernetes: this kubeconfig context instead of current-context");
-    sub->add_flag("--in-cluster", cluster_cmd.in_cluster, "Kubernetes: the pod's service account (KUBERNETES_SERVICE_HOST)")->excludes(kubeconfig);
+    sub->add_flag("--in-cluster", cluster_cmd.in_cluster,
+                  "Kubernetes: the pod's service account (KUBERNETES_SERVICE_HOST)")
+        ->excludes(kubeconfig);
     sub->add_option("--prometheus", cluster_cmd.prometheus, "Prometheus base URL (queries dcgm-exporter's metrics)");
     sub->add_option("--node-label", cluster_cmd.node_label, "the label naming the node (default Hostname)");
-    sub->add_option("--max-age", cluster_cmd.max_age_s, "seconds after which metrics count as none (default 60; 0: never)")->check(CLI::Range(0.0, 86400.0));
+    sub->add_option("--max-age", cluster_cmd.max_age_s,
+                    "seconds after which metrics count as none (default 60; 0: never)")
+        ->check(CLI::Range(0.0, 86400.0));
     sub->add_option("--agents", cluster_cmd.agents_file, "file of gpufleet agent base URLs, one per line (# comments)");
     sub->add_option("--agent", cluster_cmd.agents, "a gpufleet agent's base URL (repeatable)");
-    sub->add_option("--timeout", cluster_cmd.timeout_s, "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)")->check(CLI::Range(0.1, 600.0));
-    sub->add_option("--utilization-threshold", cluster_cmd.utilization_threshold, "a GPU is idle below this utilization (%, default 30)")->check(CLI::Range(0.0, 100.0));
-    sub->add_option("--memory-threshold", cluster_cmd.memory_threshold, "... and below this memory use (% of capacity, default 50)")->check(CLI::Range(0.0, 100.0));
+    sub->add_option("--timeout", cluster_cmd.timeout_s,
+                    "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)")
+        ->check(CLI::Range(0.1, 600.0));
+    sub->add_option("--utilization-threshold", cluster_cmd.utilization_threshold,
+                    "a GPU is idle below this utilization (%, default 30)")
+        ->check(CLI::Range(0.0, 100.0));
+    sub->add_option("--memory-threshold", cluster_cmd.memory_threshold,
+                    "... and below this memory use (% of capacity, default 50)")
+        ->check(CLI::Range(0.0, 100.0));
     sub->add_flag("--json", cluster_cmd.json, "print JSON");
     sub->callback([&cluster_cmd, name] { cluster_cmd.verb = name; });
     return sub;
   };
-  constexpr const char* kFallbackHelp = "when no node has enough idle GPUs: none (no pin, default) or "
-                                        "least-loaded (the least-loaded node with enough free GPUs)";
-  cluster_verb("nodes", "per node: total, allocatable, requested, free and idle GPUs, utilization, health, and where each came from");
+  constexpr const char* kFallbackHelp =
+      "when no node has enough idle GPUs: none (no pin, default) or "
+      "least-loaded (the least-loaded node with enough free GPUs)";
+  cluster_verb(
+      "nodes",
+      "per node: total, allocatable, requested, free and idle GPUs, utilization, health, and where each came from");
   cluster_verb("gpus", "every GPU with metrics, and the nodes without");
-  auto* cluster_select = cluster_verb("select", "the node a job of N GPUs should go to, with the reasoning (exit 75: none qualifies)");
-  cluster_select->add_option("-g,--gpus", cluster_cmd.gpus, "GPUs the job needs")->capture_default_str()->check(CLI::Range(1u, 4096u));
-  cluster_select->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)->check(CLI::IsMember({"none", "least-loaded"}));
-  auto* cluster_place = cluster_verb("place", "pin a Kubernetes manifest (InferenceService, Deployment, StatefulSet, Job, Pod) to the "
-                                              "node selection chooses; print it or --apply it");
-  cluster_place->add_option("-f,--filename", cluster_cmd.manifest, "the manifest: YAML (several documents allowed) or JSON; - reads stdin")->required();
-  cluster_place->add_option("-g,--gpus", cluster_cmd.place_gpus, "GPUs per pod (default: the manifest's GPU resources, else tp × pp × "
-                            "max(dp, cp, dcp) of its parallel sizes, else 1)")->check(CLI::Range(1u, 4096u));
-  cluster_place->add_flag("--apply", cluster_cmd.apply, "create or update each document through the API server (server-side apply)");
-  cluster_place->add_flag("--no-gpu-selection", cluster_cmd.no_gpu_selection, "ask no fleet source and pin nothing: the Kubernetes scheduler decides");
-  cluster_place->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)->check(CLI::IsMember({"none", "least-loaded"}));
+  auto* cluster_select =
+      cluster_verb("select", "the node a job of N GPUs should go to, with the reasoning (exit 75: none qualifies)");
+  cluster_select->add_option("-g,--gpus", cluster_cmd.gpus, "GPUs the job needs")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
+  cluster_select->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)
+      ->check(CLI::IsMember({"none", "least-loaded"}));
+  auto* cluster_place =
+      cluster_verb("place",
+                   "pin a Kubernetes manifest (InferenceService, Deployment, StatefulSet, Job, Pod) to the "
+                   "node selection chooses; print it or --apply it");
+  cluster_place
+      ->add_option("-f,--filename", cluster_cmd.manifest,
+                   "the manifest: YAML (several documents allowed) or JSON; - reads stdin")
+      ->required();
+  cluster_place
+      ->add_option("-g,--gpus", cluster_cmd.place_gpus,
+                   "GPUs per pod (default: the manifest's GPU resources, else tp × pp × "
+                   "max(dp, cp, dcp) of its parallel sizes, else 1)")
+      ->check(CLI::Range(1u, 4096u));
+  cluster_place->add_flag("--apply", cluster_cmd.apply,
+                          "create or update each document through the API server (server-side apply)");
+  cluster_place->add_flag("--no-gpu-selection", cluster_cmd.no_gpu_selection,
+                          "ask no fleet source and pin nothing: the Kubernetes scheduler decides");
+  cluster_place->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)
+      ->check(CLI::IsMember({"none", "least-loaded"}));
   cluster_place->add_option("-o,--output", cluster_cmd.output, "write the manifest to this file instead of stdout");
-  cluster_place->add_option("-n,--namespace", cluster_cmd.namespace_name, "namespace of documents that name none (default: the "
+  cluster_place->add_option("-n,--namespace", cluster_cmd.namespace_name,
+                            "namespace of documents that name none (default: the "
                             "kubeconfig context's); a document naming another one is an error");
-  cluster_place->footer("Usage: gpufleet cluster place -f MANIFEST [--gpus N] [--apply] [--no-gpu-selection] [source options]\n"
-                        "The manifest goes to stdout (or -o FILE); the reasoning goes to stderr. When selection fails the\n"
-                        "manifest goes through unpinned, the reason is printed and the exit status is 0.");
+  cluster_place->footer(
+      "Usage: gpufleet cluster place -f MANIFEST [--gpus N] [--apply] [--no-gpu-selection] [source options]\n"
+      "The manifest goes to stdout (or -o FILE); the reasoning goes to stderr. When selection fails the\n"
+      "manifest goes through unpinned, the reason is printed and the exit status is 0.");
 
   auto* show = app.add_subcommand("show", "one recorded job run: GPUs, why they were chosen, what they did");
   show->add_option("job", job_id, "job id (see gpufleet jobs)")->required();

@@ -92,20 +92,24 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
     std::string line = st.paint(fmt::format("[{}]", g.index), "36") + " " +
                        st.paint(pad(g.name.empty() ? "(unknown)" : g.name, name_w), "34") + " |";
     if (g.health != core::Health::Ok) {
-      line += " " + st.paint(fmt::format("{}: {}", g.health == core::Health::Lost ? "LOST" : "ERROR", g.health_message), "1;31");
+      line += " " + st.paint(fmt::format("{}: {}", g.health == core::Health::Lost ? "LOST" : "ERROR", g.health_message),
+                             "1;31");
       out.push_back(std::move(line));
       continue;
     }
     const bool hot = g.temperature_c && *g.temperature_c >= 80;
-    line += " " + st.paint(lpad(g.temperature_c ? fmt::format("{}{}", *g.temperature_c, unit(Field::Temperature)) : "n/a", 5),
-                           hot ? "1;31" : "31");
+    line += " " +
+            st.paint(lpad(g.temperature_c ? fmt::format("{}{}", *g.temperature_c, unit(Field::Temperature)) : "n/a", 5),
+                     hot ? "1;31" : "31");
     const bool busy = g.utilization_pct && core::busy_utilization(*g.utilization_pct);
-    line += ", " + st.paint(lpad(g.utilization_pct ? fmt::format("{} {}", *g.utilization_pct, unit(Field::Utilization)) : "n/a", 5),
-                            busy ? "1;32" : "32");
+    line += ", " +
+            st.paint(
+                lpad(g.utilization_pct ? fmt::format("{} {}", *g.utilization_pct, unit(Field::Utilization)) : "n/a", 5),
+                busy ? "1;32" : "32");
     line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " " +
             unit(Field::MemoryUsed);
-    line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " + lpad(num(g.power_limit_w, "{:.0f}"), 4) +
-            " " + unit(Field::PowerDraw);
+    line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " +
+            lpad(num(g.power_limit_w, "{:.0f}"), 4) + " " + unit(Field::PowerDraw);
     if (g.fan_pct) line += fmt::format(" | {} {:>3} {}", core::info(Field::Fan).label, *g.fan_pct, unit(Field::Fan));
     line += " |";
     for (const auto& p : g.processes) {
@@ -138,20 +142,22 @@ std::vector<std::string> render_processes(const core::Snapshot& s, const Style& 
   });
   std::vector<std::string> out;
   if (s.simulated) out.push_back(st.paint("SIMULATED GPUs (--backend sim): not real hardware", "1;30;43"));
-  out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", "GPU", "PID", "USER", "GPU MEM", "TYPE",
-                                     "CONTAINER", "COMMAND"), "1"));
+  out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", "GPU", "PID", "USER",
+                                     "GPU MEM", "TYPE", "CONTAINER", "COMMAND"),
+                         "1"));
   for (const auto& r : rows) {
     const auto& p = *r.p;
-    out.push_back(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", r.gpu, p.pid, p.user.empty() ? "?" : p.user,
-                              p.used_memory_mib ? fmt::format("{} MiB", *p.used_memory_mib) : "unknown",
-                              core::to_string(p.kind), p.container.value_or("-"),
-                              p.command.empty() ? (p.name.empty() ? "?" : p.name) : p.command));
+    out.push_back(
+        fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", r.gpu, p.pid, p.user.empty() ? "?" : p.user,
+                    p.used_memory_mib ? fmt::format("{} MiB", *p.used_memory_mib) : "unknown", core::to_string(p.kind),
+                    p.container.value_or("-"), p.command.empty() ? (p.name.empty() ? "?" : p.name) : p.command));
   }
   for (const auto& g : s.gpus)
     if (g.memory_unattributed_mib && *g.memory_unattributed_mib > 0)
       out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", g.index, "-", "-",
                                          fmt::format("{} MiB", *g.memory_unattributed_mib), "-", "-",
-                                         "other / not attributed (driver, contexts, processes not visible)"), "90"));
+                                         "other / not attributed (driver, contexts, processes not visible)"),
+                             "90"));
   if (rows.empty()) out.push_back("No GPU processes.");
   if (!s.process_visibility.complete) out.push_back(st.paint("! " + s.process_visibility.message, "33"));
   return out;
@@ -174,8 +180,9 @@ std::vector<std::string> render_report(const core::RunReport& r, const Style& st
     out.push_back("    temperature  " + range(g.temperature_c, u(Field::Temperature).c_str(), "{:.1f}"));
     out.push_back("    power        " + range(g.power_draw_w, u(Field::PowerDraw).c_str(), "{:.1f}"));
     if (g.energy_joules)
-      out.push_back(fmt::format("    energy       {:.1f} J ({})", *g.energy_joules,
-                                g.energy_source == core::EnergySource::Counter ? "driver energy counter" : "integrated power"));
+      out.push_back(
+          fmt::format("    energy       {:.1f} J ({})", *g.energy_joules,
+                      g.energy_source == core::EnergySource::Counter ? "driver energy counter" : "integrated power"));
   }
   if (r.gpus.empty()) out.push_back("No GPU readings were collected.");
   return out;

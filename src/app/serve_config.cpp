@@ -16,7 +16,9 @@ namespace gf::app {
 using nlohmann::json;
 
 Result<std::pair<std::string, unsigned short>> parse_listen(const std::string& text) {
-  auto bad = [&] { return make_error("--listen '" + text + "': expected HOST:PORT, e.g. 127.0.0.1:9401, 0.0.0.0:9401 or [::1]:9401"); };
+  auto bad = [&] {
+    return make_error("--listen '" + text + "': expected HOST:PORT, e.g. 127.0.0.1:9401, 0.0.0.0:9401 or [::1]:9401");
+  };
   std::string host, port;
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
@@ -31,7 +33,8 @@ Result<std::pair<std::string, unsigned short>> parse_listen(const std::string& t
   }
   if (host.empty()) host = "127.0.0.1";
   if (host == "localhost") host = "127.0.0.1";
-  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (port.empty() || port.size() > 5 ||
+      !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return bad();
   const unsigned long p = std::stoul(port);
   if (p > 65535) return bad();
@@ -39,12 +42,15 @@ Result<std::pair<std::string, unsigned short>> parse_listen(const std::string& t
 }
 
 Result<std::chrono::seconds> parse_duration(const std::string& t) {
-  auto bad = [&] { return make_error("'" + t + "': expected a duration like 90s, 15m, 1h, 7d or a number of seconds"); };
+  auto bad = [&] {
+    return make_error("'" + t + "': expected a duration like 90s, 15m, 1h, 7d or a number of seconds");
+  };
   if (t.empty() || t.size() > 12) return bad();
   const char u = t.back();
   const bool unit = u == 's' || u == 'm' || u == 'h' || u == 'd';
   const std::string digits = unit ? t.substr(0, t.size() - 1) : t;
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return bad();
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return bad();
   const long long n = std::stoll(digits);
   const long long mult = !unit || u == 's' ? 1 : u == 'm' ? 60 : u == 'h' ? 3600 : 86400;
   if (n <= 0) return make_error("'" + t + "': a duration must be positive");
@@ -75,7 +81,8 @@ Result<std::chrono::seconds> duration_value(const json& v, const std::string& wh
 }
 
 Result<void> set_interval(ServeConfig& c, double s, const std::string& where) {
-  if (!(s >= 0.05 && s <= 3600)) return make_error(fmt::format("{}: the interval must be from 0.05 to 3600 seconds (got {})", where, s));
+  if (!(s >= 0.05 && s <= 3600))
+    return make_error(fmt::format("{}: the interval must be from 0.05 to 3600 seconds (got {})", where, s));
   c.interval = std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000)));
   return {};
 }
@@ -86,8 +93,9 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return make_error(src + ": not valid JSON");
   if (!j.is_object()) return make_error(src + ": expected a JSON object");
-  if (auto r = check_keys(j, src, {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read",
-                                   "history", "alerts", "websocket", "allowed_origins", "limits"});
+  if (auto r = check_keys(j, src,
+                          {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read",
+                           "history", "alerts", "websocket", "allowed_origins", "limits"});
       !r)
     return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
@@ -107,8 +115,8 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
     if (!j["interval_s"].is_number()) return make_error(src + ": 'interval_s' must be a number of seconds");
     if (auto r = set_interval(c, j["interval_s"].get<double>(), src + ": interval_s"); !r) return r.error();
   }
-  for (auto [key, out] : {std::pair{"node_name", &c.node_name}, std::pair{"static_dir", &c.static_dir}, std::pair{"db", &c.db},
-                          std::pair{"token_file", &c.token_file}})
+  for (auto [key, out] : {std::pair{"node_name", &c.node_name}, std::pair{"static_dir", &c.static_dir},
+                          std::pair{"db", &c.db}, std::pair{"token_file", &c.token_file}})
     if (auto r = str(key, *out); !r) return r.error();
   if (j.contains("auth_read")) {
     if (!j["auth_read"].is_boolean()) return make_error(src + ": 'auth_read' must be true or false");
@@ -119,7 +127,9 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
     if (h.is_boolean()) {
       c.history = h.get<bool>();
     } else if (h.is_object()) {
-      if (auto r = check_keys(h, src + ": history", {"enabled", "raw_retention", "minute_retention", "hour_retention"}); !r) return r.error();
+      if (auto r = check_keys(h, src + ": history", {"enabled", "raw_retention", "minute_retention", "hour_retention"});
+          !r)
+        return r.error();
       if (h.contains("enabled")) {
         if (!h["enabled"].is_boolean()) return make_error(src + ": history.enabled must be true or false");
         c.history = h["enabled"].get<bool>();
@@ -144,7 +154,9 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   if (j.contains("websocket")) {
     const json& w = j["websocket"];
     if (!w.is_object()) return make_error(src + ": 'websocket' must be an object");
-    if (auto r = check_keys(w, src + ": websocket", {"max_clients", "default_period_ms", "queue", "stall_timeout_s"}); !r) return r.error();
+    if (auto r = check_keys(w, src + ": websocket", {"max_clients", "default_period_ms", "queue", "stall_timeout_s"});
+        !r)
+      return r.error();
     auto num = [&](const char* key, double lo, double hi) -> Result<std::optional<double>> {
       if (!w.contains(key)) return std::optional<double>{};
       if (!w[key].is_number() || w[key].get<double>() < lo || w[key].get<double>() > hi)
@@ -164,7 +176,8 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   }
   if (j.contains("allowed_origins")) {
     const json& o = j["allowed_origins"];
-    if (!o.is_array()) return make_error(src + ": 'allowed_origins' must be a list of origins like \"https://grafana.example\"");
+    if (!o.is_array())
+      return make_error(src + ": 'allowed_origins' must be a list of origins like \"https://grafana.example\"");
     for (const auto& v : o) {
       if (!v.is_string()) return make_error(src + ": 'allowed_origins' must hold strings");
       c.server.allowed_origins.push_back(v.get<std::string>());
@@ -173,7 +186,9 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   if (j.contains("limits")) {
     const json& l = j["limits"];
     if (!l.is_object()) return make_error(src + ": 'limits' must be an object");
-    if (auto r = check_keys(l, src + ": limits", {"max_header_bytes", "max_body_bytes", "request_timeout_s", "max_connections"}); !r)
+    if (auto r = check_keys(l, src + ": limits",
+                            {"max_header_bytes", "max_body_bytes", "request_timeout_s", "max_connections"});
+        !r)
       return r.error();
     auto num = [&](const char* key, double lo, double hi, auto apply) -> Result<void> {
       if (!l.contains(key)) return {};
@@ -182,10 +197,16 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
       apply(l[key].get<double>());
       return {};
     };
-    for (auto r : {num("max_header_bytes", 1024, 1 << 20, [&](double v) { c.server.header_limit = static_cast<std::size_t>(v); }),
-                   num("max_body_bytes", 1024, 64 << 20, [&](double v) { c.server.body_limit = static_cast<std::size_t>(v); }),
-                   num("request_timeout_s", 1, 3600, [&](double v) { c.server.request_timeout = std::chrono::milliseconds(static_cast<long long>(v * 1000)); }),
-                   num("max_connections", 16, 1000000, [&](double v) { c.server.max_connections = static_cast<std::size_t>(v); })})
+    for (auto r :
+         {num("max_header_bytes", 1024, 1 << 20,
+              [&](double v) { c.server.header_limit = static_cast<std::size_t>(v); }),
+          num("max_body_bytes", 1024, 64 << 20, [&](double v) { c.server.body_limit = static_cast<std::size_t>(v); }),
+          num("request_timeout_s", 1, 3600,
+              [&](double v) {
+                c.server.request_timeout = std::chrono::milliseconds(static_cast<long long>(v * 1000));
+              }),
+          num("max_connections", 16, 1000000,
+              [&](double v) { c.server.max_connections = static_cast<std::size_t>(v); })})
       if (!r) return r.error();
   }
   return c;

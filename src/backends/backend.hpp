@@ -21,10 +21,10 @@ struct BackendOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string nvidia_smi = "nvidia-smi";
   std::chrono::milliseconds nvidia_smi_timeout{5000};
-  std::string sysfs_root = "/";      // replaces "/" for /sys/class/drm/...
-  std::string proc_root = "/proc";   // /proc for fdinfo, names, users, containers
-  std::string sim_scenario;          // JSON file for the sim backend; empty: built-in demo
-  unsigned sim_gpus = 0;             // 0: as many as the scenario says (built-in: 4)
+  std::string sysfs_root = "/";        // replaces "/" for /sys/class/drm/...
+  std::string proc_root = "/proc";     // /proc for fdinfo, names, users, containers
+  std::string sim_scenario;            // JSON file for the sim backend; empty: built-in demo
+  unsigned sim_gpus = 0;               // 0: as many as the scenario says (built-in: 4)
   const core::Clock* clock = nullptr;  // nullptr: the system clock
 
   static BackendOptions from_environment();

@@ -53,7 +53,8 @@ Result<std::string> normalize_agent_url(std::string_view url) {
   if (!http && !https) return make_error(fmt::format("agent URL '{}' is not http:// or https://", u));
   if (url_host(u).empty()) return make_error(fmt::format("agent URL '{}' names no host", u));
   for (char c : u)
-    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return make_error("an agent URL contains a space or a control character");
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f)
+      return make_error("an agent URL contains a space or a control character");
   return u;
 }
 
@@ -97,7 +98,8 @@ Result<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view
   std::chrono::microseconds frac{0};
   const std::string_view tail = t.substr(19, t.size() - 20);
   if (!tail.empty()) {
-    if (tail[0] != '.' || !digits(tail.substr(1)) || tail.size() > 10) return make_error(fmt::format("'{}' is not an ISO 8601 UTC time", t));
+    if (tail[0] != '.' || !digits(tail.substr(1)) || tail.size() > 10)
+      return make_error(fmt::format("'{}' is not an ISO 8601 UTC time", t));
     std::string f(tail.substr(1));
     f.resize(6, '0');
     frac = std::chrono::microseconds(to_int(f));
@@ -148,7 +150,8 @@ Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::strin
   return m;
 }
 
-std::vector<core::NodeMetrics> fetch_agents(const std::vector<std::string>& base_urls, std::chrono::milliseconds timeout) {
+std::vector<core::NodeMetrics> fetch_agents(const std::vector<std::string>& base_urls,
+                                            std::chrono::milliseconds timeout) {
   std::vector<platform::HttpRequest> reqs;
   reqs.reserve(base_urls.size());
   for (const auto& u : base_urls) {

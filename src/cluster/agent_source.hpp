@@ -30,6 +30,7 @@ Result<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view
 
 // One NodeMetrics per agent, in the order given (source "agent", agent_url set). An agent that fails
 // has `error` set and no GPUs; its node is the URL's host.
-std::vector<core::NodeMetrics> fetch_agents(const std::vector<std::string>& base_urls, std::chrono::milliseconds timeout);
+std::vector<core::NodeMetrics> fetch_agents(const std::vector<std::string>& base_urls,
+                                            std::chrono::milliseconds timeout);
 
 }  // namespace gf::cluster

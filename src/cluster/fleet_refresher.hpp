@@ -6,8 +6,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <thread>
+#include <unordered_map>
 
 #include "cluster/fleet_sources.hpp"
 

@@ -20,15 +20,17 @@ constexpr unsigned kMaxPages = 100000;
 constexpr std::string_view kLiveFieldSelector = "status.phase!=Succeeded,status.phase!=Failed";
 constexpr std::array<std::string_view, 2> kGpuResources = {kNvidiaGpu, kAmdGpu};
 constexpr std::array<std::string_view, 3> kProductLabels = {"nvidia.com/gpu.product", "amd.com/gpu.product-name",
-                                                             "beta.amd.com/gpu.product-name"};
+                                                            "beta.amd.com/gpu.product-name"};
 
 // Text from the server, safe for a terminal: control characters as \xNN, at most max_chars.
 std::string printable(std::string_view s, std::size_t max_chars = 300) {
   std::string out;
   for (const char c : s.substr(0, max_chars)) {
     const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) out += fmt::format("\\x{:02x}", u);
-    else out.push_back(c);
+    if (u < 0x20 || u == 0x7F)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out.push_back(c);
   }
   if (s.size() > max_chars) out += "…";
   return out;
@@ -58,7 +60,8 @@ const json* path(const json& obj, std::initializer_list<std::string_view> keys) 
 Result<const json*> list_items(const json& doc, std::string_view kind) {
   if (!doc.is_object()) return make_error(fmt::format("not a {} (not a JSON object)", kind));
   const auto got = string_at(doc, "kind");
-  if (!got.empty() && got != kind) return make_error(fmt::format("expected a {}, got kind {}", kind, printable(got, 60)));
+  if (!got.empty() && got != kind)
+    return make_error(fmt::format("expected a {}, got kind {}", kind, printable(got, 60)));
   static const json kEmpty = json::array();
   const json* items = member(doc, "items");
   if (items == nullptr) return &kEmpty;
@@ -297,8 +300,9 @@ Result<PodPage> parse_pod_list(std::string_view text) {
     if (const json* status = member(item, "status")) pod.phase = string_at(*status, "phase");
     for (const auto resource : kGpuResources) {
       auto n = pod_request(*spec, resource);
-      if (!n) return make_error(fmt::format("pod {}/{}: {}", printable(pod.namespace_, 63), printable(pod.name, 253),
-                                            n.error().message));
+      if (!n)
+        return make_error(
+            fmt::format("pod {}/{}: {}", printable(pod.namespace_, 63), printable(pod.name, 253), n.error().message));
       if (*n > 0) pod.gpus.emplace(std::string(resource), *n);
     }
     if (!pod.gpus.empty()) page.pods.push_back(std::move(pod));
@@ -337,8 +341,7 @@ std::string describe_status_error(const KubeConfig& config, long status, std::st
                      phrase, method, printable(path_and_query), message.empty() ? "" : ": ", message);
 }
 
-KubeClient::KubeClient(KubeConfig config, KubeOptions options)
-    : config_(std::move(config)), options_(options) {
+KubeClient::KubeClient(KubeConfig config, KubeOptions options) : config_(std::move(config)), options_(options) {
   if (options_.page_size == 0) options_.page_size = 500;
 }
 
@@ -371,8 +374,8 @@ Result<KubeClient::Response> KubeClient::request(std::string_view method, std::s
       return make_error(fmt::format("cannot reach the API server at {} (from {}): {}", server,
                                     printable(config_.source), printable(e.message)));
     case platform::TransportFailure::TimedOut:
-      return make_error(fmt::format("the API server at {} did not answer {} within {} ms", server, what,
-                                    options_.timeout.count()));
+      return make_error(
+          fmt::format("the API server at {} did not answer {} within {} ms", server, what, options_.timeout.count()));
     case platform::TransportFailure::Tls: {
       const bool system_cas = config_.tls.ca_file.empty() && config_.tls.ca_pem.empty();
       return make_error(fmt::format("TLS with the API server at {} failed (from {}): {}{}", server,
@@ -382,8 +385,8 @@ Result<KubeClient::Response> KubeClient::request(std::string_view method, std::s
                                         : ""));
     }
     case platform::TransportFailure::TooLarge:
-      return make_error(fmt::format("the API server at {} sent more than {} bytes for {}", server,
-                                    options_.max_page_bytes, what));
+      return make_error(
+          fmt::format("the API server at {} sent more than {} bytes for {}", server, options_.max_page_bytes, what));
     case platform::TransportFailure::Cancelled:
     case platform::TransportFailure::Other: break;
   }
@@ -419,7 +422,8 @@ Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
       take(*page);
       if (page->continue_token.empty()) return {};
       if (page->continue_token == token) {
-        return make_error(fmt::format("the API server at {} repeated the continue token of {} ({})", server, kind, what));
+        return make_error(
+            fmt::format("the API server at {} repeated the continue token of {} ({})", server, kind, what));
       }
       token = std::move(page->continue_token);
     }
@@ -427,23 +431,25 @@ Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
   };
 
   std::vector<core::KubeNode> nodes;
-  auto listed = pages(fmt::format("/api/v1/nodes?limit={}", options_.page_size), "list nodes",
-                      "list nodes (cluster-wide: get and list on nodes)", "NodeList",
-                      [](const std::string& b) { return parse_node_list(b); },
-                      [&](NodePage& p) { std::move(p.nodes.begin(), p.nodes.end(), std::back_inserter(nodes)); });
+  auto listed = pages(
+      fmt::format("/api/v1/nodes?limit={}", options_.page_size), "list nodes",
+      "list nodes (cluster-wide: get and list on nodes)", "NodeList",
+      [](const std::string& b) { return parse_node_list(b); },
+      [&](NodePage& p) { std::move(p.nodes.begin(), p.nodes.end(), std::back_inserter(nodes)); });
   if (!listed) return listed.error();
 
   std::vector<PodGpuRequest> pods;
-  listed = pages(fmt::format("/api/v1/pods?limit={}&fieldSelector={}", options_.page_size,
-                             platform::url_escape(kLiveFieldSelector)),
-                 "list pods", "list pods in all namespaces (get and list on pods)", "PodList",
-                 [](const std::string& b) { return parse_pod_list(b); },
-                 [&](PodPage& p) {
-                   // The same filter as the fieldSelector, for servers (and proxies) that ignore it.
-                   for (auto& pod : p.pods) {
-                     if (pod_holds_gpus(pod.phase)) pods.push_back(std::move(pod));
-                   }
-                 });
+  listed = pages(
+      fmt::format("/api/v1/pods?limit={}&fieldSelector={}", options_.page_size,
+                  platform::url_escape(kLiveFieldSelector)),
+      "list pods", "list pods in all namespaces (get and list on pods)", "PodList",
+      [](const std::string& b) { return parse_pod_list(b); },
+      [&](PodPage& p) {
+        // The same filter as the fieldSelector, for servers (and proxies) that ignore it.
+        for (auto& pod : p.pods) {
+          if (pod_holds_gpus(pod.phase)) pods.push_back(std::move(pod));
+        }
+      });
   if (!listed) return listed.error();
   add_pod_requests(nodes, pods);
   return nodes;

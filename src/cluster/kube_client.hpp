@@ -40,9 +40,9 @@ struct NodePage {
 struct PodGpuRequest {
   std::string namespace_;
   std::string name;
-  std::string node;                                 // spec.nodeName; empty: not scheduled
-  std::string phase;                                // status.phase
-  std::map<std::string, std::uint64_t> gpus;        // "nvidia.com/gpu" → 2
+  std::string node;                           // spec.nodeName; empty: not scheduled
+  std::string phase;                          // status.phase
+  std::map<std::string, std::uint64_t> gpus;  // "nvidia.com/gpu" → 2
 };
 
 struct PodPage {
@@ -105,7 +105,7 @@ class KubeClient {
 
 // Each request's error text, exposed so that callers of request() word non-2xx answers the same way:
 // "the API server at https://… answered 404 Not Found to GET /x: pods \"y\" not found".
-std::string describe_status_error(const KubeConfig& config, long status, std::string_view method,
-                                  std::string_view path, std::string_view body, std::string_view rbac = {});
+std::string describe_status_error(const KubeConfig& config, long status, std::string_view method, std::string_view path,
+                                  std::string_view body, std::string_view rbac = {});
 
 }  // namespace gf::cluster

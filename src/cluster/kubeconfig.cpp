@@ -45,8 +45,10 @@ std::string escaped(std::string_view s) {
   std::string out;
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) out += fmt::format("\\x{:02x}", u);
-    else out.push_back(c);
+    if (u < 0x20 || u == 0x7F)
+      out += fmt::format("\\x{:02x}", u);
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -222,10 +224,10 @@ Selected from_kubeconfig(const Merged& m, const std::string& files, const std::s
   const std::string us_where = fmt::format("{}: user \"{}\"", us->second.file, user_name);
   if (u["exec"] && !u["exec"].IsNull()) {
     const auto cmd = u["exec"].IsMap() ? scalar(u["exec"], "command", us_where).value_or("?") : "?";
-    throw ConfigError{fmt::format(
-        "{} authenticates with an exec plugin ({}), which gpufleet does not run; give it a token instead "
-        "(a service account token in the user's token or tokenFile) or a client certificate",
-        us_where, cmd)};
+    throw ConfigError{
+        fmt::format("{} authenticates with an exec plugin ({}), which gpufleet does not run; give it a token instead "
+                    "(a service account token in the user's token or tokenFile) or a client certificate",
+                    us_where, cmd)};
   }
   if (u["auth-provider"] && !u["auth-provider"].IsNull()) {
     const auto name = u["auth-provider"].IsMap() ? scalar(u["auth-provider"], "name", us_where).value_or("?") : "?";
@@ -326,10 +328,10 @@ KubeConfig load(const KubeConfigOptions& o) {
     } else if (!o.service_host.empty()) {
       return from_service_account(o);
     } else {
-      throw ConfigError{fmt::format(
-          "no Kubernetes configuration: no --kubeconfig, $KUBECONFIG is not set, {} does not exist, and "
-          "KUBERNETES_SERVICE_HOST is not set (not in a pod)",
-          home_config.empty() ? std::string("~/.kube/config ($HOME unset)") : home_config)};
+      throw ConfigError{
+          fmt::format("no Kubernetes configuration: no --kubeconfig, $KUBECONFIG is not set, {} does not exist, and "
+                      "KUBERNETES_SERVICE_HOST is not set (not in a pod)",
+                      home_config.empty() ? std::string("~/.kube/config ($HOME unset)") : home_config)};
     }
   }
   Merged merged;
@@ -369,11 +371,16 @@ std::optional<std::string> decode_base64(std::string_view text) {
   for (const char ch : text) {
     if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') continue;
     int v = -1;
-    if (ch >= 'A' && ch <= 'Z') v = ch - 'A';
-    else if (ch >= 'a' && ch <= 'z') v = ch - 'a' + 26;
-    else if (ch >= '0' && ch <= '9') v = ch - '0' + 52;
-    else if (ch == '+') v = 62;
-    else if (ch == '/') v = 63;
+    if (ch >= 'A' && ch <= 'Z')
+      v = ch - 'A';
+    else if (ch >= 'a' && ch <= 'z')
+      v = ch - 'a' + 26;
+    else if (ch >= '0' && ch <= '9')
+      v = ch - '0' + 52;
+    else if (ch == '+')
+      v = 62;
+    else if (ch == '/')
+      v = 63;
     else if (ch == '=') {
       ++pad;
       ++count;

@@ -14,22 +14,22 @@
 namespace gf::cluster {
 
 struct KubeConfig {
-  std::string server;             // "https://10.0.0.1:6443", no trailing slash (may carry a path prefix)
-  std::string namespace_;         // the context's namespace; "default" when it names none
-  platform::TlsOptions tls;       // CA, client certificate and key (files or decoded PEM), insecure flag
-  std::string bearer_token;       // empty: none (client certificate, or no authentication)
-  std::string source;             // "/home/ana/.kube/config, context prod", or "in-cluster"
+  std::string server;        // "https://10.0.0.1:6443", no trailing slash (may carry a path prefix)
+  std::string namespace_;    // the context's namespace; "default" when it names none
+  platform::TlsOptions tls;  // CA, client certificate and key (files or decoded PEM), insecure flag
+  std::string bearer_token;  // empty: none (client certificate, or no authentication)
+  std::string source;        // "/home/ana/.kube/config, context prod", or "in-cluster"
 };
 
 struct KubeConfigOptions {
-  std::string kubeconfig;         // --kubeconfig: this file only
-  std::string context;            // --context; empty: the current-context
-  bool in_cluster = false;        // --in-cluster: use the service account even when a kubeconfig exists
-  std::string env_kubeconfig;     // $KUBECONFIG
-  std::string home;               // $HOME (for ~/.kube/config)
+  std::string kubeconfig;      // --kubeconfig: this file only
+  std::string context;         // --context; empty: the current-context
+  bool in_cluster = false;     // --in-cluster: use the service account even when a kubeconfig exists
+  std::string env_kubeconfig;  // $KUBECONFIG
+  std::string home;            // $HOME (for ~/.kube/config)
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
-  std::string service_host;       // $KUBERNETES_SERVICE_HOST
-  std::string service_port;       // $KUBERNETES_SERVICE_PORT (443 when empty)
+  std::string service_host;  // $KUBERNETES_SERVICE_HOST
+  std::string service_port;  // $KUBERNETES_SERVICE_PORT (443 when empty)
 };
 
 // The cluster, user and namespace of the chosen context. Errors are one line that names the file, the
@@ -40,7 +40,8 @@ Result<KubeConfig> load_kube_config(const KubeConfigOptions& options);
 // The chosen context (empty: current-context) of one kubeconfig text as if read from file_name, without
 // touching the filesystem: relative paths are resolved against file_name's directory but not checked,
 // and a tokenFile is not read (bearer_token stays empty). For the fuzzer and tests.
-Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& file_name, const std::string& context = {});
+Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& file_name,
+                                     const std::string& context = {});
 
 // Decodes standard base64 (RFC 4648), padding optional, whitespace ignored; nullopt on any other
 // character or a truncated quantum. Exposed for tests and the fuzzer.

@@ -4,8 +4,8 @@
 #include <cctype>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "cluster/pod_spec.hpp"
 #include "cluster/yaml_text.hpp"
@@ -49,8 +49,8 @@ std::string document_label(const DocumentPlacement& d) {
 // options.node is set. The tree is edited in place; d.changed says whether anything was written.
 Result<void> place_document(YAML::Node& doc, DocumentPlacement& d, const PlaceOptions& options) {
   if (!doc.IsMap()) {
-    return make_error(fmt::format("{}: expected a mapping (a Kubernetes object), got {}", document_label(d),
-                                  describe_yaml(doc)));
+    return make_error(
+        fmt::format("{}: expected a mapping (a Kubernetes object), got {}", document_label(d), describe_yaml(doc)));
   }
   d.api_version = scalar_at(doc, "apiVersion").value_or("");
   d.kind = scalar_at(doc, "kind").value_or("");
@@ -66,9 +66,10 @@ Result<void> place_document(YAML::Node& doc, DocumentPlacement& d, const PlaceOp
   std::vector<std::string> details;
   for (auto& spec : specs->specs) {
     if (spec.multi_node) {
-      d.notes.push_back(fmt::format("{}: a multi-node engine (leader/worker) is not pinned: its pods belong on "
-                                    "several nodes; the scheduler places them",
-                                    spec.path));
+      d.notes.push_back(
+          fmt::format("{}: a multi-node engine (leader/worker) is not pinned: its pods belong on "
+                      "several nodes; the scheduler places them",
+                      spec.path));
       continue;
     }
     auto plan = plan_gpus(spec, options);
@@ -127,8 +128,8 @@ Result<PlaceResult> place_yaml(std::string_view text, const PlaceOptions& option
     } catch (const YAML::Exception& e) {
       const auto first_line = line_of(text, static_cast<std::size_t>(chunk.text.data() - text.data()));
       if (e.mark.is_null()) return make_error(fmt::format("not YAML: {}", e.msg));
-      return make_error(fmt::format("not YAML: line {}, column {}: {}", first_line + static_cast<std::size_t>(e.mark.line) + 1,
-                                    e.mark.column + 1, e.msg));
+      return make_error(fmt::format("not YAML: line {}, column {}: {}",
+                                    first_line + static_cast<std::size_t>(e.mark.line) + 1, e.mark.column + 1, e.msg));
     }
     if (doc.IsNull()) {  // comments, directives or nothing: not a document of its own
       output += chunk.text;
@@ -234,7 +235,8 @@ Result<PlaceResult> place_checked(std::string_view text, const PlaceOptions& opt
     return make_error(fmt::format("--gpus {}: expected 1 to {}", *options.gpus, scheduler::kMaxWorldSize));
   }
   if (options.node && !dns_subdomain(*options.node, 253, true)) {
-    return make_error(fmt::format("node {}: not a valid Kubernetes node name", describe_yaml(YAML::Node(*options.node))));
+    return make_error(
+        fmt::format("node {}: not a valid Kubernetes node name", describe_yaml(YAML::Node(*options.node))));
   }
   try {
     if (starts_like_json(text)) {
@@ -280,7 +282,6 @@ unsigned PlaceResult::gpus_on_node() const {
   return most;
 }
 
-
 Result<PlaceResult> place_manifest(std::string_view text, const PlaceOptions& options) {
   auto r = place_checked(text, options);
   if (!r) return printable(r.error());
@@ -290,8 +291,8 @@ Result<PlaceResult> place_manifest(std::string_view text, const PlaceOptions& op
 Result<ApplyRequest> apply_request(const DocumentPlacement& doc, std::string_view default_namespace,
                                    std::string_view field_manager, bool force) {
   const auto label = document_label(doc);
-  const auto route = std::find_if(std::begin(kRoutes), std::end(kRoutes),
-                                  [&](const KindRoute& r) { return r.kind == doc.kind; });
+  const auto route =
+      std::find_if(std::begin(kRoutes), std::end(kRoutes), [&](const KindRoute& r) { return r.kind == doc.kind; });
   if (route == std::end(kRoutes)) {
     return make_error(fmt::format("{}: gpufleet does not write objects of this kind", label));
   }
@@ -309,21 +310,22 @@ Result<ApplyRequest> apply_request(const DocumentPlacement& doc, std::string_vie
   req.namespace_name = doc.namespace_name.empty() ? std::string(default_namespace) : doc.namespace_name;
   if (req.namespace_name.empty()) req.namespace_name = "default";
   if (!dns_subdomain(req.name, 253, true)) {
-    return make_error(fmt::format("{}: metadata.name {} is missing or not a valid Kubernetes name (server-side "
-                                  "apply needs one)",
-                                  label, describe_yaml(YAML::Node(doc.name))));
+    return make_error(
+        fmt::format("{}: metadata.name {} is missing or not a valid Kubernetes name (server-side "
+                    "apply needs one)",
+                    label, describe_yaml(YAML::Node(doc.name))));
   }
   if (!dns_subdomain(req.namespace_name, 63, false)) {
-    return make_error(
-        fmt::format("{}: namespace {} is not a valid Kubernetes name", label, describe_yaml(YAML::Node(req.namespace_name))));
+    return make_error(fmt::format("{}: namespace {} is not a valid Kubernetes name", label,
+                                  describe_yaml(YAML::Node(req.namespace_name))));
   }
   const bool manager_ok = !field_manager.empty() && field_manager.size() <= 128 &&
                           std::all_of(field_manager.begin(), field_manager.end(), [](char c) {
                             return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
                           });
   if (!manager_ok) return make_error("field manager: letters, digits, '-', '_' and '.' only (at most 128)");
-  const auto base = req.group.empty() ? fmt::format("/api/{}", req.version)
-                                      : fmt::format("/apis/{}/{}", req.group, req.version);
+  const auto base =
+      req.group.empty() ? fmt::format("/api/{}", req.version) : fmt::format("/apis/{}/{}", req.group, req.version);
   req.path = fmt::format("{}/namespaces/{}/{}/{}?fieldManager={}{}", base, req.namespace_name, req.plural, req.name,
                          field_manager, force ? "&force=true" : "");
   req.body = doc.text;

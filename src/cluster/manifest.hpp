@@ -56,23 +56,23 @@ struct PlaceOptions {
 };
 
 struct DocumentPlacement {
-  std::size_t index = 0;  // 0-based position among the documents of the input
+  std::size_t index = 0;                                // 0-based position among the documents of the input
   std::string api_version, kind, name, namespace_name;  // empty where the document has none
   bool placeable = false;                               // has pod specs that were (or would be) pinned
   std::vector<std::string> pod_specs;                   // their paths: "spec.template.spec", "spec.engine", …
   unsigned gpus = 0;          // GPUs one pod of each placed pod spec asks for, summed over the pod specs
   unsigned gpus_on_node = 0;  // the same times each pod spec's replicas: what the node must hold
   GpuSource gpu_source = GpuSource::None;
-  std::string gpu_detail;             // how the count was found, with paths ("…limits.nvidia.com/gpu = 4")
-  std::vector<std::string> changes;   // what was written, one line each, naming the path
-  std::vector<std::string> notes;     // what was left alone on purpose, and warnings
+  std::string gpu_detail;            // how the count was found, with paths ("…limits.nvidia.com/gpu = 4")
+  std::vector<std::string> changes;  // what was written, one line each, naming the path
+  std::vector<std::string> notes;    // what was left alone on purpose, and warnings
   bool changed = false;
   std::string text;  // this document as written out (YAML, or JSON for JSON input): the body for --apply
 };
 
 struct PlaceResult {
   ManifestFormat format = ManifestFormat::Yaml;
-  std::string output;  // the whole manifest; the input itself when no document changed
+  std::string output;                        // the whole manifest; the input itself when no document changed
   std::vector<DocumentPlacement> documents;  // empty YAML documents (comments only) are not listed
 
   bool changed() const;

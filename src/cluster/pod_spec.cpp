@@ -144,8 +144,8 @@ std::string_view api_group(std::string_view api_version) {
 // --- GPU resources -------------------------------------------------------------------------------
 
 struct ResourceGpus {
-  std::optional<std::uint64_t> count;  // summed over the GPU resource names present
-  std::vector<std::string> found;      // "path.nvidia.com/gpu = 4"
+  std::optional<std::uint64_t> count;                        // summed over the GPU resource names present
+  std::vector<std::string> found;                            // "path.nvidia.com/gpu = 4"
   std::vector<std::pair<std::string, std::uint64_t>> items;  // each resource name present, with its count
 };
 
@@ -248,9 +248,8 @@ Result<ParallelParams> read_parallel_params(const PodContainer& c) {
       const auto value = var.IsMap() ? get_scalar(var, "value") : std::nullopt;
       if (!name || !value) continue;
       std::string key = *name;
-      std::transform(key.begin(), key.end(), key.begin(), [](char ch) {
-        return static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-      });
+      std::transform(key.begin(), key.end(), key.begin(),
+                     [](char ch) { return static_cast<char>(std::tolower(static_cast<unsigned char>(ch))); });
       if (!is_parallel_alias(key, true)) continue;
       out.params.set(key, parallel_value(*value));
       out.paths.push_back(fmt::format("{} ({}={})", path, *name, *value));
@@ -271,7 +270,8 @@ Result<ParallelParams> read_parallel_params(const PodContainer& c) {
     if (!is_parallel_alias(name, false)) continue;
     if (!value) {
       if (i + 1 >= words.size() || words[i + 1].first.empty()) {
-        return make_error(fmt::format("{}: {} has no value", words[i].second, describe_yaml(YAML::Node(std::string(w)))));
+        return make_error(
+            fmt::format("{}: {} has no value", words[i].second, describe_yaml(YAML::Node(std::string(w)))));
       }
       value = words[++i].first;
     }
@@ -382,7 +382,9 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
       }
     }
   }
-  const auto clamp = [](std::uint64_t n) { return static_cast<unsigned>(std::min<std::uint64_t>(n, scheduler::kMaxWorldSize)); };
+  const auto clamp = [](std::uint64_t n) {
+    return static_cast<unsigned>(std::min<std::uint64_t>(n, scheduler::kMaxWorldSize));
+  };
   // Where a GPU limit goes when the pod spec asks for none: the main container. For an OME component
   // that is the runner, and only when it already sets resources: OME takes the runner's resources
   // whole, so a GPU-only block would drop the ServingRuntime's CPU and memory (and its GPU count).
@@ -399,10 +401,10 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
     if (target) {
       plan.adds.push_back(GpuPlan::Add{*target, options.gpu_resource, n});
     } else {
-      plan.notes.push_back(fmt::format(
-          "{}: no GPU limit added: the runner sets no resources, so the ServingRuntime's apply (adding "
-          "some would replace them all); use --gpus to count what the runtime asks for",
-          spec.path));
+      plan.notes.push_back(
+          fmt::format("{}: no GPU limit added: the runner sets no resources, so the ServingRuntime's apply (adding "
+                      "some would replace them all); use --gpus to count what the runtime asks for",
+                      spec.path));
     }
   };
 
@@ -411,9 +413,10 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
     plan.source = GpuSource::Option;
     plan.detail = fmt::format("--gpus {}", *options.gpus);
     if (any_gpu && manifest_total != *options.gpus) {
-      plan.notes.push_back(fmt::format("{}: the manifest asks for {} GPUs ({}); --gpus {} is used to choose the "
-                                       "node and the manifest's values stay",
-                                       spec.path, manifest_total, fmt::join(found, ", "), *options.gpus));
+      plan.notes.push_back(
+          fmt::format("{}: the manifest asks for {} GPUs ({}); --gpus {} is used to choose the "
+                      "node and the manifest's values stay",
+                      spec.path, manifest_total, fmt::join(found, ", "), *options.gpus));
     }
     if (!any_gpu) add_to_target(*options.gpus);
     return plan;
@@ -557,9 +560,10 @@ Result<void> pin_to_node(PodSpecRef& spec, const std::string& node, std::vector<
       for (const auto& e : *expressions) {
         present = present || is_our_expression(e, node);
         if (auto op = excludes_node(e, node)) {
-          notes.push_back(fmt::format("{}.matchExpressions already has {} {}, which leaves {} out: this term "
-                                      "can no longer match",
-                                      term_path, kHostnameKey, *op, quoted_node));
+          notes.push_back(
+              fmt::format("{}.matchExpressions already has {} {}, which leaves {} out: this term "
+                          "can no longer match",
+                          term_path, kHostnameKey, *op, quoted_node));
         }
       }
     }

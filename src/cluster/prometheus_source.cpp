@@ -51,7 +51,8 @@ Result<std::vector<PromSample>> parse_instant_query(std::string_view body) {
   if (data == j.end() || !data->is_object()) return make_error("the answer has no \"data\" object");
   const auto type = data->find("resultType");
   if (type == data->end() || !type->is_string() || *type != "vector")
-    return make_error(fmt::format("expected resultType \"vector\", got {}", type == data->end() ? "none" : type->dump()));
+    return make_error(
+        fmt::format("expected resultType \"vector\", got {}", type == data->end() ? "none" : type->dump()));
   const auto result = data->find("result");
   if (result == data->end() || !result->is_array()) return make_error("the answer has no \"result\" array");
   std::vector<PromSample> out;
@@ -60,7 +61,8 @@ Result<std::vector<PromSample>> parse_instant_query(std::string_view body) {
     if (!r.is_object()) return make_error("a result entry is not an object");
     const auto metric = r.find("metric"), value = r.find("value");
     if (metric == r.end() || !metric->is_object()) return make_error("a result entry has no \"metric\" object");
-    if (value == r.end() || !value->is_array() || value->size() != 2) return make_error("a result entry has no [time, value] pair");
+    if (value == r.end() || !value->is_array() || value->size() != 2)
+      return make_error("a result entry has no [time, value] pair");
     const auto t = number((*value)[0]), v = number((*value)[1]);
     if (!t || !v) return make_error("a sample's time or value is not a number");
     if (!std::isfinite(*v)) continue;
@@ -98,7 +100,7 @@ std::vector<std::string> prometheus_queries(const std::string& l) {
 
 PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
   PromFleet out;
-  std::unordered_map<std::string, std::size_t> node_at;  // node → index in out.nodes
+  std::unordered_map<std::string, std::size_t> node_at;                         // node → index in out.nodes
   std::unordered_map<std::string, std::pair<std::size_t, std::size_t>> gpu_at;  // node\0id → (node, gpu)
   std::size_t unlabelled = 0;
 
@@ -111,7 +113,8 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     }
     const std::string uuid = label(s, "UUID"), index = label(s, "gpu");
     const std::string key = node + '\0' + (uuid.empty() ? "#" + index : uuid);
-    if (const auto it = gpu_at.find(key); it != gpu_at.end()) return &out.nodes[it->second.first].gpus[it->second.second];
+    if (const auto it = gpu_at.find(key); it != gpu_at.end())
+      return &out.nodes[it->second.first].gpus[it->second.second];
     if (!create) return nullptr;
     auto [nit, fresh] = node_at.try_emplace(node, out.nodes.size());
     if (fresh) {
@@ -127,8 +130,9 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     g.model = label(s, "modelName");
     char* end = nullptr;
     const unsigned long i = std::strtoul(index.c_str(), &end, 10);
-    g.index = !index.empty() && end == index.c_str() + index.size() && i < 1u << 20 ? static_cast<unsigned>(i)
-                                                                                     : static_cast<unsigned>(m.gpus.size());
+    g.index = !index.empty() && end == index.c_str() + index.size() && i < 1u << 20
+                  ? static_cast<unsigned>(i)
+                  : static_cast<unsigned>(m.gpus.size());
     m.gpus.push_back(std::move(g));
     gpu_at.emplace(key, std::make_pair(nit->second, m.gpus.size() - 1));
     return &m.gpus.back();
@@ -148,7 +152,8 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     if (auto* g = gpu_of(s, false)) g->power_w = s.value;
   for (auto& m : out.nodes)
     for (auto& g : m.gpus)
-      if (const auto it = free_mib.find(&g); it != free_mib.end() && g.memory_used_mib) g.memory_total_mib = *g.memory_used_mib + it->second;
+      if (const auto it = free_mib.find(&g); it != free_mib.end() && g.memory_used_mib)
+        g.memory_total_mib = *g.memory_used_mib + it->second;
   for (const auto& s : a.sample_time) {
     const auto it = node_at.find(label(s, node_label));
     if (it == node_at.end() || !std::isfinite(s.value) || s.value < 0 || s.value > 1e11) continue;
@@ -161,9 +166,11 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     std::sort(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& x, const core::FleetGpu& y) {
       return x.index != y.index ? x.index < y.index : x.uuid < y.uuid;
     });
-  std::sort(out.nodes.begin(), out.nodes.end(), [](const core::NodeMetrics& x, const core::NodeMetrics& y) { return x.node < y.node; });
+  std::sort(out.nodes.begin(), out.nodes.end(),
+            [](const core::NodeMetrics& x, const core::NodeMetrics& y) { return x.node < y.node; });
   if (unlabelled)
-    out.warnings.push_back(fmt::format("{} series have no '{}' label and were ignored (see --node-label)", unlabelled, node_label));
+    out.warnings.push_back(
+        fmt::format("{} series have no '{}' label and were ignored (see --node-label)", unlabelled, node_label));
   return out;
 }
 
@@ -173,7 +180,8 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
   if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
     return make_error(fmt::format("prometheus {}: not an http:// or https:// URL", o.url));
   if (!valid_label_name(o.node_label))
-    return make_error(fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)", o.node_label));
+    return make_error(
+        fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)", o.node_label));
   const auto queries = prometheus_queries(o.node_label);
   std::vector<platform::HttpRequest> reqs;
   for (const auto& q : queries) {
@@ -197,9 +205,11 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
     auto parsed = parse_instant_query(resp.body);
     if (resp.status >= 300 || !parsed) {
       // Prometheus answers 400/422/503 with its JSON error: its words say more than the status alone.
-      return make_error(fmt::format("prometheus {}: query '{}': {}{}", base, queries[i],
-                                    resp.status >= 300 ? fmt::format("HTTP {}", resp.status) : std::string(),
-                                    parsed ? std::string() : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));
+      return make_error(fmt::format(
+          "prometheus {}: query '{}': {}{}", base, queries[i],
+          resp.status >= 300 ? fmt::format("HTTP {}", resp.status) : std::string(),
+          parsed ? std::string()
+                 : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));
     }
     answers[i] = std::move(*parsed);
   }

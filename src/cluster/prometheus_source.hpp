@@ -27,10 +27,10 @@
 namespace gf::cluster {
 
 struct PrometheusOptions {
-  std::string url;                      // base URL: http://prometheus:9090 (a path prefix is kept)
+  std::string url;  // base URL: http://prometheus:9090 (a path prefix is kept)
   std::string node_label = "Hostname";
   std::chrono::milliseconds timeout{10000};  // each query
-  std::string bearer_token;             // sent when not empty
+  std::string bearer_token;                  // sent when not empty
 };
 
 // One series of an instant-query answer.

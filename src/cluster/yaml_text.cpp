@@ -42,8 +42,8 @@ std::string_view chunk_prefix(std::string_view chunk) {
 // numbers. Over-inclusive on purpose: it only makes same_yaml_meaning stricter.
 bool looks_typed(std::string_view s) {
   static constexpr std::array<std::string_view, 31> kWords = {
-      "true", "True", "TRUE", "false", "False", "FALSE", "yes", "Yes", "YES", "no", "No",
-      "NO",   "on",   "On",   "ON",    "off",   "Off",   "OFF", "y",   "Y",   "n",  "N",
+      "true", "True", "TRUE", "false", "False", "FALSE", "yes",  "Yes",  "YES", "no", "No",
+      "NO",   "on",   "On",   "ON",    "off",   "Off",   "OFF",  "y",    "Y",   "n",  "N",
       "null", "Null", "NULL", "~",     ".inf",  ".Inf",  ".INF", ".nan", ".NaN"};
   if (s.empty()) return true;
   if (std::find(kWords.begin(), kWords.end(), s) != kWords.end()) return true;
@@ -54,8 +54,8 @@ bool looks_typed(std::string_view s) {
   // Numbers: digits with optional '.', exponent, '_', ':' (sexagesimal), 0x/0o/0b prefixes.
   if (!(std::isdigit(static_cast<unsigned char>(body.front())) || body.front() == '.')) return false;
   return std::all_of(body.begin(), body.end(), [](char c) {
-    return std::isxdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == 'x' ||
-           c == 'o' || c == 'b' || c == 'e' || c == 'E' || c == '+' || c == '-';
+    return std::isxdigit(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == 'x' || c == 'o' ||
+           c == 'b' || c == 'e' || c == 'E' || c == '+' || c == '-';
   });
 }
 
@@ -170,8 +170,7 @@ bool same_meaning(const YAML::Node& a, const YAML::Node& b, std::size_t& budget)
   };
   if (kind(a) != kind(b)) return false;
   switch (kind(a)) {
-    case YAML::NodeType::Scalar:
-      return a.Scalar() == b.Scalar() && is_string(a) == is_string(b);
+    case YAML::NodeType::Scalar: return a.Scalar() == b.Scalar() && is_string(a) == is_string(b);
     case YAML::NodeType::Sequence:
     case YAML::NodeType::Map: {
       if (a.size() != b.size()) return false;
@@ -186,8 +185,7 @@ bool same_meaning(const YAML::Node& a, const YAML::Node& b, std::size_t& budget)
       }
       return true;
     }
-    default:
-      return true;
+    default: return true;
   }
 }
 
@@ -252,12 +250,9 @@ YAML::Node json_to_yaml(const nlohmann::ordered_json& j) {
       for (const auto& v : j) s.push_back(json_to_yaml(v));
       return s;
     }
-    case nlohmann::ordered_json::value_t::string:
-      return quoted_scalar(j.get_ref<const std::string&>());
-    case nlohmann::ordered_json::value_t::null:
-      return YAML::Node(YAML::NodeType::Null);
-    default:
-      return YAML::Node(j.dump());  // numbers and booleans, as plain scalars
+    case nlohmann::ordered_json::value_t::string: return quoted_scalar(j.get_ref<const std::string&>());
+    case nlohmann::ordered_json::value_t::null: return YAML::Node(YAML::NodeType::Null);
+    default: return YAML::Node(j.dump());  // numbers and booleans, as plain scalars
   }
 }
 
@@ -283,8 +278,7 @@ nlohmann::ordered_json yaml_to_json(const YAML::Node& n) {
       }
       return n.Scalar();
     }
-    default:
-      return nullptr;
+    default: return nullptr;
   }
 }
 

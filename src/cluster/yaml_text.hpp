@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include "core/result.hpp"
 
@@ -18,8 +18,8 @@ namespace gf::cluster {
 // of the line) starts a document; a line starting with `...` ends one. YAML forbids both at the
 // start of a line inside content, so this split agrees with a YAML parser.
 struct YamlChunk {
-  std::string_view text;    // the whole chunk, marker line included
-  std::string_view prefix;  // its leading blank lines, comment lines and a bare `---` line
+  std::string_view text;       // the whole chunk, marker line included
+  std::string_view prefix;     // its leading blank lines, comment lines and a bare `---` line
   bool ends_document = false;  // closed by a `...` line: text written after it is a new document
 };
 std::vector<YamlChunk> split_yaml_documents(std::string_view text);

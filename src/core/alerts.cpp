@@ -124,9 +124,7 @@ AlertRule default_alert_rule(AlertKind k) {
       r.threshold = 95;
       r.duration = seconds(60);
       break;
-    case AlertKind::GpuLost:
-      r.severity = "critical";
-      break;
+    case AlertKind::GpuLost: r.severity = "critical"; break;
     case AlertKind::EccErrors:
       r.threshold = 1;
       r.duration = seconds(300);
@@ -248,8 +246,7 @@ void AlertEngine::apply(const AlertRule& rule, const Verdict& v, const GpuReadin
                         SteadyTime now, std::vector<AlertEvent>& out) {
   RuleState& rs = st.rules[kind_index(rule.kind)];
   switch (v.state) {
-    case Verdict::State::Unknown:
-      return;
+    case Verdict::State::Unknown: return;
     case Verdict::State::Clear:
       rs.pending_since.reset();
       if (rs.firing) {
@@ -262,8 +259,7 @@ void AlertEngine::apply(const AlertRule& rule, const Verdict& v, const GpuReadin
         out.push_back({AlertEvent::Type::Resolved, std::move(a)});
       }
       return;
-    case Verdict::State::Holds:
-      break;
+    case Verdict::State::Holds: break;
   }
   if (rs.firing) {  // same episode: keep the figures current, say nothing
     rs.firing->gpu_index = g.index;
@@ -279,8 +275,8 @@ void AlertEngine::apply(const AlertRule& rule, const Verdict& v, const GpuReadin
   out.push_back({AlertEvent::Type::Fired, std::move(a)});
 }
 
-void AlertEngine::apply_ecc(const AlertRule& rule, const GpuReading& g, GpuState& st, const Snapshot& s,
-                            SteadyTime now, std::vector<AlertEvent>& out) {
+void AlertEngine::apply_ecc(const AlertRule& rule, const GpuReading& g, GpuState& st, const Snapshot& s, SteadyTime now,
+                            std::vector<AlertEvent>& out) {
   if (g.health != Health::Ok || !g.ecc_uncorrected_volatile) return;  // unknown: keep the baseline
   const std::uint64_t count = *g.ecc_uncorrected_volatile;
   const std::optional<std::uint64_t> last = std::exchange(st.ecc_last, count);
@@ -298,8 +294,7 @@ void AlertEngine::apply_ecc(const AlertRule& rule, const GpuReading& g, GpuState
   }
   if (rise > 0 && static_cast<double>(rise) >= rule.threshold) {
     st.ecc_last_increase = now;
-    Alert a = new_alert(rule, g, st.key, s, static_cast<double>(rise),
-                        who + ": " + errors(rise) + total);
+    Alert a = new_alert(rule, g, st.key, s, static_cast<double>(rise), who + ": " + errors(rise) + total);
     rs.firing = a;
     out.push_back({AlertEvent::Type::Fired, std::move(a)});
     return;

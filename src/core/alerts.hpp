@@ -165,7 +165,7 @@ class AlertEngine {
 
   std::vector<AlertRule> rules_;
   std::array<std::size_t, kAlertKinds.size()> rule_pos_{};  // position in rules_ by kind (size(): none)
-  std::map<std::string, GpuState> gpus_;  // by uuid (or "gpu-<index>")
+  std::map<std::string, GpuState> gpus_;                    // by uuid (or "gpu-<index>")
 };
 
 }  // namespace gf::core

@@ -4,8 +4,8 @@
 // instead of spelling it again. Pure data: no I/O, no allocation; safe to use from any thread.
 //
 // Adding a field: one enumerator, one GpuReading member, and one row in kFields (in enumerator order; a
-// static_assert checks it) naming that member for its reader and marker. The encoders pick the row up by themselves; the
-// history store's on-disk columns change only through a schema migration (see store/history.cpp).
+// static_assert checks it) naming that member for its reader and marker. The encoders pick the row up by themselves;
+// the history store's on-disk columns change only through a schema migration (see store/history.cpp).
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -20,25 +20,25 @@ namespace gf::core {
 
 // One value per metric a GpuReading carries. The order is the order documents list them in.
 enum class Field : std::uint8_t {
-  Utilization,          // GPU (SM) busy, %
-  MemoryUtilization,    // memory bandwidth busy, % (not capacity)
-  MemoryTotal,          // MiB
-  MemoryUsed,           // MiB
-  MemoryFree,           // MiB
-  MemoryUnattributed,   // MiB used that no process accounts for
-  Temperature,          // °C
-  PowerDraw,            // W
-  PowerLimit,           // W
-  Fan,                  // %
-  SmClock,              // MHz (NVML's graphics clock)
-  MemClock,             // MHz
-  ClockEventReasons,    // NVML bit mask
-  PerformanceState,     // 0 = P0 .. 15
-  MigMode,              // bool
+  Utilization,             // GPU (SM) busy, %
+  MemoryUtilization,       // memory bandwidth busy, % (not capacity)
+  MemoryTotal,             // MiB
+  MemoryUsed,              // MiB
+  MemoryFree,              // MiB
+  MemoryUnattributed,      // MiB used that no process accounts for
+  Temperature,             // °C
+  PowerDraw,               // W
+  PowerLimit,              // W
+  Fan,                     // %
+  SmClock,                 // MHz (NVML's graphics clock)
+  MemClock,                // MHz
+  ClockEventReasons,       // NVML bit mask
+  PerformanceState,        // 0 = P0 .. 15
+  MigMode,                 // bool
   EccUncorrectedVolatile,  // count
-  PersistenceMode,      // bool
-  Energy,               // mJ, counter since driver load
-  AvailabilityScore,    // 0..1
+  PersistenceMode,         // bool
+  Energy,                  // mJ, counter since driver load
+  AvailabilityScore,       // 0..1
 };
 
 inline constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::AvailabilityScore) + 1;
@@ -66,13 +66,17 @@ struct FieldValue {
   }
 };
 
-constexpr FieldValue unsigned_field(std::uint64_t v) { return {FieldValue::Kind::Unsigned, Absent::NotQueried, v, 0, 0}; }
+constexpr FieldValue unsigned_field(std::uint64_t v) {
+  return {FieldValue::Kind::Unsigned, Absent::NotQueried, v, 0, 0};
+}
 constexpr FieldValue signed_field(std::int64_t v) { return {FieldValue::Kind::Signed, Absent::NotQueried, 0, v, 0}; }
 constexpr FieldValue double_field(double v) { return {FieldValue::Kind::Double, Absent::NotQueried, 0, 0, v}; }
 constexpr FieldValue absent_field(Absent why) { return {FieldValue::Kind::Absent, why, 0, 0, 0}; }
 
 inline FieldValue field_value(const Reading<unsigned>& r) { return r ? unsigned_field(*r) : absent_field(r.why()); }
-inline FieldValue field_value(const Reading<std::uint64_t>& r) { return r ? unsigned_field(*r) : absent_field(r.why()); }
+inline FieldValue field_value(const Reading<std::uint64_t>& r) {
+  return r ? unsigned_field(*r) : absent_field(r.why());
+}
 inline FieldValue field_value(const Reading<int>& r) { return r ? signed_field(*r) : absent_field(r.why()); }
 inline FieldValue field_value(const Reading<double>& r) { return r ? double_field(*r) : absent_field(r.why()); }
 inline FieldValue field_value(const Reading<bool>& r) { return r ? unsigned_field(*r ? 1 : 0) : absent_field(r.why()); }
@@ -82,11 +86,11 @@ std::string_view to_string(MetricType t) noexcept;  // "gauge", "counter"
 
 // How the JSON document writes a present value (absent is always null).
 enum class JsonForm : std::uint8_t {
-  Number,           // the number as read (integers stay integers); json_decimals > 0 rounds a double
-  Boolean,          // true / false
-  PerformanceState, // "P0".."P15"
-  EnabledDisabled,  // "enabled" / "disabled"
-  ClockEventNames,  // the names of the set bits, e.g. ["gpu_idle"] (see clock_event_names)
+  Number,            // the number as read (integers stay integers); json_decimals > 0 rounds a double
+  Boolean,           // true / false
+  PerformanceState,  // "P0".."P15"
+  EnabledDisabled,   // "enabled" / "disabled"
+  ClockEventNames,   // the names of the set bits, e.g. ["gpu_idle"] (see clock_event_names)
 };
 
 struct FieldInfo {
@@ -94,10 +98,10 @@ struct FieldInfo {
   // Where the value sits in the GPU's JSON object, "." between nesting levels ("memory.used").
   std::string_view json_key;
   JsonForm json_form;
-  int json_decimals;            // > 0: doubles are rounded to this many decimals in JSON
-  std::string_view unit;        // "%", "MiB", "°C", "W", "MHz", "mJ"; empty when unitless
-  std::string_view label;       // short name for people: table headers, chart titles, legends
-  std::string_view description; // one line
+  int json_decimals;             // > 0: doubles are rounded to this many decimals in JSON
+  std::string_view unit;         // "%", "MiB", "°C", "W", "MHz", "mJ"; empty when unitless
+  std::string_view label;        // short name for people: table headers, chart titles, legends
+  std::string_view description;  // one line
   // Prometheus: DCGM's field name where dcgm-exporter has one, else gpufleet_gpu_*; HELP text as written.
   std::string_view prometheus_name;
   std::string_view prometheus_help;

@@ -15,16 +15,16 @@ namespace gf::core {
 // One node as the Kubernetes API reports it.
 struct KubeNode {
   std::string name;
-  std::string gpu_resource;            // "nvidia.com/gpu", "amd.com/gpu"; empty when it has neither
+  std::string gpu_resource;  // "nvidia.com/gpu", "amd.com/gpu"; empty when it has neither
   std::uint64_t gpu_capacity = 0;
   std::uint64_t gpu_allocatable = 0;
   // GPUs requested by the node's pods that are not Succeeded or Failed (per pod the larger of the sum
   // over its containers and its largest init container). Allocatable never drops when pods take GPUs:
   // free = allocatable - requested.
   std::uint64_t gpu_requested = 0;
-  std::string gpu_product;             // nvidia.com/gpu.product (or the AMD equivalent); empty: unknown
-  bool ready = false;                  // the Ready condition is True
-  bool unschedulable = false;          // spec.unschedulable (cordoned)
+  std::string gpu_product;     // nvidia.com/gpu.product (or the AMD equivalent); empty: unknown
+  bool ready = false;          // the Ready condition is True
+  bool unschedulable = false;  // spec.unschedulable (cordoned)
   std::map<std::string, std::string> labels;
 };
 
@@ -44,11 +44,11 @@ struct FleetGpu {
 // What one metrics source knows of one node.
 struct NodeMetrics {
   std::string node;
-  std::string source;                  // "prometheus", "agent"
-  std::string agent_url;               // the node's agent (dashboard link); empty when unknown
+  std::string source;     // "prometheus", "agent"
+  std::string agent_url;  // the node's agent (dashboard link); empty when unknown
   std::vector<FleetGpu> gpus;
   std::optional<std::chrono::system_clock::time_point> observed;  // newest sample time
-  std::string error;                   // why there are no metrics (agent unreachable …); empty when fine
+  std::string error;  // why there are no metrics (agent unreachable …); empty when fine
 };
 
 }  // namespace gf::core

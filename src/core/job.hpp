@@ -19,8 +19,8 @@ struct Job {
   std::int64_t started_at_ms = 0;
   std::optional<std::int64_t> ended_at_ms;
   std::string lease_id;
-  std::string record;      // the whole record as JSON text (gpu_info, metrics, …)
-  LeaseOwner owner;        // the gpufleet process running it: a dead owner turns waiting/running into "lost"
+  std::string record;  // the whole record as JSON text (gpu_info, metrics, …)
+  LeaseOwner owner;    // the gpufleet process running it: a dead owner turns waiting/running into "lost"
 };
 
 }  // namespace gf::core

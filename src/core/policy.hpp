@@ -13,7 +13,8 @@ inline constexpr std::uint64_t kDefaultMinFreeMemoryMib = 8000;
 // Highest utilization at which a GPU still counts as available (percent, inclusive).
 inline constexpr unsigned kDefaultMaxUtilizationPct = 50;
 
-constexpr bool available_utilization(unsigned utilization_pct, unsigned ceiling_pct = kDefaultMaxUtilizationPct) noexcept {
+constexpr bool available_utilization(unsigned utilization_pct,
+                                     unsigned ceiling_pct = kDefaultMaxUtilizationPct) noexcept {
   return utilization_pct <= ceiling_pct;
 }
 constexpr bool busy_utilization(unsigned utilization_pct, unsigned ceiling_pct = kDefaultMaxUtilizationPct) noexcept {

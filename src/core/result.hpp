@@ -57,7 +57,7 @@ template <class T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit like expected
-  Result(Error e) : v_(std::in_place_index<1>, std::move(e)) {}     // NOLINT
+  Result(Error e) : v_(std::in_place_index<1>, std::move(e)) {}      // NOLINT
 
   bool has_value() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return has_value(); }

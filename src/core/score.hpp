@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/snapshot.hpp"
 #include "core/policy.hpp"
+#include "core/snapshot.hpp"
 
 namespace gf::core {
 

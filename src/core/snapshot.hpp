@@ -20,14 +20,14 @@ enum class ProcessKind : unsigned char { Compute, Graphics, ComputeGraphics, Mps
 std::string_view to_string(ProcessKind k) noexcept;
 
 struct GpuProcess {
-  std::uint32_t pid = 0;                  // as the driver reports it (host pid namespace for NVML)
+  std::uint32_t pid = 0;                         // as the driver reports it (host pid namespace for NVML)
   std::optional<std::uint64_t> used_memory_mib;  // nullopt: the driver cannot tell
   ProcessKind kind = ProcessKind::Compute;
   // Filled from /proc when visible; empty when the process could not be resolved.
   std::string name;
   std::string user;
-  std::string command;                    // full command line, arguments separated by spaces
-  std::optional<std::string> container;   // container id or "k8s-pod:<uid>" when in a container cgroup
+  std::string command;                         // full command line, arguments separated by spaces
+  std::optional<std::string> container;        // container id or "k8s-pod:<uid>" when in a container cgroup
   std::optional<std::uint32_t> container_pid;  // pid inside its own namespace (last NSpid entry)
 };
 
@@ -53,30 +53,30 @@ struct GpuReading {
   Reading<bool> mig_enabled;
   Reading<std::uint64_t> ecc_uncorrected_volatile;
   Reading<bool> persistence_mode;
-  Reading<std::uint64_t> energy_mj;            // counter since driver load
+  Reading<std::uint64_t> energy_mj;  // counter since driver load
 
   Health health = Health::Ok;
-  std::string health_message;                  // why, when not Ok
+  std::string health_message;  // why, when not Ok
 
-  Reading<double> availability_score;          // filled by score_gpus(); absent for lost GPUs
+  Reading<double> availability_score;  // filled by score_gpus(); absent for lost GPUs
   std::vector<GpuProcess> processes;
   // Device used memory minus what the processes account for; absent when unknown.
   Reading<std::uint64_t> memory_unattributed_mib;
 };
 
 struct ProcessVisibility {
-  bool complete = true;     // false: some GPU processes may be invisible to us
-  std::string message;      // why, when not complete
+  bool complete = true;  // false: some GPU processes may be invisible to us
+  std::string message;   // why, when not complete
 };
 
 struct Snapshot {
   std::chrono::system_clock::time_point timestamp{};
-  std::string backend;               // "nvml", "nvidia-smi", "amdgpu", "sim", "none"
+  std::string backend;  // "nvml", "nvidia-smi", "amdgpu", "sim", "none"
   bool simulated = false;
-  std::string driver_version;        // empty when unknown
-  std::string cuda_driver_version;   // e.g. "12.4"; empty when unknown or not NVIDIA
+  std::string driver_version;       // empty when unknown
+  std::string cuda_driver_version;  // e.g. "12.4"; empty when unknown or not NVIDIA
   std::vector<GpuReading> gpus;
-  std::vector<std::string> warnings; // plain sentences, shown to the user (e.g. persistence mode off)
+  std::vector<std::string> warnings;  // plain sentences, shown to the user (e.g. persistence mode off)
   ProcessVisibility process_visibility;
 };
 

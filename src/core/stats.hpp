@@ -42,9 +42,9 @@ struct SeriesPoint {
 };
 
 struct RunReport {
-  double duration_s = 0;        // first to last sample
+  double duration_s = 0;  // first to last sample
   std::size_t sample_count = 0;
-  std::map<unsigned, GpuRunStats> gpus;          // by GPU index
+  std::map<unsigned, GpuRunStats> gpus;                 // by GPU index
   std::map<unsigned, std::vector<SeriesPoint>> series;  // for charts, decimated to at most max_points
 };
 

@@ -23,15 +23,18 @@ class Topology {
  public:
   Topology() = default;
   // n GPUs, every pair Unknown with no NVLink.
-  explicit Topology(unsigned n) : n_(n), level_(static_cast<std::size_t>(n) * n, LinkLevel::Unknown), nvlinks_(static_cast<std::size_t>(n) * n, 0) {}
+  explicit Topology(unsigned n)
+      : n_(n),
+        level_(static_cast<std::size_t>(n) * n, LinkLevel::Unknown),
+        nvlinks_(static_cast<std::size_t>(n) * n, 0) {}
 
   unsigned size() const noexcept { return n_; }
   // True when at least one pair has a known level or an NVLink.
   bool known() const noexcept;
   LinkLevel level(unsigned a, unsigned b) const noexcept;
   unsigned nvlinks(unsigned a, unsigned b) const noexcept;
-  void set_level(unsigned a, unsigned b, LinkLevel l);    // symmetric
-  void set_nvlinks(unsigned a, unsigned b, unsigned n);   // symmetric
+  void set_level(unsigned a, unsigned b, LinkLevel l);   // symmetric
+  void set_nvlinks(unsigned a, unsigned b, unsigned n);  // symmetric
 
  private:
   unsigned n_ = 0;

@@ -37,8 +37,8 @@ struct DockerRunSpec {
   std::vector<std::string> env;      // KEY=VALUE; CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES are dropped
   std::string name;                  // empty: the engine picks one
   std::map<std::string, std::string> labels;
-  bool remove = true;                // like `docker run --rm`, but done by us after the logs are read
-  int stop_grace_seconds = 10;       // on cancel: SIGTERM, then SIGKILL after this many seconds
+  bool remove = true;           // like `docker run --rm`, but done by us after the logs are read
+  int stop_grace_seconds = 10;  // on cancel: SIGTERM, then SIGKILL after this many seconds
 };
 
 struct DockerRunResult {

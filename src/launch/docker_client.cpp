@@ -116,10 +116,10 @@ Result<DockerClient> DockerClient::from_docker_host(std::string_view docker_host
   if (docker_host.starts_with(kUnix) && docker_host.size() > kUnix.size()) {
     return DockerClient(std::string(docker_host.substr(kUnix.size())));
   }
-  return make_error(fmt::format(
-      "DOCKER_HOST={} is not supported: gpufleet reaches the Docker engine over a unix socket only "
-      "(DOCKER_HOST=unix:///path/to/docker.sock)",
-      docker_host));
+  return make_error(
+      fmt::format("DOCKER_HOST={} is not supported: gpufleet reaches the Docker engine over a unix socket only "
+                  "(DOCKER_HOST=unix:///path/to/docker.sock)",
+                  docker_host));
 }
 
 std::string DockerClient::url(std::string_view path_and_query) const {
@@ -135,8 +135,8 @@ Result<std::string> DockerClient::ping() {
   const auto& r = out.response();
   if (r.status != 200) return engine_error(r);
   if (first_line(r.body) != "OK") {
-    return make_error(fmt::format("docker: {} does not answer like a Docker engine (/_ping said \"{}\")",
-                                  socket_path_, first_line(r.body)));
+    return make_error(fmt::format("docker: {} does not answer like a Docker engine (/_ping said \"{}\")", socket_path_,
+                                  first_line(r.body)));
   }
   const auto engine = parse_api_version(r.api_version);
   if (!engine) return api_version_;  // every engine since 1.x sends Api-Version; keep the safe default
@@ -158,8 +158,8 @@ Result<DockerClient::Created> DockerClient::create_container(const DockerRunSpec
   }
   HttpRequest req;
   req.method = "POST";
-  req.url = url(spec.name.empty() ? std::string("/containers/create")
-                                  : "/containers/create?name=" + url_escape(spec.name));
+  req.url =
+      url(spec.name.empty() ? std::string("/containers/create") : "/containers/create?name=" + url_escape(spec.name));
   req.json_body = create_request_body(spec);
   req.timeout = kCreateStartTimeout;
   auto out = perform_unix_http(socket_path_, req);

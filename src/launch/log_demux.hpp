@@ -36,7 +36,7 @@ class LogDemuxer {
 
   LogFraming framing_;
   std::size_t tail_bytes_;
-  std::string pending_;          // a header not yet complete (or, while sniffing, the first bytes)
+  std::string pending_;           // a header not yet complete (or, while sniffing, the first bytes)
   std::size_t payload_left_ = 0;  // bytes of the current frame's payload still to come
   std::string tail_;
 };

@@ -11,8 +11,8 @@ namespace {
 constexpr std::chrono::milliseconds kConnectTimeout{5000};
 
 TransportError connect_error(const std::string& socket_path, const platform::TransportError& e) {
-  std::string reason = e.os_errno != 0 ? std::error_code(static_cast<int>(e.os_errno), std::generic_category()).message()
-                                       : e.message;
+  std::string reason =
+      e.os_errno != 0 ? std::error_code(static_cast<int>(e.os_errno), std::generic_category()).message() : e.message;
   std::string hint;
   if (e.os_errno == ENOENT || e.os_errno == ECONNREFUSED) {
     hint = " (is the Docker engine running? set DOCKER_HOST=unix:///path/to/docker.sock if it listens elsewhere)";

@@ -133,7 +133,8 @@ void Agent::collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_c
       }
     }
     if (recent_.size() > options_.alert_history)
-      recent_.erase(recent_.begin(), recent_.begin() + static_cast<std::ptrdiff_t>(recent_.size() - options_.alert_history));
+      recent_.erase(recent_.begin(),
+                    recent_.begin() + static_cast<std::ptrdiff_t>(recent_.size() - options_.alert_history));
     if (!events.empty()) listeners = alert_listeners_;
   }
   for (const auto& l : listeners) {
@@ -177,7 +178,8 @@ Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
     {
       std::lock_guard l(mu_);
       for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it) {
-        const bool in_store = std::any_of(stored->begin(), stored->end(), [&](const core::Alert& a) { return same_episode(a, *it); });
+        const bool in_store =
+            std::any_of(stored->begin(), stored->end(), [&](const core::Alert& a) { return same_episode(a, *it); });
         if (!in_store) out.push_back(*it);
       }
     }
@@ -188,7 +190,8 @@ Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
         if (same_episode(m, a)) a = m;
     }
     out.insert(out.end(), stored->begin(), stored->end());
-    std::stable_sort(out.begin(), out.end(), [](const core::Alert& a, const core::Alert& b) { return a.started_at > b.started_at; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const core::Alert& a, const core::Alert& b) { return a.started_at > b.started_at; });
     if (out.size() > limit) out.resize(limit);
     return out;
   }

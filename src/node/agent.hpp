@@ -36,9 +36,9 @@ struct AgentOptions {
   std::chrono::milliseconds interval{1000};
   std::string node_name;
   std::vector<core::AlertRule> alert_rules = core::default_alert_rules();
-  std::chrono::milliseconds history_flush{2000};     // a batch is written at most this often
+  std::chrono::milliseconds history_flush{2000};      // a batch is written at most this often
   std::chrono::milliseconds history_maintain{60000};  // rollups and retention
-  std::size_t alert_history = 200;                     // firing/resolved episodes kept in memory
+  std::size_t alert_history = 200;                    // firing/resolved episodes kept in memory
   // false: start() runs no writer thread; the owner calls step_history(now) (tests on a fake clock).
   bool writer_thread = true;
 };

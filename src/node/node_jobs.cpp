@@ -24,8 +24,10 @@ std::optional<NodeJobs::Counts> NodeJobs::counts() {
   c.active_leases = active->size();
   c.waiting = waiting->size();
   for (const auto& [status, n] : *exps) {
-    if (status == "running") c.jobs_running += n;
-    else if (status != "waiting") c.jobs_finished += n;
+    if (status == "running")
+      c.jobs_running += n;
+    else if (status != "waiting")
+      c.jobs_finished += n;
   }
   cached_ = c;
   counted_at_ = now;

@@ -45,7 +45,8 @@ bool ChangeSignal::wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   alignas(inotify_event) char buf[4096];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     pollfd p{inotify_fd_, POLLIN, 0};
     const int n = ::poll(&p, 1, static_cast<int>(left.count()));

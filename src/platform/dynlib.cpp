@@ -28,8 +28,6 @@ DynamicLibrary::~DynamicLibrary() {
   if (handle_) dlclose(handle_);
 }
 
-void* DynamicLibrary::symbol(const char* name) const noexcept {
-  return handle_ ? dlsym(handle_, name) : nullptr;
-}
+void* DynamicLibrary::symbol(const char* name) const noexcept { return handle_ ? dlsym(handle_, name) : nullptr; }
 
 }  // namespace gf::platform

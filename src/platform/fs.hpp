@@ -1,6 +1,6 @@
 #pragma once
-// Small filesystem helpers, stateless and thread-safe. Every reader of /proc or /sys takes its root as a parameter (tests point
-// it at a fixture tree); these helpers never throw.
+// Small filesystem helpers, stateless and thread-safe. Every reader of /proc or /sys takes its root as a parameter
+// (tests point it at a fixture tree); these helpers never throw.
 #include <cstddef>
 #include <optional>
 #include <string>

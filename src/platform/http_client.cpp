@@ -140,8 +140,10 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     if (name == "content-type") t->response.content_type = std::string(value);
     auto it = std::find_if(t->response.headers.begin(), t->response.headers.end(),
                            [&](const auto& h) { return h.first == name; });
-    if (it != t->response.headers.end()) it->second = std::string(value);
-    else t->response.headers.emplace_back(std::move(name), std::string(value));
+    if (it != t->response.headers.end())
+      it->second = std::string(value);
+    else
+      t->response.headers.emplace_back(std::move(name), std::string(value));
   }
   return line.size();
 }
@@ -199,7 +201,8 @@ bool prepare(const CurlApi& api, Transfer& t) {
   api.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM-based DNS timeouts in a threaded program
   api.easy_setopt(h, CURLOPT_ERRORBUFFER, t.errbuf);
   api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(rq.connect_timeout.count()));
-  if (rq.timeout) api.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long long>(1, rq.timeout->count())));
+  if (rq.timeout)
+    api.easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<long long>(1, rq.timeout->count())));
   api.easy_setopt(h, CURLOPT_HEADERFUNCTION, &on_header);
   api.easy_setopt(h, CURLOPT_HEADERDATA, &t);
   api.easy_setopt(h, CURLOPT_WRITEFUNCTION, &on_write);
@@ -212,7 +215,8 @@ bool prepare(const CurlApi& api, Transfer& t) {
     // Proxies from the environment apply (as kubectl and curl do), but never to loopback.
     const char* env = std::getenv("no_proxy");
     if (env == nullptr) env = std::getenv("NO_PROXY");
-    t.no_proxy = env != nullptr && *env != '\0' ? std::string(env) + ",localhost,127.0.0.1,::1" : "localhost,127.0.0.1,::1";
+    t.no_proxy =
+        env != nullptr && *env != '\0' ? std::string(env) + ",localhost,127.0.0.1,::1" : "localhost,127.0.0.1,::1";
     api.easy_setopt(h, CURLOPT_NOPROXY, t.no_proxy.c_str());
   }
 
@@ -344,8 +348,9 @@ std::vector<HttpOutcome> http_perform_all(const std::vector<HttpRequest>& reques
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (transfers[i]) api.multi_remove_handle(multi.get(), transfers[i]->easy.get());
-    out.push_back(results[i] ? std::move(*results[i])
-                             : HttpOutcome(TransportError{TransportFailure::Other, "libcurl's transfer loop failed", 0}));
+    out.push_back(results[i]
+                      ? std::move(*results[i])
+                      : HttpOutcome(TransportError{TransportFailure::Other, "libcurl's transfer loop failed", 0}));
   }
   return out;
 }

@@ -39,7 +39,8 @@ std::optional<std::string> find_pod_uid(std::string_view line) {
   while (pod != std::string_view::npos) {
     std::size_t b = pod + 3;
     std::size_t e = b;
-    while (e < line.size() && (std::isxdigit(static_cast<unsigned char>(line[e])) || line[e] == '-' || line[e] == '_')) ++e;
+    while (e < line.size() && (std::isxdigit(static_cast<unsigned char>(line[e])) || line[e] == '-' || line[e] == '_'))
+      ++e;
     std::string uid(line.substr(b, e - b));
     for (char& c : uid)
       if (c == '_') c = '-';

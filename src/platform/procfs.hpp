@@ -9,11 +9,11 @@
 namespace gf::platform {
 
 struct ProcInfo {
-  std::string name;                      // comm
-  std::string user;                      // user name, or the numeric uid when it has no name
-  std::string command;                   // cmdline, NULs turned into spaces; [name] for kernel threads
-  std::optional<std::string> container;  // see parse_container_id
-  std::vector<std::uint32_t> nspid;      // NSpid: host-side first, innermost namespace last
+  std::string name;                         // comm
+  std::string user;                         // user name, or the numeric uid when it has no name
+  std::string command;                      // cmdline, NULs turned into spaces; [name] for kernel threads
+  std::optional<std::string> container;     // see parse_container_id
+  std::vector<std::uint32_t> nspid;         // NSpid: host-side first, innermost namespace last
   unsigned long long start_time_ticks = 0;  // field 22 of stat: tells a reused pid apart
 };
 

@@ -103,7 +103,8 @@ Result<ProcessOutput> run_process(const std::vector<std::string>& argv, const Ru
   int open_fds = 2;
   char buf[65536];
   while (open_fds > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       result.timed_out = true;
       break;
@@ -152,8 +153,10 @@ Result<ProcessOutput> run_process(const std::vector<std::string>& argv, const Ru
     const auto grace = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     while (!reaped && std::chrono::steady_clock::now() < grace) {
       const pid_t w = ::waitpid(pid, &status, WNOHANG);
-      if (w == pid) reaped = true;
-      else std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (w == pid)
+        reaped = true;
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     if (!reaped) {
       std::thread([pid] {

@@ -1,6 +1,6 @@
 #pragma once
-// Running a program without a shell, with a hard timeout (thread-safe; one call per program). A program that outlives the timeout is
-// killed (SIGKILL to its process group) and reaped; output beyond max_output_bytes is discarded.
+// Running a program without a shell, with a hard timeout (thread-safe; one call per program). A program that outlives
+// the timeout is killed (SIGKILL to its process group) and reaped; output beyond max_output_bytes is discarded.
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -12,10 +12,10 @@
 namespace gf::platform {
 
 struct ProcessOutput {
-  int exit_code = -1;      // exit status, or 128 + signal number when killed by a signal
+  int exit_code = -1;  // exit status, or 128 + signal number when killed by a signal
   bool timed_out = false;
-  std::string out;         // stdout
-  std::string err;         // stderr
+  std::string out;  // stdout
+  std::string err;  // stderr
 };
 
 struct RunOptions {

@@ -68,7 +68,9 @@ class SampleHub {
   // Driver queries made so far (one per tick, however many listeners were due).
   std::uint64_t query_count() const noexcept { return queries_.load(); }
   // How long the latest driver query took.
-  std::chrono::nanoseconds last_query_duration() const noexcept { return std::chrono::nanoseconds(last_query_ns_.load()); }
+  std::chrono::nanoseconds last_query_duration() const noexcept {
+    return std::chrono::nanoseconds(last_query_ns_.load());
+  }
   // Exceptions caught so far: from the backend's query, and from listeners.
   std::uint64_t backend_exceptions() const noexcept { return backend_exceptions_.load(); }
   std::uint64_t listener_exceptions() const noexcept { return listener_exceptions_.load(); }

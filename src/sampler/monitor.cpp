@@ -5,7 +5,10 @@
 namespace gf::sampler {
 
 Monitor::Monitor(std::unique_ptr<backends::Backend> backend, const core::Clock& clock, MonitorOptions opts)
-    : backend_(std::move(backend)), clock_(clock), opts_(std::move(opts)), proc_(opts_.proc_root),
+    : backend_(std::move(backend)),
+      clock_(clock),
+      opts_(std::move(opts)),
+      proc_(opts_.proc_root),
       in_child_pid_ns_(proc_.in_child_pid_namespace()) {}
 
 std::string Monitor::backend_name() const { return backend_ ? std::string(backend_->name()) : "none"; }
@@ -64,8 +67,10 @@ void Monitor::resolve_processes(core::Snapshot& s) {
         auto it = proc_cache_.find(p.pid);
         if (it == proc_cache_.end() || it->second.start_time_ticks != *start) {
           auto fresh = proc_.read(p.pid);
-          if (fresh) it = proc_cache_.insert_or_assign(p.pid, std::move(*fresh)).first;
-          else it = proc_cache_.end();
+          if (fresh)
+            it = proc_cache_.insert_or_assign(p.pid, std::move(*fresh)).first;
+          else
+            it = proc_cache_.end();
         }
         if (it != proc_cache_.end()) info = &it->second;
       }
@@ -83,8 +88,9 @@ void Monitor::resolve_processes(core::Snapshot& s) {
   std::erase_if(proc_cache_, [&](const auto& kv) { return !seen.contains(kv.first); });
   std::string why;
   if (in_child_pid_ns_) {
-    why = "gpufleet runs in a container's pid namespace: GPU processes outside it are not visible; run it with the "
-          "host's pid namespace (docker --pid=host, Kubernetes hostPID: true) to see them";
+    why =
+        "gpufleet runs in a container's pid namespace: GPU processes outside it are not visible; run it with the "
+        "host's pid namespace (docker --pid=host, Kubernetes hostPID: true) to see them";
   } else if (invisible > 0) {
     why = std::to_string(invisible) + " of " + std::to_string(reported) +
           " GPU processes reported by the driver are not visible in " + proc_.root() +

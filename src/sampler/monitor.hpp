@@ -40,7 +40,8 @@ class Monitor {
   void prime(core::Snapshot raw);
   // Indices of GPUs with at least min_free_memory_mib free and at most max_utilization_pct busy,
   // best availability score first. Lost GPUs are never available.
-  Result<std::vector<unsigned>> available_gpus(std::uint64_t min_free_memory_mib, unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct,
+  Result<std::vector<unsigned>> available_gpus(std::uint64_t min_free_memory_mib,
+                                               unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct,
                                                bool use_cache = true);
   // One GPU's reading, or nullopt when there is no such index.
   Result<std::optional<core::GpuReading>> gpu(unsigned index, bool use_cache = true);

@@ -20,8 +20,10 @@ void Sampler::start() {
   // for a delivery in flight.
   auto sub = hub_.subscribe(interval_, [this](const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at) {
     std::lock_guard l(mu_);
-    if (s) agg_.add(**s, at);
-    else ++failed_;
+    if (s)
+      agg_.add(**s, at);
+    else
+      ++failed_;
   });
   SampleHub::Subscription old;
   std::lock_guard lock(mu_);

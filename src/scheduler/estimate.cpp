@@ -67,8 +67,8 @@ void finish(Memory& m, const Context& c, std::uint64_t weights_mib, std::uint64_
                                 weights_mib + kv_mib, reserve));
   m.mib = weights_mib + kv_mib + reserve;
   if (kv_mib > 0) {
-    m.lines.push_back(fmt::format("memory per GPU = weights {} + KV cache {} + reserve {} = {} MiB", weights_mib, kv_mib,
-                                  reserve, m.mib));
+    m.lines.push_back(fmt::format("memory per GPU = weights {} + KV cache {} + reserve {} = {} MiB", weights_mib,
+                                  kv_mib, reserve, m.mib));
   } else {
     m.lines.push_back(fmt::format("memory per GPU = weights {} + reserve {} = {} MiB", weights_mib, reserve, m.mib));
   }
@@ -80,8 +80,10 @@ Result<Memory> from_shape(const ModelShape& shape, const std::string& where, con
   const ParamCount count = count_parameters(shape);
   const unsigned tp = c.sizes.tp.value, pp = c.sizes.pp.value;
 
-  std::string attention = fmt::format("{} heads / {} KV heads × head_dim {}", shape.heads, shape.kv_heads, shape.head_dim);
-  if (shape.kv_lora_rank > 0) attention += fmt::format(", MLA KV latent {} + {}", shape.kv_lora_rank, shape.qk_rope_head_dim);
+  std::string attention =
+      fmt::format("{} heads / {} KV heads × head_dim {}", shape.heads, shape.kv_heads, shape.head_dim);
+  if (shape.kv_lora_rank > 0)
+    attention += fmt::format(", MLA KV latent {} + {}", shape.kv_lora_rank, shape.qk_rope_head_dim);
   std::string mlp = fmt::format("intermediate {}", shape.intermediate);
   if (shape.experts > 0) {
     mlp = fmt::format("{} experts × intermediate {}", shape.experts, shape.moe_intermediate);
@@ -109,17 +111,19 @@ Result<Memory> from_shape(const ModelShape& shape, const std::string& where, con
   }
   const double weight_bytes = count.linear() * linear_bytes + (count.embeddings + count.norms) * other_bytes;
   const double per_gpu = weight_bytes / c.world.weight_shards;
-  if (!(per_gpu / kMiB < kMaxMib)) return make_error(fmt::format("model at {}: config.json describes an implausibly large model", where));
+  if (!(per_gpu / kMiB < kMaxMib))
+    return make_error(fmt::format("model at {}: config.json describes an implausibly large model", where));
   const std::uint64_t weights_mib = ceil_mib(per_gpu);
   if (shape.quantization.empty() || linear_bytes == other_bytes) {
     m.lines.push_back(fmt::format("weights: {} params × {} bytes ({}) / (tp {} × pp {}) = {} = {} MiB per GPU",
-                                  format_params(count.total()), linear_bytes, dtype, tp, pp, format_gb(per_gpu), weights_mib));
-  } else {
-    m.lines.push_back(fmt::format("weights: ({} linear params × {} bytes ({}) + {} embedding/norm params × {} bytes) / "
-                                  "(tp {} × pp {}) = {} = {} MiB per GPU",
-                                  format_params(count.linear()), linear_bytes, shape.quantization,
-                                  format_params(count.embeddings + count.norms), other_bytes, tp, pp, format_gb(per_gpu),
+                                  format_params(count.total()), linear_bytes, dtype, tp, pp, format_gb(per_gpu),
                                   weights_mib));
+  } else {
+    m.lines.push_back(fmt::format(
+        "weights: ({} linear params × {} bytes ({}) + {} embedding/norm params × {} bytes) / "
+        "(tp {} × pp {}) = {} = {} MiB per GPU",
+        format_params(count.linear()), linear_bytes, shape.quantization, format_params(count.embeddings + count.norms),
+        other_bytes, tp, pp, format_gb(per_gpu), weights_mib));
   }
 
   // KV cache: element size from kv-cache-dtype, else the dtype activations run in.
@@ -144,7 +148,8 @@ Result<Memory> from_shape(const ModelShape& shape, const std::string& where, con
   std::string per_token_text;
   if (shape.kv_lora_rank > 0) {
     // MLA keeps one latent per token and layer, and every tensor-parallel GPU holds all of it.
-    per_token = static_cast<double>(layers_per_gpu) * static_cast<double>(shape.kv_lora_rank + shape.qk_rope_head_dim) * kv_bytes;
+    per_token = static_cast<double>(layers_per_gpu) * static_cast<double>(shape.kv_lora_rank + shape.qk_rope_head_dim) *
+                kv_bytes;
     per_token_text = fmt::format("{} layers (/ pp {}) × MLA latent ({} + {}) × {} bytes", layers_per_gpu, pp,
                                  shape.kv_lora_rank, shape.qk_rope_head_dim, kv_bytes);
   } else {
@@ -159,7 +164,8 @@ Result<Memory> from_shape(const ModelShape& shape, const std::string& where, con
   const std::uint64_t shards = c.world.kv_shards;
   const double tokens = std::ceil(static_cast<double>(tokens_per_sequence) * static_cast<double>(sequences) / shards);
   const double kv_total = per_token * tokens;
-  if (!(kv_total / kMiB < kMaxMib)) return make_error(fmt::format("model at {}: KV cache estimate implausibly large", where));
+  if (!(kv_total / kMiB < kMaxMib))
+    return make_error(fmt::format("model at {}: KV cache estimate implausibly large", where));
   const std::uint64_t kv_mib = ceil_mib(kv_total);
   m.lines.push_back(fmt::format("KV cache: {} = {:.0f} bytes per token per GPU", per_token_text, per_token));
   m.lines.push_back(fmt::format("KV cache: × {} tokens ({}) × {} sequences{} = {} MiB per GPU", tokens_per_sequence,
@@ -219,9 +225,10 @@ Result<Memory> memory_per_gpu(const TaskValue& task, const Context& c) {
     return m;
   }
   Memory m{seed_table_mib(id), std::move(notes)};
-  m.lines.push_back(fmt::format("model: {}: no size in the name and no config.json; the seed table gives {} MiB per GPU "
-                                "(70B/65B → 20000, 13B/7B → 12000, otherwise 8000)",
-                                id, m.mib));
+  m.lines.push_back(
+      fmt::format("model: {}: no size in the name and no config.json; the seed table gives {} MiB per GPU "
+                  "(70B/65B → 20000, 13B/7B → 12000, otherwise 8000)",
+                  id, m.mib));
   return m;
 }
 
@@ -234,7 +241,8 @@ Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions
   const TaskValue* parameters = &kNoParameters;
   if (const auto* it = task.find("parameters"); it && !it->is_null()) {
     if (!it->is_object()) {
-      return make_error(fmt::format("task 'parameters': expected an object of parameter lists, got {}", describe_value(*it)));
+      return make_error(
+          fmt::format("task 'parameters': expected an object of parameter lists, got {}", describe_value(*it)));
     }
     parameters = it;
   }
@@ -257,10 +265,10 @@ Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions
   lines.insert(lines.end(), world->lines.begin(), world->lines.end());
   lines.insert(lines.end(), memory->lines.begin(), memory->lines.end());
   lines.insert(lines.end(), fraction->lines.begin(), fraction->lines.end());
-  lines.push_back(fmt::format("estimate: {} GPU{} with {} MiB each{}", e.gpus, e.gpus == 1 ? "" : "s",
-                              e.memory_mb_per_gpu,
-                              e.memory_fraction ? fmt::format(", and free memory ≥ {} × each GPU's total", *e.memory_fraction)
-                                                : std::string()));
+  lines.push_back(
+      fmt::format("estimate: {} GPU{} with {} MiB each{}", e.gpus, e.gpus == 1 ? "" : "s", e.memory_mb_per_gpu,
+                  e.memory_fraction ? fmt::format(", and free memory ≥ {} × each GPU's total", *e.memory_fraction)
+                                    : std::string()));
   e.explanation = fmt::format("{}", fmt::join(lines, "\n"));
   return e;
 }
@@ -300,7 +308,8 @@ Result<std::vector<TaskValue>> expand_grid(const TaskValue& parameters, std::siz
     const TaskValue& value = member.value;
     Axis axis{&key, {}};
     if (value.is_array()) {
-      if (value.empty()) return make_error(fmt::format("parameter '{}': empty list; it would give no experiments", key));
+      if (value.empty())
+        return make_error(fmt::format("parameter '{}': empty list; it would give no experiments", key));
       for (const auto& v : value.list()) axis.values.push_back(&v);
     } else {
       axis.values.push_back(&value);
@@ -311,7 +320,8 @@ Result<std::vector<TaskValue>> expand_grid(const TaskValue& parameters, std::siz
     count *= axis.values.size();
     axes.push_back(std::move(axis));
   }
-  if (count > max_combinations) return make_error(fmt::format("parameters: more than {} combinations", max_combinations));
+  if (count > max_combinations)
+    return make_error(fmt::format("parameters: more than {} combinations", max_combinations));
 
   std::vector<TaskValue> out;
   out.reserve(count);

@@ -39,13 +39,12 @@
 
 namespace gf::scheduler {
 
-
 namespace {
 
 constexpr std::array<std::string_view, 2> kVllmFraction = {"gpu-memory-utilization", "gpu_memory_utilization"};
 constexpr std::array<std::string_view, 2> kSglangFraction = {"mem-fraction-static", "mem_fraction_static"};
 constexpr std::array<std::string_view, 4> kAnyFraction = {"gpu-memory-utilization", "gpu_memory_utilization",
-                                                           "mem-fraction-static", "mem_fraction_static"};
+                                                          "mem-fraction-static", "mem_fraction_static"};
 constexpr std::array<std::string_view, 2> kDpAttention = {"enable-dp-attention", "enable_dp_attention"};
 
 std::string lower(std::string_view s) {
@@ -96,8 +95,8 @@ Result<EngineChoice> choose_engine(const TaskValue& task, std::string_view optio
     const auto* it = task.find(key);
     if (!it || it->is_null()) continue;
     if (!it->is_string()) {
-      return make_error(fmt::format("task '{}': expected a string (\"vllm\" or \"sglang\"), got {}", key,
-                                    describe_value(*it)));
+      return make_error(
+          fmt::format("task '{}': expected a string (\"vllm\" or \"sglang\"), got {}", key, describe_value(*it)));
     }
     auto value = it->get_string();
     if (named && lower(*named) != lower(value)) {
@@ -120,9 +119,9 @@ Result<EngineChoice> choose_engine(const TaskValue& task, std::string_view optio
   if (const auto kind = engine_from(*named)) {
     return EngineChoice{*kind, fmt::format("engine: {} (task '{}')", engine_name(*kind), named_key)};
   }
-  return EngineChoice{EngineKind::Default,
-                      fmt::format("engine: \"{}\" (task '{}') has no rule of its own here; the seed's rule",
-                                  *named, named_key)};
+  return EngineChoice{
+      EngineKind::Default,
+      fmt::format("engine: \"{}\" (task '{}') has no rule of its own here; the seed's rule", *named, named_key)};
 }
 
 Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const TaskValue& parameters) {
@@ -136,13 +135,12 @@ Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const Ta
     if (!size.other_keys.empty()) {
       std::string keys = fmt::format("'{}'", size.key);
       for (const auto& k : size.other_keys) keys += fmt::format(", '{}'", k);
-      w.lines.push_back(fmt::format("{} given more than once ({}); using the largest, {}", parallel_name(p), keys,
-                                    size.value));
+      w.lines.push_back(
+          fmt::format("{} given more than once ({}); using the largest, {}", parallel_name(p), keys, size.value));
     }
   }
-  w.lines.insert(w.lines.begin(),
-                 given.empty() ? std::string("parallel sizes: none given (all 1)")
-                               : fmt::format("parallel sizes: {}", fmt::join(given, ", ")));
+  w.lines.insert(w.lines.begin(), given.empty() ? std::string("parallel sizes: none given (all 1)")
+                                                : fmt::format("parallel sizes: {}", fmt::join(given, ", ")));
 
   auto too_large = [&](std::string_view what) {
     return make_error(fmt::format("world size {} exceeds {} GPUs; check the parallel sizes", what, kMaxWorldSize));
@@ -157,38 +155,40 @@ Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const Ta
       const auto gpus = times(times(std::optional<unsigned>{tp}, pp), widest);
       if (!gpus) return too_large("tp × pp × max(dp, cp, dcp)");
       w.gpus = *gpus;
-      w.lines.push_back(fmt::format("world size = tp {} × pp {} × max(dp {}, cp {}, dcp {}) = {}", tp, pp, dp, cp,
-                                    dcp, w.gpus));
+      w.lines.push_back(
+          fmt::format("world size = tp {} × pp {} × max(dp {}, cp {}, dcp {}) = {}", tp, pp, dp, cp, dcp, w.gpus));
       break;
     }
     case EngineKind::Vllm: {
       if (cp > 1 && dp > 1) {
-        return make_error(fmt::format("vLLM: prefill context parallel ({} = {}) does not support data parallel "
-                                      "({} = {}) yet",
-                                      key_of(s.cp, "cp"), cp, key_of(s.dp, "dp"), dp));
+        return make_error(
+            fmt::format("vLLM: prefill context parallel ({} = {}) does not support data parallel "
+                        "({} = {}) yet",
+                        key_of(s.cp, "cp"), cp, key_of(s.dp, "dp"), dp));
       }
       if (cp == 1 && tp % dcp != 0) {
-        return make_error(fmt::format("vLLM: decode context parallel ({} = {}) must divide tensor parallel "
-                                      "({} = {}); it reuses the tensor-parallel GPUs",
-                                      key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
+        return make_error(
+            fmt::format("vLLM: decode context parallel ({} = {}) must divide tensor parallel "
+                        "({} = {}); it reuses the tensor-parallel GPUs",
+                        key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
       }
       if (cp > 1 && dcp != 1 && dcp != cp && static_cast<std::uint64_t>(dcp) != static_cast<std::uint64_t>(tp) * cp) {
-        return make_error(fmt::format("vLLM: with prefill context parallel ({} = {}), decode context parallel ({} = "
-                                      "{}) must be 1, {} or tp × cp = {}",
-                                      key_of(s.cp, "cp"), cp, key_of(s.dcp, "dcp"), dcp, cp,
-                                      static_cast<std::uint64_t>(tp) * cp));
+        return make_error(
+            fmt::format("vLLM: with prefill context parallel ({} = {}), decode context parallel ({} = "
+                        "{}) must be 1, {} or tp × cp = {}",
+                        key_of(s.cp, "cp"), cp, key_of(s.dcp, "dcp"), dcp, cp, static_cast<std::uint64_t>(tp) * cp));
       }
       const auto per_replica = times(times(std::optional<unsigned>{tp}, pp), cp);
       const auto gpus = times(per_replica, dp);
       if (!gpus) return too_large("tp × pp × cp × dp");
       w.gpus = *gpus;
-      w.lines.push_back(fmt::format("world size (vLLM) = tp {} × pp {} × cp {} (prefill context parallel) = {} per "
-                                    "replica × dp {} replicas = {}",
-                                    tp, pp, cp, *per_replica, dp, w.gpus));
+      w.lines.push_back(
+          fmt::format("world size (vLLM) = tp {} × pp {} × cp {} (prefill context parallel) = {} per "
+                      "replica × dp {} replicas = {}",
+                      tp, pp, cp, *per_replica, dp, w.gpus));
       if (dcp > 1) {
         w.kv_shards = dcp;
-        w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none",
-                                      dcp));
+        w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none", dcp));
       }
       break;
     }
@@ -197,44 +197,47 @@ Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const Ta
       if (!dpa) return dpa.error();
       const bool dp_attention = dpa->has_value() && (*dpa)->value;
       if (dp_attention && tp % dp != 0) {
-        return make_error(fmt::format("SGLang: with DP attention ('{}'), data parallel ({} = {}) must divide "
-                                      "tensor parallel ({} = {}); the attention ranks split the tensor-parallel GPUs",
-                                      (*dpa)->key, key_of(s.dp, "dp"), dp, key_of(s.tp, "tp"), tp));
+        return make_error(
+            fmt::format("SGLang: with DP attention ('{}'), data parallel ({} = {}) must divide "
+                        "tensor parallel ({} = {}); the attention ranks split the tensor-parallel GPUs",
+                        (*dpa)->key, key_of(s.dp, "dp"), dp, key_of(s.tp, "tp"), tp));
       }
       const std::uint64_t cp_split = static_cast<std::uint64_t>(cp) * (dp_attention ? dp : 1);
       if (cp > 1 && tp % cp_split != 0) {
-        return make_error(fmt::format("SGLang: context parallel ({} = {}){} must divide tensor parallel ({} = {}); "
-                                      "it splits the tensor-parallel GPUs",
-                                      key_of(s.cp, "cp"), cp, dp_attention ? fmt::format(" × dp {}", dp) : "",
-                                      key_of(s.tp, "tp"), tp));
+        return make_error(fmt::format(
+            "SGLang: context parallel ({} = {}){} must divide tensor parallel ({} = {}); "
+            "it splits the tensor-parallel GPUs",
+            key_of(s.cp, "cp"), cp, dp_attention ? fmt::format(" × dp {}", dp) : "", key_of(s.tp, "tp"), tp));
       }
       if (tp % dcp != 0) {
-        return make_error(fmt::format("SGLang: decode context parallel ({} = {}) must divide tensor parallel ({} = "
-                                      "{}); it splits the KV cache inside the tensor-parallel group",
-                                      key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
+        return make_error(
+            fmt::format("SGLang: decode context parallel ({} = {}) must divide tensor parallel ({} = "
+                        "{}); it splits the KV cache inside the tensor-parallel group",
+                        key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
       }
       const auto per_replica = times(std::optional<unsigned>{tp}, pp);
       if (dp_attention) {
         w.gpus = *per_replica;
-        w.lines.push_back(fmt::format("world size (SGLang, DP attention) = tp {} × pp {} = {}; the dp {} attention "
-                                      "ranks share the tensor-parallel GPUs",
-                                      tp, pp, w.gpus, dp));
+        w.lines.push_back(
+            fmt::format("world size (SGLang, DP attention) = tp {} × pp {} = {}; the dp {} attention "
+                        "ranks share the tensor-parallel GPUs",
+                        tp, pp, w.gpus, dp));
       } else {
         const auto gpus = times(per_replica, dp);
         if (!gpus) return too_large("tp × pp × dp");
         w.gpus = *gpus;
-        w.lines.push_back(fmt::format("world size (SGLang) = tp {} × pp {} = {} per replica × dp {} replicas = {}",
-                                      tp, pp, *per_replica, dp, w.gpus));
+        w.lines.push_back(fmt::format("world size (SGLang) = tp {} × pp {} = {} per replica × dp {} replicas = {}", tp,
+                                      pp, *per_replica, dp, w.gpus));
       }
       if (cp > 1) {
-        w.lines.push_back(fmt::format("cp {} (attention context parallel) splits the tensor-parallel GPUs and adds "
-                                      "none",
-                                      cp));
+        w.lines.push_back(
+            fmt::format("cp {} (attention context parallel) splits the tensor-parallel GPUs and adds "
+                        "none",
+                        cp));
       }
       if (dcp > 1) {
         w.kv_shards = dcp;
-        w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none",
-                                      dcp));
+        w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none", dcp));
       }
       break;
     }
@@ -259,14 +262,16 @@ Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& param
       if (!f) return f.error();
       if (*f) {
         out.value = (*f)->value;
-        out.lines.push_back(fmt::format("memory fraction: {}: vLLM takes that share of each GPU's total memory at "
-                                        "start, so a GPU needs {} × its total free",
-                                        describe(**f), out.value.value()));
+        out.lines.push_back(
+            fmt::format("memory fraction: {}: vLLM takes that share of each GPU's total memory at "
+                        "start, so a GPU needs {} × its total free",
+                        describe(**f), out.value.value()));
       } else {
         out.value = vllm_default;
-        out.lines.push_back(fmt::format("memory fraction: gpu-memory-utilization not given; vLLM's default {}: a GPU "
-                                        "needs {} × its total free",
-                                        vllm_default, vllm_default));
+        out.lines.push_back(
+            fmt::format("memory fraction: gpu-memory-utilization not given; vLLM's default {}: a GPU "
+                        "needs {} × its total free",
+                        vllm_default, vllm_default));
       }
       if (auto r = ignored(kSglangFraction, "SGLang"); !r) return r.error();
       break;
@@ -276,13 +281,15 @@ Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& param
       if (!f) return f.error();
       if (*f) {
         out.value = (*f)->value;
-        out.lines.push_back(fmt::format("memory fraction: {}: SGLang takes that share of each GPU's total memory "
-                                        "for weights and KV cache, so a GPU needs {} × its total free",
-                                        describe(**f), out.value.value()));
+        out.lines.push_back(
+            fmt::format("memory fraction: {}: SGLang takes that share of each GPU's total memory "
+                        "for weights and KV cache, so a GPU needs {} × its total free",
+                        describe(**f), out.value.value()));
       } else {
-        out.lines.push_back("memory fraction: mem-fraction-static not given; SGLang picks it from each GPU's size "
-                            "when it starts ((total − reserved) / total, reserving at least 10 GiB on GPUs over "
-                            "60 GiB), so none is applied here");
+        out.lines.push_back(
+            "memory fraction: mem-fraction-static not given; SGLang picks it from each GPU's size "
+            "when it starts ((total − reserved) / total, reserving at least 10 GiB on GPUs over "
+            "60 GiB), so none is applied here");
       }
       if (auto r = ignored(kVllmFraction, "vLLM"); !r) return r.error();
       break;
@@ -293,9 +300,10 @@ Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& param
       if (!f) return f.error();
       if (*f) {
         out.value = (*f)->value;
-        out.lines.push_back(fmt::format("memory fraction: {}: the engine takes that share of each GPU's total "
-                                        "memory, so a GPU needs {} × its total free",
-                                        describe(**f), out.value.value()));
+        out.lines.push_back(
+            fmt::format("memory fraction: {}: the engine takes that share of each GPU's total "
+                        "memory, so a GPU needs {} × its total free",
+                        describe(**f), out.value.value()));
       }
       break;
     }

@@ -44,7 +44,6 @@ struct MemoryFraction {
   std::vector<std::string> lines;
 };
 
-Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& parameters,
-                                       double vllm_default);
+Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& parameters, double vllm_default);
 
 }  // namespace gf::scheduler

@@ -23,17 +23,16 @@ constexpr std::array<std::string_view, 5> kDp = {"data-parallel-size", "dp-size"
 constexpr std::array<std::string_view, 10> kCp = {
     "context-parallel-size",         "cp-size",  "cp_size",  "cp",  "context_parallel_size",
     "prefill-context-parallel-size", "pcp-size", "pcp_size", "pcp", "prefill_context_parallel_size"};
-constexpr std::array<std::string_view, 5> kDcp = {"decode-context-parallel-size", "dcp-size", "dcp_size",
-                                                  "dcp", "decode_context_parallel_size"};
+constexpr std::array<std::string_view, 5> kDcp = {"decode-context-parallel-size", "dcp-size", "dcp_size", "dcp",
+                                                  "decode_context_parallel_size"};
 
 std::string bad_value(std::string_view key, const TaskValue& v, std::string_view expected) {
   return fmt::format("parameter '{}': expected {}, got {}", key, expected, describe_value(v));
 }
 
-std::string bad_element(std::string_view key, std::size_t index, const TaskValue& v,
-                        std::string_view expected) {
-  return fmt::format("parameter '{}': element {} of the list is {}; expected {}", key, index + 1,
-                     describe_value(v), expected);
+std::string bad_element(std::string_view key, std::size_t index, const TaskValue& v, std::string_view expected) {
+  return fmt::format("parameter '{}': element {} of the list is {}; expected {}", key, index + 1, describe_value(v),
+                     expected);
 }
 
 // Runs check(element) on a scalar value, or on every element of a list. check returns an empty
@@ -42,8 +41,8 @@ template <class Check>
 Result<void> each_value(std::string_view key, const TaskValue& v, std::string_view expected, Check&& check) {
   if (v.is_array()) {
     if (v.empty()) {
-      return make_error(fmt::format("parameter '{}': empty list; expected {} or a non-empty list of them",
-                                    key, expected));
+      return make_error(
+          fmt::format("parameter '{}': empty list; expected {} or a non-empty list of them", key, expected));
     }
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (!check(v[i])) return make_error(bad_element(key, i, v[i], expected));
@@ -134,7 +133,7 @@ Result<ParallelSizes> read_parallel_sizes(const TaskValue& parameters) {
 }
 
 Result<std::optional<Param<double>>> read_fraction(const TaskValue& parameters,
-                                                  std::span<const std::string_view> keys) {
+                                                   std::span<const std::string_view> keys) {
   std::optional<Param<double>> out;
   for (const std::string_view key : keys) {
     const auto* it = parameters.find(key);
@@ -153,8 +152,7 @@ Result<std::optional<Param<double>>> read_fraction(const TaskValue& parameters,
   return out;
 }
 
-Result<std::optional<Param<bool>>> read_switch(const TaskValue& parameters,
-                                               std::span<const std::string_view> keys) {
+Result<std::optional<Param<bool>>> read_switch(const TaskValue& parameters, std::span<const std::string_view> keys) {
   std::optional<Param<bool>> out;
   for (const std::string_view key : keys) {
     const auto* it = parameters.find(key);
@@ -196,8 +194,8 @@ Result<std::optional<Param<std::uint64_t>>> read_positive(const TaskValue& param
   return out;
 }
 
-Result<std::optional<Param<std::vector<std::string>>>> read_strings(
-    const TaskValue& parameters, std::span<const std::string_view> keys) {
+Result<std::optional<Param<std::vector<std::string>>>> read_strings(const TaskValue& parameters,
+                                                                    std::span<const std::string_view> keys) {
   std::optional<Param<std::vector<std::string>>> out;
   for (const std::string_view key : keys) {
     const auto* it = parameters.find(key);

@@ -57,18 +57,16 @@ struct Param {
 };
 
 // Largest value in (0, 1] under any of keys (a fraction of GPU memory).
-Result<std::optional<Param<double>>> read_fraction(const TaskValue& parameters,
-                                                  std::span<const std::string_view> keys);
+Result<std::optional<Param<double>>> read_fraction(const TaskValue& parameters, std::span<const std::string_view> keys);
 // A boolean switch (true/false, or a list of them). A list counts as on only when every element is
 // true: a sweep that runs some experiments without the switch needs what those need.
-Result<std::optional<Param<bool>>> read_switch(const TaskValue& parameters,
-                                               std::span<const std::string_view> keys);
+Result<std::optional<Param<bool>>> read_switch(const TaskValue& parameters, std::span<const std::string_view> keys);
 // Largest positive integer up to max_value under any of keys.
 Result<std::optional<Param<std::uint64_t>>> read_positive(const TaskValue& parameters,
                                                           std::span<const std::string_view> keys,
                                                           std::uint64_t max_value);
 // A string (or a list of strings; all are returned, for the caller to pick the most demanding).
-Result<std::optional<Param<std::vector<std::string>>>> read_strings(
-    const TaskValue& parameters, std::span<const std::string_view> keys);
+Result<std::optional<Param<std::vector<std::string>>>> read_strings(const TaskValue& parameters,
+                                                                    std::span<const std::string_view> keys);
 
 }  // namespace gf::scheduler

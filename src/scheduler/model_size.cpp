@@ -154,8 +154,10 @@ Result<ModelShape> parse_model_config(std::string_view json_text) {
       s.notes.push_back("shape read from text_config (the vision or audio tower is not counted)");
     }
   }
-  if (const auto t = cfg->find("model_type"); t != cfg->end() && t->is_string()) s.model_type = t->get<std::string>();
-  else if (const auto u = doc.find("model_type"); u != doc.end() && u->is_string()) s.model_type = u->get<std::string>();
+  if (const auto t = cfg->find("model_type"); t != cfg->end() && t->is_string())
+    s.model_type = t->get<std::string>();
+  else if (const auto u = doc.find("model_type"); u != doc.end() && u->is_string())
+    s.model_type = u->get<std::string>();
 
   auto need = [&](std::string_view key, std::uint64_t max_value, std::uint64_t& out) -> Result<void> {
     auto v = config_uint(*cfg, key, max_value, true);
@@ -195,7 +197,8 @@ Result<ModelShape> parse_model_config(std::string_view json_text) {
   auto moe_inter = may("moe_intermediate_size", 1u << 22);
   if (!moe_inter) return moe_inter.error();
   if (s.experts > 0) {
-    if (!*moe_inter && !*inter) return make_error("config.json: 'intermediate_size' missing (nor moe_intermediate_size)");
+    if (!*moe_inter && !*inter)
+      return make_error("config.json: 'intermediate_size' missing (nor moe_intermediate_size)");
     s.moe_intermediate = moe_inter->value_or(inter->value_or(0));
     s.intermediate = inter->value_or(s.moe_intermediate);
     auto shared = may("shared_expert_intermediate_size", 1u << 22, true);  // Qwen MoE
@@ -227,8 +230,8 @@ Result<ModelShape> parse_model_config(std::string_view json_text) {
   }
 
   // Architectures whose MLP is up+down without a gate (2 matrices instead of 3).
-  static constexpr std::array<std::string_view, 8> kUngated = {"gpt_neox", "gptj",   "opt",         "bloom",
-                                                                "falcon",   "phi",    "gpt_bigcode", "starcoder2"};
+  static constexpr std::array<std::string_view, 8> kUngated = {"gpt_neox", "gptj", "opt",         "bloom",
+                                                               "falcon",   "phi",  "gpt_bigcode", "starcoder2"};
   s.gated_mlp = std::find(kUngated.begin(), kUngated.end(), lower(s.model_type)) == kUngated.end();
 
   // transformers >= 4.56 writes "dtype"; older configs "torch_dtype". Either may sit at the top.
@@ -248,8 +251,7 @@ Result<ModelShape> parse_model_config(std::string_view json_text) {
     bytes = *b;
   } else {
     s.dtype = "bfloat16";
-    s.notes.push_back(fmt::format("torch_dtype {} not understood; assuming bfloat16",
-                                  describe_json(json(*dtype))));
+    s.notes.push_back(fmt::format("torch_dtype {} not understood; assuming bfloat16", describe_json(json(*dtype))));
   }
   s.float32 = bytes == 4.0;
   // Embeddings and norms of an 8-bit checkpoint are still kept in 16 bits.
@@ -388,10 +390,10 @@ std::optional<NamedSize> size_from_name(std::string_view id) {
       }
       if (!out) {
         const double total = nominal * (1.0 + (*n - 1.0) * kMlpShare);
-        out = named(total, fmt::format("{} in the name: ≈ {} × (1 + {} × {:.0f} %): each further expert adds only "
-                                       "an MLP, {:.0f} % of a dense model; the experts share attention and embeddings",
-                                       s.substr(i, k - i), format_params(nominal), *n - 1.0, kMlpShare * 100,
-                                       kMlpShare * 100));
+        out = named(
+            total, fmt::format("{} in the name: ≈ {} × (1 + {} × {:.0f} %): each further expert adds only "
+                               "an MLP, {:.0f} % of a dense model; the experts share attention and embeddings",
+                               s.substr(i, k - i), format_params(nominal), *n - 1.0, kMlpShare * 100, kMlpShare * 100));
       }
       continue;
     }
@@ -403,9 +405,11 @@ std::optional<NamedSize> size_from_name(std::string_view id) {
   }
   if (!out) {
     const auto slash = s.find_last_of('/');
-    const std::string_view last = slash == std::string::npos ? std::string_view(s) : std::string_view(s).substr(slash + 1);
+    const std::string_view last =
+        slash == std::string::npos ? std::string_view(s) : std::string_view(s).substr(slash + 1);
     for (const auto& k : kKnownNames) {
-      if (last == k.name) out = named(k.params, fmt::format("{}: {} params (published size)", k.name, format_params(k.params)));
+      if (last == k.name)
+        out = named(k.params, fmt::format("{}: {} params (published size)", k.name, format_params(k.params)));
     }
   }
   // A thousand trillion parameters is no model; a number that large is part of some other name.

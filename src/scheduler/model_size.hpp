@@ -40,11 +40,11 @@ struct ModelShape {
 
   // Storage as in the checkpoint. Quantization applies to the linear layers (attention, MLP,
   // experts); embeddings and norms stay in the 16-bit dtype, as AWQ, GPTQ and FP8 checkpoints do.
-  double linear_bytes = 2;  // bytes per linear-layer parameter
-  double other_bytes = 2;   // bytes per embedding / norm parameter
-  std::string dtype;        // "bfloat16", "float32", ...
-  std::string quantization; // "" or e.g. "awq 4-bit"
-  bool float32 = false;     // the checkpoint is float32
+  double linear_bytes = 2;   // bytes per linear-layer parameter
+  double other_bytes = 2;    // bytes per embedding / norm parameter
+  std::string dtype;         // "bfloat16", "float32", ...
+  std::string quantization;  // "" or e.g. "awq 4-bit"
+  bool float32 = false;      // the checkpoint is float32
 
   std::vector<std::string> notes;  // assumptions made while reading (defaults taken, keys ignored)
 };

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace gf::scheduler {
 namespace {
 
@@ -23,7 +22,8 @@ std::string holders_text(const std::vector<core::Lease>& active) {
     std::vector<unsigned> idx;
     for (const auto& g : l.gpus) idx.push_back(g.index);
     out += fmt::format("{}GPU {} held by {} (lease {}, pid {}{})", out.empty() ? "" : "; ", fmt::join(idx, ","),
-                       l.name.empty() ? l.job_id : l.name, l.id, l.owner.pid, l.owner.user.empty() ? "" : ", " + l.owner.user);
+                       l.name.empty() ? l.job_id : l.name, l.id, l.owner.pid,
+                       l.owner.user.empty() ? "" : ", " + l.owner.user);
   }
   return out;
 }
@@ -35,36 +35,38 @@ Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest
                                                          std::size_t* ahead_out) {
   std::optional<Allocation> got;
   core::LeaseRequest lr{req.job_id, req.name, req.owner, waiter_id};
-  auto lease = store_.acquire(lr, [&](const std::vector<core::Lease>& active, const std::vector<core::Waiter>& ahead)
-                                      -> Result<std::optional<std::vector<core::LeasedGpu>>> {
-    if (holders) *holders = active;
-    if (ahead_out) *ahead_out = ahead.size();
-    if (!ahead.empty()) {
-      why_not = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
-                            ahead.front().name.empty() ? ahead.front().id : ahead.front().name, ahead.front().gpus,
-                            ahead.front().priority);
-      return std::optional<std::vector<core::LeasedGpu>>();
-    }
-    auto snap = source_.fresh();
-    if (!snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end of a wait
-      why_not = "cannot read the GPUs: " + snap.error().message;
-      return std::optional<std::vector<core::LeasedGpu>>();
-    }
-    auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
-    if (!sel) {
-      why_not = sel.error().message;
-      return std::optional<std::vector<core::LeasedGpu>>();
-    }
-    std::vector<core::LeasedGpu> gpus;
-    for (unsigned i : sel->indices) {
-      std::string uuid;
-      for (const auto& g : (*snap)->gpus)
-        if (g.index == i) uuid = g.uuid;
-      gpus.push_back({i, uuid});
-    }
-    got = Allocation{{}, std::move(*sel), *snap};
-    return std::optional<std::vector<core::LeasedGpu>>(std::move(gpus));
-  });
+  auto lease = store_.acquire(
+      lr,
+      [&](const std::vector<core::Lease>& active,
+          const std::vector<core::Waiter>& ahead) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
+        if (holders) *holders = active;
+        if (ahead_out) *ahead_out = ahead.size();
+        if (!ahead.empty()) {
+          why_not = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
+                                ahead.front().name.empty() ? ahead.front().id : ahead.front().name, ahead.front().gpus,
+                                ahead.front().priority);
+          return std::optional<std::vector<core::LeasedGpu>>();
+        }
+        auto snap = source_.fresh();
+        if (!snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end of a wait
+          why_not = "cannot read the GPUs: " + snap.error().message;
+          return std::optional<std::vector<core::LeasedGpu>>();
+        }
+        auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
+        if (!sel) {
+          why_not = sel.error().message;
+          return std::optional<std::vector<core::LeasedGpu>>();
+        }
+        std::vector<core::LeasedGpu> gpus;
+        for (unsigned i : sel->indices) {
+          std::string uuid;
+          for (const auto& g : (*snap)->gpus)
+            if (g.index == i) uuid = g.uuid;
+          gpus.push_back({i, uuid});
+        }
+        got = Allocation{{}, std::move(*sel), *snap};
+        return std::optional<std::vector<core::LeasedGpu>>(std::move(gpus));
+      });
   if (!lease) return lease.error();
   if (!*lease) return std::optional<Allocation>();
   got->lease = std::move(**lease);
@@ -84,8 +86,8 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
   w.id = req.job_id.empty() ? "w" : req.job_id;
   w.name = req.name;
   w.priority = req.priority;
-  w.enqueued_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         clock_.wall_now().time_since_epoch()).count();  // wall time: shared by processes
+  w.enqueued_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.wall_now().time_since_epoch())
+                         .count();  // wall time: shared by processes
   w.gpus = req.gpus;
   w.owner = req.owner;
   if (auto r = store_.enqueue(w); !r) return with_context("cannot join the queue: ", r.error());
@@ -110,9 +112,9 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
       (void)store_.dequeue(w.id);
       std::string held = holders_text(p.holders);
       return make_error(ErrorKind::Unavailable, fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}",
-                                    cancelled ? "Cancelled" : "Insufficient GPUs",
-                                    std::chrono::duration<double>(now - start).count(), req.gpus, why,
-                                    held.empty() ? "" : "\nholders: " + held));
+                                                            cancelled ? "Cancelled" : "Insufficient GPUs",
+                                                            std::chrono::duration<double>(now - start).count(),
+                                                            req.gpus, why, held.empty() ? "" : "\nholders: " + held));
     }
     if (opts.progress) opts.progress(p);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);

@@ -46,9 +46,9 @@ struct Allocation {
 
 struct WaitProgress {
   std::chrono::milliseconds waited{0};
-  std::string why_not;                // why the GPUs are not available yet
-  std::vector<core::Lease> holders;   // active leases (who holds the GPUs)
-  std::size_t ahead = 0;              // 1 when a live waiter is ahead of us (it blocks us), else 0
+  std::string why_not;               // why the GPUs are not available yet
+  std::vector<core::Lease> holders;  // active leases (who holds the GPUs)
+  std::size_t ahead = 0;             // 1 when a live waiter is ahead of us (it blocks us), else 0
 };
 
 struct WaitOptions {
@@ -76,7 +76,8 @@ class NodeAllocator {
  private:
   // nullopt with why_not filled when the GPUs are not available now.
   Result<std::optional<Allocation>> attempt(const AllocationRequest& req, const std::string& waiter_id,
-                                            std::string& why_not, std::vector<core::Lease>* holders, std::size_t* ahead);
+                                            std::string& why_not, std::vector<core::Lease>* holders,
+                                            std::size_t* ahead);
 
   core::LeaseStore& store_;
   SnapshotSource source_;

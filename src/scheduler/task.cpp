@@ -70,8 +70,10 @@ json to_json(const TaskValue& v) {
 }  // namespace
 
 TaskValue::TaskValue(std::int64_t n) {
-  if (n >= 0) v_ = static_cast<std::uint64_t>(n);
-  else v_ = n;
+  if (n >= 0)
+    v_ = static_cast<std::uint64_t>(n);
+  else
+    v_ = n;
 }
 
 TaskValue TaskValue::object() { return object(Object{}); }
@@ -82,8 +84,10 @@ TaskValue TaskValue::object(Object members) {
   Object unique;
   unique.reserve(members.size());
   for (auto& m : members) {
-    if (!unique.empty() && unique.back().key == m.key) unique.back().value = std::move(m.value);
-    else unique.push_back(std::move(m));
+    if (!unique.empty() && unique.back().key == m.key)
+      unique.back().value = std::move(m.value);
+    else
+      unique.push_back(std::move(m));
   }
   TaskValue t;
   t.v_ = std::move(unique);
@@ -105,16 +109,20 @@ std::size_t TaskValue::size() const noexcept {
 const TaskValue* TaskValue::find(std::string_view key) const {
   const auto* o = std::get_if<Object>(&v_);
   if (!o) return nullptr;
-  const auto it = std::lower_bound(o->begin(), o->end(), key, [](const Member& m, std::string_view k) { return m.key < k; });
+  const auto it =
+      std::lower_bound(o->begin(), o->end(), key, [](const Member& m, std::string_view k) { return m.key < k; });
   return it != o->end() && it->key == key ? &it->value : nullptr;
 }
 
 void TaskValue::set(std::string key, TaskValue value) {
   if (is_null()) v_ = Object{};
   auto& o = std::get<Object>(v_);
-  const auto it = std::lower_bound(o.begin(), o.end(), key, [](const Member& m, const std::string& k) { return m.key < k; });
-  if (it != o.end() && it->key == key) it->value = std::move(value);
-  else o.insert(it, Member{std::move(key), std::move(value)});
+  const auto it =
+      std::lower_bound(o.begin(), o.end(), key, [](const Member& m, const std::string& k) { return m.key < k; });
+  if (it != o.end() && it->key == key)
+    it->value = std::move(value);
+  else
+    o.insert(it, Member{std::move(key), std::move(value)});
 }
 
 Result<TaskValue> parse_task(std::string_view json_text) {
@@ -134,9 +142,7 @@ Result<TaskValue> parse_task(std::string_view json_text) {
   return t;
 }
 
-std::string to_json_text(const TaskValue& v) {
-  return to_json(v).dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string to_json_text(const TaskValue& v) { return to_json(v).dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::optional<std::uint64_t> natural(const TaskValue& v) {
   if (v.is_number_unsigned()) return v.get_uint();  // every integer >= 0 is stored unsigned

@@ -28,17 +28,17 @@ class TaskValue {
 
   // Implicit, like literals. Defined after Member (below): a constructor that builds the variant
   // needs Member complete.
-  TaskValue() noexcept;  // null
-  TaskValue(std::nullptr_t) noexcept;  // NOLINT
-  TaskValue(bool b);                   // NOLINT
-  TaskValue(int n);                    // NOLINT
-  TaskValue(unsigned n);               // NOLINT
-  TaskValue(std::int64_t n);           // NOLINT: stored unsigned when >= 0
-  TaskValue(std::uint64_t n);          // NOLINT
-  TaskValue(double d);                 // NOLINT
-  TaskValue(const char* s);            // NOLINT
-  TaskValue(std::string s);            // NOLINT
-  TaskValue(List l);                   // NOLINT
+  TaskValue() noexcept;                     // null
+  TaskValue(std::nullptr_t) noexcept;       // NOLINT
+  TaskValue(bool b);                        // NOLINT
+  TaskValue(int n);                         // NOLINT
+  TaskValue(unsigned n);                    // NOLINT
+  TaskValue(std::int64_t n);                // NOLINT: stored unsigned when >= 0
+  TaskValue(std::uint64_t n);               // NOLINT
+  TaskValue(double d);                      // NOLINT
+  TaskValue(const char* s);                 // NOLINT
+  TaskValue(std::string s);                 // NOLINT
+  TaskValue(List l);                        // NOLINT
   static TaskValue object();                // an empty object
   static TaskValue object(Object members);  // sorts, keeps the last of equal keys
 

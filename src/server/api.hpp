@@ -21,9 +21,9 @@ namespace gf::server {
 struct ApiContext {
   node::Agent* agent = nullptr;
   sampler::Monitor* monitor = nullptr;
-  WsHub* ws = nullptr;          // may be null (no WebSocket)
+  WsHub* ws = nullptr;             // may be null (no WebSocket)
   node::NodeJobs* jobs = nullptr;  // may be null: the store could not be opened (endpoints answer 503)
-  std::string store_error;      // why jobs is null
+  std::string store_error;         // why jobs is null
   std::string version;
   std::string node_name;
   std::chrono::steady_clock::time_point started{};
@@ -40,9 +40,11 @@ void add_meta_routes(Router& r, ApiContext& ctx);
 const std::string& openapi_document();
 
 // Query helpers shared by the handlers. Each returns an error sentence for a 400 when the value is bad.
-Result<std::optional<std::int64_t>> query_int(const Request& req, const std::string& key, std::int64_t min, std::int64_t max);
+Result<std::optional<std::int64_t>> query_int(const Request& req, const std::string& key, std::int64_t min,
+                                              std::int64_t max);
 // Epoch seconds (fractions allowed), ISO 8601 UTC ("2026-11-23T10:00:00Z"), or a duration before now
 // ("90s", "15m", "2h", "7d").
-Result<std::chrono::system_clock::time_point> parse_time(std::string_view text, std::chrono::system_clock::time_point now);
+Result<std::chrono::system_clock::time_point> parse_time(std::string_view text,
+                                                         std::chrono::system_clock::time_point now);
 
 }  // namespace gf::server

@@ -32,7 +32,8 @@ struct Prepared {
 // The cached facts summarized under the request's thresholds, or the error response.
 std::optional<Response> prepare(const ClusterView* view, const Request& req, Prepared& p) {
   if (view == nullptr)
-    return error_response(503, "cluster_not_configured", "this agent has no fleet view: start it with --cluster-config FILE");
+    return error_response(503, "cluster_not_configured",
+                          "this agent has no fleet view: start it with --cluster-config FILE");
   std::string err;
   p.info.idle = view->idle;
   p.info.max_age = view->max_age;
@@ -70,15 +71,19 @@ void add_cluster_routes(Router& r, const ClusterView* view) {
     if (const auto it = req.query.find("gpus"); it != req.query.end()) {
       char* end = nullptr;
       const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
-      if (it->second.empty() || end != it->second.c_str() + it->second.size() || it->second[0] == '-' || v < 1 || v > 4096)
+      if (it->second.empty() || end != it->second.c_str() + it->second.size() || it->second[0] == '-' || v < 1 ||
+          v > 4096)
         return error_response(400, "bad_request", "gpus must be an integer from 1 to 4096");
       gpus = v;
     }
     auto fallback = view->fallback;
     if (const auto it = req.query.find("fallback"); it != req.query.end()) {
-      if (it->second == "none") fallback = allocator::Fallback::None;
-      else if (it->second == "least-loaded" || it->second == "least_loaded") fallback = allocator::Fallback::LeastLoaded;
-      else return error_response(400, "bad_request", "fallback must be none or least-loaded");
+      if (it->second == "none")
+        fallback = allocator::Fallback::None;
+      else if (it->second == "least-loaded" || it->second == "least_loaded")
+        fallback = allocator::Fallback::LeastLoaded;
+      else
+        return error_response(400, "bad_request", "fallback must be none or least-loaded");
     }
     const auto choice = allocator::select_node(p.summaries, gpus, fallback);
     return json_response(200, wire::node_choice_json(choice, gpus, fallback, *p.facts, p.info));

@@ -25,7 +25,8 @@ Response no_store(const ApiContext& c) {
 bool is_json_body(const Request& req) {
   if (req.content_type.empty()) return true;  // curl -d without -H: accept, the body is parsed anyway
   std::string ct = req.content_type.substr(0, req.content_type.find(';'));
-  std::transform(ct.begin(), ct.end(), ct.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(ct.begin(), ct.end(), ct.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   while (!ct.empty() && ct.back() == ' ') ct.pop_back();
   // curl -d sends application/x-www-form-urlencoded unless told otherwise; the body must still be JSON.
   return ct == "application/json" || ct == "application/x-www-form-urlencoded";
@@ -44,10 +45,12 @@ Result<json> json_object_body(const Request& req) {
 Result<std::int64_t> int_field(const json& j, const char* key, std::int64_t def, std::int64_t min, std::int64_t max) {
   if (!j.contains(key)) return def;
   const auto& v = j[key];
-  if (!v.is_number_integer() && !(v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))))
+  if (!v.is_number_integer() &&
+      !(v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))))
     return make_error(ErrorKind::Invalid, fmt::format("{} must be an integer", key));
   const auto n = v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
-  if (n < min || n > max) return make_error(ErrorKind::Invalid, fmt::format("{} must be from {} to {} (got {})", key, min, max, n));
+  if (n < min || n > max)
+    return make_error(ErrorKind::Invalid, fmt::format("{} must be from {} to {} (got {})", key, min, max, n));
   return n;
 }
 
@@ -60,12 +63,16 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     auto body = json_object_body(req);
     if (!body) return error_response(body.error());
-    static const std::set<std::string> kKeys = {"gpus", "min_memory_mb", "max_utilization", "allow_busy", "name", "pid"};
+    static const std::set<std::string> kKeys = {"gpus",       "min_memory_mb", "max_utilization",
+                                                "allow_busy", "name",          "pid"};
     for (const auto& [k, v] : body->items())
       if (!kKeys.contains(k))
-        return error_response(ErrorKind::Invalid, "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid)");
+        return error_response(
+            ErrorKind::Invalid,
+            "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid)");
     auto gpus = int_field(*body, "gpus", 1, 1, 1024);
-    auto floor = int_field(*body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
+    auto floor =
+        int_field(*body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
     auto ceiling = int_field(*body, "max_utilization", core::kDefaultMaxUtilizationPct, 0, 100);
     auto pid = int_field(*body, "pid", 0, 1, 1LL << 31);
     for (const auto* f : {&gpus, &floor, &ceiling, &pid})
@@ -90,9 +97,13 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     ar.owner.pid = owner_pid;
     ar.owner.start_time = info->start_time_ticks;
     ar.owner.user = info->user;
-    ar.name = body->value("name", fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
+    ar.name = body->value(
+        "name",
+        fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
     auto got = c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar); });
-    if (!got) return error_response(got.error(), got.error().kind == ErrorKind::Unavailable ? "insufficient_gpus" : "allocation_failed");
+    if (!got)
+      return error_response(got.error(),
+                            got.error().kind == ErrorKind::Unavailable ? "insufficient_gpus" : "allocation_failed");
     Response resp = json_response(201, wire::allocation_json(got->lease, got->selection, *got->snapshot, ar.gpus));
     resp.headers.emplace_back("Location", "/api/v1/allocations/" + got->lease.id);
     return resp;
@@ -102,7 +113,8 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     const std::string& id = req.params.at("id");
     if (id.size() > 64) return error_response(ErrorKind::Invalid, "lease id too long");
-    auto done = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
+    auto done = c->jobs->with(
+        [&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
     if (!done) return error_response(done.error(), "store_error");
     if (!*done) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
     return json_response(200, json{{"id", id}, {"released", true}});
@@ -111,11 +123,13 @@ void add_job_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking, [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
     const bool all = req.query.count("all") && req.query.at("all") != "0" && req.query.at("all") != "false";
-    auto leases = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
+    auto leases =
+        c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
     if (!leases) return error_response(leases.error(), "store_error");
     auto waiting = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
     // The waiting list is secondary: when it cannot be read, the leases are still worth sending.
-    return json_response(200, wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{}));
+    return json_response(200,
+                         wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{}));
   });
 
   r.add(Method::Get, "/api/v1/jobs", Access::Read, Exec::Blocking, [c](const Request& req) {

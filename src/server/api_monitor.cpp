@@ -12,8 +12,8 @@
 #include "core/policy.hpp"
 #include "server/api.hpp"
 #include "store/history.hpp"
-#include "wire/alert_config.hpp"
 #include "wire/agent_docs.hpp"
+#include "wire/alert_config.hpp"
 #include "wire/json.hpp"
 
 namespace gf::server {
@@ -33,7 +33,8 @@ Response unavailable(const std::string& why) { return error_response(ErrorKind::
 
 }  // namespace
 
-Result<std::optional<std::int64_t>> query_int(const Request& req, const std::string& key, std::int64_t min, std::int64_t max) {
+Result<std::optional<std::int64_t>> query_int(const Request& req, const std::string& key, std::int64_t min,
+                                              std::int64_t max) {
   auto it = req.query.find(key);
   if (it == req.query.end()) return std::optional<std::int64_t>{};
   const std::string& v = it->second;
@@ -49,15 +50,17 @@ Result<std::optional<std::int64_t>> query_int(const Request& req, const std::str
 namespace {
 // Times are limited to [1970, 2200): system_clock counts nanoseconds in 64 bits (1677 to 2262).
 constexpr int kEndYear = 2200;
-constexpr double kEndEpochS = 7258118400.0;               // 2200-01-01T00:00:00Z
-constexpr long long kMaxBackS = 200LL * 366 * 86400;      // a duration before now: at most ~200 years
+constexpr double kEndEpochS = 7258118400.0;           // 2200-01-01T00:00:00Z
+constexpr long long kMaxBackS = 200LL * 366 * 86400;  // a duration before now: at most ~200 years
 }  // namespace
 
 Result<system_clock::time_point> parse_time(std::string_view text, system_clock::time_point now) {
   using namespace std::chrono;
   const std::string t(text);
   auto bad = [&] {
-    return make_error("bad time '" + t + "': expected epoch seconds, ISO 8601 (2026-11-23T10:00:00Z) or a duration before now (15m, 2h, 7d)");
+    return make_error(
+        "bad time '" + t +
+        "': expected epoch seconds, ISO 8601 (2026-11-23T10:00:00Z) or a duration before now (15m, 2h, 7d)");
   };
   if (t.empty() || t.size() > 40) return bad();
   // A duration before now: digits and one unit.
@@ -141,8 +144,10 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     if (!has_backend) problems.push_back("no GPU backend is usable here");
     if (!counters.last_error.empty()) problems.push_back("the last collection failed: " + counters.last_error);
     std::optional<double> age;
-    if (counters.last_success) age = duration<double>(now - *counters.last_success).count();
-    else if (latest) age = duration<double>(now - latest->taken).count();
+    if (counters.last_success)
+      age = duration<double>(now - *counters.last_success).count();
+    else if (latest)
+      age = duration<double>(now - latest->taken).count();
     // Stale: three intervals and two seconds without a good reading (the loop is stuck).
     const double stale_after = 3 * duration<double>(c->interval).count() + 2;
     if (age && *age > stale_after) problems.push_back(fmt::format("no reading for {:.0f} s", *age));
@@ -171,14 +176,17 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/api/v1/gpus/{index}", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     const std::string& s = req.params.at("index");
-    const bool digits = !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (!digits) return error_response(ErrorKind::Invalid, "GPU index must be a non-negative integer (got '" + s + "')");
+    const bool digits =
+        !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (!digits)
+      return error_response(ErrorKind::Invalid, "GPU index must be a non-negative integer (got '" + s + "')");
     const unsigned index = static_cast<unsigned>(std::stoul(s));
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     for (const auto& g : (*p)->snapshot->gpus)
       if (g.index == index) return json_response(200, wire::gpu_detail_json(*(*p)->snapshot, g, c->node_name));
-    return error_response(ErrorKind::NotFound, fmt::format("no GPU {} on this node ({} GPUs)", index, (*p)->snapshot->gpus.size()));
+    return error_response(ErrorKind::NotFound,
+                          fmt::format("no GPU {} on this node ({} GPUs)", index, (*p)->snapshot->gpus.size()));
   });
 
   r.add(Method::Get, "/api/v1/processes", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
@@ -191,16 +199,19 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
 
   r.add(Method::Get, "/api/v1/history", Access::Read, Exec::Blocking, [c](const Request& req) {
     using namespace std::chrono;
-    if (!c->agent->has_history()) return error_response(ErrorKind::NotFound, "this agent keeps no history (--no-history)", "no_history");
+    if (!c->agent->has_history())
+      return error_response(ErrorKind::NotFound, "this agent keeps no history (--no-history)", "no_history");
     const auto now = c->clock->wall_now();
     auto gpu = query_int(req, "gpu", 0, 100000);
     if (!gpu) return error_response(ErrorKind::Invalid, gpu.error().message);
     const std::string metric_name = req.query.count("metric") ? req.query.at("metric") : "utilization";
     auto metric = store::parse_metric(metric_name);
     if (!metric) return error_response(ErrorKind::Invalid, metric.error().message);
-    auto since = req.query.count("since") ? parse_time(req.query.at("since"), now) : Result<system_clock::time_point>(now - hours(1));
+    auto since = req.query.count("since") ? parse_time(req.query.at("since"), now)
+                                          : Result<system_clock::time_point>(now - hours(1));
     if (!since) return error_response(ErrorKind::Invalid, "since: " + since.error().message);
-    auto until = req.query.count("until") ? parse_time(req.query.at("until"), now) : Result<system_clock::time_point>(now);
+    auto until =
+        req.query.count("until") ? parse_time(req.query.at("until"), now) : Result<system_clock::time_point>(now);
     if (!until) return error_response(ErrorKind::Invalid, "until: " + until.error().message);
     if (*until <= *since) return error_response(ErrorKind::Invalid, "until must be after since");
     auto step_q = query_int(req, "step", 1, 366LL * 86400);
@@ -208,7 +219,8 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     // Server-side downsampling: at most ~500 points per series unless a step is asked for.
     const auto span = duration_cast<seconds>(*until - *since);
     seconds step = *step_q ? seconds(**step_q) : seconds(std::max<std::int64_t>(1, (span.count() + 499) / 500));
-    if (span / step > 100000) return error_response(ErrorKind::Invalid, "too many points: use a larger step (at most 100000 per series)");
+    if (span / step > 100000)
+      return error_response(ErrorKind::Invalid, "too many points: use a larger step (at most 100000 per series)");
 
     std::vector<unsigned> gpus;
     if (*gpu) {
@@ -230,7 +242,8 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     if (!limit) return error_response(ErrorKind::Invalid, limit.error().message);
     auto recent = c->agent->recent_alerts(static_cast<std::size_t>(limit->value_or(100)));
     if (!recent) return error_response(recent.error(), "store_error");
-    return json_response(200, wire::alerts_doc_json(c->node_name, c->agent->firing(), *recent, c->agent->alert_rules()));
+    return json_response(200,
+                         wire::alerts_doc_json(c->node_name, c->agent->firing(), *recent, c->agent->alert_rules()));
   });
 
   r.add(Method::Get, "/api/v1/availability", Access::Read, Exec::Blocking, [c](const Request& req) {

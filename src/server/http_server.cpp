@@ -4,6 +4,8 @@
 
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -14,8 +16,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
-#include <algorithm>
-#include <atomic>
 #include <fstream>
 #include <iterator>
 #include <list>
@@ -102,7 +102,8 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
     --srv_->connections;
   }
 
-  void start(http::request<http::string_body> req, std::optional<std::chrono::milliseconds> period, std::string subprotocol) {
+  void start(http::request<http::string_body> req, std::optional<std::chrono::milliseconds> period,
+             std::string subprotocol) {
     beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timeouts
     websocket::stream_base::timeout t{};
     t.handshake_timeout = std::chrono::seconds(10);
@@ -296,7 +297,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     if (ec == http::error::body_limit) {
-      reply(error_response(413, "payload_too_large", "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
+      reply(error_response(413, "payload_too_large",
+                           "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
             false, false);
       return;
     }
@@ -351,9 +353,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     }
     asio::post(srv_->pool, [self = shared_from_this(), route, req = std::move(req), keep_alive, head]() mutable {
       Response r = invoke(*route, req);
-      asio::post(self->stream_.get_executor(), [self, r = std::move(r), keep_alive, head]() mutable {
-        self->reply(std::move(r), keep_alive, head);
-      });
+      asio::post(self->stream_.get_executor(),
+                 [self, r = std::move(r), keep_alive, head]() mutable { self->reply(std::move(r), keep_alive, head); });
     });
   }
 
@@ -371,7 +372,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     std::string origin;
     if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
     if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins)) {
-      reply(error_response(403, "forbidden_origin", "WebSocket Origin " + origin + " is not this agent's address"), false, head);
+      reply(error_response(403, "forbidden_origin", "WebSocket Origin " + origin + " is not this agent's address"),
+            false, head);
       return;
     }
     // Browsers cannot set headers on a WebSocket: they offer the token as a subprotocol
@@ -392,7 +394,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
         return p.rfind("gpufleet.bearer.", 0) == 0 && bearer_ok("Bearer " + p.substr(16), srv_->opts.token);
       });
       if (!by_protocol) {
-        reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false, head);
+        reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false,
+              head);
         return;
       }
     }
@@ -404,7 +407,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     std::optional<std::chrono::milliseconds> period;
     if (auto it = req.query.find("period_ms"); it != req.query.end()) {
       const std::string& v = it->second;
-      const bool digits = !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const bool digits =
+          !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (!digits) {
         reply(error_response(400, "bad_request", "period_ms must be a whole number of milliseconds"), false, head);
         return;
@@ -425,10 +429,13 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     if (srv_->opts.static_dir.empty()) {
-      reply(error_response(404, "not_found",
-                           req.path == "/" ? "no dashboard here: build it (make web) or start with --static DIR; the API is at /api/openapi.json"
-                                           : "no such file: " + req.path),
-            keep_alive, head);
+      reply(
+          error_response(
+              404, "not_found",
+              req.path == "/"
+                  ? "no dashboard here: build it (make web) or start with --static DIR; the API is at /api/openapi.json"
+                  : "no such file: " + req.path),
+          keep_alive, head);
       return;
     }
     if (srv_->opts.auth_read && req.path != "/" && req.path.rfind("/assets/", 0) != 0 && req.path != "/index.html") {
@@ -445,9 +452,11 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       reply(error_response(500, "io_error", "cannot read " + req.path), keep_alive, head);
       return;
     }
-    Response r = shared_response(200, std::string(content_type_for(*file)), std::make_shared<const std::string>(std::move(data)));
+    Response r = shared_response(200, std::string(content_type_for(*file)),
+                                 std::make_shared<const std::string>(std::move(data)));
     // Vite names assets by content hash: they never change. index.html is checked every time.
-    r.headers.emplace_back("Cache-Control", req.path.rfind("/assets/", 0) == 0 ? "public, max-age=31536000, immutable" : "no-cache");
+    r.headers.emplace_back("Cache-Control",
+                           req.path.rfind("/assets/", 0) == 0 ? "public, max-age=31536000, immutable" : "no-cache");
     reply(std::move(r), keep_alive, head);
   }
 
@@ -537,9 +546,7 @@ void HttpServer::Impl::begin_drain() {
 HttpServer::HttpServer(const Router& router, WsHub* ws, ServerOptions options)
     : impl_(std::make_shared<Impl>(router, ws, std::move(options))) {}
 
-HttpServer::~HttpServer() {
-  impl_->pool.join();
-}
+HttpServer::~HttpServer() { impl_->pool.join(); }
 
 Result<unsigned short> HttpServer::listen() {
   auto& i = *impl_;
@@ -551,7 +558,8 @@ Result<unsigned short> HttpServer::listen() {
   if (!ec) i.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) i.acceptor.bind(ep, ec);
   if (!ec) i.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return make_error("cannot listen on " + i.opts.host + ":" + std::to_string(i.opts.port) + ": " + ec.message());
+  if (ec)
+    return make_error("cannot listen on " + i.opts.host + ":" + std::to_string(i.opts.port) + ": " + ec.message());
   i.port = i.acceptor.local_endpoint().port();
   return i.port;
 }
@@ -581,13 +589,15 @@ void HttpServer::Impl::drain() {
   check_drained(timer, std::chrono::steady_clock::now() + opts.drain_timeout);
 }
 
-void HttpServer::Impl::check_drained(std::shared_ptr<asio::steady_timer> timer, std::chrono::steady_clock::time_point deadline) {
+void HttpServer::Impl::check_drained(std::shared_ptr<asio::steady_timer> timer,
+                                     std::chrono::steady_clock::time_point deadline) {
   if (connections.load() == 0 || std::chrono::steady_clock::now() >= deadline) {
     ioc.stop();
     return;
   }
   timer->expires_after(std::chrono::milliseconds(20));
-  timer->async_wait([self = shared_from_this(), timer, deadline](beast::error_code) { self->check_drained(timer, deadline); });
+  timer->async_wait(
+      [self = shared_from_this(), timer, deadline](beast::error_code) { self->check_drained(timer, deadline); });
 }
 
 void HttpServer::Impl::finish() {

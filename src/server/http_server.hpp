@@ -19,15 +19,15 @@ namespace gf::server {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   unsigned short port = 9401;
-  std::string static_dir;                  // the dashboard; empty: none
-  std::string token;                       // bearer token for Access::Write routes (and all with auth_read)
+  std::string static_dir;  // the dashboard; empty: none
+  std::string token;       // bearer token for Access::Write routes (and all with auth_read)
   bool auth_read = false;
-  std::size_t header_limit = 8 * 1024;     // bytes; more → 431
-  std::size_t body_limit = 1024 * 1024;    // bytes; more → 413
-  std::chrono::milliseconds request_timeout{15000};  // to receive one whole request (slowloris) or idle
-  std::size_t max_connections = 4096;      // HTTP + WebSocket; more are closed at once
-  std::vector<std::string> allowed_origins;  // WebSocket Origins allowed besides our own address
-  std::size_t ws_queue = 32;               // messages waiting per WebSocket client
+  std::size_t header_limit = 8 * 1024;                // bytes; more → 431
+  std::size_t body_limit = 1024 * 1024;               // bytes; more → 413
+  std::chrono::milliseconds request_timeout{15000};   // to receive one whole request (slowloris) or idle
+  std::size_t max_connections = 4096;                 // HTTP + WebSocket; more are closed at once
+  std::vector<std::string> allowed_origins;           // WebSocket Origins allowed besides our own address
+  std::size_t ws_queue = 32;                          // messages waiting per WebSocket client
   std::chrono::milliseconds ws_stall_timeout{10000};  // a write pending this long closes the client
   std::size_t ws_message_limit = 64 * 1024;
   unsigned workers = 2;

@@ -97,8 +97,9 @@ Decision decide(const Router& router, Request& req, std::string_view token, bool
   const auto m = router.match(req);
   if (!m.route) {
     if (m.status == 405) {
-      Response r = error_response(405, "method_not_allowed",
-                                  std::string(to_string(req.method)) + " is not allowed on " + req.path + " (allowed: " + m.allow + ")");
+      Response r = error_response(
+          405, "method_not_allowed",
+          std::string(to_string(req.method)) + " is not allowed on " + req.path + " (allowed: " + m.allow + ")");
       r.headers.emplace_back("Allow", m.allow);
       d.answer = std::move(r);
     } else {
@@ -109,8 +110,9 @@ Decision decide(const Router& router, Request& req, std::string_view token, bool
   if (m.route->access == Access::Write || auth_read) {
     if (!bearer_ok(req.authorization, token)) {
       Response r = error_response(401, "unauthorized",
-                                  req.authorization.empty() ? "this request needs Authorization: Bearer <token> (the agent's token file)"
-                                                            : "the bearer token is not the agent's");
+                                  req.authorization.empty()
+                                      ? "this request needs Authorization: Bearer <token> (the agent's token file)"
+                                      : "the bearer token is not the agent's");
       r.headers.emplace_back("WWW-Authenticate", "Bearer");
       d.answer = std::move(r);
       return d;

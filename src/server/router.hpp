@@ -33,7 +33,8 @@ struct Route {
 
 class Router {
  public:
-  void add(Method method, std::string pattern, Access access, Exec exec, std::function<Response(const Request&)> handler);
+  void add(Method method, std::string pattern, Access access, Exec exec,
+           std::function<Response(const Request&)> handler);
 
   struct Match {
     const Route* route = nullptr;  // null: see status

@@ -134,7 +134,8 @@ bool origin_allowed(std::string_view origin, std::string_view listen_host, unsig
 std::optional<std::filesystem::path> resolve_static(const std::filesystem::path& root, std::string_view url_path) {
   namespace fs = std::filesystem;
   if (url_path.empty() || url_path.front() != '/') return std::nullopt;
-  if (url_path.find('\0') != std::string_view::npos || url_path.find('\\') != std::string_view::npos) return std::nullopt;
+  if (url_path.find('\0') != std::string_view::npos || url_path.find('\\') != std::string_view::npos)
+    return std::nullopt;
   // No segment may be "..", whatever the file system would make of it.
   std::string_view rest = url_path.substr(1);
   while (!rest.empty()) {

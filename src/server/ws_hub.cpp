@@ -98,7 +98,8 @@ void WsHub::leave_group_locked(std::uint64_t id, std::chrono::milliseconds perio
   }
 }
 
-std::optional<WsHub::Joined> WsHub::add(std::weak_ptr<WsClient> client, std::optional<std::chrono::milliseconds> period) {
+std::optional<WsHub::Joined> WsHub::add(std::weak_ptr<WsClient> client,
+                                        std::optional<std::chrono::milliseconds> period) {
   std::vector<sampler::SampleHub::Subscription> to_reset;
   Joined j{};
   {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/alerts.hpp"
-#include "sampler/hub.hpp"
 #include "node/agent.hpp"
+#include "sampler/hub.hpp"
 
 namespace gf::server {
 

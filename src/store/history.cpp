@@ -20,8 +20,8 @@ constexpr std::int64_t kHourMs = 3'600'000;
 // <col>_n/_min/_max/_avg. power is REAL (W); the rest are integers in the unit of the GpuReading field.
 // This list is the stored schema: it changes only with a migration. Which field fills which column comes
 // from core::kFields (history_column); the check below keeps the two in step.
-constexpr std::array<std::string_view, 9> kColumns = {"util", "mem_util", "mem_used", "mem_total", "temp",
-                                                      "power", "fan", "sm_clock", "mem_clock"};
+constexpr std::array<std::string_view, 9> kColumns = {"util",  "mem_util", "mem_used", "mem_total", "temp",
+                                                      "power", "fan",      "sm_clock", "mem_clock"};
 
 constexpr bool columns_match_field_table() {
   std::size_t stored = 0;
@@ -106,8 +106,9 @@ std::string minute_rollup_sql() {
 std::string hour_rollup_sql() {
   std::string cols;
   for (auto f : kStored)
-    cols += fmt::format(", SUM({0}_n), MIN({0}_min), MAX({0}_max), CAST(SUM({0}_avg * {0}_n) AS REAL) / NULLIF(SUM({0}_n), 0)",
-                        column_of(f));
+    cols += fmt::format(
+        ", SUM({0}_n), MIN({0}_min), MAX({0}_max), CAST(SUM({0}_avg * {0}_n) AS REAL) / NULLIF(SUM({0}_n), 0)",
+        column_of(f));
   return fmt::format(
       "INSERT OR REPLACE INTO samples_1h({2}) SELECT (ts_ms / {0}) * {0} AS b, gpu, MAX(uuid), SUM(n){1}"
       " FROM samples_1m WHERE ts_ms >= ?1 AND ts_ms < ?2 GROUP BY b, gpu",
@@ -125,7 +126,9 @@ std::string insert_raw_sql() {
 }
 
 std::int64_t to_ms(HistoryStore::TimePoint t) { return duration_cast<milliseconds>(t.time_since_epoch()).count(); }
-std::int64_t floor_to(std::int64_t v, std::int64_t unit) { return v >= 0 ? v / unit * unit : -((-v + unit - 1) / unit) * unit; }
+std::int64_t floor_to(std::int64_t v, std::int64_t unit) {
+  return v >= 0 ? v / unit * unit : -((-v + unit - 1) / unit) * unit;
+}
 
 // Binds a field's value, or NULL when it is absent (never a made-up 0).
 void bind_field(Stmt& st, int i, const core::FieldValue& v) {
@@ -183,7 +186,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<HistoryStore> s(new HistoryStore(std::move(*db), options));
-  if (auto m = s->db_.migrate("history", kSchemaVersion, schema_sql().c_str()); !m) return make_error("cannot prepare the history store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("history", kSchemaVersion, schema_sql().c_str()); !m)
+    return make_error("cannot prepare the history store " + path + ": " + m.error().message);
   return s;
 }
 
@@ -302,13 +306,15 @@ Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metri
     if (!parts.empty()) parts += " UNION ALL ";
     const int p = static_cast<int>(ranges.size()) * 2 + 3;  // ?1 gpu, ?2 step
     if (k == 0) {
-      parts += fmt::format("SELECT ts_ms, ({0} IS NOT NULL) AS n, {0} AS mn, {0} AS mx, {0} AS av FROM samples_raw"
-                           " WHERE gpu = ?1 AND ts_ms >= ?{1} AND ts_ms < ?{2}",
-                           c, p, p + 1);
+      parts += fmt::format(
+          "SELECT ts_ms, ({0} IS NOT NULL) AS n, {0} AS mn, {0} AS mx, {0} AS av FROM samples_raw"
+          " WHERE gpu = ?1 AND ts_ms >= ?{1} AND ts_ms < ?{2}",
+          c, p, p + 1);
     } else {
-      parts += fmt::format("SELECT ts_ms, {0}_n AS n, {0}_min AS mn, {0}_max AS mx, {0}_avg AS av FROM {1}"
-                           " WHERE gpu = ?1 AND ts_ms >= ?{2} AND ts_ms < ?{3}",
-                           c, kTables[k], p, p + 1);
+      parts += fmt::format(
+          "SELECT ts_ms, {0}_n AS n, {0}_min AS mn, {0}_max AS mx, {0}_avg AS av FROM {1}"
+          " WHERE gpu = ?1 AND ts_ms >= ?{2} AND ts_ms < ?{3}",
+          c, kTables[k], p, p + 1);
     }
     ranges.emplace_back(lo, hi);
   }

@@ -82,11 +82,14 @@ std::string new_id() {
 }
 
 std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(platform::system_clock().wall_now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(platform::system_clock().wall_now().time_since_epoch())
+      .count();
 }
 
 NodeStore::NodeStore(Db db, Alive alive, const core::Clock& clock)
-    : db_(std::move(db)), alive_(alive ? std::move(alive) : Alive(default_alive)), clock_(clock),
+    : db_(std::move(db)),
+      alive_(alive ? std::move(alive) : Alive(default_alive)),
+      clock_(clock),
       signal_(db_.path() + ".changed") {}
 
 std::int64_t NodeStore::now_ms() const {
@@ -97,7 +100,8 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive), clock));
-  if (auto m = s->db_.migrate("node", kSchemaVersion, kSchema); !m) return make_error("cannot prepare the store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("node", kSchemaVersion, kSchema); !m)
+    return make_error("cannot prepare the store " + path + ": " + m.error().message);
   return s;
 }
 
@@ -248,10 +252,13 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   lease.created_at_ms = now_ms();
   lease.gpus = **picked;
   auto ins = db_.prepare(
-      "INSERT INTO leases(id, job_id, name, owner_pid, owner_start, owner_user, created_ms) VALUES(?1,?2,?3,?4,?5,?6,?7)");
+      "INSERT INTO leases(id, job_id, name, owner_pid, owner_start, owner_user, created_ms) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7)");
   if (!ins) return ins.error();
   ins->bind(1, lease.id).bind(2, lease.job_id).bind(3, lease.name).bind(4, std::int64_t{lease.owner.pid});
-  ins->bind(5, static_cast<std::int64_t>(lease.owner.start_time)).bind(6, lease.owner.user).bind(7, lease.created_at_ms);
+  ins->bind(5, static_cast<std::int64_t>(lease.owner.start_time))
+      .bind(6, lease.owner.user)
+      .bind(7, lease.created_at_ms);
   if (auto r = ins->run(); !r) return r.error();
   for (const auto& g : lease.gpus) {
     auto gi = db_.prepare("INSERT INTO lease_gpus(lease_id, gpu_index, gpu_key, gpu_uuid) VALUES(?1,?2,?3,?4)");
@@ -273,7 +280,8 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
 Result<bool> NodeStore::release(const std::string& lease_id, const std::string& reason) {
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
-  auto up = db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = ?2 WHERE id = ?3 AND released_ms IS NULL");
+  auto up =
+      db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = ?2 WHERE id = ?3 AND released_ms IS NULL");
   if (!up) return up.error();
   if (auto r = up->bind(1, now_ms()).bind(2, reason).bind(3, lease_id).run(); !r) return r.error();
   const bool found = db_.changes() > 0;
@@ -312,7 +320,9 @@ Result<void> NodeStore::enqueue(const core::Waiter& w) {
       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
   if (!ins) return ins.error();
   ins->bind(1, w.id).bind(2, w.name).bind(3, std::int64_t{w.priority}).bind(4, w.enqueued_at_ms);
-  ins->bind(5, std::int64_t{w.gpus}).bind(6, std::int64_t{w.owner.pid}).bind(7, static_cast<std::int64_t>(w.owner.start_time));
+  ins->bind(5, std::int64_t{w.gpus})
+      .bind(6, std::int64_t{w.owner.pid})
+      .bind(7, static_cast<std::int64_t>(w.owner.start_time));
   ins->bind(8, w.owner.user);
   return ins->run();
 }
@@ -329,15 +339,20 @@ bool NodeStore::wait_for_change(std::chrono::milliseconds timeout) { return sign
 
 Result<void> NodeStore::put_job(const Job& e) {
   auto st = db_.prepare(
-      "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, "
+      "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, "
+      "record, "
       "owner_pid, owner_start) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
   if (!st) return st.error();
   st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
-  if (e.exit_code) st->bind(5, std::int64_t{*e.exit_code});
-  else st->bind_null(5);
+  if (e.exit_code)
+    st->bind(5, std::int64_t{*e.exit_code});
+  else
+    st->bind_null(5);
   st->bind(6, e.started_at_ms);
-  if (e.ended_at_ms) st->bind(7, *e.ended_at_ms);
-  else st->bind_null(7);
+  if (e.ended_at_ms)
+    st->bind(7, *e.ended_at_ms);
+  else
+    st->bind_null(7);
   st->bind(8, e.lease_id).bind(9, e.record).bind(10, std::int64_t{e.owner.pid});
   st->bind(11, static_cast<std::int64_t>(e.owner.start_time));
   return st->run();
@@ -371,11 +386,13 @@ Result<void> NodeStore::reconcile_jobs() {
     auto row = sel->step();
     if (!row) return row.error();
     if (!*row) break;
-    const core::LeaseOwner o{static_cast<std::uint32_t>(sel->int64(1)), static_cast<unsigned long long>(sel->int64(2)), {}};
+    const core::LeaseOwner o{
+        static_cast<std::uint32_t>(sel->int64(1)), static_cast<unsigned long long>(sel->int64(2)), {}};
     if (o.pid != 0 && !alive_(o)) lost.push_back(sel->text(0));
   }
   for (const auto& id : lost) {
-    auto up = db_.prepare("UPDATE experiments SET status = 'lost', ended_ms = ?1 WHERE id = ?2 AND status IN ('waiting', 'running')");
+    auto up = db_.prepare(
+        "UPDATE experiments SET status = 'lost', ended_ms = ?1 WHERE id = ?2 AND status IN ('waiting', 'running')");
     if (!up) return up.error();
     if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r;
   }
@@ -395,8 +412,8 @@ Result<std::optional<Job>> NodeStore::job(const std::string& id) {
 
 Result<std::vector<Job>> NodeStore::jobs(std::size_t limit) {
   if (auto r = reconcile_jobs(); !r) return r.error();
-  auto st = db_.prepare(fmt::format("SELECT {} FROM experiments ORDER BY started_ms DESC, rowid DESC LIMIT {}",
-                                    kJobColumns, limit));
+  auto st = db_.prepare(
+      fmt::format("SELECT {} FROM experiments ORDER BY started_ms DESC, rowid DESC LIMIT {}", kJobColumns, limit));
   if (!st) return st.error();
   std::vector<Job> out;
   for (;;) {

@@ -13,8 +13,8 @@
 #include "core/ports/clock.hpp"
 #include "core/ports/job_store.hpp"
 #include "core/ports/lease_store.hpp"
-#include "platform/clock.hpp"
 #include "platform/change_signal.hpp"
+#include "platform/clock.hpp"
 #include "store/sqlite.hpp"
 
 namespace gf::store {

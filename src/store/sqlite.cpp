@@ -13,7 +13,8 @@ Result<Db> Db::open(const std::string& path) {
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);
@@ -69,12 +70,16 @@ Result<void> Db::migrate(std::string_view component, std::int64_t version, const
     if (!row) return row.error();
     return *row ? v->int64(0) : 0;
   };
-  if (auto v = current(); !v) return v.error();
-  else if (*v >= version) return {};
+  if (auto v = current(); !v)
+    return v.error();
+  else if (*v >= version)
+    return {};
   WriteTxn txn(*this);
   if (auto r = txn.begin(); !r) return r;
-  if (auto v = current(); !v) return v.error();  // another process may have migrated meanwhile
-  else if (*v >= version) return txn.commit();
+  if (auto v = current(); !v)
+    return v.error();  // another process may have migrated meanwhile
+  else if (*v >= version)
+    return txn.commit();
   if (auto r = exec("CREATE TABLE IF NOT EXISTS gf_schema(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"); !r)
     return r;
   if (auto r = exec(schema_sql); !r) return r;
@@ -151,7 +156,8 @@ std::optional<std::int64_t> Stmt::opt_int64(int col) const {
 
 std::string Stmt::text(int col) const {
   const auto* p = sqlite3_column_text(st_, col);
-  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(st_, col))) : std::string();
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<std::size_t>(sqlite3_column_bytes(st_, col)))
+           : std::string();
 }
 
 }  // namespace gf::store

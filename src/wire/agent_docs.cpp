@@ -17,9 +17,7 @@ json opt(const core::Reading<T>& r) {
   return r ? json(*r) : json(nullptr);
 }
 
-json ms_time(std::int64_t ms) {
-  return iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
-}
+json ms_time(std::int64_t ms) { return iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms))); }
 
 }  // namespace
 
@@ -43,8 +41,10 @@ json summary_json(const core::Snapshot& s, const std::string& node, std::size_t 
     if (g.utilization_pct) {
       util_sum += *g.utilization_pct;
       ++util_n;
-      if (core::available_utilization(*g.utilization_pct)) ++available;
-      else ++busy;
+      if (core::available_utilization(*g.utilization_pct))
+        ++available;
+      else
+        ++busy;
       if (!busiest || *g.utilization_pct > busiest->utilization_pct.value_or(0)) busiest = &g;
     }
     if (g.temperature_c) {
@@ -55,24 +55,26 @@ json summary_json(const core::Snapshot& s, const std::string& node, std::size_t 
     if (g.power_draw_w) power_sum += *g.power_draw_w, ++power_n;
   }
   auto avg = [](double sum, unsigned n) { return n ? json(std::round(sum / n * 10) / 10) : json(nullptr); };
-  return json{{"timestamp", iso8601(s.timestamp)},
-              {"node", node},
-              {"backend", s.backend},
-              {"simulated", s.simulated},
-              {"gpu_count", s.gpus.size()},
-              {"available_gpus", available},
-              {"busy_gpus", busy},
-              {"lost_gpus", lost},
-              {"memory", mem_known ? json{{"total", total}, {"used", used}, {"free", free}}
-                                   : json{{"total", nullptr}, {"used", nullptr}, {"free", nullptr}}},
-              {"utilization_avg", avg(util_sum, util_n)},
-              {"temperature_avg", avg(temp_sum, temp_n)},
-              {"temperature_max", temp_max ? json(*temp_max) : json(nullptr)},
-              {"power_total", power_n ? json(std::round(power_sum * 10) / 10) : json(nullptr)},
-              {"busiest_gpu", busiest ? json{{"index", busiest->index}, {"name", busiest->name}, {"utilization", *busiest->utilization_pct}}
-                                      : json(nullptr)},
-              {"process_count", processes},
-              {"alerts_firing", alerts_firing}};
+  return json{
+      {"timestamp", iso8601(s.timestamp)},
+      {"node", node},
+      {"backend", s.backend},
+      {"simulated", s.simulated},
+      {"gpu_count", s.gpus.size()},
+      {"available_gpus", available},
+      {"busy_gpus", busy},
+      {"lost_gpus", lost},
+      {"memory", mem_known ? json{{"total", total}, {"used", used}, {"free", free}}
+                           : json{{"total", nullptr}, {"used", nullptr}, {"free", nullptr}}},
+      {"utilization_avg", avg(util_sum, util_n)},
+      {"temperature_avg", avg(temp_sum, temp_n)},
+      {"temperature_max", temp_max ? json(*temp_max) : json(nullptr)},
+      {"power_total", power_n ? json(std::round(power_sum * 10) / 10) : json(nullptr)},
+      {"busiest_gpu",
+       busiest ? json{{"index", busiest->index}, {"name", busiest->name}, {"utilization", *busiest->utilization_pct}}
+               : json(nullptr)},
+      {"process_count", processes},
+      {"alerts_firing", alerts_firing}};
 }
 
 json metrics_json(const core::Snapshot& s, const std::string& node, const std::vector<core::Alert>& firing) {
@@ -98,8 +100,8 @@ json alerts_json(const std::vector<core::Alert>& alerts) {
   return out;
 }
 
-json alerts_doc_json(const std::string& node, const std::vector<core::Alert>& firing, const std::vector<core::Alert>& recent,
-                     const std::vector<core::AlertRule>& rules) {
+json alerts_doc_json(const std::string& node, const std::vector<core::Alert>& firing,
+                     const std::vector<core::Alert>& recent, const std::vector<core::AlertRule>& rules) {
   json rule_list = json::array();
   for (const auto& rule : rules)
     rule_list.push_back({{"rule", core::rule_name(rule.kind)},
@@ -108,7 +110,10 @@ json alerts_doc_json(const std::string& node, const std::vector<core::Alert>& fi
                          {"threshold", rule.threshold},
                          {"duration_s", std::chrono::duration<double>(rule.duration).count()},
                          {"severity", rule.severity}});
-  return json{{"node", node}, {"firing", alerts_json(firing)}, {"recent", alerts_json(recent)}, {"rules", std::move(rule_list)}};
+  return json{{"node", node},
+              {"firing", alerts_json(firing)},
+              {"recent", alerts_json(recent)},
+              {"rules", std::move(rule_list)}};
 }
 
 json health_json(const HealthFacts& h) {
@@ -151,7 +156,8 @@ json availability_json(const allocator::Availability& a, const core::Snapshot& s
   }
   json choice = nullptr;
   if (a.would_choose)
-    choice = json{{"indices", a.would_choose->indices}, {"method", a.would_choose->method}, {"why", a.would_choose->why}};
+    choice =
+        json{{"indices", a.would_choose->indices}, {"method", a.would_choose->method}, {"why", a.would_choose->why}};
   return json{{"available", a.available},
               {"needed", a.request.count},
               {"qualifying", a.qualifying},
@@ -171,7 +177,8 @@ json waiter_json(const core::Waiter& w) {
           {"enqueued_at", ms_time(w.enqueued_at_ms)}};
 }
 
-json leases_json(const std::string& node, const std::vector<core::Lease>& leases, const std::vector<core::Waiter>& waiting) {
+json leases_json(const std::string& node, const std::vector<core::Lease>& leases,
+                 const std::vector<core::Waiter>& waiting) {
   json out{{"node", node}, {"leases", json::array()}, {"waiting", json::array()}};
   for (const auto& l : leases) out["leases"].push_back(lease_json(l));
   for (const auto& w : waiting) out["waiting"].push_back(waiter_json(w));
@@ -215,7 +222,8 @@ json gpu_info_json(const allocator::Selection& sel, const core::Snapshot& s, uns
                          {"uuid", g.uuid},
                          {"memory_free_mb", opt(g.memory_free_mib)},
                          {"utilization_percent", opt(g.utilization_pct)},
-                         {"availability_score", g.availability_score ? json(std::round(*g.availability_score * 1e4) / 1e4) : json(nullptr)}});
+                         {"availability_score",
+                          g.availability_score ? json(std::round(*g.availability_score * 1e4) / 1e4) : json(nullptr)}});
     }
   }
   return {{"model", model},
@@ -230,7 +238,8 @@ json gpu_info_json(const allocator::Selection& sel, const core::Snapshot& s, uns
             {"details", details}}}};
 }
 
-json allocation_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s, unsigned world_size) {
+json allocation_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s,
+                     unsigned world_size) {
   auto j = lease_json(lease);
   std::string ids;
   for (const auto& g : lease.gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g.index);
@@ -249,7 +258,8 @@ nlohmann::json history_json(core::Field metric, const std::string& node, std::ch
   for (const auto& s : series) {
     json points = json::array();
     for (const auto& pt : s.points)
-      points.push_back({{"t", pt.ts_ms}, {"avg", num(pt.avg)}, {"min", num(pt.min)}, {"max", num(pt.max)}, {"samples", pt.samples}});
+      points.push_back(
+          {{"t", pt.ts_ms}, {"avg", num(pt.avg)}, {"min", num(pt.min)}, {"max", num(pt.max)}, {"samples", pt.samples}});
     out_series.push_back({{"gpu", s.gpu}, {"points", std::move(points)}});
   }
   const auto& info = core::info(metric);

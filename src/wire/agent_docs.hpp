@@ -14,8 +14,8 @@
 #include "core/alerts.hpp"
 #include "core/fields.hpp"
 #include "core/job.hpp"
-#include "core/ports/metric_history.hpp"
 #include "core/ports/lease_store.hpp"
+#include "core/ports/metric_history.hpp"
 #include "core/snapshot.hpp"
 
 namespace gf::wire {
@@ -45,7 +45,7 @@ struct HealthFacts {
   std::vector<std::string> problems;  // empty: "ok", else "degraded"
   std::string backend_name;
   bool backend_ok = false;
-  std::string backend_error;  // empty: none
+  std::string backend_error;               // empty: none
   const core::Snapshot* latest = nullptr;  // the last published reading, if any
   std::optional<double> last_collection_age_s;
   std::uint64_t collections = 0;

@@ -67,8 +67,7 @@ Result<void> check_threshold(core::AlertKind kind, const std::string& key, doubl
     case core::AlertKind::PowerNearLimit:
       if (v <= 0) return at(key, fmt::format("a percentage of the power limit above 0, got {}", v));
       break;
-    case core::AlertKind::HighTemperature:
-      break;
+    case core::AlertKind::HighTemperature: break;
     case core::AlertKind::GpuLost:
       return at(key, "gpu_lost has no threshold (it fires when the driver reports the GPU lost)");
     case core::AlertKind::EccErrors:
@@ -92,8 +91,8 @@ Result<double> parse_reasons(const std::string& key, const json& j) {
     if (!j[i].is_string()) return wrong_type(item_key, "a string", j[i]);
     const auto bit = reason_bit(j[i].get_ref<const std::string&>());
     if (!bit)
-      return at(item_key, fmt::format("unknown reason \"{}\" (known: {})", j[i].get_ref<const std::string&>(),
-                                      known_reasons()));
+      return at(item_key,
+                fmt::format("unknown reason \"{}\" (known: {})", j[i].get_ref<const std::string&>(), known_reasons()));
     mask |= *bit;
   }
   return static_cast<double>(mask);
@@ -105,8 +104,7 @@ Result<void> parse_rule(const std::string& key, const json& j, core::AlertRule& 
     return {};
   }
   if (!j.is_object()) return wrong_type(key, "an object or a boolean", j);
-  if (j.contains("threshold") && j.contains("reasons"))
-    return at(key, "give either threshold or reasons, not both");
+  if (j.contains("threshold") && j.contains("reasons")) return at(key, "give either threshold or reasons, not both");
   for (const auto& [field, v] : j.items()) {
     const std::string fkey = key + "." + field;
     if (field == "enabled") {

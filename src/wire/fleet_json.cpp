@@ -80,7 +80,8 @@ json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts&
     if (it == by_name.end() || !it->second->has_metrics || it->second->metrics_source != m.source) continue;
     for (const auto& g : m.gpus) {
       std::optional<double> usage;
-      if (g.memory_used_mib && g.memory_total_mib && *g.memory_total_mib > 0) usage = *g.memory_used_mib / *g.memory_total_mib * 100.0;
+      if (g.memory_used_mib && g.memory_total_mib && *g.memory_total_mib > 0)
+        usage = *g.memory_used_mib / *g.memory_total_mib * 100.0;
       gpus.push_back({{"node", g.node},
                       {"index", g.index},
                       {"uuid", g.uuid.empty() ? json(nullptr) : json(g.uuid)},
@@ -97,7 +98,8 @@ json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts&
   }
   for (const auto& n : s.nodes)
     if (!n.has_metrics)
-      without.push_back({{"node", n.name}, {"health", std::string(allocator::health_name(n.health))}, {"problems", n.problems}});
+      without.push_back(
+          {{"node", n.name}, {"health", std::string(allocator::health_name(n.health))}, {"problems", n.problems}});
   json j = common(facts, q);
   j["gpus"] = std::move(gpus);
   j["nodes_without_metrics"] = std::move(without);

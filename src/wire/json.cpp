@@ -178,14 +178,15 @@ json processes_json(const core::Snapshot& s) {
   for (const auto& g : s.gpus)
     if (g.memory_unattributed_mib && *g.memory_unattributed_mib > 0)
       unattributed.push_back({{"gpu_index", g.index}, {"memory_mb", *g.memory_unattributed_mib}});
-  return json{{"timestamp", iso8601(s.timestamp)},
-              {"backend", s.backend},
-              {"simulated", s.simulated},
-              {"process_visibility",
-               {{"complete", s.process_visibility.complete},
-                {"message", s.process_visibility.message.empty() ? json(nullptr) : json(s.process_visibility.message)}}},
-              {"processes", std::move(list)},
-              {"unattributed", std::move(unattributed)}};
+  return json{
+      {"timestamp", iso8601(s.timestamp)},
+      {"backend", s.backend},
+      {"simulated", s.simulated},
+      {"process_visibility",
+       {{"complete", s.process_visibility.complete},
+        {"message", s.process_visibility.message.empty() ? json(nullptr) : json(s.process_visibility.message)}}},
+      {"processes", std::move(list)},
+      {"unattributed", std::move(unattributed)}};
 }
 
 json run_report_json(const core::RunReport& r, bool with_series) {
@@ -219,9 +220,11 @@ json run_report_json(const core::RunReport& r, bool with_series) {
         tc.push_back(opt(pt.temperature_c));
         p.push_back(opt(pt.power_draw_w));
       }
-      series[std::to_string(index)] = json{
-          {"t", std::move(t)}, {"utilization", std::move(u)}, {"memory_used_mb", std::move(m)},
-          {"temperature_c", std::move(tc)}, {"power_draw_w", std::move(p)}};
+      series[std::to_string(index)] = json{{"t", std::move(t)},
+                                           {"utilization", std::move(u)},
+                                           {"memory_used_mb", std::move(m)},
+                                           {"temperature_c", std::move(tc)},
+                                           {"power_draw_w", std::move(p)}};
     }
     out["series"] = std::move(series);
   }

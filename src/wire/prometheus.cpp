@@ -131,19 +131,26 @@ constexpr GpuFamily field_family(core::Field f) { return {family_of(f), core::in
 // when the backend used nvmlDeviceGetMemoryInfo_v2; with v1 or nvidia-smi "used" already includes it,
 // and the snapshot does not say which was used.
 constexpr std::array kDcgmFamilies{
-    field_family(core::Field::SmClock),          field_family(core::Field::MemClock),
-    field_family(core::Field::Temperature),      field_family(core::Field::PowerDraw),
-    field_family(core::Field::Energy),           field_family(core::Field::Utilization),
-    field_family(core::Field::MemoryUtilization), field_family(core::Field::MemoryFree),
-    field_family(core::Field::MemoryUsed),       field_family(core::Field::EccUncorrectedVolatile),
-    field_family(core::Field::Fan),              field_family(core::Field::PowerLimit),
-    field_family(core::Field::PerformanceState), field_family(core::Field::ClockEventReasons),
-    field_family(core::Field::PersistenceMode),  field_family(core::Field::MigMode),
+    field_family(core::Field::SmClock),
+    field_family(core::Field::MemClock),
+    field_family(core::Field::Temperature),
+    field_family(core::Field::PowerDraw),
+    field_family(core::Field::Energy),
+    field_family(core::Field::Utilization),
+    field_family(core::Field::MemoryUtilization),
+    field_family(core::Field::MemoryFree),
+    field_family(core::Field::MemoryUsed),
+    field_family(core::Field::EccUncorrectedVolatile),
+    field_family(core::Field::Fan),
+    field_family(core::Field::PowerLimit),
+    field_family(core::Field::PerformanceState),
+    field_family(core::Field::ClockEventReasons),
+    field_family(core::Field::PersistenceMode),
+    field_family(core::Field::MigMode),
 };
 
-constexpr Family kHealthFamily{"gpufleet_gpu_health",
-                               "GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).",
-                               Type::Gauge};
+constexpr Family kHealthFamily{
+    "gpufleet_gpu_health", "GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).", Type::Gauge};
 
 constexpr std::array kGpufleetGpuFamilies{
     field_family(core::Field::AvailabilityScore),
@@ -181,9 +188,9 @@ constexpr std::array kAgentFamilies{
                 [](const AgentStats& a) { return unsigned_value(a.collections_total); }},
     AgentFamily{{"gpufleet_collection_errors_total", "Snapshot collections that failed.", Type::Counter},
                 [](const AgentStats& a) { return unsigned_value(a.collection_errors_total); }},
-    AgentFamily{{"gpufleet_collection_duration_seconds", "Duration of the last snapshot collection (in seconds).",
-                 Type::Gauge},
-                [](const AgentStats& a) { return double_value(a.last_collection_duration_seconds); }},
+    AgentFamily{
+        {"gpufleet_collection_duration_seconds", "Duration of the last snapshot collection (in seconds).", Type::Gauge},
+        [](const AgentStats& a) { return double_value(a.last_collection_duration_seconds); }},
     AgentFamily{{"gpufleet_leases_active", "GPU leases currently held.", Type::Gauge},
                 [](const AgentStats& a) { return unsigned_value(a.active_leases); }},
     AgentFamily{{"gpufleet_jobs_waiting", "Jobs waiting for GPUs.", Type::Gauge},
@@ -320,8 +327,7 @@ void write_prometheus_agent(std::string& out, std::string_view snapshot_backend,
   }
 }
 
-void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname,
-                      const AgentStats& agent) {
+void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname, const AgentStats& agent) {
   write_prometheus_gpus(out, s, hostname);
   write_prometheus_agent(out, s.backend, hostname, agent);
 }

@@ -64,8 +64,7 @@ struct AgentStats {
 
 // Appends the exposition text to `out` (does not clear it). Allocates only the per-GPU label strings and
 // out's growth (reserved up front), so a caller reusing one buffer pays almost nothing per call.
-void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname,
-                      const AgentStats& agent);
+void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname, const AgentStats& agent);
 
 // The two halves of that text, for a server that renders the GPU half once per snapshot and only the
 // agent half per scrape: write_prometheus(out, s, h, a) == write_prometheus_gpus(out, s, h) followed by

@@ -74,11 +74,11 @@ class Kustomize : public ::testing::Test {
 TEST_F(Kustomize, RendersExactlyTheExpectedObjects) {
   std::set<std::string> keys;
   for (const auto& [k, v] : objects_) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{
-                      "Namespace/gpufleet", "ServiceAccount/gpufleet-agent", "ServiceAccount/gpufleet-cluster",
-                      "ClusterRole/gpufleet-cluster-view", "ClusterRoleBinding/gpufleet-cluster-view",
-                      "ClusterRole/gpufleet-place", "RoleBinding/gpufleet-place", "DaemonSet/gpufleet-agent",
-                      "Service/gpufleet-agent", "ServiceMonitor/gpufleet-agent"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"Namespace/gpufleet", "ServiceAccount/gpufleet-agent",
+                                         "ServiceAccount/gpufleet-cluster", "ClusterRole/gpufleet-cluster-view",
+                                         "ClusterRoleBinding/gpufleet-cluster-view", "ClusterRole/gpufleet-place",
+                                         "RoleBinding/gpufleet-place", "DaemonSet/gpufleet-agent",
+                                         "Service/gpufleet-agent", "ServiceMonitor/gpufleet-agent"}));
   for (const auto& [k, v] : objects_) {
     const auto kind = v["kind"].as<std::string>();
     if (kind == "Namespace" || kind.rfind("Cluster", 0) == 0) continue;
@@ -164,12 +164,11 @@ TEST_F(Kustomize, RbacGivesEachRoleOnlyWhatItNeeds) {
   EXPECT_EQ(grants(get("ClusterRole/gpufleet-cluster-view")),
             (Grants{{"/nodes", {"get", "list", "watch"}}, {"/pods", {"get", "list", "watch"}}}));
   const std::set<std::string> write = {"create", "get", "patch", "update"};
-  EXPECT_EQ(grants(get("ClusterRole/gpufleet-place")),
-            (Grants{{"/pods", write},
-                    {"apps/deployments", write},
-                    {"apps/statefulsets", write},
-                    {"batch/jobs", write},
-                    {"ome.io/inferenceservices", write}}));
+  EXPECT_EQ(grants(get("ClusterRole/gpufleet-place")), (Grants{{"/pods", write},
+                                                               {"apps/deployments", write},
+                                                               {"apps/statefulsets", write},
+                                                               {"batch/jobs", write},
+                                                               {"ome.io/inferenceservices", write}}));
   // Placement is granted per namespace, never cluster-wide; the agent is bound to nothing.
   EXPECT_EQ(get("RoleBinding/gpufleet-place")["roleRef"]["name"].as<std::string>(""), "gpufleet-place");
   for (const auto& [k, v] : objects_) {

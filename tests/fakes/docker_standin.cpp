@@ -223,8 +223,7 @@ std::optional<Response> DockerStandin::Impl::wait_reply(const http::request<http
   return reply(req, http::status::ok, json{{"StatusCode", code}, {"Error", nullptr}}.dump() + "\n");
 }
 
-std::optional<Response> DockerStandin::Impl::route(const http::request<http::string_body>& req,
-                                                   std::string* wait_for) {
+std::optional<Response> DockerStandin::Impl::route(const http::request<http::string_body>& req, std::string* wait_for) {
   const std::string target(req.target());
   const auto qpos = target.find('?');
   std::string path = target.substr(0, qpos);
@@ -248,9 +247,9 @@ std::optional<Response> DockerStandin::Impl::route(const http::request<http::str
                              version, config.min_api_version));
   }
   if (!version.empty() && version_of(version) > version_of(config.api_version)) {
-    return error(req, 400,
-                 fmt::format("client version {} is too new. Maximum supported API version is {}", version,
-                             config.api_version));
+    return error(
+        req, 400,
+        fmt::format("client version {} is too new. Maximum supported API version is {}", version, config.api_version));
   }
   for (const auto& f : config.faults) {
     if (f.method == method && path.ends_with(f.path_suffix)) return error(req, f.status, f.message);

@@ -37,8 +37,8 @@ struct StandinFault {
 };
 
 struct DockerStandinConfig {
-  std::string api_version = "1.41";       // sent as Api-Version on every response
-  std::string min_api_version;            // non-empty: older /vX.Y requests get 400, as Docker 29 does
+  std::string api_version = "1.41";  // sent as Api-Version on every response
+  std::string min_api_version;       // non-empty: older /vX.Y requests get 400, as Docker 29 does
   int exit_code = 0;
   std::chrono::milliseconds run_time{0};  // how long a started container runs before it exits by itself
   std::vector<StandinFrame> logs;         // what GET .../logs returns

@@ -146,10 +146,10 @@ double as_double(const json& v) {
 
 struct Gpu {
   unsigned index = 0;
-  json spec;                                   // gpu_defaults merged with this GPU's object
-  std::map<std::string, std::size_t> cursor;   // queries so far, per key
-  bool lost = false;                           // current value of "lost"
-  std::vector<int> nvlink_peer;                // per link: peer GPU index, -1 inactive; empty: no NvLink
+  json spec;                                  // gpu_defaults merged with this GPU's object
+  std::map<std::string, std::size_t> cursor;  // queries so far, per key
+  bool lost = false;                          // current value of "lost"
+  std::vector<int> nvlink_peer;               // per link: peer GPU index, -1 inactive; empty: no NvLink
   StepMode mode = StepMode::Clamp;
 
   // The answer of `key` for this query; advances the key's position. A missing key is NOT_SUPPORTED.
@@ -165,7 +165,8 @@ struct Gpu {
   }
 
   std::string bus_id() const {
-    if (spec.contains("pci_bus_id") && spec.at("pci_bus_id").is_string()) return spec.at("pci_bus_id").get<std::string>();
+    if (spec.contains("pci_bus_id") && spec.at("pci_bus_id").is_string())
+      return spec.at("pci_bus_id").get<std::string>();
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "00000000:%02X:00.0", index + 1);
     return buffer;
@@ -330,8 +331,10 @@ void fill_pci_numbers(const Gpu& g, Pci* out) {
   out->domain = p.domain;
   out->bus = p.bus;
   out->device = p.device;
-  out->pciDeviceId = static_cast<unsigned>(g.spec.contains("pci_device_id") ? as_u64(g.spec.at("pci_device_id")) : 0x233010DEu);
-  out->pciSubSystemId = static_cast<unsigned>(g.spec.contains("pci_subsystem_id") ? as_u64(g.spec.at("pci_subsystem_id")) : 0x16C110DEu);
+  out->pciDeviceId =
+      static_cast<unsigned>(g.spec.contains("pci_device_id") ? as_u64(g.spec.at("pci_device_id")) : 0x233010DEu);
+  out->pciSubSystemId =
+      static_cast<unsigned>(g.spec.contains("pci_subsystem_id") ? as_u64(g.spec.at("pci_subsystem_id")) : 0x16C110DEu);
 }
 
 void legacy_bus_id(const Gpu& g, char* out, std::size_t size) {
@@ -522,7 +525,8 @@ const char* nvmlErrorString(nvmlReturn_t r) {
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned length) {
-  return system_call("nvmlSystemGetDriverVersion", [&](State& s) { return copy_string(s.driver_version, version, length); });
+  return system_call("nvmlSystemGetDriverVersion",
+                     [&](State& s) { return copy_string(s.driver_version, version, length); });
 }
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* v) { return cuda_version("nvmlSystemGetCudaDriverVersion", v); }
 #if !FAKE_NVML_OLD_DRIVER
@@ -619,7 +623,8 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned* c)
                      [&](Gpu& g) { return sensor == 0 ? take_number(g, "temperature_c", c) : kInvalidArgument; });
 }
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned* mw) {
-  return device_call("nvmlDeviceGetPowerUsage", dev, [&](Gpu& g) { return take_number(g, "power_draw_w", mw, 1000.0); });
+  return device_call("nvmlDeviceGetPowerUsage", dev,
+                     [&](Gpu& g) { return take_number(g, "power_draw_w", mw, 1000.0); });
 }
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned* mw) {
   return device_call("nvmlDeviceGetEnforcedPowerLimit", dev,
@@ -627,7 +632,8 @@ nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned* mw) {
 }
 #if !FAKE_NVML_OLD_DRIVER
 nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long long* mj) {
-  return device_call("nvmlDeviceGetTotalEnergyConsumption", dev, [&](Gpu& g) { return take_number(g, "energy_mj", mj); });
+  return device_call("nvmlDeviceGetTotalEnergyConsumption", dev,
+                     [&](Gpu& g) { return take_number(g, "energy_mj", mj); });
 }
 #endif
 nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t dev, unsigned* pct) {
@@ -648,7 +654,8 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t dev, unsigned l
 }
 #endif
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t dev, int* p) {
-  return device_call("nvmlDeviceGetPerformanceState", dev, [&](Gpu& g) { return take_number(g, "performance_state", p); });
+  return device_call("nvmlDeviceGetPerformanceState", dev,
+                     [&](Gpu& g) { return take_number(g, "performance_state", p); });
 }
 #if !FAKE_NVML_OLD_DRIVER
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned* current, unsigned* pending) {
@@ -657,7 +664,8 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned* current, unsigned*
     Answer a = g.take("mig_mode");
     if (a.code != kSuccess) return a.code;
     *current = static_cast<unsigned>(as_u64(a.value));
-    *pending = g.spec.contains("mig_mode_pending") ? static_cast<unsigned>(as_u64(g.spec.at("mig_mode_pending"))) : *current;
+    *pending =
+        g.spec.contains("mig_mode_pending") ? static_cast<unsigned>(as_u64(g.spec.at("mig_mode_pending"))) : *current;
     return kSuccess;
   });
 }
@@ -671,7 +679,8 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type, int c
   });
 }
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, int* mode) {
-  return device_call("nvmlDeviceGetPersistenceMode", dev, [&](Gpu& g) { return take_number(g, "persistence_mode", mode); });
+  return device_call("nvmlDeviceGetPersistenceMode", dev,
+                     [&](Gpu& g) { return take_number(g, "persistence_mode", mode); });
 }
 
 // ---- processes ---------------------------------------------------------------------------------

@@ -20,10 +20,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
-#include <tuple>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 namespace gf::fakes {
@@ -120,8 +120,12 @@ std::string field_text(const json& obj, const std::string& dotted) {
 }
 
 json status_json(int code, std::string_view reason, std::string_view message) {
-  return json{{"kind", "Status"},     {"apiVersion", "v1"},           {"metadata", json::object()},
-              {"status", "Failure"},  {"message", std::string(message)}, {"reason", std::string(reason)},
+  return json{{"kind", "Status"},
+              {"apiVersion", "v1"},
+              {"metadata", json::object()},
+              {"status", "Failure"},
+              {"message", std::string(message)},
+              {"reason", std::string(reason)},
               {"code", code}};
 }
 
@@ -135,9 +139,12 @@ struct ObjectPath {
 std::optional<ObjectPath> object_path(const std::string& path) {
   const auto parts = split(path, '/');  // parts[0] is "" (the leading slash)
   std::size_t ns_at = 0;
-  if (parts.size() >= 6 && parts[1] == "api" && parts[2] == "v1") ns_at = 3;
-  else if (parts.size() >= 7 && parts[1] == "apis") ns_at = 4;
-  else return std::nullopt;
+  if (parts.size() >= 6 && parts[1] == "api" && parts[2] == "v1")
+    ns_at = 3;
+  else if (parts.size() >= 7 && parts[1] == "apis")
+    ns_at = 4;
+  else
+    return std::nullopt;
   if (parts[ns_at] != "namespaces" || parts[ns_at + 1].empty() || parts[ns_at + 2].empty()) return std::nullopt;
   if (parts.size() > ns_at + 4) return std::nullopt;
   ObjectPath p;
@@ -246,7 +253,9 @@ std::optional<Response> KubeStandin::Impl::list(const Request& req, const std::m
       const auto eq = term.find('=');
       if (eq == std::string::npos) return error(req, 400, "BadRequest", "invalid field selector: " + term);
       std::string field = term.substr(0, ne != std::string::npos ? ne : eq);
-      std::string value = term.substr(ne != std::string::npos ? ne + 2 : term.compare(eq, 2, "==") == 0 ? eq + 2 : eq + 1);
+      std::string value = term.substr(ne != std::string::npos          ? ne + 2
+                                      : term.compare(eq, 2, "==") == 0 ? eq + 2
+                                                                       : eq + 1);
       static const std::vector<std::string> kFields = {"status.phase", "spec.nodeName", "metadata.name",
                                                        "metadata.namespace", "spec.unschedulable"};
       if (std::find(kFields.begin(), kFields.end(), field) == kFields.end()) {
@@ -306,8 +315,8 @@ Response KubeStandin::Impl::objects_route(const Request& req, const ObjectPath& 
   };
   auto stamp = [&](json& obj, const json* previous) {
     obj["metadata"]["resourceVersion"] = std::to_string(++resource_version);
-    obj["metadata"]["uid"] = previous != nullptr ? (*previous)["metadata"]["uid"]
-                                                 : json(fmt::format("uid-{}", resource_version));
+    obj["metadata"]["uid"] =
+        previous != nullptr ? (*previous)["metadata"]["uid"] : json(fmt::format("uid-{}", resource_version));
   };
 
   if (p.name.empty()) {
@@ -339,10 +348,11 @@ Response KubeStandin::Impl::objects_route(const Request& req, const ObjectPath& 
   }
   if (method != "PATCH") return error(req, 405, "MethodNotAllowed", "the server does not allow this method");
   if (content_type != "application/apply-patch+yaml") {
-    return error(req, 415, "UnsupportedMediaType", fmt::format("the body of the request was in an unknown format - "
-                                                               "accepted media types include: "
-                                                               "application/apply-patch+yaml (got {})",
-                                                               content_type));
+    return error(req, 415, "UnsupportedMediaType",
+                 fmt::format("the body of the request was in an unknown format - "
+                             "accepted media types include: "
+                             "application/apply-patch+yaml (got {})",
+                             content_type));
   }
   const auto fm = query.find("fieldManager");
   if (fm == query.end() || fm->second.empty()) {
@@ -367,7 +377,8 @@ Response KubeStandin::Impl::route(const Request& req) {
   const std::string target(req.target());
   const auto qpos = target.find('?');
   const std::string path = target.substr(0, qpos);
-  const auto query = parse_query(qpos == std::string::npos ? std::string_view() : std::string_view(target).substr(qpos + 1));
+  const auto query =
+      parse_query(qpos == std::string::npos ? std::string_view() : std::string_view(target).substr(qpos + 1));
   const std::string method(req.method_string());
 
   std::lock_guard lock(mu);

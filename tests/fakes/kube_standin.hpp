@@ -36,10 +36,10 @@ struct KubeStandinConfig {
 
 struct KubeStandinRequest {
   std::string method;
-  std::string target;                          // as sent: "/api/v1/pods?limit=2&continue=…"
-  std::string path;                            // "/api/v1/pods"
-  std::map<std::string, std::string> query;    // percent-decoded
-  std::string authorization;                   // the Authorization header, as sent
+  std::string target;                        // as sent: "/api/v1/pods?limit=2&continue=…"
+  std::string path;                          // "/api/v1/pods"
+  std::map<std::string, std::string> query;  // percent-decoded
+  std::string authorization;                 // the Authorization header, as sent
   std::string content_type;
   std::string body;
 };

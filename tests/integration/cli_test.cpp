@@ -60,9 +60,9 @@ TEST_F(Cli, SimStatusJsonHasTheSeedShape) {
   EXPECT_EQ(j["simulated"], true);
   ASSERT_EQ(j["gpus"].size(), 4u);
   for (const auto& g : j["gpus"]) {
-    for (const char* k : {"id", "index", "name", "uuid", "pci_bus_id", "utilization", "memory_utilization", "memory",
-                          "temperature", "power_usage", "power_limit", "fan_speed", "clock_speeds", "health",
-                          "availability_score", "processes"})
+    for (const char* k :
+         {"id", "index", "name", "uuid", "pci_bus_id", "utilization", "memory_utilization", "memory", "temperature",
+          "power_usage", "power_limit", "fan_speed", "clock_speeds", "health", "availability_score", "processes"})
       EXPECT_TRUE(g.contains(k)) << k;
     for (const char* k : {"total", "used", "free"}) EXPECT_TRUE(g["memory"][k].is_number()) << k;
   }
@@ -120,7 +120,8 @@ TEST_F(Cli, MonitorRunsTheCommandAndPassesItsExitStatus) {
 }
 
 TEST_F(Cli, MonitorTableGoesToStderrAndGpuFilter) {
-  auto r = run({"--backend", "sim", "monitor", "-n", "0.05", "--gpus", "1,3", "--", "sh", "-c", "echo from-cmd; sleep 0.2"});
+  auto r =
+      run({"--backend", "sim", "monitor", "-n", "0.05", "--gpus", "1,3", "--", "sh", "-c", "echo from-cmd; sleep 0.2"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, "from-cmd\n");
   EXPECT_NE(r.err.find("GPU monitoring"), std::string::npos);

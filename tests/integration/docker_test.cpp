@@ -27,10 +27,10 @@ TEST(DockerRun, ContainerGetsTheLeasedGpusThroughDeviceRequests) {
   setenv("GPUFLEET_SIM_SCENARIO", GF_FIXTURES_DIR "/sim/two_idle.json", 1);
   setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);  // must not leak into the container
 
-  auto r = gf::platform::run_process({GF_BINARY, "--backend", "sim", "run", "--gpus", "2", "--min-memory-mb", "1000",
-                                      "-n", "0.05", "--json", "--docker", "nvcr.io/nvidia/pytorch:24.01-py3", "--",
-                                      "python", "-c", "print(1)"},
-                                     gf::platform::RunOptions{60s});
+  auto r = gf::platform::run_process(
+      {GF_BINARY, "--backend", "sim", "run", "--gpus", "2", "--min-memory-mb", "1000", "-n", "0.05", "--json",
+       "--docker", "nvcr.io/nvidia/pytorch:24.01-py3", "--", "python", "-c", "print(1)"},
+      gf::platform::RunOptions{60s});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->exit_code, 7) << r->err;
   EXPECT_NE(r->out.find("hello from the container"), std::string::npos);

@@ -110,7 +110,8 @@ TEST_F(Fakes, WhyAValueIsMissingReachesTheJsonAndTheTable) {
   auto t = run({"status"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   // One legend line for the whole table, in the order of the line's columns; the lost GPU has its own line.
-  EXPECT_NE(t.out.find("\nn/a: temperature error on GPU 1; fan not supported on GPU 0,1\n"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("\nn/a: temperature error on GPU 1; fan not supported on GPU 0,1\n"), std::string::npos)
+      << t.out;
   EXPECT_EQ(t.out.find("n/a:"), t.out.rfind("n/a:")) << t.out;
   EXPECT_NE(t.out.find("LOST"), std::string::npos) << t.out;
 }
@@ -138,7 +139,8 @@ TEST_F(Fakes, AttributesARealProcessOfThisMachine) {
   std::ofstream(path) << R"({"driver_version": "550.54.15", "gpus": [{"name": "NVIDIA H100 80GB HBM3",
     "uuid": "GPU-00000000-0000-4000-8000-000000000001", "pci_bus_id": "00000000:1B:00.0",
     "memory_total_mib": 81559, "memory_used_mib": 5000, "utilization_gpu_pct": 30,
-    "compute_processes": [{"pid": )" << ::getpid() << R"(, "used_memory_mib": 4000}]}]})";
+    "compute_processes": [{"pid": )"
+                      << ::getpid() << R"(, "used_memory_mib": 4000}]}]})";
   setenv("FAKE_NVML_SCENARIO", path.c_str(), 1);
   auto j = json_of(run({"ps", "--json"}));
   ASSERT_EQ(j["processes"].size(), 1u);

@@ -84,8 +84,8 @@ TEST_F(Jobs, FiftyConcurrentRunsNeverShareAGpu) {
 
 TEST_F(Jobs, SigkilledRunFreesItsLeaseForTheNext) {
   const std::string job_pid = (dir / "job.pid").string();
-  auto pid = gf::platform::spawn_inheriting({GF_BINARY, "--backend", "sim", "run", "--gpus", "2", "--min-memory-mb", "1000",
-                                             "--", "sh", "-c", "echo $$ > " + job_pid + "; exec sleep 30"});
+  auto pid = gf::platform::spawn_inheriting({GF_BINARY, "--backend", "sim", "run", "--gpus", "2", "--min-memory-mb",
+                                             "1000", "--", "sh", "-c", "echo $$ > " + job_pid + "; exec sleep 30"});
   ASSERT_TRUE(pid);
   bool leased = false;
   for (int i = 0; i < 200 && !leased; ++i) {
@@ -110,8 +110,9 @@ TEST_F(Jobs, SigkilledRunFreesItsLeaseForTheNext) {
 }
 
 TEST_F(Jobs, RunRecordsTheSeedShape) {
-  auto r = gf({"run", "--gpus", "2", "--min-memory-mb", "1000", "-n", "0.05", "--json", "--name", "bench", "--", "sh", "-c",
-               "test \"$CUDA_VISIBLE_DEVICES\" = 0,1 || test \"$CUDA_VISIBLE_DEVICES\" = 1,0; sleep 0.3; exit 3"});
+  auto r =
+      gf({"run", "--gpus", "2", "--min-memory-mb", "1000", "-n", "0.05", "--json", "--name", "bench", "--", "sh", "-c",
+          "test \"$CUDA_VISIBLE_DEVICES\" = 0,1 || test \"$CUDA_VISIBLE_DEVICES\" = 1,0; sleep 0.3; exit 3"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   auto rec = json_of(r.out);
   EXPECT_EQ(rec["exit_code"], 3);
@@ -171,8 +172,8 @@ TEST_F(Jobs, ReleaseWakesAWaiterAtOnce) {
   ASSERT_EQ(hold.exit_code, 0);
   const std::string id = json_of(hold.out)["id"];
   const auto t0 = std::chrono::steady_clock::now();
-  auto pid = gf::platform::spawn_inheriting({GF_BINARY, "--backend", "sim", "run", "--gpus", "1", "--min-memory-mb", "1000",
-                                             "--wait", "60", "--", "true"});
+  auto pid = gf::platform::spawn_inheriting(
+      {GF_BINARY, "--backend", "sim", "run", "--gpus", "1", "--min-memory-mb", "1000", "--wait", "60", "--", "true"});
   ASSERT_TRUE(pid);
   std::this_thread::sleep_for(300ms);
   ASSERT_EQ(gf({"release", id}).exit_code, 0);
@@ -186,8 +187,11 @@ TEST_F(Jobs, EstimateCliAndMalformedTasks) {
     std::ofstream((dir / name).string()) << text;
     return (dir / name).string();
   };
-  auto ok = gf({"estimate", "--json",
-                write("t.json", R"({"model": {"id_or_path": "llama-3-70b"}, "parameters": {"tp-size": [1, 2, 4], "pp-size": [1], "dp-size": [1]}})")});
+  auto ok = gf(
+      {"estimate", "--json",
+       write(
+           "t.json",
+           R"({"model": {"id_or_path": "llama-3-70b"}, "parameters": {"tp-size": [1, 2, 4], "pp-size": [1], "dp-size": [1]}})")});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   auto j = json_of(ok.out);
   EXPECT_EQ(j["gpus"], 4);  // the seed's example
@@ -198,13 +202,15 @@ TEST_F(Jobs, EstimateCliAndMalformedTasks) {
     EXPECT_EQ(r.exit_code, 1) << name;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << name << ": " << r.err;  // one clear line
   }
-  EXPECT_NE(gf({"estimate", write("bad4.json", R"({"parameters": {"tp_size": "2"}})")}).err.find("tp_size"), std::string::npos);
+  EXPECT_NE(gf({"estimate", write("bad4.json", R"({"parameters": {"tp_size": "2"}})")}).err.find("tp_size"),
+            std::string::npos);
   EXPECT_EQ(gf({"estimate", (dir / "missing.json").string()}).exit_code, 1);
 }
 
 TEST_F(Jobs, TaskRunExpandsTheGridAndGoesOnAfterAFailure) {
   const std::string task = (dir / "task.json").string();
-  std::ofstream(task) << R"({"name": "sweep", "model": {"id_or_path": "tiny-125m"}, "parameters": {"tp-size": [1, 2, 4]}})";
+  std::ofstream(task)
+      << R"({"name": "sweep", "model": {"id_or_path": "tiny-125m"}, "parameters": {"tp-size": [1, 2, 4]}})";
   const std::string out = (dir / "out").string();
   auto r = gf({"task", "run", task, "--min-memory-mb", "1000", "--wait", "0.2", "-n", "0.05", "--", "sh", "-c",
                "echo tp={tp-size} gpus=$CUDA_VISIBLE_DEVICES >> " + out});

@@ -102,7 +102,8 @@ class Sock {
   Got fill(Clock::time_point deadline) {
     for (;;) {
       // A deadline already past still looks once (poll with 0) for what has arrived.
-      const auto left = std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      const auto left =
+          std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count());
       pollfd p{fd_, POLLIN, 0};
       const int r = ::poll(&p, 1, static_cast<int>(left));
       if (r < 0 && errno == EINTR) continue;
@@ -137,7 +138,7 @@ class Sock {
 // HTTP/1.1 by hand.
 
 struct HttpResponse {
-  int status = 0;  // 0: no (complete) response
+  int status = 0;                              // 0: no (complete) response
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   std::string raw_head;
@@ -217,8 +218,9 @@ std::string request_text(const std::string& method, const std::string& target, c
 }
 
 // One request on a fresh connection.
-HttpResponse http(unsigned short port, const std::string& method, const std::string& target, const std::string& body = {},
-                  const std::vector<std::string>& headers = {}, std::chrono::milliseconds timeout = 20s) {
+HttpResponse http(unsigned short port, const std::string& method, const std::string& target,
+                  const std::string& body = {}, const std::vector<std::string>& headers = {},
+                  std::chrono::milliseconds timeout = 20s) {
   Sock s(port);
   if (!s.ok() || !s.send_all(request_text(method, target, body, headers))) {
     ADD_FAILURE() << "cannot send " << method << " " << target;
@@ -419,7 +421,8 @@ class AgentProcess {
 
   // Starts `gpufleet <args>` with env_overrides ("K=V") and waits for the port file. A failed start
   // is a failed test.
-  bool start(const fs::path& dir, const std::vector<std::string>& args, const std::vector<std::string>& env_overrides = {}) {
+  bool start(const fs::path& dir, const std::vector<std::string>& args,
+             const std::vector<std::string>& env_overrides = {}) {
     err_path_ = dir / "agent.stderr";
     port_file_ = dir / "port";
     fs::remove(port_file_);
@@ -430,7 +433,8 @@ class AgentProcess {
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
       const auto key = kv.substr(0, kv.find('=') + 1);
-      if (std::none_of(env_overrides.begin(), env_overrides.end(), [&](const std::string& o) { return o.rfind(key, 0) == 0; }))
+      if (std::none_of(env_overrides.begin(), env_overrides.end(),
+                       [&](const std::string& o) { return o.rfind(key, 0) == 0; }))
         env.push_back(kv);
     }
     env.insert(env.end(), env_overrides.begin(), env_overrides.end());
@@ -573,7 +577,8 @@ struct Serve : ::testing::Test {
     return p.string();
   }
   // `gpufleet --backend B serve --listen 127.0.0.1:0 --db DB <extra>`.
-  bool start(const std::string& backend, std::vector<std::string> extra = {}, const std::vector<std::string>& env = {}) {
+  bool start(const std::string& backend, std::vector<std::string> extra = {},
+             const std::vector<std::string>& env = {}) {
     std::vector<std::string> args{"--backend", backend, "serve", "--listen", "127.0.0.1:0", "--db", db};
     args.insert(args.end(), extra.begin(), extra.end());
     return agent.start(dir, args, env);
@@ -599,8 +604,12 @@ void check_every_endpoint(unsigned short port, std::size_t gpus, const std::vect
   ASSERT_TRUE(m.contains("gpus")) << m.dump();
   ASSERT_EQ(m["gpus"].size(), gpus) << m.dump();
   for (std::size_t i = 0; i < gpus; ++i) {
-    if (i < names.size()) { EXPECT_EQ(m["gpus"][i]["name"], names[i]); }
-    if (i < uuids.size()) { EXPECT_EQ(m["gpus"][i]["uuid"], uuids[i]); }
+    if (i < names.size()) {
+      EXPECT_EQ(m["gpus"][i]["name"], names[i]);
+    }
+    if (i < uuids.size()) {
+      EXPECT_EQ(m["gpus"][i]["uuid"], uuids[i]);
+    }
   }
   const std::string uuid0 = m["gpus"][0]["uuid"].get<std::string>();
 
@@ -648,7 +657,8 @@ void check_every_endpoint(unsigned short port, std::size_t gpus, const std::vect
   auto missing = get_json(port, "/api/v1/experiments/no-such-run", 404);
   EXPECT_TRUE(missing.contains("error")) << missing.dump();
 
-  auto est = http(port, "POST", "/api/v1/estimate", R"({"model": {"id_or_path": "llama-3-70b"}, "parameters": {"tp-size": [4]}})");
+  auto est = http(port, "POST", "/api/v1/estimate",
+                  R"({"model": {"id_or_path": "llama-3-70b"}, "parameters": {"tp-size": [4]}})");
   EXPECT_EQ(est.status, 200) << est.body;
   auto ej = est.body_json();
   EXPECT_TRUE(ej.contains("gpus") && ej["gpus"].is_number() && ej["gpus"].get<int>() >= 1) << est.body;
@@ -659,7 +669,8 @@ void check_every_endpoint(unsigned short port, std::size_t gpus, const std::vect
   bool util_line = false;
   std::istringstream lines(prom.body);
   for (std::string line; std::getline(lines, line);)
-    if (line.rfind("DCGM_FI_DEV_GPU_UTIL{", 0) == 0 && line.find("UUID=\"" + uuid0 + "\"") != std::string::npos) util_line = true;
+    if (line.rfind("DCGM_FI_DEV_GPU_UTIL{", 0) == 0 && line.find("UUID=\"" + uuid0 + "\"") != std::string::npos)
+      util_line = true;
   EXPECT_TRUE(util_line) << prom.body.substr(0, 2000);
 
   auto api = get_json(port, "/api/openapi.json");
@@ -705,7 +716,8 @@ TEST_F(Serve, HeadHasHeadersOnlyAndKeepAliveServesTwoRequests) {
   ASSERT_EQ(second.status, 200) << "a HEAD body would have come first: " << second.raw_head;
   EXPECT_FALSE(second.body_json().is_discarded());
   // And a third on the same connection, pipelined with a fourth.
-  ASSERT_TRUE(s.send_all(request_text("GET", "/api/health", {}, {}, false) + request_text("GET", "/metrics", {}, {}, true)));
+  ASSERT_TRUE(
+      s.send_all(request_text("GET", "/api/health", {}, {}, false) + request_text("GET", "/metrics", {}, {}, true)));
   auto third = read_response(s, in(20s));
   auto fourth = read_response(s, in(20s));
   EXPECT_EQ(third.status, 200);
@@ -726,7 +738,8 @@ TEST_F(Serve, AllocationsEndToEnd) {
   auto wrong = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 1})", {"Authorization: Bearer nope"});
   EXPECT_EQ(wrong.status, 401) << wrong.body;
 
-  auto made = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 1, "min_memory_mb": 0, "name": "it-test"})", {auth});
+  auto made =
+      http(port(), "POST", "/api/v1/allocations", R"({"gpus": 1, "min_memory_mb": 0, "name": "it-test"})", {auth});
   ASSERT_EQ(made.status, 201) << made.body;
   const auto lease = made.body_json();
   ASSERT_TRUE(lease.contains("id")) << made.body;
@@ -810,7 +823,9 @@ TEST_F(Serve, MalformedRequestsAreRefusedAndTheServerStaysUp) {
     s.send_all("POST /api/v1/estimate HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
     s.send_all(std::string(256 * 1024, 'x'));
     auto r = read_response(s, in(20s));
-    if (r.status != 0) { EXPECT_EQ(r.status, 413); }
+    if (r.status != 0) {
+      EXPECT_EQ(r.status, 413);
+    }
   }
   expect_healthy(port(), "a streamed 2 MB body");
 
@@ -834,8 +849,9 @@ TEST_F(Serve, MalformedRequestsAreRefusedAndTheServerStaysUp) {
   auto index = get(port(), "/index.html");
   EXPECT_EQ(index.status, 200);
   EXPECT_NE(index.body.find("dashboard"), std::string::npos);
-  for (const std::string target : {"/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/../secret.txt", "/%2e%2e/secret.txt",
-                                   "/%2E%2E%2Fsecret.txt", "/..%2fsecret.txt", "/static/../../secret.txt", "/.%2e/secret.txt"}) {
+  for (const std::string target :
+       {"/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/../secret.txt", "/%2e%2e/secret.txt",
+        "/%2E%2E%2Fsecret.txt", "/..%2fsecret.txt", "/static/../../secret.txt", "/.%2e/secret.txt"}) {
     auto r = get(port(), target);
     EXPECT_TRUE(r.status == 404 || r.status == 400) << target << " → " << r.status;
     EXPECT_EQ(r.body.find("root:"), std::string::npos) << target;
@@ -941,7 +957,9 @@ TEST_F(Serve, WebSocketUpdatesFollowThePeriodAndAnswerMessages) {
   auto slow_gaps = update_gaps(ws, 2500ms, &count);
   EXPECT_LE(count, 4) << "updates in 2.5 s at 1000 ms";
   EXPECT_GE(count, 1);
-  if (!slow_gaps.empty()) { EXPECT_GE(median(slow_gaps), 700); }
+  if (!slow_gaps.empty()) {
+    EXPECT_GE(median(slow_gaps), 700);
+  }
 
   // request_gpu_update right after a periodic update: the answer comes long before the next tick.
   ASSERT_TRUE(ws.next_event("gpu_status_update", in(5s)));
@@ -1010,17 +1028,21 @@ TEST_F(Serve, WebSocketOriginIsCheckedAndClientsAreCapped) {
 // the cap's number get 101, the others 503 (none is accepted and then closed with 1013).
 TEST_F(Serve, ABurstOfHandshakesNeverPassesTheCap) {
   ASSERT_TRUE(start("sim", {"--max-ws-clients", "3"}));
-  const std::string upgrade = "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  const std::string upgrade =
+      "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
   std::vector<Sock> socks;
   for (int i = 0; i < 60; ++i) socks.emplace_back(port());
   for (auto& s : socks) ASSERT_TRUE(s.ok() && s.send_all(upgrade));
   int accepted = 0, refused = 0, other = 0;
   for (auto& s : socks) {
     const auto r = read_response(s, in(20s));
-    if (r.status == 101) ++accepted;
-    else if (r.status == 503) ++refused;
-    else ++other;
+    if (r.status == 101)
+      ++accepted;
+    else if (r.status == 503)
+      ++refused;
+    else
+      ++other;
   }
   EXPECT_EQ(accepted, 3);
   EXPECT_EQ(refused, 57);
@@ -1045,7 +1067,8 @@ TEST_F(Serve, AuthReadNeedsTheTokenOverHttpAndWebSocket) {
 
   WsConn none(port(), "/ws");
   EXPECT_EQ(none.handshake.status, 401) << none.handshake.raw_head;
-  WsConn wrong(port(), "/ws", std::nullopt, 0, {"Sec-WebSocket-Protocol: gpufleet.v1, gpufleet.bearer." + std::string(64, '0')});
+  WsConn wrong(port(), "/ws", std::nullopt, 0,
+               {"Sec-WebSocket-Protocol: gpufleet.v1, gpufleet.bearer." + std::string(64, '0')});
   EXPECT_EQ(wrong.handshake.status, 401) << wrong.handshake.raw_head;
 
   WsConn ok(port(), "/ws", std::nullopt, 0, {"Sec-WebSocket-Protocol: gpufleet.v1, gpufleet.bearer." + tok});
@@ -1147,8 +1170,10 @@ class StoreReader {
  public:
   explicit StoreReader(const std::string& path) {
     sqlite3* raw = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) con_.reset(raw);
-    else sqlite3_close(raw);
+    if (sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK)
+      con_.reset(raw);
+    else
+      sqlite3_close(raw);
   }
   bool ok() const { return con_ != nullptr; }
   // The first column of the first row as text ("" for none or NULL).
@@ -1179,7 +1204,7 @@ TEST_F(Serve, SigtermDrainsAndLeavesAHealthyStore) {
   WsConn ws(port(), "/ws?period_ms=200");
   ASSERT_TRUE(ws.open());
   ASSERT_TRUE(ws.next(in(10s)));
-  Sock busy(port());   // a whole request, its answer not read yet
+  Sock busy(port());     // a whole request, its answer not read yet
   Sock partial(port());  // half a request
   ASSERT_TRUE(busy.ok() && partial.ok());
   ASSERT_TRUE(busy.send_all(request_text("GET", "/api/v1/leases")));
@@ -1228,8 +1253,9 @@ TEST_F(Serve, SigkillAtAnyMomentLeavesAnIntactStoreMissingAtMostTheLastBatch) {
     ASSERT_TRUE(start("sim", {"--interval", "0.1"}));
     std::this_thread::sleep_for(wait);
     ASSERT_TRUE(agent.running());
-    const auto killed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto killed_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     ASSERT_EQ(::kill(agent.pid(), SIGKILL), 0);
     while (agent.running()) std::this_thread::sleep_for(5ms);
 
@@ -1303,7 +1329,8 @@ TEST_F(Serve, ConfigAndCommandLineErrors) {
   EXPECT_NE(lower(r.err).find("in use"), std::string::npos) << r.err;
 
   // A config file that does not exist.
-  r = run({"--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--config", (dir / "missing.json").string()});
+  r = run({"--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--config",
+           (dir / "missing.json").string()});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
 }

@@ -32,7 +32,8 @@ class ScriptedBackend final : public backends::Backend {
   std::shared_ptr<State> st_;
 };
 
-inline core::GpuReading make_gpu(unsigned index, unsigned util, std::uint64_t used = 1000, std::uint64_t total = 80000) {
+inline core::GpuReading make_gpu(unsigned index, unsigned util, std::uint64_t used = 1000,
+                                 std::uint64_t total = 80000) {
   core::GpuReading g;
   g.index = index;
   g.name = "Test GPU";

@@ -56,9 +56,9 @@ class AmdgpuBackend final : public Backend {
     }
     if (scan.unreadable_pids > 0) {
       s.process_visibility.complete = false;
-      s.process_visibility.message = fmt::format(
-          "the open files of {} processes could not be read (permission); their GPU use is not shown",
-          scan.unreadable_pids);
+      s.process_visibility.message =
+          fmt::format("the open files of {} processes could not be read (permission); their GPU use is not shown",
+                      scan.unreadable_pids);
     }
     return s;
   }

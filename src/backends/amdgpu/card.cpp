@@ -84,8 +84,10 @@ Reading<unsigned> read_percent(const std::string& path) {
 std::optional<std::uint64_t> to_mib(std::uint64_t bytes) { return bytes >> 20; }
 
 void read_memory(const CardInfo& card, core::GpuReading& g) {
-  g.memory_total_mib = transform<std::uint64_t>(read_integer<std::uint64_t>(card.device_dir + "/mem_info_vram_total"), to_mib);
-  g.memory_used_mib = transform<std::uint64_t>(read_integer<std::uint64_t>(card.device_dir + "/mem_info_vram_used"), to_mib);
+  g.memory_total_mib =
+      transform<std::uint64_t>(read_integer<std::uint64_t>(card.device_dir + "/mem_info_vram_total"), to_mib);
+  g.memory_used_mib =
+      transform<std::uint64_t>(read_integer<std::uint64_t>(card.device_dir + "/mem_info_vram_used"), to_mib);
   // Free is derived in MiB so that total = used + free holds exactly in every table we print.
   if (g.memory_total_mib && g.memory_used_mib) {
     if (*g.memory_used_mib <= *g.memory_total_mib) {
@@ -94,7 +96,8 @@ void read_memory(const CardInfo& card, core::GpuReading& g) {
       g.memory_free_mib = Reading<std::uint64_t>::absent(Absent::Error);
     }
   } else {
-    g.memory_free_mib = Reading<std::uint64_t>::absent(!g.memory_total_mib ? g.memory_total_mib.why() : g.memory_used_mib.why());
+    g.memory_free_mib =
+        Reading<std::uint64_t>::absent(!g.memory_total_mib ? g.memory_total_mib.why() : g.memory_used_mib.why());
   }
 }
 
@@ -102,11 +105,12 @@ Reading<int> read_temperature(const CardInfo& card) {
   if (card.hwmon_dir.empty()) return Reading<int>::absent(Absent::NotSupported);
   // amdgpu's temp1 is always the "edge" sensor (temp2 junction and temp3 mem exist on newer boards);
   // edge is what every other tool shows as "the" GPU temperature.
-  return transform<int>(read_integer<long long>(card.hwmon_dir + "/temp1_input"), [](long long milli) -> std::optional<int> {
-    // Outside -273..1000 °C the sensor read is garbled; no int overflow past this check.
-    if (milli < -273'000 || milli > 1'000'000) return std::nullopt;
-    return static_cast<int>(std::lround(static_cast<double>(milli) / 1000.0));
-  });
+  return transform<int>(read_integer<long long>(card.hwmon_dir + "/temp1_input"),
+                        [](long long milli) -> std::optional<int> {
+                          // Outside -273..1000 °C the sensor read is garbled; no int overflow past this check.
+                          if (milli < -273'000 || milli > 1'000'000) return std::nullopt;
+                          return static_cast<int>(std::lround(static_cast<double>(milli) / 1000.0));
+                        });
 }
 
 std::optional<double> microwatts_to_watts(std::uint64_t uw) { return static_cast<double>(uw) / 1e6; }
@@ -229,7 +233,8 @@ std::vector<CardInfo> discover_cards(const std::string& sysfs_root) {
     cards.push_back(std::move(c));
   }
   // list_dir sorts by name, which puts card10 before card2.
-  std::sort(cards.begin(), cards.end(), [](const CardInfo& a, const CardInfo& b) { return a.card_number < b.card_number; });
+  std::sort(cards.begin(), cards.end(),
+            [](const CardInfo& a, const CardInfo& b) { return a.card_number < b.card_number; });
   return cards;
 }
 
@@ -248,8 +253,8 @@ core::GpuReading read_card(const CardInfo& card, unsigned index) {
   if (vanished()) {
     mark_all_failed(g);
     g.health = core::Health::Error;
-    g.health_message = fmt::format("amdgpu: card{} ({}) is gone from sysfs ({} not found)", card.card_number,
-                                   card.pci_bus_id, vendor);
+    g.health_message =
+        fmt::format("amdgpu: card{} ({}) is gone from sysfs ({} not found)", card.card_number, card.pci_bus_id, vendor);
     return g;
   }
 
@@ -270,8 +275,8 @@ core::GpuReading read_card(const CardInfo& card, unsigned index) {
   if (vanished()) {
     mark_all_failed(g);
     g.health = core::Health::Error;
-    g.health_message = fmt::format("amdgpu: card{} ({}) disappeared from sysfs while being read", card.card_number,
-                                   card.pci_bus_id);
+    g.health_message =
+        fmt::format("amdgpu: card{} ({}) disappeared from sysfs while being read", card.card_number, card.pci_bus_id);
   }
   return g;
 }

@@ -24,7 +24,7 @@ std::vector<core::GpuProcess> DrmClientTally::processes_on(const std::string& pd
       const std::uint64_t sum = bytes.value_or(0);
       // Saturate: values come from the kernel, but a corrupt file must not wrap the total.
       bytes = *vram > std::numeric_limits<std::uint64_t>::max() - sum ? std::numeric_limits<std::uint64_t>::max()
-                                                                    : sum + *vram;
+                                                                      : sum + *vram;
     }
     if (bytes) p.used_memory_mib = *bytes >> 20;
     // amdgpu's fdinfo does not say whether a client is graphics or compute (a ROCm process and a

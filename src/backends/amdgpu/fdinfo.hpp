@@ -16,9 +16,9 @@ namespace gf::backends::amdgpu {
 
 // The DRM keys of one /proc/<pid>/fdinfo/<fd> file. Only what gpufleet uses or may soon use is kept.
 struct DrmFdinfo {
-  std::string driver;                       // drm-driver, e.g. "amdgpu", "i915"
-  std::string pdev;                         // drm-pdev, lower case, e.g. "0000:03:00.0"; empty if absent
-  std::optional<std::uint64_t> client_id;   // drm-client-id: one DRM file description
+  std::string driver;                              // drm-driver, e.g. "amdgpu", "i915"
+  std::string pdev;                                // drm-pdev, lower case, e.g. "0000:03:00.0"; empty if absent
+  std::optional<std::uint64_t> client_id;          // drm-client-id: one DRM file description
   std::optional<std::uint64_t> memory_vram_bytes;  // drm-memory-vram
   std::optional<std::uint64_t> memory_gtt_bytes;   // drm-memory-gtt
   std::optional<std::uint64_t> memory_cpu_bytes;   // drm-memory-cpu

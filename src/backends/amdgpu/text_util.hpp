@@ -44,9 +44,7 @@ constexpr std::pair<std::string_view, std::string_view> split_number(std::string
   return {s.substr(0, n), s.substr(n)};
 }
 
-constexpr char lower_ascii(char c) noexcept {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
+constexpr char lower_ascii(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 constexpr bool iequals_ascii(std::string_view a, std::string_view b) noexcept {
   if (a.size() != b.size()) return false;

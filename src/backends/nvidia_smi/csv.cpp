@@ -41,34 +41,61 @@ constexpr std::array<std::pair<Field, std::string_view>, 22> kFieldNames{{
 }};
 
 constexpr std::array kCurrentFields{
-    Field::Index,          Field::Uuid,           Field::PciBusId,
-    Field::MemoryTotal,    Field::MemoryUsed,     Field::MemoryFree,
-    Field::UtilizationGpu, Field::UtilizationMemory, Field::TemperatureGpu,
-    Field::PowerDraw,      Field::PowerLimit,     Field::FanSpeed,
-    Field::ClocksGraphics, Field::ClocksMemory,   Field::PState,
-    Field::ClockEventReasons, Field::MigModeCurrent, Field::EccUncorrectedVolatileTotal,
-    Field::PersistenceMode, Field::DriverVersion, Field::Name,
+    Field::Index,
+    Field::Uuid,
+    Field::PciBusId,
+    Field::MemoryTotal,
+    Field::MemoryUsed,
+    Field::MemoryFree,
+    Field::UtilizationGpu,
+    Field::UtilizationMemory,
+    Field::TemperatureGpu,
+    Field::PowerDraw,
+    Field::PowerLimit,
+    Field::FanSpeed,
+    Field::ClocksGraphics,
+    Field::ClocksMemory,
+    Field::PState,
+    Field::ClockEventReasons,
+    Field::MigModeCurrent,
+    Field::EccUncorrectedVolatileTotal,
+    Field::PersistenceMode,
+    Field::DriverVersion,
+    Field::Name,
 };
 
 // Same columns in the same order; only the reasons field has its pre-535 name.
 constexpr std::array kThrottleFields{
-    Field::Index,          Field::Uuid,           Field::PciBusId,
-    Field::MemoryTotal,    Field::MemoryUsed,     Field::MemoryFree,
-    Field::UtilizationGpu, Field::UtilizationMemory, Field::TemperatureGpu,
-    Field::PowerDraw,      Field::PowerLimit,     Field::FanSpeed,
-    Field::ClocksGraphics, Field::ClocksMemory,   Field::PState,
-    Field::ClockThrottleReasons, Field::MigModeCurrent, Field::EccUncorrectedVolatileTotal,
-    Field::PersistenceMode, Field::DriverVersion, Field::Name,
+    Field::Index,
+    Field::Uuid,
+    Field::PciBusId,
+    Field::MemoryTotal,
+    Field::MemoryUsed,
+    Field::MemoryFree,
+    Field::UtilizationGpu,
+    Field::UtilizationMemory,
+    Field::TemperatureGpu,
+    Field::PowerDraw,
+    Field::PowerLimit,
+    Field::FanSpeed,
+    Field::ClocksGraphics,
+    Field::ClocksMemory,
+    Field::PState,
+    Field::ClockThrottleReasons,
+    Field::MigModeCurrent,
+    Field::EccUncorrectedVolatileTotal,
+    Field::PersistenceMode,
+    Field::DriverVersion,
+    Field::Name,
 };
 
 // Fields every nvidia-smi since the R3xx drivers knows.
 constexpr std::array kBasicFields{
-    Field::Index,          Field::Uuid,           Field::PciBusId,
-    Field::MemoryTotal,    Field::MemoryUsed,     Field::MemoryFree,
-    Field::UtilizationGpu, Field::UtilizationMemory, Field::TemperatureGpu,
-    Field::PowerDraw,      Field::PowerLimit,     Field::FanSpeed,
-    Field::ClocksGraphics, Field::ClocksMemory,   Field::PState,
-    Field::PersistenceMode, Field::DriverVersion, Field::Name,
+    Field::Index,          Field::Uuid,         Field::PciBusId,       Field::MemoryTotal,
+    Field::MemoryUsed,     Field::MemoryFree,   Field::UtilizationGpu, Field::UtilizationMemory,
+    Field::TemperatureGpu, Field::PowerDraw,    Field::PowerLimit,     Field::FanSpeed,
+    Field::ClocksGraphics, Field::ClocksMemory, Field::PState,         Field::PersistenceMode,
+    Field::DriverVersion,  Field::Name,
 };
 
 constexpr bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
@@ -118,8 +145,8 @@ Result<void> for_each_line(std::string_view text, F&& f) {
 // Splits `line` into exactly `count` comma-separated fields (trimmed). When `rest_is_text`, the last
 // field is everything after the (count-1)th comma, commas included. False when the count is wrong;
 // `found` is then how many fields there were (count + 1 meaning "more").
-bool split_fields(std::string_view line, std::size_t count, bool rest_is_text,
-                  std::vector<std::string_view>& out, std::size_t& found) {
+bool split_fields(std::string_view line, std::size_t count, bool rest_is_text, std::vector<std::string_view>& out,
+                  std::size_t& found) {
   out.clear();
   found = 0;
   if (count == 0) return false;
@@ -287,8 +314,7 @@ class GpuLineReader {
 
  private:
   Error bad(Field f, std::string_view tok, std::string_view expected) const {
-    return make_error(fmt::format("line {}: {}: expected {}, got '{}'", line_, field_name(f), expected,
-                                  excerpt(tok)));
+    return make_error(fmt::format("line {}: {}: expected {}, got '{}'", line_, field_name(f), expected, excerpt(tok)));
   }
 
   template <class T>
@@ -415,8 +441,8 @@ Result<std::vector<ComputeApp>> parse_compute_apps(std::string_view text) {
     if (line.empty() || line == "No running processes found") return {};
     std::size_t found = 0;
     if (!split_fields(line, kColumns, true, fields, found)) {
-      return make_error(fmt::format("line {}: expected {} comma-separated fields, found {}: '{}'", number,
-                                    kColumns, found, excerpt(line)));
+      return make_error(fmt::format("line {}: expected {} comma-separated fields, found {}: '{}'", number, kColumns,
+                                    found, excerpt(line)));
     }
     const std::string_view uuid = fields[0], pid = fields[1], mem = fields[2], name = fields[3];
     // A row without a GPU or a pid cannot be attributed to anything; nvidia-smi prints such rows for
@@ -429,8 +455,7 @@ Result<std::vector<ComputeApp>> parse_compute_apps(std::string_view text) {
     if (classify(mem) == Token::Value) {
       std::uint64_t mib = 0;
       if (!parse_integer(mem, mib))
-        return make_error(
-            fmt::format("line {}: used_memory: expected an integer, got '{}'", number, excerpt(mem)));
+        return make_error(fmt::format("line {}: used_memory: expected an integer, got '{}'", number, excerpt(mem)));
       app.process.used_memory_mib = mib;
     }
     app.process.kind = core::ProcessKind::Compute;

@@ -55,8 +55,8 @@ std::string first_line(const platform::ProcessOutput& out) {
 
 // The --query-gpu lists, newest first. A driver that rejects a field of one list is asked the next
 // list that lacks that field.
-constexpr std::array<std::span<const Field> (*)() noexcept, 3> kQueryLists{
-    &current_fields, &throttle_fields, &basic_fields};
+constexpr std::array<std::span<const Field> (*)() noexcept, 3> kQueryLists{&current_fields, &throttle_fields,
+                                                                           &basic_fields};
 
 bool contains(std::span<const Field> columns, std::string_view name) {
   for (const Field f : columns)
@@ -122,16 +122,14 @@ class NvidiaSmiBackend final : public Backend {
         // Older drivers do not know the newer names (clocks_event_reasons.* arrived with R535). Move on
         // to the next list without that field and remember it, so later snapshots ask it directly.
         std::size_t next = i + 1;
-        while (next < kQueryLists.size() && !rejected->empty() && contains(kQueryLists[next](), *rejected))
-          ++next;
+        while (next < kQueryLists.size() && !rejected->empty() && contains(kQueryLists[next](), *rejected)) ++next;
         if (next >= kQueryLists.size()) return exit_error(*out);
         i = next;
         continue;
       }
       if (out->exit_code != 0) return exit_error(*out);
       auto table = parse_gpu_lines(out->out, columns);
-      if (!table)
-        return make_error("nvidia-smi --query-gpu printed something unexpected: " + table.error().message);
+      if (!table) return make_error("nvidia-smi --query-gpu printed something unexpected: " + table.error().message);
       list_ = i;
       return table;
     }
@@ -171,10 +169,10 @@ class NvidiaSmiBackend final : public Backend {
     for (const auto& g : s.gpus)
       if (g.persistence_mode.has_value() && !*g.persistence_mode) off.push_back(g.index);
     if (off.empty()) return;
-    s.warnings.push_back(fmt::format(
-        "Persistence mode is off on GPU{} {}, so the driver tears the GPU down when idle and the first "
-        "queries become slow; enable it with `nvidia-smi -pm 1`.",
-        off.size() > 1 ? "s" : "", fmt::join(off, ", ")));
+    s.warnings.push_back(
+        fmt::format("Persistence mode is off on GPU{} {}, so the driver tears the GPU down when idle and the first "
+                    "queries become slow; enable it with `nvidia-smi -pm 1`.",
+                    off.size() > 1 ? "s" : "", fmt::join(off, ", ")));
   }
 
   std::string exe_;

@@ -27,14 +27,14 @@ inline constexpr Return kErrorArgumentVersionMismatch = 25;
 inline constexpr Return kErrorUnknown = 999;
 
 // Enum arguments (C enums, passed as int).
-inline constexpr int kTemperatureGpu = 0;    // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
-inline constexpr int kClockGraphics = 0;     // nvmlClockType_t
+inline constexpr int kTemperatureGpu = 0;  // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
+inline constexpr int kClockGraphics = 0;   // nvmlClockType_t
 inline constexpr int kClockMemory = 2;
-inline constexpr int kEccUncorrected = 1;    // nvmlMemoryErrorType_t
-inline constexpr int kEccVolatile = 0;       // nvmlEccCounterType_t
-inline constexpr int kPstateUnknown = 32;    // nvmlPstates_t NVML_PSTATE_UNKNOWN
-inline constexpr int kFeatureEnabled = 1;    // nvmlEnableState_t
-inline constexpr unsigned kMigEnabled = 1;   // NVML_DEVICE_MIG_ENABLE
+inline constexpr int kEccUncorrected = 1;   // nvmlMemoryErrorType_t
+inline constexpr int kEccVolatile = 0;      // nvmlEccCounterType_t
+inline constexpr int kPstateUnknown = 32;   // nvmlPstates_t NVML_PSTATE_UNKNOWN
+inline constexpr int kFeatureEnabled = 1;   // nvmlEnableState_t
+inline constexpr unsigned kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
 
 // nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree; lower is closer.
 inline constexpr int kTopologyInternal = 0;     // same board (multi-GPU card)
@@ -135,7 +135,7 @@ using FnDeviceUnsigned = Return(Device, unsigned*);
 using FnDeviceUnsignedBy = Return(Device, int, unsigned*);  // (sensor or clock type, value)
 using FnDeviceU64 = Return(Device, unsigned long long*);
 using FnDeviceInt = Return(Device, int*);
-using FnDeviceMig = Return(Device, unsigned*, unsigned*);   // (current, pending)
+using FnDeviceMig = Return(Device, unsigned*, unsigned*);  // (current, pending)
 using FnDeviceEcc = Return(Device, int, int, unsigned long long*);
 using FnDeviceProcesses = Return(Device, unsigned*, ProcessInfoV2*);
 using FnDeviceProcessesV1 = Return(Device, unsigned*, ProcessInfoV1*);
@@ -148,46 +148,44 @@ using FnDeviceLinkPciLegacy = Return(Device, unsigned, PciInfoLegacy*);  // (lin
 // The loader tries the names left to right; a later name must have the same signature (a different
 // struct layout gets its own entry, e.g. pci_info vs pci_info_legacy). A missing Required entry
 // makes the library unusable; a missing Optional one blanks its fields (NotSupported).
-#define GF_NVML_ENTRY_POINTS(X)                                                                          \
-  X(init, FnVoid, Required, "nvmlInit_v2", "nvmlInit")                                                   \
-  X(shutdown, FnVoid, Required, "nvmlShutdown")                                                          \
-  X(error_string, FnErrorString, Required, "nvmlErrorString")                                            \
-  X(device_count, FnCount, Required, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")                      \
-  X(device_handle, FnHandleByIndex, Required, "nvmlDeviceGetHandleByIndex_v2",                           \
-    "nvmlDeviceGetHandleByIndex")                                                                        \
-  X(driver_version, FnSystemString, Optional, "nvmlSystemGetDriverVersion")                              \
-  X(cuda_driver_version, FnSystemInt, Optional, "nvmlSystemGetCudaDriverVersion_v2",                     \
-    "nvmlSystemGetCudaDriverVersion")                                                                    \
-  X(name, FnDeviceString, Optional, "nvmlDeviceGetName")                                                 \
-  X(uuid, FnDeviceString, Optional, "nvmlDeviceGetUUID")                                                 \
-  X(pci_info, FnDevicePci, Optional, "nvmlDeviceGetPciInfo_v3")                                          \
-  X(pci_info_legacy, FnDevicePciLegacy, Optional, "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo")     \
-  X(memory_info_v2, FnDeviceMemoryV2, Optional, "nvmlDeviceGetMemoryInfo_v2")                            \
-  X(memory_info, FnDeviceMemory, Optional, "nvmlDeviceGetMemoryInfo")                                    \
-  X(utilization, FnDeviceUtilization, Optional, "nvmlDeviceGetUtilizationRates")                         \
-  X(temperature, FnDeviceUnsignedBy, Optional, "nvmlDeviceGetTemperature")                               \
-  X(power_usage, FnDeviceUnsigned, Optional, "nvmlDeviceGetPowerUsage")                                  \
-  X(power_limit, FnDeviceUnsigned, Optional, "nvmlDeviceGetEnforcedPowerLimit")                          \
-  X(energy, FnDeviceU64, Optional, "nvmlDeviceGetTotalEnergyConsumption")                                \
-  X(fan_speed, FnDeviceUnsigned, Optional, "nvmlDeviceGetFanSpeed")                                      \
-  X(clock, FnDeviceUnsignedBy, Optional, "nvmlDeviceGetClockInfo")                                       \
-  X(clock_event_reasons, FnDeviceU64, Optional, "nvmlDeviceGetCurrentClocksEventReasons",                \
-    "nvmlDeviceGetCurrentClocksThrottleReasons")                                                         \
-  X(performance_state, FnDeviceInt, Optional, "nvmlDeviceGetPerformanceState")                           \
-  X(mig_mode, FnDeviceMig, Optional, "nvmlDeviceGetMigMode")                                             \
-  X(ecc_total, FnDeviceEcc, Optional, "nvmlDeviceGetTotalEccErrors")                                     \
-  X(persistence_mode, FnDeviceInt, Optional, "nvmlDeviceGetPersistenceMode")                             \
-  X(compute_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetComputeRunningProcesses_v3",           \
-    "nvmlDeviceGetComputeRunningProcesses_v2")                                                           \
-  X(compute_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetComputeRunningProcesses")         \
-  X(graphics_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetGraphicsRunningProcesses_v3",         \
-    "nvmlDeviceGetGraphicsRunningProcesses_v2")                                                          \
-  X(graphics_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetGraphicsRunningProcesses")       \
-  X(mps_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetMPSComputeRunningProcesses_v3",            \
-    "nvmlDeviceGetMPSComputeRunningProcesses_v2")                                                        \
-  X(topology_common_ancestor, FnDevicePairLevel, Optional, "nvmlDeviceGetTopologyCommonAncestor")        \
-  X(nvlink_state, FnDeviceLinkState, Optional, "nvmlDeviceGetNvLinkState")                               \
-  X(nvlink_remote_pci, FnDeviceLinkPci, Optional, "nvmlDeviceGetNvLinkRemotePciInfo_v2")                 \
+#define GF_NVML_ENTRY_POINTS(X)                                                                                        \
+  X(init, FnVoid, Required, "nvmlInit_v2", "nvmlInit")                                                                 \
+  X(shutdown, FnVoid, Required, "nvmlShutdown")                                                                        \
+  X(error_string, FnErrorString, Required, "nvmlErrorString")                                                          \
+  X(device_count, FnCount, Required, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")                                    \
+  X(device_handle, FnHandleByIndex, Required, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")           \
+  X(driver_version, FnSystemString, Optional, "nvmlSystemGetDriverVersion")                                            \
+  X(cuda_driver_version, FnSystemInt, Optional, "nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion") \
+  X(name, FnDeviceString, Optional, "nvmlDeviceGetName")                                                               \
+  X(uuid, FnDeviceString, Optional, "nvmlDeviceGetUUID")                                                               \
+  X(pci_info, FnDevicePci, Optional, "nvmlDeviceGetPciInfo_v3")                                                        \
+  X(pci_info_legacy, FnDevicePciLegacy, Optional, "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo")                   \
+  X(memory_info_v2, FnDeviceMemoryV2, Optional, "nvmlDeviceGetMemoryInfo_v2")                                          \
+  X(memory_info, FnDeviceMemory, Optional, "nvmlDeviceGetMemoryInfo")                                                  \
+  X(utilization, FnDeviceUtilization, Optional, "nvmlDeviceGetUtilizationRates")                                       \
+  X(temperature, FnDeviceUnsignedBy, Optional, "nvmlDeviceGetTemperature")                                             \
+  X(power_usage, FnDeviceUnsigned, Optional, "nvmlDeviceGetPowerUsage")                                                \
+  X(power_limit, FnDeviceUnsigned, Optional, "nvmlDeviceGetEnforcedPowerLimit")                                        \
+  X(energy, FnDeviceU64, Optional, "nvmlDeviceGetTotalEnergyConsumption")                                              \
+  X(fan_speed, FnDeviceUnsigned, Optional, "nvmlDeviceGetFanSpeed")                                                    \
+  X(clock, FnDeviceUnsignedBy, Optional, "nvmlDeviceGetClockInfo")                                                     \
+  X(clock_event_reasons, FnDeviceU64, Optional, "nvmlDeviceGetCurrentClocksEventReasons",                              \
+    "nvmlDeviceGetCurrentClocksThrottleReasons")                                                                       \
+  X(performance_state, FnDeviceInt, Optional, "nvmlDeviceGetPerformanceState")                                         \
+  X(mig_mode, FnDeviceMig, Optional, "nvmlDeviceGetMigMode")                                                           \
+  X(ecc_total, FnDeviceEcc, Optional, "nvmlDeviceGetTotalEccErrors")                                                   \
+  X(persistence_mode, FnDeviceInt, Optional, "nvmlDeviceGetPersistenceMode")                                           \
+  X(compute_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetComputeRunningProcesses_v3",                         \
+    "nvmlDeviceGetComputeRunningProcesses_v2")                                                                         \
+  X(compute_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetComputeRunningProcesses")                       \
+  X(graphics_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetGraphicsRunningProcesses_v3",                       \
+    "nvmlDeviceGetGraphicsRunningProcesses_v2")                                                                        \
+  X(graphics_processes_v1, FnDeviceProcessesV1, Optional, "nvmlDeviceGetGraphicsRunningProcesses")                     \
+  X(mps_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetMPSComputeRunningProcesses_v3",                          \
+    "nvmlDeviceGetMPSComputeRunningProcesses_v2")                                                                      \
+  X(topology_common_ancestor, FnDevicePairLevel, Optional, "nvmlDeviceGetTopologyCommonAncestor")                      \
+  X(nvlink_state, FnDeviceLinkState, Optional, "nvmlDeviceGetNvLinkState")                                             \
+  X(nvlink_remote_pci, FnDeviceLinkPci, Optional, "nvmlDeviceGetNvLinkRemotePciInfo_v2")                               \
   X(nvlink_remote_pci_legacy, FnDeviceLinkPciLegacy, Optional, "nvmlDeviceGetNvLinkRemotePciInfo")
 
 }  // namespace gf::backends::nvml

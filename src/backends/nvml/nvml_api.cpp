@@ -22,9 +22,7 @@ bool resolve(const platform::DynamicLibrary& lib, Fn*& out, std::initializer_lis
   return false;
 }
 
-std::string alternatives(std::initializer_list<const char*> names) {
-  return fmt::format("{}", fmt::join(names, "|"));
-}
+std::string alternatives(std::initializer_list<const char*> names) { return fmt::format("{}", fmt::join(names, "|")); }
 
 }  // namespace
 
@@ -37,8 +35,8 @@ Result<Api> load_api(const platform::DynamicLibrary& lib) {
   GF_NVML_ENTRY_POINTS(GF_NVML_RESOLVE)
 #undef GF_NVML_RESOLVE
   if (!missing.empty())
-    return make_error(fmt::format("nvml: {} is not a usable NVML library: it lacks {}", lib.path(),
-                                  fmt::join(missing, ", ")));
+    return make_error(
+        fmt::format("nvml: {} is not a usable NVML library: it lacks {}", lib.path(), fmt::join(missing, ", ")));
   return api;
 }
 

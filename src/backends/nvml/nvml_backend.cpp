@@ -32,11 +32,11 @@ std::string init_failure(const Api& api, const std::string& path, Return code) {
           "`rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia`) or reboot",
           path, nvml::describe(api, code));
     case nvml::kErrorDriverNotLoaded:
-      return fmt::format("nvml: {} loaded, but the NVIDIA kernel driver is not running ({}); load it with "
-                         "`modprobe nvidia` or check the driver installation",
-                         path, nvml::describe(api, code));
-    default:
-      return fmt::format("nvml: nvmlInit failed in {}: {}", path, nvml::describe(api, code));
+      return fmt::format(
+          "nvml: {} loaded, but the NVIDIA kernel driver is not running ({}); load it with "
+          "`modprobe nvidia` or check the driver installation",
+          path, nvml::describe(api, code));
+    default: return fmt::format("nvml: nvmlInit failed in {}: {}", path, nvml::describe(api, code));
   }
 }
 
@@ -141,8 +141,7 @@ class NvmlBackend final : public Backend {
 
 Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts) {
   auto lib = platform::DynamicLibrary::open(opts.nvml_library);
-  if (!lib)
-    return make_error(fmt::format("nvml: {} (is the NVIDIA driver installed?)", lib.error().message));
+  if (!lib) return make_error(fmt::format("nvml: {} (is the NVIDIA driver installed?)", lib.error().message));
   auto api = nvml::load_api(*lib);
   if (!api) return api.error();
   const core::Clock& clock = opts.clock ? *opts.clock : platform::system_clock();

@@ -67,14 +67,10 @@ class Asker {
       case kErrorArgumentVersionMismatch:  // the driver does not know this struct version
         state_.unsupported.set(bit(q));
         return Absent::NotSupported;
-      case kErrorNoPermission:
-        return Absent::NoPermission;
+      case kErrorNoPermission: return Absent::NoPermission;
       case kErrorGpuIsLost:
-      case kErrorResetRequired:
-        fatal_ = r;
-        return fatal_reason();
-      default:
-        return Absent::Error;
+      case kErrorResetRequired: fatal_ = r; return fatal_reason();
+      default: return Absent::Error;
     }
   }
 
@@ -182,8 +178,9 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   g.clock_memory_mhz = asker.ask<unsigned>(Query::ClockMemory, api.clock != nullptr,
                                            [&](unsigned& out) { return api.clock(device, kClockMemory, &out); });
 
-  auto reasons = asker.ask<unsigned long long>(Query::ClockEventReasons, api.clock_event_reasons != nullptr,
-                                               [&](unsigned long long& out) { return api.clock_event_reasons(device, &out); });
+  auto reasons =
+      asker.ask<unsigned long long>(Query::ClockEventReasons, api.clock_event_reasons != nullptr,
+                                    [&](unsigned long long& out) { return api.clock_event_reasons(device, &out); });
   g.clock_event_reasons = convert<std::uint64_t>(reasons, [](unsigned long long m) { return std::uint64_t{m}; });
 
   auto pstate = asker.ask<int>(Query::PerformanceState, api.performance_state != nullptr,
@@ -199,9 +196,9 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   });
   g.mig_enabled = convert<bool>(mig, [](unsigned current) { return current == kMigEnabled; });
 
-  auto ecc = asker.ask<unsigned long long>(Query::EccUncorrected, api.ecc_total != nullptr, [&](unsigned long long& out) {
-    return api.ecc_total(device, kEccUncorrected, kEccVolatile, &out);
-  });
+  auto ecc = asker.ask<unsigned long long>(
+      Query::EccUncorrected, api.ecc_total != nullptr,
+      [&](unsigned long long& out) { return api.ecc_total(device, kEccUncorrected, kEccVolatile, &out); });
   g.ecc_uncorrected_volatile = convert<std::uint64_t>(ecc, [](unsigned long long n) { return std::uint64_t{n}; });
 
   auto persistence = asker.ask<int>(Query::PersistenceMode, api.persistence_mode != nullptr,
@@ -231,8 +228,7 @@ Return list_processes(Return (*fn)(Device, unsigned*, Info*), Device device, uns
     if (r != kSuccess) return r;
     count = std::min(count, static_cast<unsigned>(buffer.size()));
     out.reserve(count);
-    for (unsigned i = 0; i < count; ++i)
-      out.push_back({buffer[i].pid, bytes_to_mib(buffer[i].used_gpu_memory_bytes)});
+    for (unsigned i = 0; i < count; ++i) out.push_back({buffer[i].pid, bytes_to_mib(buffer[i].used_gpu_memory_bytes)});
     return kSuccess;
   }
   return kErrorInsufficientSize;
@@ -269,9 +265,8 @@ void read_processes(const Api& api, Device device, unsigned index, DeviceState& 
   // Reads one list: the v2-layout entry point, then the v1 layout when the first is absent.
   auto read_list = [&](const char* what, Query q, FnDeviceProcesses* fn, Query q_v1, FnDeviceProcessesV1* fn_v1,
                        bool MergedProcess::*kind) {
-    auto list = asker.ask<ProcessList>(q, fn != nullptr, [&](ProcessList& out) {
-      return list_processes(fn, device, state.process_capacity, out);
-    });
+    auto list = asker.ask<ProcessList>(
+        q, fn != nullptr, [&](ProcessList& out) { return list_processes(fn, device, state.process_capacity, out); });
     if (!list && list.why() == Absent::NotSupported && q_v1 != q) {
       list = asker.ask<ProcessList>(q_v1, fn_v1 != nullptr, [&](ProcessList& out) {
         return list_processes(fn_v1, device, state.process_capacity, out);

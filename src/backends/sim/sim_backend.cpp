@@ -199,8 +199,13 @@ class SimBackend final : public Backend {
  public:
   SimBackend(std::vector<SimGpu> gpus, std::vector<SimProcess> procs, std::string driver, core::Topology topology,
              const core::Clock& clock)
-      : gpus_(std::move(gpus)), procs_(std::move(procs)), driver_(std::move(driver)), topology_(std::move(topology)),
-        clock_(clock), start_(clock.now()), last_(start_) {}
+      : gpus_(std::move(gpus)),
+        procs_(std::move(procs)),
+        driver_(std::move(driver)),
+        topology_(std::move(topology)),
+        clock_(clock),
+        start_(clock.now()),
+        last_(start_) {}
 
   std::string_view name() const noexcept override { return "sim"; }
 
@@ -279,7 +284,8 @@ class SimBackend final : public Backend {
 Result<std::unique_ptr<Backend>> build(const nlohmann::json& doc, const BackendOptions& opts) {
   if (!doc.is_object()) return make_error("sim: the scenario must be a JSON object");
   const auto gj = doc.find("gpus");
-  if (gj == doc.end() || !gj->is_array() || gj->empty()) return make_error("sim: the scenario needs a non-empty \"gpus\" array");
+  if (gj == doc.end() || !gj->is_array() || gj->empty())
+    return make_error("sim: the scenario needs a non-empty \"gpus\" array");
   std::vector<SimGpu> gpus;
   try {
     for (const auto& jg : *gj) {
@@ -323,7 +329,8 @@ Result<std::unique_ptr<Backend>> build(const nlohmann::json& doc, const BackendO
           const double shift = g.period_s * static_cast<double>(i) / static_cast<double>(opts.sim_gpus);
           std::vector<LoadPoint> shifted;
           for (double k = 0; k <= 1; ++k)
-            for (const auto& p : g.load) shifted.push_back({p.t_s + shift + (k - 1) * g.period_s, p.utilization, p.memory_used_mib});
+            for (const auto& p : g.load)
+              shifted.push_back({p.t_s + shift + (k - 1) * g.period_s, p.utilization, p.memory_used_mib});
           std::erase_if(shifted, [](const LoadPoint& p) { return p.t_s < 0; });
           g.load = std::move(shifted);
         }
@@ -370,7 +377,9 @@ Result<std::unique_ptr<Backend>> open_sim(const BackendOptions& opts) {
     text = ss.str();
   }
   auto doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return make_error("sim: " + (opts.sim_scenario.empty() ? std::string("built-in scenario") : opts.sim_scenario) + " is not valid JSON");
+  if (doc.is_discarded())
+    return make_error("sim: " + (opts.sim_scenario.empty() ? std::string("built-in scenario") : opts.sim_scenario) +
+                      " is not valid JSON");
   return build(doc, opts);
 }
 

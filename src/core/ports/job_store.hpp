@@ -1,6 +1,7 @@
 #pragma once
-// JobStore port: the node's lease store plus the record of jobs (core/job.hpp) and the lease history. The node's job service (node/) depends on this interface; store/ implements it on SQLite.
-// Implementations need not be thread-safe: one JobStore (connection) per thread.
+// JobStore port: the node's lease store plus the record of jobs (core/job.hpp) and the lease history. The node's job
+// service (node/) depends on this interface; store/ implements it on SQLite. Implementations need not be thread-safe:
+// one JobStore (connection) per thread.
 #include <cstddef>
 #include <cstdint>
 #include <map>

@@ -31,13 +31,13 @@ struct Lease {
   LeaseOwner owner;
   std::int64_t created_at_ms = 0;  // Unix epoch milliseconds
   std::optional<std::int64_t> released_at_ms;
-  std::string release_reason;      // "released", "job ended", "owner gone", …
+  std::string release_reason;  // "released", "job ended", "owner gone", …
 };
 
 struct Waiter {
   std::string id;
   std::string name;
-  int priority = 0;                // higher first
+  int priority = 0;  // higher first
   std::int64_t enqueued_at_ms = 0;
   unsigned gpus = 0;
   LeaseOwner owner;
@@ -59,7 +59,7 @@ class LeaseStore {
   // least the first of them, when there are any), and returns the GPUs to lease (nullopt: not now).
   // Runs inside the store's write lock.
   using Decide = std::function<Result<std::optional<std::vector<LeasedGpu>>>(const std::vector<Lease>& active,
-                                                                              const std::vector<Waiter>& ahead)>;
+                                                                             const std::vector<Waiter>& ahead)>;
   // Atomically against every process sharing the store: ends leases whose owner is gone, calls
   // decide, records the lease it picks (and dequeues the waiter). nullopt when decide said "not now".
   virtual Result<std::optional<Lease>> acquire(const LeaseRequest& request, const Decide& decide) = 0;

@@ -67,9 +67,8 @@ inline core::Topology dgx1() {
     for (unsigned b = a + 1; b < 8; ++b)
       t.set_level(a, b, (a < 4) == (b < 4) ? core::LinkLevel::NumaNode : core::LinkLevel::CrossSocket);
   for (unsigned a : {0u, 2u, 4u, 6u}) t.set_level(a, a + 1, core::LinkLevel::SingleSwitch);
-  const unsigned links[][3] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {1, 2, 2}, {1, 3, 1}, {1, 5, 2},
-                               {2, 3, 2}, {2, 6, 1}, {3, 7, 1}, {4, 5, 1}, {4, 6, 1}, {4, 7, 2}, {5, 6, 2},
-                               {5, 7, 1}, {6, 7, 2}};
+  const unsigned links[][3] = {{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {1, 2, 2}, {1, 3, 1}, {1, 5, 2}, {2, 3, 2},
+                               {2, 6, 1}, {3, 7, 1}, {4, 5, 1}, {4, 6, 1}, {4, 7, 2}, {5, 6, 2}, {5, 7, 1}, {6, 7, 2}};
   for (const auto& l : links) t.set_nvlinks(l[0], l[1], l[2]);
   return t;
 }

@@ -53,8 +53,9 @@ TEST(Eligibility, LeasedGpusAreRefusedForThatAlone) {
 
 TEST(Eligibility, MemoryFloorIsInclusive) {
   SelectRequest r;  // 8000 MiB floor
-  EXPECT_THAT(eligibility(snapshot_of({gpu(0, 2048), gpu(1, 8000), gpu(2, 7999)}), r),
-              ElementsAre(RefusedFor(0, "2048 MiB free < 8000 MiB floor"), RefusedFor(2, "7999 MiB free < 8000 MiB floor")));
+  EXPECT_THAT(
+      eligibility(snapshot_of({gpu(0, 2048), gpu(1, 8000), gpu(2, 7999)}), r),
+      ElementsAre(RefusedFor(0, "2048 MiB free < 8000 MiB floor"), RefusedFor(2, "7999 MiB free < 8000 MiB floor")));
 }
 
 TEST(Eligibility, UtilizationCeilingIsInclusive) {
@@ -69,9 +70,9 @@ TEST(Eligibility, ForeignProcessesMakeAGpuBusyOursDoNot) {
   auto g1 = gpu(1);
   g1.processes.push_back(process(5000, "trainer", "svc"));  // ours
   auto g2 = gpu(2);
-  g2.processes.push_back(process(77));              // not resolvable from /proc
-  g2.processes.push_back(process(78, "", "bob"));   // user only
-  g2.processes.push_back(process(79, "Xorg"));      // name only
+  g2.processes.push_back(process(77));             // not resolvable from /proc
+  g2.processes.push_back(process(78, "", "bob"));  // user only
+  g2.processes.push_back(process(79, "Xorg"));     // name only
   g2.processes.push_back(process(80));
   g2.processes.push_back(process(81));
   SelectRequest r;
@@ -88,8 +89,9 @@ TEST(Eligibility, SeveralReasonsAreAllGiven) {
   auto g = gpu(3, 2048, 73);
   g.processes.push_back(process(4242, "python3", "alice"));
   EXPECT_THAT(eligibility(snapshot_of({g}), SelectRequest{}),
-              ElementsAre(RefusedFor(3, "2048 MiB free < 8000 MiB floor; utilization 73 % > 50 %; "
-                                        "busy: pid 4242 (python3, alice)")));
+              ElementsAre(RefusedFor(3,
+                                     "2048 MiB free < 8000 MiB floor; utilization 73 % > 50 %; "
+                                     "busy: pid 4242 (python3, alice)")));
 }
 
 TEST(Eligibility, UnknownReadingsRefuseOnlyWhenTheirLimitConstrains) {
@@ -105,8 +107,9 @@ TEST(Eligibility, UnknownReadingsRefuseOnlyWhenTheirLimitConstrains) {
 }
 
 TEST(Eligibility, RefusalsComeInIndexOrder) {
-  EXPECT_THAT(eligibility(snapshot_of({gpu(5, 10), gpu(2, 10), gpu(4)}), SelectRequest{}),
-              ElementsAre(RefusedFor(2, "10 MiB free < 8000 MiB floor"), RefusedFor(5, "10 MiB free < 8000 MiB floor")));
+  EXPECT_THAT(
+      eligibility(snapshot_of({gpu(5, 10), gpu(2, 10), gpu(4)}), SelectRequest{}),
+      ElementsAre(RefusedFor(2, "10 MiB free < 8000 MiB floor"), RefusedFor(5, "10 MiB free < 8000 MiB floor")));
 }
 
 }  // namespace

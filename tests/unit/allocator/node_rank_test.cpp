@@ -34,7 +34,8 @@ core::FleetGpu gpu(std::string node, unsigned index, double util, double used_mi
 }
 
 // A node's metrics: one GPU per (utilization %, memory %) pair.
-core::NodeMetrics metrics(const std::string& node, std::vector<std::pair<double, double>> loads, std::string source = "prometheus") {
+core::NodeMetrics metrics(const std::string& node, std::vector<std::pair<double, double>> loads,
+                          std::string source = "prometheus") {
   core::NodeMetrics m;
   m.node = node;
   m.source = std::move(source);
@@ -60,8 +61,8 @@ const NodeSummary& find(const Summaries& s, const std::string& name) {
 TEST(GpuIdle, BothThresholdsAreStrictAndMemoryIsCapacity) {
   const IdleThresholds t;
   EXPECT_TRUE(gpu_is_idle(gpu("n", 0, 29.9, 40000), t));
-  EXPECT_FALSE(gpu_is_idle(gpu("n", 0, 30.0, 100), t));          // utilization at the bound
-  EXPECT_FALSE(gpu_is_idle(gpu("n", 0, 0, 40960), t));           // exactly 50 % of 81920 MiB
+  EXPECT_FALSE(gpu_is_idle(gpu("n", 0, 30.0, 100), t));  // utilization at the bound
+  EXPECT_FALSE(gpu_is_idle(gpu("n", 0, 0, 40960), t));   // exactly 50 % of 81920 MiB
   EXPECT_TRUE(gpu_is_idle(gpu("n", 0, 0, 40959), t));
   auto unknown = gpu("n", 0, 0, 0);
   unknown.memory_total_mib.reset();
@@ -257,24 +258,24 @@ TEST(Selection, NoIdleNodeNoPinByDefaultLeastLoadedOnRequest) {
   ASSERT_TRUE(c.node);
   EXPECT_EQ(*c.node, "warm");  // "tiny" is idler but has one free GPU
   EXPECT_TRUE(c.fallback_used);
-  EXPECT_NE(std::find(c.reasoning.begin(), c.reasoning.end(), "Selected node 'warm' for deployment:"), c.reasoning.end());
+  EXPECT_NE(std::find(c.reasoning.begin(), c.reasoning.end(), "Selected node 'warm' for deployment:"),
+            c.reasoning.end());
 }
 
 TEST(Selection, ReasoningUsesTheSeedsLines) {
   FleetFacts f;
   f.kube = {{kube("host-10-97-65-155", 8)}};
   const auto c = select_node(summarize(f, opts()), 1);
-  const std::vector<std::string> expected = {
-      "=== GPU Node Selection ===",
-      "Looking for node with 1 idle GPU(s)...",
-      "Selected node 'host-10-97-65-155' for deployment:",
-      "  - Allocatable GPUs: 8/8",
-      "  - Free GPUs: 8 (0 requested)",
-      "  - Idle GPUs: 8",
-      "  - Avg Utilization: n/a (no metrics)",
-      "  - Avg Memory Usage: n/a (no metrics)",
-      "\u2713 Selected node: host-10-97-65-155",
-      "=========================="};
+  const std::vector<std::string> expected = {"=== GPU Node Selection ===",
+                                             "Looking for node with 1 idle GPU(s)...",
+                                             "Selected node 'host-10-97-65-155' for deployment:",
+                                             "  - Allocatable GPUs: 8/8",
+                                             "  - Free GPUs: 8 (0 requested)",
+                                             "  - Idle GPUs: 8",
+                                             "  - Avg Utilization: n/a (no metrics)",
+                                             "  - Avg Memory Usage: n/a (no metrics)",
+                                             "\u2713 Selected node: host-10-97-65-155",
+                                             "=========================="};
   EXPECT_EQ(c.reasoning, expected);
   FleetFacts g;
   g.metrics = {metrics("m", {{12.5, 25}})};

@@ -42,7 +42,9 @@ core::GpuReading scored(unsigned index, double score) {
 }
 
 // Distinct scores: 3 (0.99) > 1 (0.95) > 2 (0.84) > 0 (0.83).
-core::Snapshot ranked() { return snapshot_of({gpu(0, 80000, 40), gpu(1, 80000, 10), gpu(2, 60000, 0), gpu(3, 80000, 0)}); }
+core::Snapshot ranked() {
+  return snapshot_of({gpu(0, 80000, 40), gpu(1, 80000, 10), gpu(2, 60000, 0), gpu(3, 80000, 0)});
+}
 
 TEST(SelectGpus, WithoutTopologyTheBestScoresWin) {
   for (const core::Topology& t : {core::Topology{}, test::uniform(4, LinkLevel::CrossSocket)}) {

@@ -39,8 +39,8 @@ TEST(PairLinkScore, NvLinkCountsPerLinkElseTheLevel) {
   t.set_level(0, 1, core::LinkLevel::CrossSocket);  // NVLink wins over the PCIe level
   EXPECT_EQ(pair_link_score(t, 0, 1), 600u);
   const std::pair<core::LinkLevel, unsigned> levels[] = {
-      {core::LinkLevel::SameBoard, 60}, {core::LinkLevel::SingleSwitch, 50}, {core::LinkLevel::MultiSwitch, 40},
-      {core::LinkLevel::HostBridge, 30}, {core::LinkLevel::NumaNode, 20},    {core::LinkLevel::CrossSocket, 10},
+      {core::LinkLevel::SameBoard, 60},  {core::LinkLevel::SingleSwitch, 50}, {core::LinkLevel::MultiSwitch, 40},
+      {core::LinkLevel::HostBridge, 30}, {core::LinkLevel::NumaNode, 20},     {core::LinkLevel::CrossSocket, 10},
       {core::LinkLevel::Unknown, 0}};
   for (auto [level, score] : levels) {
     t.set_level(1, 2, level);

@@ -27,7 +27,7 @@ TEST(FleetRefresher, AnUnreachableAgentKeepsTheNodeNameItLastGave) {
   remember_agent_names(second, names);
   EXPECT_EQ(second.metrics[0].node, "gpu-a");
   EXPECT_EQ(second.metrics[0].error, "connection refused");  // still reported as unreachable
-  EXPECT_EQ(second.metrics[1].node, "10.0.0.3");            // never seen: the host is all we know
+  EXPECT_EQ(second.metrics[1].node, "10.0.0.3");             // never seen: the host is all we know
 
   allocator::FleetFacts third;  // the agent is back under a new --node-name: the new name wins
   third.metrics = {agent("http://10.0.0.1:9401", "gpu-a2")};

@@ -69,7 +69,8 @@ TEST(HttpClientForKube, ParallelRequestsKeepTheirOrderAndAHungPeerCostsOnlyItsel
     HttpRequest rq;
     rq.method = "POST";
     rq.url = server.url() + "/api/v1/namespaces/p/configmaps";
-    rq.body = json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "cm-" + std::to_string(i)}}}}.dump();
+    rq.body =
+        json{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "cm-" + std::to_string(i)}}}}.dump();
     creates.push_back(rq);
   }
   for (const auto& out : http_perform_all(creates, 4)) {

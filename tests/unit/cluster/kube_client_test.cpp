@@ -246,7 +246,8 @@ TEST(KubeClient, ServerSideApplyCreatesThenUpdates) {
 TEST(KubeClient, PostCreatesOnceThenConflicts) {
   KubeStandin server(cluster());
   KubeClient client(config_for(server.url()));
-  const std::string body = R"({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}})";
+  const std::string body =
+      R"({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "1"}})";
   auto first = client.request("POST", "/api/v1/namespaces/ml/configmaps", body);
   ASSERT_TRUE(first);
   EXPECT_EQ(first->status, 201);

@@ -68,7 +68,8 @@ TEST(Quantity, RejectsMalformedNegativeAndHuge) {
 
 TEST(NodeList, GpuCountsProductReadinessAndCordon) {
   const auto f = fixture();
-  json list{{"kind", "NodeList"}, {"apiVersion", "v1"}, {"metadata", {{"continue", "next-page"}}}, {"items", f["nodes"]}};
+  json list{
+      {"kind", "NodeList"}, {"apiVersion", "v1"}, {"metadata", {{"continue", "next-page"}}}, {"items", f["nodes"]}};
   auto page = parse_node_list(list.dump());
   ASSERT_TRUE(page) << page.error().message;
   EXPECT_EQ(page->continue_token, "next-page");
@@ -127,9 +128,9 @@ TEST(PodList, EffectiveRequestsPerPod) {
   for (const auto& p : page->pods) by[p.name] = p;
   EXPECT_EQ(by.count("nginx"), 0u);  // no GPUs: not kept
   EXPECT_EQ(by.at("run-1").gpus.at("nvidia.com/gpu"), 2u);
-  EXPECT_EQ(by.at("pend-1").gpus.at("nvidia.com/gpu"), 1u);   // limits only
-  EXPECT_EQ(by.at("init-big").gpus.at("nvidia.com/gpu"), 3u); // init 3 > containers 1 + 1
-  EXPECT_EQ(by.at("sidecar").gpus.at("nvidia.com/gpu"), 3u);  // init 2 runs beside the sidecar's 1
+  EXPECT_EQ(by.at("pend-1").gpus.at("nvidia.com/gpu"), 1u);    // limits only
+  EXPECT_EQ(by.at("init-big").gpus.at("nvidia.com/gpu"), 3u);  // init 3 > containers 1 + 1
+  EXPECT_EQ(by.at("sidecar").gpus.at("nvidia.com/gpu"), 3u);   // init 2 runs beside the sidecar's 1
   EXPECT_EQ(by.at("amd-job").gpus.at("amd.com/gpu"), 1u);
   EXPECT_EQ(by.at("done-1").phase, "Succeeded");
   EXPECT_EQ(by.at("unscheduled").node, "");

@@ -77,10 +77,10 @@ TEST(KubeTls, SelfSignedServerWithAndWithoutItsCa) {
   if (!openssl) GTEST_SKIP() << "openssl is not installed: the TLS handshake test needs `openssl s_server`";
   testing::TempDir dir;
   const std::string cert = (dir.path / "cert.pem").string(), key = (dir.path / "key.pem").string();
-  auto made = platform::run_process({*openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                                     "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=gpufleet-test",
-                                     "-addext", "subjectAltName=IP:127.0.0.1"},
-                                    {std::chrono::milliseconds(30000)});
+  auto made = platform::run_process(
+      {*openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+       "-out", cert, "-days", "1", "-subj", "/CN=gpufleet-test", "-addext", "subjectAltName=IP:127.0.0.1"},
+      {std::chrono::milliseconds(30000)});
   ASSERT_TRUE(made) << made.error().message;
   ASSERT_EQ(made->exit_code, 0) << made->err;
 
@@ -89,7 +89,8 @@ TEST(KubeTls, SelfSignedServerWithAndWithoutItsCa) {
   SServer server(*openssl, cert, key, port);
   ASSERT_GT(server.pid, 0);
   // Readiness, not timing: wait (up to 20 s) until it listens.
-  for (int i = 0; i < 400 && !accepts_connections(port); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 400 && !accepts_connections(port); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_TRUE(accepts_connections(port)) << "openssl s_server did not start listening";
 
   KubeConfig c;

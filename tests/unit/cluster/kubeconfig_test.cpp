@@ -159,9 +159,10 @@ TEST(KubeConfig, MissingUserIsNamed) {
 
 TEST(KubeConfig, ExecPluginIsRefusedWithTheAlternative) {
   TempDir dir;
-  const auto file = dir.write("kc.yaml", config_with("    server: https://eks.example\n",
-                                                     "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
-                                                     "      command: aws\n      args: [eks, get-token]\n"));
+  const auto file =
+      dir.write("kc.yaml", config_with("    server: https://eks.example\n",
+                                       "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                                       "      command: aws\n      args: [eks, get-token]\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -173,8 +174,8 @@ TEST(KubeConfig, ExecPluginIsRefusedWithTheAlternative) {
 
 TEST(KubeConfig, AuthProviderIsRefused) {
   TempDir dir;
-  const auto file = dir.write("kc.yaml", config_with("    server: https://gke.example\n",
-                                                     "    auth-provider:\n      name: gcp\n"));
+  const auto file =
+      dir.write("kc.yaml", config_with("    server: https://gke.example\n", "    auth-provider:\n      name: gcp\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -200,8 +201,8 @@ TEST(KubeConfig, UnreadableAndMalformedFilesAreNamed) {
   ASSERT_FALSE(list);
   EXPECT_THAT(list.error().message, HasSubstr("not a kubeconfig"));
 
-  o.kubeconfig = dir.write("b64.yaml", config_with("    server: https://k\n    certificate-authority-data: '@@@'\n",
-                                                   "    token: t\n"));
+  o.kubeconfig = dir.write(
+      "b64.yaml", config_with("    server: https://k\n    certificate-authority-data: '@@@'\n", "    token: t\n"));
   auto b64 = load_kube_config(o);
   ASSERT_FALSE(b64);
   EXPECT_THAT(b64.error().message, HasSubstr("certificate-authority-data is not valid base64"));
@@ -285,7 +286,7 @@ TEST(KubeConfigText, ParsesWithoutTouchingFiles) {
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->tls.ca_file, "/etc/kube/pki/ca.crt");  // resolved, not checked
   EXPECT_EQ(c->tls.client_key_file, "/etc/kube/u.key");
-  EXPECT_EQ(c->bearer_token, "");                     // the token file is not read
+  EXPECT_EQ(c->bearer_token, "");  // the token file is not read
   auto other = parse_kube_config(yaml, "/etc/kube/config", "d");
   ASSERT_FALSE(other);
   EXPECT_THAT(other.error().message, ::testing::HasSubstr("context \"d\" not found"));

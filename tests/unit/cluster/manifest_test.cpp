@@ -212,7 +212,9 @@ spec:
 }
 
 TEST(Place, AliasBombIsAnErrorNotAHang) {
-  std::string text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  x0: &a0 [1, 1, 1, 1, 1, 1, 1, 1]\n";
+  std::string text =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c}]\n  x0: &a0 [1, 1, 1, 1, 1, 1, "
+      "1, 1]\n";
   for (int i = 1; i < 9; ++i) {
     text += "  x" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
     for (int k = 0; k < 8; ++k) text += (k ? ", *a" : "*a") + std::to_string(i - 1);

@@ -25,7 +25,7 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 struct Golden {
-  std::string name;    // NAME.in.EXT -> NAME.out.EXT
+  std::string name;  // NAME.in.EXT -> NAME.out.EXT
   std::string ext;
   std::optional<unsigned> gpus_option;
   unsigned gpus_on_node;
@@ -77,19 +77,18 @@ TEST_P(PlaceGolden, WithoutNodeTheInputPassesThroughByteForByte) {
 
 INSTANTIATE_TEST_SUITE_P(
     Manifests, PlaceGolden,
-    ::testing::Values(
-        Golden{"deployment", "yaml", std::nullopt, 2, GpuSource::Limits},
-        Golden{"statefulset", "yaml", std::nullopt, 4, GpuSource::Parallel},
-        Golden{"job", "yaml", std::nullopt, 4, GpuSource::Parallel},
-        Golden{"pod", "yaml", 3u, 3, GpuSource::Option},
-        Golden{"pod_default", "yaml", std::nullopt, 1, GpuSource::Default},
-        Golden{"isvc", "yaml", std::nullopt, 4, GpuSource::Limits},
-        Golden{"isvc_decoder", "yaml", std::nullopt, 6, GpuSource::Parallel},
-        Golden{"isvc_runtime_resources", "yaml", std::nullopt, 2, GpuSource::Parallel},
-        Golden{"isvc_no_engine", "yaml", std::nullopt, 1, GpuSource::Default},
-        Golden{"affinity", "yaml", std::nullopt, 1, GpuSource::Limits},
-        Golden{"multi", "yaml", std::nullopt, 4, GpuSource::Parallel},
-        Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel}),
+    ::testing::Values(Golden{"deployment", "yaml", std::nullopt, 2, GpuSource::Limits},
+                      Golden{"statefulset", "yaml", std::nullopt, 4, GpuSource::Parallel},
+                      Golden{"job", "yaml", std::nullopt, 4, GpuSource::Parallel},
+                      Golden{"pod", "yaml", 3u, 3, GpuSource::Option},
+                      Golden{"pod_default", "yaml", std::nullopt, 1, GpuSource::Default},
+                      Golden{"isvc", "yaml", std::nullopt, 4, GpuSource::Limits},
+                      Golden{"isvc_decoder", "yaml", std::nullopt, 6, GpuSource::Parallel},
+                      Golden{"isvc_runtime_resources", "yaml", std::nullopt, 2, GpuSource::Parallel},
+                      Golden{"isvc_no_engine", "yaml", std::nullopt, 1, GpuSource::Default},
+                      Golden{"affinity", "yaml", std::nullopt, 1, GpuSource::Limits},
+                      Golden{"multi", "yaml", std::nullopt, 4, GpuSource::Parallel},
+                      Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel}),
     [](const ::testing::TestParamInfo<Golden>& info) { return info.param.name + "_" + info.param.ext; });
 
 }  // namespace

@@ -12,8 +12,8 @@ namespace {
 std::string series(const std::string& host, int gpu, const std::string& uuid, const std::string& value,
                    const std::string& extra = "") {
   return R"({"metric":{"__name__":"X","gpu":")" + std::to_string(gpu) + R"(","UUID":")" + uuid +
-         R"(","device":"nvidia)" + std::to_string(gpu) + R"(","modelName":"NVIDIA H100 80GB HBM3","Hostname":")" + host +
-         "\"" + extra + R"(},"value":[1700000000.5,")" + value + "\"]}";
+         R"(","device":"nvidia)" + std::to_string(gpu) + R"(","modelName":"NVIDIA H100 80GB HBM3","Hostname":")" +
+         host + "\"" + extra + R"(},"value":[1700000000.5,")" + value + "\"]}";
 }
 std::string answer(const std::vector<std::string>& s) {
   std::string r = R"({"status":"success","data":{"resultType":"vector","result":[)";
@@ -39,22 +39,25 @@ TEST(PrometheusParse, ErrorsSayWhat) {
   r = parse_instant_query(R"({"status":"success","data":{"resultType":"matrix","result":[]}})");
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("matrix"), std::string::npos);
-  EXPECT_FALSE(parse_instant_query(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}})"));
-  EXPECT_FALSE(parse_instant_query(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"1"]}]}})"));
+  EXPECT_FALSE(parse_instant_query(
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}})"));
+  EXPECT_FALSE(parse_instant_query(
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"1"]}]}})"));
 }
 
 PromAnswers answers_for(const std::string& label_key) {
   PromAnswers a;
   const auto p = [](const std::string& body) { return *parse_instant_query(body); };
   const std::string extra = label_key == "Hostname" ? "" : ",\"" + label_key + "\":\"k8s-node-1\"";
-  a.utilization = p(answer({series("n1", 0, "GPU-a", "10", extra), series("n1", 1, "GPU-b", "90", extra),
-                            series("n2", 0, "GPU-c", "0")}));
+  a.utilization = p(answer(
+      {series("n1", 0, "GPU-a", "10", extra), series("n1", 1, "GPU-b", "90", extra), series("n2", 0, "GPU-c", "0")}));
   a.fb_used = p(answer({series("n1", 0, "GPU-a", "1000", extra), series("n1", 1, "GPU-b", "70000", extra),
                         series("n2", 0, "GPU-c", "5")}));
   a.fb_free = p(answer({series("n1", 0, "GPU-a", "80000", extra), series("n1", 1, "GPU-b", "11000", extra),
                         series("n2", 0, "GPU-c", "995")}));
   a.temperature = p(answer({series("n1", 0, "GPU-a", "41", extra)}));
-  a.sample_time = p(answer({series("n1", 0, "GPU-a", "1700000000", extra), series("n1", 1, "GPU-b", "1700000010", extra)}));
+  a.sample_time =
+      p(answer({series("n1", 0, "GPU-a", "1700000000", extra), series("n1", 1, "GPU-b", "1700000010", extra)}));
   return a;
 }
 
@@ -113,13 +116,15 @@ TEST(PrometheusQuery, UnreachableNamesTheUrl) {
   o.timeout = std::chrono::milliseconds(2000);
   auto r = query_prometheus(o);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("prometheus http://127.0.0.1:1: unreachable"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("prometheus http://127.0.0.1:1: unreachable"), std::string::npos)
+      << r.error().message;
   o.url = "ftp://x";
   EXPECT_FALSE(query_prometheus(o));
 }
 
 TEST(AgentList, CommentsBlanksAndBadLines) {
-  auto r = parse_agent_list("# fleet\n\nhttp://gpu-1:9401/\n  https://gpu-2:9401 # rack 2\nhttp://gpu-1:9401\n", "agents.txt");
+  auto r = parse_agent_list("# fleet\n\nhttp://gpu-1:9401/\n  https://gpu-2:9401 # rack 2\nhttp://gpu-1:9401\n",
+                            "agents.txt");
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(*r, (std::vector<std::string>{"http://gpu-1:9401", "https://gpu-2:9401"}));
   r = parse_agent_list("http://a:1\ngpu-3:9401\n", "agents.txt");
@@ -149,7 +154,8 @@ TEST(AgentDocument, NodeGpusAndTime) {
   EXPECT_FALSE(m->gpus[1].utilization_pct);
   EXPECT_FALSE(m->gpus[1].memory_used_mib);
   ASSERT_TRUE(m->observed);
-  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(m->observed->time_since_epoch()).count(), 1767323045250);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(m->observed->time_since_epoch()).count(),
+            1767323045250);
   // Without "node": the URL's host.
   m = parse_agent_document(R"({"gpus":[]})", "http://gpu-7:9401");
   ASSERT_TRUE(m);

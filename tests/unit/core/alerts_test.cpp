@@ -49,7 +49,8 @@ Snapshot snap(double t, std::vector<GpuReading> gpus) {
 
 // The engine with only `kind` enabled, optionally changed by `edit`.
 template <class Edit = void (*)(AlertRule&)>
-AlertEngine only(AlertKind kind, Edit edit = [](AlertRule&) {}) {
+AlertEngine only(
+    AlertKind kind, Edit edit = [](AlertRule&) {}) {
   auto rules = default_alert_rules();
   for (auto& r : rules) {
     r.enabled = r.kind == kind;
@@ -194,10 +195,9 @@ TEST(AlertEngine, EachEpisodeFiresOnceWithTheSameId) {
     for (auto& ev : e.evaluate(snap(t, {with_temp(c)}), at(t)))
       log.push_back((ev.type == Type::Fired ? "fired@" : "resolved@") + std::to_string(t) + " " + ev.alert.id);
   }
-  EXPECT_EQ(log, (std::vector<std::string>{"fired@0 high_temperature_alert:GPU-a",
-                                           "resolved@2 high_temperature_alert:GPU-a",
-                                           "fired@4 high_temperature_alert:GPU-a",
-                                           "resolved@6 high_temperature_alert:GPU-a"}));
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "fired@0 high_temperature_alert:GPU-a", "resolved@2 high_temperature_alert:GPU-a",
+                     "fired@4 high_temperature_alert:GPU-a", "resolved@6 high_temperature_alert:GPU-a"}));
 }
 
 TEST(AlertEngine, TemperatureIsInclusiveAndWaitsItsMinute) {
@@ -378,7 +378,7 @@ TEST(AlertEngine, LostGpuStaysFiringWhenItDisappears) {
 }
 
 TEST(AlertEngine, EccFiresOnIncreaseAndResolvesAfterAQuietPeriod) {
-  AlertEngine e;  // >= 1 new error, resolves after 300 s without more
+  AlertEngine e;                                                   // >= 1 new error, resolves after 300 s without more
   EXPECT_TRUE(e.evaluate(snap(0, {with_ecc(5)}), at(0)).empty());  // a baseline, not an increase
   EXPECT_TRUE(e.evaluate(snap(10, {with_ecc(5)}), at(10)).empty());
   auto ev = e.evaluate(snap(20, {with_ecc(7)}), at(20));
@@ -464,11 +464,11 @@ TEST(AlertEngine, ThrottlingHoldsForItsDuration) {
 
 TEST(AlertEngine, CustomThresholdsDurationsAndDisabledRules) {
   auto rules = default_alert_rules();
-  rules[0].enabled = false;                    // no utilization alerts at all
-  rules[1].threshold = 70;                     // temperature >= 70 °C
+  rules[0].enabled = false;  // no utilization alerts at all
+  rules[1].threshold = 70;   // temperature >= 70 °C
   rules[1].duration = 5s;
   rules[1].severity = "warning";
-  rules[6].threshold = 0x8;                    // throttling: hw_slowdown only
+  rules[6].threshold = 0x8;  // throttling: hw_slowdown only
   rules[6].duration = 0s;
   AlertEngine e(rules);
   EXPECT_EQ(e.rules().size(), rules.size());

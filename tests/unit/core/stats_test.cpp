@@ -8,7 +8,8 @@ namespace {
 using namespace std::chrono_literals;
 using TP = std::chrono::steady_clock::time_point;
 
-Snapshot snap(std::vector<std::pair<unsigned, unsigned>> util_by_gpu, double power = 100, std::optional<std::uint64_t> energy = {}) {
+Snapshot snap(std::vector<std::pair<unsigned, unsigned>> util_by_gpu, double power = 100,
+              std::optional<std::uint64_t> energy = {}) {
   Snapshot s;
   for (auto [idx, u] : util_by_gpu) {
     GpuReading g;
@@ -111,13 +112,14 @@ TEST(RunAggregator, FilterAndAbsentReadings) {
 TEST(RunAggregator, SeriesStaysBoundedAndKeepsEnds) {
   RunAggregator agg(64);
   const TP t0{};
-  for (int i = 0; i < 10000; ++i) agg.add(snap({{0, static_cast<unsigned>(i % 100)}}), t0 + std::chrono::milliseconds(100 * i));
+  for (int i = 0; i < 10000; ++i)
+    agg.add(snap({{0, static_cast<unsigned>(i % 100)}}), t0 + std::chrono::milliseconds(100 * i));
   auto r = agg.report();
   const auto& series = r.series.at(0);
   EXPECT_LE(series.size(), 64u);
   EXPECT_GE(series.size(), 16u);
   EXPECT_DOUBLE_EQ(series.front().t_s, 0.0);
-  EXPECT_GT(series.back().t_s, 900.0);  // the shape covers the whole run
+  EXPECT_GT(series.back().t_s, 900.0);                   // the shape covers the whole run
   EXPECT_EQ(r.gpus.at(0).utilization->samples, 10000u);  // statistics use every sample
 }
 

@@ -145,8 +145,7 @@ TEST(DockerRun, MissingImageIsOneClearLineAndLeavesNoContainer) {
 
 TEST(DockerRun, StartFailureRemovesTheCreatedContainerAndHints) {
   DockerStandinConfig cfg;
-  cfg.faults = {StandinFault{"POST", "/start", 500,
-                             "could not select device driver \"\" with capabilities: [[gpu]]"}};
+  cfg.faults = {StandinFault{"POST", "/start", 500, "could not select device driver \"\" with capabilities: [[gpu]]"}};
   DockerStandin engine(cfg);
   DockerClient client(engine.socket_path());
   auto spec = gpu_spec();

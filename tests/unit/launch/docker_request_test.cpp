@@ -36,8 +36,13 @@ TEST(CreateRequestBody, GpuVisibilityVariablesAreDroppedWhateverTheirForm) {
   DockerRunSpec spec;
   spec.image = "x";
   spec.gpu_ids = {"0"};
-  spec.env = {"CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES=",
-              "NVIDIA_VISIBLE_DEVICES=all", "CUDA_VISIBLE_DEVICES_X=keep", "MY_CUDA_VISIBLE_DEVICES=keep", "A=b=c"};
+  spec.env = {"CUDA_VISIBLE_DEVICES=1",
+              "CUDA_VISIBLE_DEVICES",
+              "CUDA_VISIBLE_DEVICES=",
+              "NVIDIA_VISIBLE_DEVICES=all",
+              "CUDA_VISIBLE_DEVICES_X=keep",
+              "MY_CUDA_VISIBLE_DEVICES=keep",
+              "A=b=c"};
   const auto body = json::parse(create_request_body(spec));
   EXPECT_EQ(body["Env"], json({"CUDA_VISIBLE_DEVICES_X=keep", "MY_CUDA_VISIBLE_DEVICES=keep", "A=b=c"}));
 }

@@ -35,7 +35,8 @@ class RecordingHistory final : public core::MetricHistory {
     log_->maintained.push_back(now);
     return {};
   }
-  Result<std::vector<core::HistoryPoint>> query(unsigned, core::Field, TimePoint, TimePoint, std::chrono::seconds) override {
+  Result<std::vector<core::HistoryPoint>> query(unsigned, core::Field, TimePoint, TimePoint,
+                                                std::chrono::seconds) override {
     return make_error("not kept by this test history");
   }
   Result<void> record_alerts(const std::vector<core::AlertEvent>& events) override {
@@ -111,8 +112,8 @@ TEST_F(ClockedAgent, TicksFollowTheFakeClock) {
   ASSERT_TRUE(agent->latest());
   EXPECT_EQ(agent->latest()->sequence, 1u);  // start() published the first reading
   EXPECT_EQ(agent->latest()->taken, t0);
-  EXPECT_EQ(hub->step(clock.now()), 1u);     // the first aligned tick is due at once (t0 is a whole second)
-  EXPECT_EQ(hub->step(clock.now()), 0u);     // and not again before a second has passed
+  EXPECT_EQ(hub->step(clock.now()), 1u);  // the first aligned tick is due at once (t0 is a whole second)
+  EXPECT_EQ(hub->step(clock.now()), 0u);  // and not again before a second has passed
   clock.advance(990ms);
   EXPECT_EQ(hub->step(clock.now()), 0u);
   clock.advance(10ms);

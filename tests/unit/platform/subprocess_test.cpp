@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <fstream>
-#include <unistd.h>
 
 #include "platform/child.hpp"
 #include "platform/fs.hpp"

@@ -36,7 +36,8 @@ struct HubTest : ::testing::Test {
 // A backend that throws instead of returning an error (a bug in a driver binding, say) while told to.
 class ThrowingBackend final : public backends::Backend {
  public:
-  explicit ThrowingBackend(std::shared_ptr<test::ScriptedBackend::State> st, std::shared_ptr<std::atomic<bool>> throwing)
+  explicit ThrowingBackend(std::shared_ptr<test::ScriptedBackend::State> st,
+                           std::shared_ptr<std::atomic<bool>> throwing)
       : inner_(std::move(st)), throwing_(std::move(throwing)) {}
   std::string_view name() const noexcept override { return "throwing"; }
   Result<core::Snapshot> snapshot() override {
@@ -189,8 +190,10 @@ TEST_F(HubTest, ABackendThatThrowsBecomesAnErrorAndTheLoopGoesOn) {
   std::vector<std::string> errors;
   int good = 0;
   auto sub = hub.subscribe(1s, [&](const Result<core::SnapshotPtr>& s, auto) {
-    if (s) ++good;
-    else errors.push_back(s.error().message);
+    if (s)
+      ++good;
+    else
+      errors.push_back(s.error().message);
   });
   hub.step(clock.now());
   clock.advance(1s);
@@ -234,8 +237,10 @@ TEST_F(HubTest, OwnThreadSurvivesAThrowingBackend) {
   int errors = 0, good = 0;
   auto sub = hub.subscribe(10ms, [&](const Result<core::SnapshotPtr>& s, auto) {
     std::lock_guard lock(mu);
-    if (s) ++good;
-    else ++errors;
+    if (s)
+      ++good;
+    else
+      ++errors;
     cv.notify_all();
   });
   std::unique_lock lock(mu);

@@ -133,9 +133,9 @@ TEST(MonitorPrime, ProbeIsProcessedAndServedWithoutAnotherQuery) {
   m.prime(probe);
   auto s = m.snapshot(true);
   ASSERT_TRUE(s);
-  EXPECT_EQ(st->queries.load(), 0);  // served from the primed cache
+  EXPECT_EQ(st->queries.load(), 0);                       // served from the primed cache
   EXPECT_EQ((*s)->gpus[0].processes[0].name, "python3");  // resolved from /proc
-  EXPECT_TRUE((*s)->gpus[0].availability_score);           // scored
+  EXPECT_TRUE((*s)->gpus[0].availability_score);          // scored
   EXPECT_EQ(*(*s)->gpus[0].memory_unattributed_mib, 20000u);
 }
 

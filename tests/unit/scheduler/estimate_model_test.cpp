@@ -61,9 +61,8 @@ TEST(EstimateModelName, Forms) {
 }
 
 TEST(EstimateModelName, NothingUsable) {
-  for (const std::string id : {"phi-3-mini", "phi-3-mini-4k-instruct", "deepseek-v3", "bert-base-uncased",
-                               "qwen2", "7bit", "llama70b", "", "99999999999999999999999b",
-                               "opal-9x0b", "0b", "0.0m"}) {
+  for (const std::string id : {"phi-3-mini", "phi-3-mini-4k-instruct", "deepseek-v3", "bert-base-uncased", "qwen2",
+                               "7bit", "llama70b", "", "99999999999999999999999b", "opal-9x0b", "0b", "0.0m"}) {
     EXPECT_FALSE(size_from_name(id)) << id;
   }
 }
@@ -90,7 +89,8 @@ TEST(EstimateModelName, MemoryFromTheName) {
   // 70e9 × 2 / 4 = 35.0 GB = 33378.6 → 33379 MiB; reserve 1024 + ceil(3337.9) = 4362.
   auto e = must(estimate(task_for("llama-3-70b", {{"tp-size", 4}})));
   EXPECT_EQ(e.memory_mb_per_gpu, 33379u + 4362u);
-  EXPECT_TRUE(has(e, "weights: 70.0 B params × 2 bytes (bfloat16 assumed) / (tp 4 × pp 1) = 35.0 GB = 33379 MiB per GPU"))
+  EXPECT_TRUE(
+      has(e, "weights: 70.0 B params × 2 bytes (bfloat16 assumed) / (tp 4 × pp 1) = 35.0 GB = 33379 MiB per GPU"))
       << e.explanation;
   EXPECT_TRUE(has(e, "runtime reserve (CUDA context, activations): 1024 MiB + 10 % of 33379 MiB = 4362 MiB"));
 
@@ -99,8 +99,9 @@ TEST(EstimateModelName, MemoryFromTheName) {
   // Mixtral: 46.7e9 × 2 / 2 → 44537 MiB + 1024 + 4454.
   e = must(estimate(task_for("mixtral-8x7b", {{"tp", 2}})));
   EXPECT_EQ(e.memory_mb_per_gpu, 50015u);
-  EXPECT_TRUE(has(e, "mixtral-8x7b → 46.7 B params (8x7b in the name: Mixtral's published total; the experts share "
-                     "attention and embeddings)"))
+  EXPECT_TRUE(has(e,
+                  "mixtral-8x7b → 46.7 B params (8x7b in the name: Mixtral's published total; the experts share "
+                  "attention and embeddings)"))
       << e.explanation;
   EXPECT_EQ(must(estimate(task_for("Llama-3.1-405B", {{"tp", 8}}))).memory_mb_per_gpu, 107240u);
   EXPECT_EQ(must(estimate(task_for("1.5B"))).memory_mb_per_gpu, 4173u);
@@ -160,8 +161,9 @@ TEST(EstimateModelConfig, LlamaGqaHandChecked) {
   EXPECT_EQ(e.memory_mb_per_gpu, 22379u);
   EXPECT_FALSE(e.memory_fraction);
   EXPECT_TRUE(has(e, "parameters: 8.03 B")) << e.explanation;
-  EXPECT_TRUE(has(e, "KV cache: 2 (K, V) × 32 layers (/ pp 1) × 8 KV heads (/ tp 1) × head_dim 128 × 2 bytes = 131072 "
-                     "bytes per token per GPU"))
+  EXPECT_TRUE(has(e,
+                  "KV cache: 2 (K, V) × 32 layers (/ pp 1) × 8 KV heads (/ tp 1) × head_dim 128 × 2 bytes = 131072 "
+                  "bytes per token per GPU"))
       << e.explanation;
   EXPECT_TRUE(has(e, "memory per GPU = weights 15317 + KV cache 4096 + reserve 2966 = 22379 MiB")) << e.explanation;
 

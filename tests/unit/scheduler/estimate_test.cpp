@@ -53,8 +53,7 @@ TEST(Estimate, SeedExample) {
 TEST(Estimate, MaxOfDataContextAndDecodeContext) {
   EXPECT_EQ(must(estimate(task({{"tp", 2}, {"pp", 2}, {"dp", 3}, {"cp", 2}, {"dcp", 1}}))).gpus, 12u);
   EXPECT_EQ(must(estimate(task({{"tp", 2}, {"dp", 1}, {"cp", 5}, {"dcp", 2}}))).gpus, 10u);
-  EXPECT_EQ(must(estimate(task({{"tp", 2}, {"dp", 2}, {"cp", 1}, {"dcp", {1, 7}}}))).gpus,
-            14u);
+  EXPECT_EQ(must(estimate(task({{"tp", 2}, {"dp", 2}, {"cp", 1}, {"dcp", {1, 7}}}))).gpus, 14u);
   auto e = must(estimate(task({{"tp", 1}, {"dp", 2}, {"cp", 3}, {"dcp", 4}})));
   EXPECT_EQ(e.gpus, 4u);
   EXPECT_TRUE(has(e, "world size = tp 1 × pp 1 × max(dp 2, cp 3, dcp 4) = 4")) << e.explanation;
@@ -81,10 +80,13 @@ TEST(Estimate, MalformedTasks) {
   EXPECT_EQ(error_of(estimate(json("tp"))), "task: expected a JSON object, got \"tp\" (a string)");
   EXPECT_NE(error_of(estimate(json{{"parameters", json::array({1})}})).find("task 'parameters': expected an object"),
             std::string::npos);
-  EXPECT_NE(error_of(estimate(json{{"model", "llama-3-70b"}})).find("task 'model': expected an object"), std::string::npos);
+  EXPECT_NE(error_of(estimate(json{{"model", "llama-3-70b"}})).find("task 'model': expected an object"),
+            std::string::npos);
   EXPECT_EQ(error_of(estimate(json{{"model", json::object()}})), "task 'model.id_or_path': missing");
-  EXPECT_NE(error_of(estimate(json{{"model", {{"id_or_path", 7}}}})).find("task 'model.id_or_path'"), std::string::npos);
-  EXPECT_NE(error_of(estimate(json{{"model", {{"id_or_path", ""}}}})).find("task 'model.id_or_path'"), std::string::npos);
+  EXPECT_NE(error_of(estimate(json{{"model", {{"id_or_path", 7}}}})).find("task 'model.id_or_path'"),
+            std::string::npos);
+  EXPECT_NE(error_of(estimate(json{{"model", {{"id_or_path", ""}}}})).find("task 'model.id_or_path'"),
+            std::string::npos);
   EXPECT_EQ(error_of(estimate(task({{"tp-size", {1, 2, 0}}}))),
             "parameter 'tp-size': element 3 of the list is 0; expected a positive integer up to 65536");
   EXPECT_EQ(error_of(estimate(task({{"pp_size", 1.5}}))),
@@ -111,14 +113,16 @@ TEST(EstimateEngine, ChosenByTaskOptionOrBaseRuntime) {
   EXPECT_EQ(unknown.engine, "default");
   EXPECT_TRUE(has(unknown, "\"trtllm\" (task 'engine') has no rule of its own here")) << unknown.explanation;
   EXPECT_NE(error_of(estimate(json::object(), engine("tgi"))).find("expected vllm or sglang"), std::string::npos);
-  EXPECT_NE(error_of(estimate(json{{"engine", "vllm"}, {"base_runtime", "sglang"}})).find("disagree"), std::string::npos);
+  EXPECT_NE(error_of(estimate(json{{"engine", "vllm"}, {"base_runtime", "sglang"}})).find("disagree"),
+            std::string::npos);
 }
 
 TEST(EstimateEngine, VllmDataParallelMultiplies) {
   auto e = must(estimate(task({{"tp", 2}, {"pp", 2}, {"dp", 2}}), engine("vllm")));
   EXPECT_EQ(e.gpus, 8u);
   EXPECT_EQ(e.engine, "vllm");
-  EXPECT_TRUE(has(e, "world size (vLLM) = tp 2 × pp 2 × cp 1 (prefill context parallel) = 4 per replica × dp 2 replicas = 8"))
+  EXPECT_TRUE(
+      has(e, "world size (vLLM) = tp 2 × pp 2 × cp 1 (prefill context parallel) = 4 per replica × dp 2 replicas = 8"))
       << e.explanation;
 }
 
@@ -140,7 +144,8 @@ TEST(EstimateEngine, VllmPrefillContextParallel) {
   const auto bad_dcp = error_of(estimate(task({{"tp", 4}, {"cp", 2}, {"dcp", 4}}), engine("vllm")));
   EXPECT_NE(bad_dcp.find("must be 1, 2 or tp × cp = 8"), std::string::npos) << bad_dcp;
   const auto with_dp = error_of(estimate(task({{"cp_size", 2}, {"dp_size", 2}}), engine("vllm")));
-  EXPECT_EQ(with_dp, "vLLM: prefill context parallel ('cp_size' = 2) does not support data parallel ('dp_size' = 2) yet");
+  EXPECT_EQ(with_dp,
+            "vLLM: prefill context parallel ('cp_size' = 2) does not support data parallel ('dp_size' = 2) yet");
 }
 
 TEST(EstimateEngine, VllmMemoryFraction) {
@@ -151,7 +156,8 @@ TEST(EstimateEngine, VllmMemoryFraction) {
   auto set = must(estimate(task({{"gpu-memory-utilization", {0.8, 0.95}}}), engine("vllm")));
   EXPECT_DOUBLE_EQ(set.memory_fraction.value_or(0), 0.95);
   EXPECT_TRUE(has(set, "'gpu-memory-utilization' 0.95 (largest of the list)")) << set.explanation;
-  EXPECT_DOUBLE_EQ(must(estimate(task({{"gpu_memory_utilization", 0.7}}), engine("vllm"))).memory_fraction.value_or(0), 0.7);
+  EXPECT_DOUBLE_EQ(must(estimate(task({{"gpu_memory_utilization", 0.7}}), engine("vllm"))).memory_fraction.value_or(0),
+                   0.7);
   EstimateOptions newer = engine("vllm");
   newer.vllm_default_memory_utilization = 0.92;
   EXPECT_DOUBLE_EQ(must(estimate(task({}), newer)).memory_fraction.value_or(0), 0.92);
@@ -159,8 +165,9 @@ TEST(EstimateEngine, VllmMemoryFraction) {
   auto other = must(estimate(task({{"mem-fraction-static", 0.5}}), engine("vllm")));
   EXPECT_DOUBLE_EQ(other.memory_fraction.value_or(0), 0.9);
   EXPECT_TRUE(has(other, "'mem-fraction-static' is SGLang's setting; ignored")) << other.explanation;
-  EXPECT_NE(error_of(estimate(task({{"gpu-memory-utilization", 1.5}}), engine("vllm"))).find("'gpu-memory-utilization'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(estimate(task({{"gpu-memory-utilization", 1.5}}), engine("vllm"))).find("'gpu-memory-utilization'"),
+      std::string::npos);
 }
 
 TEST(EstimateEngine, SglangDataParallelReplicasMultiply) {
@@ -173,9 +180,11 @@ TEST(EstimateEngine, SglangDataParallelReplicasMultiply) {
 TEST(EstimateEngine, SglangDpAttentionSharesTheTensorParallelGpus) {
   auto e = must(estimate(task({{"tp", 8}, {"dp", 8}, {"enable-dp-attention", true}}), engine("sglang")));
   EXPECT_EQ(e.gpus, 8u);
-  EXPECT_TRUE(has(e, "world size (SGLang, DP attention) = tp 8 × pp 1 = 8; the dp 8 attention ranks share")) << e.explanation;
-  EXPECT_EQ(must(estimate(task({{"tp", 8}, {"dp", 2}, {"pp", 2}, {"enable_dp_attention", true}}), engine("sglang"))).gpus,
-            16u);
+  EXPECT_TRUE(has(e, "world size (SGLang, DP attention) = tp 8 × pp 1 = 8; the dp 8 attention ranks share"))
+      << e.explanation;
+  EXPECT_EQ(
+      must(estimate(task({{"tp", 8}, {"dp", 2}, {"pp", 2}, {"enable_dp_attention", true}}), engine("sglang"))).gpus,
+      16u);
   // A sweep that also runs without DP attention needs the replicas.
   EXPECT_EQ(must(estimate(task({{"tp", 4}, {"dp", 2}, {"enable-dp-attention", {true, false}}}), engine("sglang"))).gpus,
             8u);
@@ -188,8 +197,9 @@ TEST(EstimateEngine, SglangDpAttentionSharesTheTensorParallelGpus) {
 
 TEST(EstimateEngine, SglangContextParallelSplitsTensorParallel) {
   EXPECT_EQ(must(estimate(task({{"tp", 4}, {"cp", 2}, {"dcp", 4}}), engine("sglang"))).gpus, 4u);
-  EXPECT_NE(error_of(estimate(task({{"tp", 4}, {"dcp", 3}}), engine("sglang"))).find("decode context parallel ('dcp' = 3)"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(estimate(task({{"tp", 4}, {"dcp", 3}}), engine("sglang"))).find("decode context parallel ('dcp' = 3)"),
+      std::string::npos);
   EXPECT_NE(error_of(estimate(task({{"tp", 4}, {"cp", 3}}), engine("sglang"))).find("context parallel ('cp' = 3)"),
             std::string::npos);
   // With DP attention, dp × cp must divide tp.

@@ -131,7 +131,7 @@ TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting", 0), 0u) << r.error().message;
   EXPECT_EQ(r.error().kind, ErrorKind::Unavailable);
-  EXPECT_GE(progress, 2);  // re-checked on the interval
+  EXPECT_GE(progress, 2);               // re-checked on the interval
   EXPECT_TRUE(st->waiters()->empty());  // left the queue
 }
 
@@ -228,7 +228,9 @@ namespace {
 
 // A store whose every call fails, as a locked or corrupt database would.
 struct BrokenStore : core::LeaseStore {
-  Result<std::optional<core::Lease>> acquire(const core::LeaseRequest&, const Decide&) override { return make_error("disk I/O error"); }
+  Result<std::optional<core::Lease>> acquire(const core::LeaseRequest&, const Decide&) override {
+    return make_error("disk I/O error");
+  }
   Result<bool> release(const std::string&, const std::string&) override { return make_error("disk I/O error"); }
   Result<std::vector<core::Lease>> active() override { return make_error("disk I/O error"); }
   Result<std::vector<core::Waiter>> waiters() override { return make_error("disk I/O error"); }
@@ -252,7 +254,8 @@ TEST(NodeAllocatorErrors, StoreFailureIsNotUnavailable) {
   auto waited = na.wait_and_allocate(req, wo);
   ASSERT_FALSE(waited);
   EXPECT_EQ(waited.error().kind, ErrorKind::Failed) << waited.error().message;
-  EXPECT_NE(waited.error().message.find("cannot join the queue: disk I/O error"), std::string::npos) << waited.error().message;
+  EXPECT_NE(waited.error().message.find("cannot join the queue: disk I/O error"), std::string::npos)
+      << waited.error().message;
 }
 
 }  // namespace

@@ -33,7 +33,9 @@ inline TaskValue task_value(const nlohmann::json& j) {
   }
 }
 
-inline Result<Estimate> estimate(const nlohmann::json& j, const EstimateOptions& o = {}) { return estimate(task_value(j), o); }
+inline Result<Estimate> estimate(const nlohmann::json& j, const EstimateOptions& o = {}) {
+  return estimate(task_value(j), o);
+}
 
 inline Result<std::vector<nlohmann::json>> expand_grid(const nlohmann::json& j, std::size_t max = 100000) {
   auto g = expand_grid(task_value(j), max);
@@ -44,13 +46,15 @@ inline Result<std::vector<nlohmann::json>> expand_grid(const nlohmann::json& j, 
 }
 
 inline Result<ParallelSizes> read_parallel_sizes(const nlohmann::json& j) { return read_parallel_sizes(task_value(j)); }
-inline Result<std::optional<Param<double>>> read_fraction(const nlohmann::json& j, std::span<const std::string_view> k) {
+inline Result<std::optional<Param<double>>> read_fraction(const nlohmann::json& j,
+                                                          std::span<const std::string_view> k) {
   return read_fraction(task_value(j), k);
 }
 inline Result<std::optional<Param<bool>>> read_switch(const nlohmann::json& j, std::span<const std::string_view> k) {
   return read_switch(task_value(j), k);
 }
-inline Result<std::optional<Param<std::uint64_t>>> read_positive(const nlohmann::json& j, std::span<const std::string_view> k,
+inline Result<std::optional<Param<std::uint64_t>>> read_positive(const nlohmann::json& j,
+                                                                 std::span<const std::string_view> k,
                                                                  std::uint64_t max_value) {
   return read_positive(task_value(j), k, max_value);
 }

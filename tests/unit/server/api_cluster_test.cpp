@@ -84,8 +84,12 @@ TEST(ClusterRoutes, SelectNodesGpus) {
   ASSERT_EQ(a.status, 200u);
   EXPECT_EQ(a.j["gpus"].size(), 6u);
 
-  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
-           {"gpus", "0"}, {"gpus", "-1"}, {"gpus", "x"}, {"utilization_threshold", "101"}, {"memory_threshold", "nan"}, {"fallback", "any"}}) {
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{{"gpus", "0"},
+                                                                             {"gpus", "-1"},
+                                                                             {"gpus", "x"},
+                                                                             {"utilization_threshold", "101"},
+                                                                             {"memory_threshold", "nan"},
+                                                                             {"fallback", "any"}}) {
     a = get(router, "/api/v1/cluster/select", {{k, v}});
     EXPECT_EQ(a.status, 400u) << k << "=" << v;
     EXPECT_EQ(a.j["error"], "bad_request");

@@ -40,7 +40,9 @@ struct Reply {
       if (k == name) return v;
     return {};
   }
-  std::string message() const { return j.is_object() && j.contains("message") ? j["message"].get<std::string>() : std::string(); }
+  std::string message() const {
+    return j.is_object() && j.contains("message") ? j["message"].get<std::string>() : std::string();
+  }
 };
 
 std::ostream& operator<<(std::ostream& os, const Reply& r) { return os << r.status << " " << r.body; }
@@ -223,7 +225,8 @@ TEST_F(ApiTest, OneGpu) {
   EXPECT_EQ(r.j.at("error"), "not_found");
   EXPECT_NE(r.message().find("3 GPUs"), std::string::npos) << r;
 
-  for (const char* bad : {"/api/v1/gpus/abc", "/api/v1/gpus/-1", "/api/v1/gpus/1.0", "/api/v1/gpus/1234567", "/api/v1/gpus/%20"}) {
+  for (const char* bad :
+       {"/api/v1/gpus/abc", "/api/v1/gpus/-1", "/api/v1/gpus/1.0", "/api/v1/gpus/1234567", "/api/v1/gpus/%20"}) {
     r = get(bad);
     EXPECT_EQ(r.status, 400u) << bad << ": " << r;
     EXPECT_EQ(r.j.at("error"), "bad_request");
@@ -298,13 +301,14 @@ TEST_F(ApiTest, HistoryParameterErrorsNameTheParameter) {
     const char* query;
     const char* names;
   };
-  for (const Case& c : {Case{"metric=bogus", "metric"}, Case{"since=yesterday", "since"}, Case{"until=later", "until"},
-                        Case{"since=1h&until=2h", "until must be after since"}, Case{"since=1h&until=1h", "until must be after since"},
-                        Case{"step=0", "step"}, Case{"step=-5", "step"}, Case{"step=1.5", "step"}, Case{"gpu=-1", "gpu"},
-                        Case{"gpu=x", "gpu"}, Case{"since=7d&step=1", "step"}, Case{"since=2026-13-01T00:00:00Z", "since"},
-                        Case{"since=2026-02-30T00:00:00Z", "since"}, Case{"since=1.2.3", "since"},
-                        Case{"since=99999999999999999d", "since"}, Case{"since=99999999d", "since"},
-                        Case{"since=50000000000", "since"}, Case{"since=9999-01-01T00:00:00Z", "since"}}) {
+  for (const Case& c :
+       {Case{"metric=bogus", "metric"}, Case{"since=yesterday", "since"}, Case{"until=later", "until"},
+        Case{"since=1h&until=2h", "until must be after since"}, Case{"since=1h&until=1h", "until must be after since"},
+        Case{"step=0", "step"}, Case{"step=-5", "step"}, Case{"step=1.5", "step"}, Case{"gpu=-1", "gpu"},
+        Case{"gpu=x", "gpu"}, Case{"since=7d&step=1", "step"}, Case{"since=2026-13-01T00:00:00Z", "since"},
+        Case{"since=2026-02-30T00:00:00Z", "since"}, Case{"since=1.2.3", "since"},
+        Case{"since=99999999999999999d", "since"}, Case{"since=99999999d", "since"}, Case{"since=50000000000", "since"},
+        Case{"since=9999-01-01T00:00:00Z", "since"}}) {
     const auto r = get(std::string("/api/v1/history?") + c.query);
     EXPECT_EQ(r.status, 400u) << c.query << ": " << r;
     EXPECT_EQ(r.j.value("error", ""), "bad_request") << c.query;
@@ -321,7 +325,8 @@ TEST_F(ApiTest, HistorySeriesFromTheStore) {
     core::Snapshot s;
     s.timestamp = now - std::chrono::seconds(30 - i * 10);
     s.backend = "scripted";
-    s.gpus = {gpu(0, 40 + 10 * static_cast<unsigned>(i), 1000, 40, 100), gpu(1, 80, 2000, 60, 200), gpu(2, 5, 79000, 50, 50.5)};
+    s.gpus = {gpu(0, 40 + 10 * static_cast<unsigned>(i), 1000, 40, 100), gpu(1, 80, 2000, 60, 200),
+              gpu(2, 5, 79000, 50, 50.5)};
     ASSERT_TRUE((*w)->append(s));
   }
   auto r = get("/api/v1/history?gpu=0&metric=utilization&since=5m&step=3600");
@@ -391,12 +396,13 @@ TEST(ParseTime, FormsAndRange) {
   EXPECT_EQ(*parse_time("2023-11-14T22:13:20+00:00", now), system_clock::time_point(seconds(1'700'000'000)));
   EXPECT_EQ(*parse_time("2023-11-14T22:13:20", now), system_clock::time_point(seconds(1'700'000'000)));
   EXPECT_EQ(*parse_time("2023-11-14T22:13:20.25Z", now), system_clock::time_point(milliseconds(1'700'000'000'250)));
-  for (const char* bad : {"", "s", "5x", "-5m", "1e9", ".5", "1..2", "2023-11-14", "2023-11-14T22:13:20+02:00",
-                          "2023-00-14T22:13:20Z", "2023-11-14T24:00:00Z", "2023-11-14T22:60:00Z",
-                          // Each field has its fixed digits: no signs, blanks or short fields.
-                          "2023-1-14T22:13:20Z", "+023-11-14T22:13:20Z", "2023-11-14T 2:13:20Z", "2023-11-14T22:13:20.Z",
-                          // Beyond what a nanosecond system_clock holds (year 2262): refused, not overflowed.
-                          "99999999d", "999999999d", "9999999999", "99999999999", "9999-12-31T00:00:00Z"})
+  for (const char* bad :
+       {"", "s", "5x", "-5m", "1e9", ".5", "1..2", "2023-11-14", "2023-11-14T22:13:20+02:00", "2023-00-14T22:13:20Z",
+        "2023-11-14T24:00:00Z", "2023-11-14T22:60:00Z",
+        // Each field has its fixed digits: no signs, blanks or short fields.
+        "2023-1-14T22:13:20Z", "+023-11-14T22:13:20Z", "2023-11-14T 2:13:20Z", "2023-11-14T22:13:20.Z",
+        // Beyond what a nanosecond system_clock holds (year 2262): refused, not overflowed.
+        "99999999d", "999999999d", "9999999999", "99999999999", "9999-12-31T00:00:00Z"})
     EXPECT_FALSE(parse_time(bad, now)) << bad;
 }
 
@@ -425,7 +431,8 @@ TEST_F(ApiTest, AlertsListFiringRecentAndRules) {
   EXPECT_EQ(r.j["rules"][0].at("rule"), "high_gpu_usage");
   EXPECT_EQ(r.j["rules"][0].at("event"), "high_gpu_usage_alert");
   EXPECT_DOUBLE_EQ(r.j["rules"][0].at("duration_s").get<double>(), 30);
-  for (const char* bad : {"limit=0", "limit=10001", "limit=x"}) EXPECT_EQ(get(std::string("/api/v1/alerts?") + bad).status, 400u) << bad;
+  for (const char* bad : {"limit=0", "limit=10001", "limit=x"})
+    EXPECT_EQ(get(std::string("/api/v1/alerts?") + bad).status, 400u) << bad;
   EXPECT_EQ(get("/api/v1/alerts?limit=5").status, 200u);
 }
 
@@ -482,13 +489,14 @@ TEST_F(ApiTest, AllocationValidation) {
     const char* body;
     const char* says;
   };
-  for (const Case& c : {Case{"not json", "not valid JSON"}, Case{"[1]", "JSON object"}, Case{"", "not valid JSON"},
-                        Case{R"({"gpu":1})", "unknown field 'gpu'"}, Case{R"({"gpus":"2"})", "gpus must be an integer"},
-                        Case{R"({"gpus":1.5})", "gpus must be an integer"}, Case{R"({"gpus":0})", "gpus must be from 1"},
-                        Case{R"({"gpus":2000})", "gpus"}, Case{R"({"max_utilization":101})", "max_utilization"},
-                        Case{R"({"min_memory_mb":-1})", "min_memory_mb"}, Case{R"({"allow_busy":"yes"})", "allow_busy"},
-                        Case{R"({"name":5})", "name must be a string"}, Case{R"({"pid":"me"})", "pid"},
-                        Case{R"({"pid":2147483647})", "no process"}}) {
+  for (const Case& c :
+       {Case{"not json", "not valid JSON"}, Case{"[1]", "JSON object"}, Case{"", "not valid JSON"},
+        Case{R"({"gpu":1})", "unknown field 'gpu'"}, Case{R"({"gpus":"2"})", "gpus must be an integer"},
+        Case{R"({"gpus":1.5})", "gpus must be an integer"}, Case{R"({"gpus":0})", "gpus must be from 1"},
+        Case{R"({"gpus":2000})", "gpus"}, Case{R"({"max_utilization":101})", "max_utilization"},
+        Case{R"({"min_memory_mb":-1})", "min_memory_mb"}, Case{R"({"allow_busy":"yes"})", "allow_busy"},
+        Case{R"({"name":5})", "name must be a string"}, Case{R"({"pid":"me"})", "pid"},
+        Case{R"({"pid":2147483647})", "no process"}}) {
     r = post("/api/v1/allocations", c.body);
     EXPECT_EQ(r.status, 400u) << c.body << ": " << r;
     EXPECT_EQ(r.j.value("error", ""), "bad_request") << c.body;
@@ -590,7 +598,8 @@ TEST_F(ApiTest, JobsAndExperiments) {
 
 TEST_F(ApiTest, Estimate) {
   // A read: no token needed.
-  auto r = post("/api/v1/estimate", R"({"model":{"id_or_path":"llama-3-70b"},"parameters":{"tp-size":[1,2,4]}})", false);
+  auto r =
+      post("/api/v1/estimate", R"({"model":{"id_or_path":"llama-3-70b"},"parameters":{"tp-size":[1,2,4]}})", false);
   ASSERT_EQ(r.status, 200u) << r;
   EXPECT_EQ(r.j.at("gpus"), 4);
   EXPECT_GT(r.j.at("memory_mb_per_gpu").get<std::uint64_t>(), 0u);

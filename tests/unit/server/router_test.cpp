@@ -40,14 +40,18 @@ struct RouterTest : ::testing::Test {
     router.add(Method::Get, "/api/v1/gpus/{index}", Access::Read, Exec::BlockingWhenFresh,
                [](const Request& req) { return text("gpu " + req.params.at("index")); });
     // Added after the parameter route on purpose: literals must win whatever the order.
-    router.add(Method::Get, "/api/v1/gpus/summary", Access::Read, Exec::Inline, [](const Request&) { return text("summary"); });
-    router.add(Method::Post, "/api/v1/allocations", Access::Write, Exec::Blocking, [](const Request&) { return text("created"); });
+    router.add(Method::Get, "/api/v1/gpus/summary", Access::Read, Exec::Inline,
+               [](const Request&) { return text("summary"); });
+    router.add(Method::Post, "/api/v1/allocations", Access::Write, Exec::Blocking,
+               [](const Request&) { return text("created"); });
     router.add(Method::Delete, "/api/v1/allocations/{id}", Access::Write, Exec::Blocking,
                [](const Request& req) { return text("released " + req.params.at("id")); });
-    router.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking, [](const Request&) { return text("leases"); });
+    router.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking,
+               [](const Request&) { return text("leases"); });
     router.add(Method::Get, "/a/{x}/b/{y}", Access::Read, Exec::Inline,
                [](const Request& req) { return text(req.params.at("x") + "," + req.params.at("y")); });
-    router.add(Method::Get, "/boom", Access::Read, Exec::Inline, [](const Request&) -> Response { throw std::runtime_error("kaput"); });
+    router.add(Method::Get, "/boom", Access::Read, Exec::Inline,
+               [](const Request&) -> Response { throw std::runtime_error("kaput"); });
     router.add(Method::Get, "/boom-int", Access::Read, Exec::Inline, [](const Request&) -> Response { throw 42; });
   }
   std::string run(Method m, const std::string& path) {
@@ -132,8 +136,8 @@ TEST_F(RouterTest, HeadIsAllowedOnGetRoutes) {
 }
 
 TEST_F(RouterTest, WriteRoutesNeedTheExactBearerToken) {
-  for (const std::string auth : {"", "Bearer", "Bearer ", "Bearer secre", "Bearer secret2", "Bearer SECRET", "Basic secret",
-                                 "Token secret", "Bearer  secret"}) {
+  for (const std::string auth : {"", "Bearer", "Bearer ", "Bearer secre", "Bearer secret2", "Bearer SECRET",
+                                 "Basic secret", "Token secret", "Bearer  secret"}) {
     auto req = request(Method::Post, "/api/v1/allocations", auth);
     const auto d = decide(router, req, "secret", false);
     ASSERT_TRUE(d.answer) << "'" << auth << "'";

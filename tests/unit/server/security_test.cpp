@@ -39,11 +39,11 @@ TEST(BearerOk, ExactTokenWithAnyCaseOfTheScheme) {
 
 TEST(BearerOk, AnythingElseIsRefused) {
   EXPECT_FALSE(bearer_ok("Bearer abc124", "abc123"));
-  EXPECT_FALSE(bearer_ok("Bearer ABC123", "abc123"));  // the token itself is case-sensitive
-  EXPECT_FALSE(bearer_ok("Bearer abc12", "abc123"));   // shorter
+  EXPECT_FALSE(bearer_ok("Bearer ABC123", "abc123"));   // the token itself is case-sensitive
+  EXPECT_FALSE(bearer_ok("Bearer abc12", "abc123"));    // shorter
   EXPECT_FALSE(bearer_ok("Bearer abc1234", "abc123"));  // longer
   EXPECT_FALSE(bearer_ok("Bearer  abc123", "abc123"));
-  EXPECT_FALSE(bearer_ok("Basic  abc123", "abc123"));   // same length, other scheme
+  EXPECT_FALSE(bearer_ok("Basic  abc123", "abc123"));  // same length, other scheme
   EXPECT_FALSE(bearer_ok("Bearer_abc123", "abc123"));
   EXPECT_FALSE(bearer_ok("abc123", "abc123"));
   EXPECT_FALSE(bearer_ok("", "abc123"));
@@ -89,9 +89,9 @@ TEST(OriginAllowed, DefaultPortsOfTheScheme) {
 }
 
 TEST(OriginAllowed, GarbageIsRefused) {
-  for (const char* o : {"null", "gpu-node:9090", "ftp://gpu-node:9090", "http://gpu-node:", "http://gpu-node:90x0",
-                        "http://gpu-node:999999", "http://gpu-node:9090/path", "://gpu-node:9090", "http://",
-                        "javascript:alert(1)"})
+  for (const char* o :
+       {"null", "gpu-node:9090", "ftp://gpu-node:9090", "http://gpu-node:", "http://gpu-node:90x0",
+        "http://gpu-node:999999", "http://gpu-node:9090/path", "://gpu-node:9090", "http://", "javascript:alert(1)"})
     EXPECT_FALSE(origin_allowed(o, "gpu-node", 9090, {})) << o;
 }
 
@@ -198,15 +198,15 @@ struct TokenTest : ::testing::Test {
     ::unsetenv("GPUFLEET_TOKEN");
   }
   void TearDown() override {
-    if (saved_env) ::setenv("GPUFLEET_TOKEN", saved_env->c_str(), 1);
-    else ::unsetenv("GPUFLEET_TOKEN");
+    if (saved_env)
+      ::setenv("GPUFLEET_TOKEN", saved_env->c_str(), 1);
+    else
+      ::unsetenv("GPUFLEET_TOKEN");
     fs::remove_all(dir);
   }
 };
 
-bool all_hex(const std::string& s) {
-  return s.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
+bool all_hex(const std::string& s) { return s.find_first_not_of("0123456789abcdef") == std::string::npos; }
 
 TEST_F(TokenTest, CreatesA0600FileWith64HexCharsThenReadsItBack) {
   const auto path = (dir / "sub/agent.token").string();  // the directory is created too

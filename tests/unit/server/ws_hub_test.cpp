@@ -191,10 +191,10 @@ TEST_F(WsHubTest, BadMessagesAnswerAnError) {
   auto c = std::make_shared<FakeClient>();
   auto j = ws->add(c, 5000ms);
   ASSERT_TRUE(j);
-  for (const char* text : {"not json", "[]", "42", R"({"data":{}})", R"({"event":7})", R"({"event":"dance"})",
-                           R"({"event":"set_period"})", R"({"event":"set_period","data":{"period_ms":"fast"}})",
-                           R"({"event":"set_period","data":{"period_ms":0}})", R"({"event":"set_period","data":{"period_ms":-100}})",
-                           R"({"event":"set_period","data":5})", ""}) {
+  for (const char* text :
+       {"not json", "[]", "42", R"({"data":{}})", R"({"event":7})", R"({"event":"dance"})", R"({"event":"set_period"})",
+        R"({"event":"set_period","data":{"period_ms":"fast"}})", R"({"event":"set_period","data":{"period_ms":0}})",
+        R"({"event":"set_period","data":{"period_ms":-100}})", R"({"event":"set_period","data":5})", ""}) {
     auto reply = ws->on_message(j->id, text);
     ASSERT_TRUE(reply) << text;
     const auto r = json::parse(**reply, nullptr, false);
@@ -233,7 +233,8 @@ TEST_F(WsHubTest, FastClientsGetUpdatesSlowOnesDoNot) {
   ASSERT_TRUE(ws->add(slow, 5000ms));
   const auto started = std::chrono::steady_clock::now();
   // Several 100 ms ticks; the limit is far above 300 ms so a loaded machine does not fail it.
-  ASSERT_TRUE(eventually([&] { return fast->count("gpu_status_update") >= 3 && fast2->count("gpu_status_update") >= 3; }, 4s));
+  ASSERT_TRUE(
+      eventually([&] { return fast->count("gpu_status_update") >= 3 && fast2->count("gpu_status_update") >= 3; }, 4s));
   const auto waited = std::chrono::steady_clock::now() - started;
   // Within less than 5 s a 5 s grid has at most one point, whereas a client sent every tick would
   // have as many updates as the fast ones.
@@ -253,11 +254,13 @@ TEST_F(WsHubTest, UpdatesFollowTheReadings) {
   auto c = std::make_shared<FakeClient>();
   ASSERT_TRUE(ws->add(c, 100ms));
   rig.set_gpus({test::make_gpu(0, 33), test::make_gpu(1, 44), test::make_gpu(2, 55)});
-  ASSERT_TRUE(eventually([&] {
-    for (const auto& [t, d] : c->messages())
-      if (parsed(t).at("data").at("gpus").size() == 3) return true;
-    return false;
-  }, 4s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& [t, d] : c->messages())
+          if (parsed(t).at("data").at("gpus").size() == 3) return true;
+        return false;
+      },
+      4s));
 }
 
 TEST_F(WsHubTest, SetPeriodMovesAClientBetweenGroups) {

@@ -87,10 +87,11 @@ struct HistoryTest : ::testing::Test {
   }
   std::string dump(const std::string& table) {
     std::string out;
-    for (const auto& r : rows("SELECT ts_ms, gpu, n, util_n, util_min, util_max, CAST(ROUND(util_avg * 1000) AS INTEGER),"
-                              " power_n, CAST(ROUND(power_avg * 1000) AS INTEGER), fan_n, fan_avg FROM " +
-                                  table + " ORDER BY gpu, ts_ms",
-                              11)) {
+    for (const auto& r :
+         rows("SELECT ts_ms, gpu, n, util_n, util_min, util_max, CAST(ROUND(util_avg * 1000) AS INTEGER),"
+              " power_n, CAST(ROUND(power_avg * 1000) AS INTEGER), fan_n, fan_avg FROM " +
+                  table + " ORDER BY gpu, ts_ms",
+              11)) {
       for (const auto& v : r) out += v ? std::to_string(*v) + "," : "NULL,";
       out += "\n";
     }
@@ -141,7 +142,8 @@ TEST_F(HistoryTest, EachFieldLandsInItsOwnColumnThroughTheRollups) {
   check("SELECT mem_used, mem_total, util, fan, CAST(power * 10 AS INTEGER) FROM samples_raw", "samples_raw");
   ASSERT_TRUE(s->maintain(at(kH0 + 2 * 3'600'000)));
   for (const char* table : {"samples_1m", "samples_1h"})
-    check(std::string("SELECT mem_used_max, mem_total_max, util_max, fan_max, CAST(power_max * 10 AS INTEGER) FROM ") + table,
+    check(std::string("SELECT mem_used_max, mem_total_max, util_max, fan_max, CAST(power_max * 10 AS INTEGER) FROM ") +
+              table,
           table);
 }
 
@@ -160,7 +162,8 @@ TEST_F(HistoryTest, NullsStayNullThroughRawAndRollups) {
 
   ASSERT_TRUE(s->maintain(at(kH0 + 2 * 3'600'000)));
   for (const char* table : {"samples_1m", "samples_1h"}) {
-    auto r = rows(std::string("SELECT n, util_n, util_min, fan_n, fan_min, fan_max, fan_avg, power_avg FROM ") + table, 8);
+    auto r =
+        rows(std::string("SELECT n, util_n, util_min, fan_n, fan_min, fan_max, fan_avg, power_avg FROM ") + table, 8);
     ASSERT_EQ(r.size(), 1u) << table;
     EXPECT_EQ(r[0][0], 2) << table;
     EXPECT_EQ(r[0][1], 1) << table;
@@ -188,7 +191,7 @@ TEST_F(HistoryTest, RollupMath) {
   ASSERT_TRUE(s->append(*snap(kH0 + 60'000, {{0, 90u, std::nullopt, std::nullopt}})));
   ASSERT_TRUE(s->maintain(at(kH0 + 3'600'000 + 1)));
   EXPECT_EQ(dump("samples_1m"),
-            std::to_string(kH0) + ",0,4,3,10,60,30000,2,150500,1,30,\n" +             //
+            std::to_string(kH0) + ",0,4,3,10,60,30000,2,150500,1,30,\n" +               //
                 std::to_string(kH0 + 60'000) + ",0,1,1,90,90,90000,0,NULL,0,NULL,\n" +  //
                 std::to_string(kH0) + ",1,1,1,99,99,99000,0,NULL,0,NULL,\n");
   // The hour's average weighs each minute by its count: (10+20+60+90)/4 = 45, not (30+90)/2.
@@ -199,7 +202,9 @@ TEST_F(HistoryTest, RollupMath) {
 TEST_F(HistoryTest, MaintainTwiceGivesTheSameResult) {
   auto s = open();
   ASSERT_TRUE(s);
-  for (int i = 0; i < 200; ++i) ASSERT_TRUE(s->append(*snap(kH0 + i * 37'000, {{0, unsigned(i % 100), i * 1.5, std::nullopt}, {1, 7u, std::nullopt, 1u}})));
+  for (int i = 0; i < 200; ++i)
+    ASSERT_TRUE(
+        s->append(*snap(kH0 + i * 37'000, {{0, unsigned(i % 100), i * 1.5, std::nullopt}, {1, 7u, std::nullopt, 1u}})));
   const auto now = at(kH0 + 200 * 37'000 + 5'000);
   ASSERT_TRUE(s->maintain(now));
   const auto m1 = dump("samples_1m"), h1 = dump("samples_1h");
@@ -238,7 +243,8 @@ TEST_F(HistoryTest, RetentionDeletesOldRowsFromEachTier) {
   EXPECT_EQ(rows("SELECT MIN(ts_ms) FROM samples_1m", 1)[0][0], (now - 2 * day) / 60'000 * 60'000);
   // 1h: younger than 90 days and complete: 10 days, 2 days, 2 hours; kH0's hour is not complete yet.
   EXPECT_EQ(count("samples_1h"), 3);
-  EXPECT_EQ(rows("SELECT MAX(ts_ms) FROM samples_1h", 1)[0][0], kH0 - 2 * hour);  // the sample 2 hours before now, at kH0 - 90 min
+  EXPECT_EQ(rows("SELECT MAX(ts_ms) FROM samples_1h", 1)[0][0],
+            kH0 - 2 * hour);  // the sample 2 hours before now, at kH0 - 90 min
   EXPECT_EQ(rows("SELECT COUNT(*) FROM samples_1h WHERE ts_ms < " + std::to_string(now - 90 * day), 1)[0][0], 0);
 }
 
@@ -308,8 +314,8 @@ TEST_F(HistoryTest, QueryPicksTheFinestTierThatCoversSinceAndBucketsByStep) {
 TEST_F(HistoryTest, BatchIsOneTransaction) {
   auto s = open();
   ASSERT_TRUE(s);
-  std::vector<core::SnapshotPtr> bad = {snap(kH0, {{0, 1u, 1.0, 1u}, {1, 2u, 2.0, 2u}}), snap(kH0 + 1'000, {{0, 3u, 3.0, 3u}}),
-                                        nullptr};
+  std::vector<core::SnapshotPtr> bad = {snap(kH0, {{0, 1u, 1.0, 1u}, {1, 2u, 2.0, 2u}}),
+                                        snap(kH0 + 1'000, {{0, 3u, 3.0, 3u}}), nullptr};
   auto r = s->append_batch(bad);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("null"), std::string::npos);

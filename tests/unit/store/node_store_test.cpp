@@ -39,7 +39,8 @@ struct StoreTest : ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
   std::unique_ptr<NodeStore> open() {
-    auto s = NodeStore::open((dir / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); });
+    auto s =
+        NodeStore::open((dir / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); });
     EXPECT_TRUE(s) << (s ? "" : s.error().message);
     return s ? std::move(*s) : nullptr;
   }
@@ -77,10 +78,11 @@ TEST_F(StoreTest, DeciderSeesActiveLeasesAndNotNowTakesNothing) {
   auto s = open();
   ASSERT_TRUE(*s->acquire(req(100), take({{0, "GPU-a"}})));
   std::size_t seen = 0;
-  auto r = s->acquire(req(101), [&](const std::vector<core::Lease>& active, const auto&) -> Result<std::optional<Gpus>> {
-    seen = active.size();
-    return std::optional<Gpus>();
-  });
+  auto r =
+      s->acquire(req(101), [&](const std::vector<core::Lease>& active, const auto&) -> Result<std::optional<Gpus>> {
+        seen = active.size();
+        return std::optional<Gpus>();
+      });
   ASSERT_TRUE(r);
   EXPECT_FALSE(*r);
   EXPECT_EQ(seen, 1u);
@@ -210,8 +212,8 @@ TEST_F(StoreTest, UnwritablePathIsOneClearError) {
 // Lease and experiment-reaping times come from the store's clock: on a fake one they are exact.
 TEST_F(StoreTest, LeaseTimesComeFromTheClock) {
   test::FakeClock clock;
-  auto opened = NodeStore::open((dir / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); },
-                                clock);
+  auto opened = NodeStore::open((dir / "gf.db").string(),
+                                [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); }, clock);
   ASSERT_TRUE(opened) << opened.error().message;
   auto& s = *opened;
   const auto ms = [&] {

@@ -93,7 +93,8 @@ TEST(AgentDocs, AvailabilityDescribedInWords) {
   allocator::SelectRequest r;
   r.count = 2;
   const auto text = allocator::describe(allocator::check_availability(s, core::Topology{}, r));
-  EXPECT_EQ(text.rfind("1 of 4 GPUs qualify, 2 needed (8000 MiB free, at most 50 % busy): not available", 0), 0u) << text;
+  EXPECT_EQ(text.rfind("1 of 4 GPUs qualify, 2 needed (8000 MiB free, at most 50 % busy): not available", 0), 0u)
+      << text;
   EXPECT_NE(text.find("\n  GPU 0 qualifies"), std::string::npos) << text;
   EXPECT_NE(text.find("\n  GPU 3 does not: lost"), std::string::npos) << text;
 }

@@ -8,8 +8,8 @@ namespace gf::wire {
 namespace {
 
 using namespace std::chrono_literals;
-using nlohmann::json;
 using core::AlertKind;
+using nlohmann::json;
 
 const core::AlertRule& rule(const std::vector<core::AlertRule>& rules, AlertKind k) {
   for (const auto& r : rules)
@@ -116,8 +116,8 @@ TEST(AlertConfig, OutOfRangeThresholdsAreErrors) {
 }
 
 TEST(AlertConfig, ThrottlingReasonsAreChecked) {
-  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array({"sw_power_cap", "too_hot"})}}}}).rfind(
-                "alerts.throttling.reasons[1]: unknown reason \"too_hot\" (known: gpu_idle, ", 0),
+  EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array({"sw_power_cap", "too_hot"})}}}})
+                .rfind("alerts.throttling.reasons[1]: unknown reason \"too_hot\" (known: gpu_idle, ", 0),
             0u);
   EXPECT_EQ(error_of(json{{"throttling", {{"reasons", json::array({"sw_power_cap", 4})}}}}),
             "alerts.throttling.reasons[1]: expected a string, got number");

@@ -245,9 +245,8 @@ bool contains(std::string_view text, std::string_view part) { return text.find(p
 
 TEST(Prometheus, OneGpuGolden) {
   // Written by hand from dcgm-exporter's format: labels gpu, UUID, pci_bus_id, device, modelName, Hostname.
-  const std::string labels =
-      R"(gpu="0",UUID="GPU-0a1b2c3d",pci_bus_id="00000000:1B:00.0",device="nvidia0",)"
-      R"(modelName="NVIDIA H100 80GB HBM3",Hostname="node-1")";
+  const std::string labels = R"(gpu="0",UUID="GPU-0a1b2c3d",pci_bus_id="00000000:1B:00.0",device="nvidia0",)"
+                             R"(modelName="NVIDIA H100 80GB HBM3",Hostname="node-1")";
   // No DCGM_FI_DEV_FAN_SPEED family at all: the only GPU has no fan reading.
   const std::string golden = expand(R"(# HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
 # TYPE DCGM_FI_DEV_SM_CLOCK gauge
@@ -501,9 +500,9 @@ TEST(Prometheus, CountersEndInTotal) {
     const auto sp = rest.find(' ');
     (rest.substr(sp + 1) == "counter" ? counters : gauges).insert(rest.substr(0, sp));
   }
-  const std::set<std::string> expected_counters{
-      "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gpufleet_collections_total",
-      "gpufleet_collection_errors_total", "gpufleet_jobs_finished_total"};
+  const std::set<std::string> expected_counters{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                                                "gpufleet_collections_total", "gpufleet_collection_errors_total",
+                                                "gpufleet_jobs_finished_total"};
   EXPECT_EQ(counters, expected_counters);
   for (const auto& c : counters) {
     if (c.starts_with("gpufleet_")) {
@@ -565,8 +564,8 @@ TEST(Prometheus, DeviceLabelFollowsTheBackend) {
     s.backend = backend;
     s.gpus.push_back(h100(3));
     const std::string text = prometheus_text(s, "node-1", agent());
-    EXPECT_TRUE(contains(text, R"(gpu="3",UUID="GPU-0a1b2c3d",pci_bus_id="00000000:1B:00.0",device=")" + device +
-                                   "\","))
+    EXPECT_TRUE(
+        contains(text, R"(gpu="3",UUID="GPU-0a1b2c3d",pci_bus_id="00000000:1B:00.0",device=")" + device + "\","))
         << backend;
   }
 }
@@ -602,10 +601,13 @@ TEST(Prometheus, FamiliesInFixedOrderAcrossGpus) {
   ASSERT_EQ(util.size(), 8u);
   for (unsigned i = 0; i < 8; ++i)
     EXPECT_TRUE(util[i].starts_with("DCGM_FI_DEV_GPU_UTIL{gpu=\"" + std::to_string(i) + "\",")) << util[i];
-  const std::vector<std::string_view> order{"# HELP DCGM_FI_DEV_SM_CLOCK ", "# HELP DCGM_FI_DEV_GPU_UTIL ",
-                                            "# HELP DCGM_FI_DEV_MIG_MODE ", "# HELP gpufleet_gpu_health ",
+  const std::vector<std::string_view> order{"# HELP DCGM_FI_DEV_SM_CLOCK ",
+                                            "# HELP DCGM_FI_DEV_GPU_UTIL ",
+                                            "# HELP DCGM_FI_DEV_MIG_MODE ",
+                                            "# HELP gpufleet_gpu_health ",
                                             "# HELP gpufleet_gpu_memory_unattributed_mib ",
-                                            "# HELP gpufleet_agent_info ", "# HELP gpufleet_websocket_clients "};
+                                            "# HELP gpufleet_agent_info ",
+                                            "# HELP gpufleet_websocket_clients "};
   std::size_t previous = 0;
   for (const auto& h : order) {
     const std::size_t at = text.find(h);
@@ -620,20 +622,20 @@ TEST(Prometheus, CheckerRejectsBadText) {
   // The checker above must be able to fail, or the valid_exposition assertions prove nothing.
   const std::string head = "# HELP x X.\n# TYPE x gauge\n";
   EXPECT_TRUE(valid_exposition(head + "x{a=\"b\"} 1\n"));
-  EXPECT_FALSE(valid_exposition(head + "x 1"));                    // no final newline
-  EXPECT_FALSE(valid_exposition(head + "x 1,5\n"));                // decimal comma
-  EXPECT_FALSE(valid_exposition(head + "x nan\n"));                // NaN must be spelled NaN
-  EXPECT_FALSE(valid_exposition(head + "x{a=\"b} 1\n"));           // unterminated label value
-  EXPECT_FALSE(valid_exposition(head + "x{a=\"b\\q\"} 1\n"));      // bad escape
-  EXPECT_FALSE(valid_exposition(head + "x{a=\"1\",a=\"2\"} 1\n")); // label twice
-  EXPECT_FALSE(valid_exposition(head + "x{1a=\"b\"} 1\n"));        // bad label name
-  EXPECT_FALSE(valid_exposition(head + "y 1\n"));                  // sample outside its family
-  EXPECT_FALSE(valid_exposition(head + "x 1\nx 2\n"));             // series twice
-  EXPECT_FALSE(valid_exposition(head + "\nx 1\n"));                // blank line
+  EXPECT_FALSE(valid_exposition(head + "x 1"));                                // no final newline
+  EXPECT_FALSE(valid_exposition(head + "x 1,5\n"));                            // decimal comma
+  EXPECT_FALSE(valid_exposition(head + "x nan\n"));                            // NaN must be spelled NaN
+  EXPECT_FALSE(valid_exposition(head + "x{a=\"b} 1\n"));                       // unterminated label value
+  EXPECT_FALSE(valid_exposition(head + "x{a=\"b\\q\"} 1\n"));                  // bad escape
+  EXPECT_FALSE(valid_exposition(head + "x{a=\"1\",a=\"2\"} 1\n"));             // label twice
+  EXPECT_FALSE(valid_exposition(head + "x{1a=\"b\"} 1\n"));                    // bad label name
+  EXPECT_FALSE(valid_exposition(head + "y 1\n"));                              // sample outside its family
+  EXPECT_FALSE(valid_exposition(head + "x 1\nx 2\n"));                         // series twice
+  EXPECT_FALSE(valid_exposition(head + "\nx 1\n"));                            // blank line
   EXPECT_FALSE(valid_exposition("# HELP x-y X.\n# TYPE x-y gauge\nx-y 1\n"));  // bad metric name
   EXPECT_FALSE(valid_exposition("# HELP x X.\n# TYPE x summary\nx 1\n"));
-  EXPECT_FALSE(valid_exposition("# TYPE x gauge\nx 1\n"));         // TYPE without HELP
-  EXPECT_FALSE(valid_exposition(head + head + "x 1\n"));           // family declared twice
+  EXPECT_FALSE(valid_exposition("# TYPE x gauge\nx 1\n"));  // TYPE without HELP
+  EXPECT_FALSE(valid_exposition(head + head + "x 1\n"));    // family declared twice
 }
 
 }  // namespace

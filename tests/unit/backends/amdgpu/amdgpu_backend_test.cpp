@@ -31,7 +31,8 @@ class FixedClock final : public core::Clock {
   }
 };
 
-BackendOptions options(const std::string& sysfs_root, const std::string& proc_root, const core::Clock* clock = nullptr) {
+BackendOptions options(const std::string& sysfs_root, const std::string& proc_root,
+                       const core::Clock* clock = nullptr) {
   BackendOptions o;
   o.sysfs_root = sysfs_root;
   o.proc_root = proc_root;
@@ -191,8 +192,8 @@ class AmdgpuTempTree : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<unsigned> counter{0};
-    root_ = fs::temp_directory_path() /
-            ("gf_amdgpu_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    root_ =
+        fs::temp_directory_path() / ("gf_amdgpu_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(root_);
     fs::create_directories(root_);
     // copy_symlinks keeps the relative links, so the copy resolves inside itself.
@@ -242,7 +243,7 @@ TEST_F(AmdgpuTempTree, CardVanishingAfterOpenIsAnErrorOnThatCardOnly) {
 
 TEST_F(AmdgpuTempTree, GarbageIsAnErrorAndMissingIsNotSupported) {
   write(card_dev(0) + "/gpu_busy_percent", "abc\n");
-  write(card_dev(0) + "/mem_busy_percent", "101\n");  // not a percentage
+  write(card_dev(0) + "/mem_busy_percent", "101\n");               // not a percentage
   write(card_dev(0) + "/pp_dpm_sclk", "0: 500Mhz\n1: 1800Mhz\n");  // nothing marked current
   write(card_dev(0) + "/ras/umc_err_count", "ce: 1\n");
   write(hwmon(0) + "/temp1_input", "\n");

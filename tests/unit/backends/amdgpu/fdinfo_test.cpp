@@ -253,7 +253,7 @@ TEST(ParseDpm, TakesTheStarredLevel) {
   EXPECT_EQ(parse_dpm_current_mhz("0: 500Mhz \n1: 1800Mhz *\n2: 2250Mhz \n"), 1800u);
   EXPECT_EQ(parse_dpm_current_mhz("0: 96Mhz *\n1: 1250Mhz \n"), 96u);
   EXPECT_EQ(parse_dpm_current_mhz("S: 19Mhz *\n0: 500Mhz \n"), 19u);  // deep sleep
-  EXPECT_EQ(parse_dpm_current_mhz("0: 500MHz\n1: 800MHz*"), 800u);     // no newline, no blank
+  EXPECT_EQ(parse_dpm_current_mhz("0: 500MHz\n1: 800MHz*"), 800u);    // no newline, no blank
   EXPECT_EQ(parse_dpm_current_mhz("0: 500Mhz *\r\n1: 900Mhz *\r\n"), 500u);
 }
 

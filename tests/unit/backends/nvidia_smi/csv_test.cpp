@@ -33,9 +33,27 @@ std::string fixture(const std::string& name) {
 
 // A full current-list line whose fields are all valid, with some columns replaced.
 std::string line_with(std::initializer_list<std::pair<std::size_t, std::string>> changes) {
-  std::vector<std::string> f = {"0", "GPU-00000000-0000-0000-0000-000000000000", "00000000:01:00.0", "1000", "10",
-                                "990", "5", "1", "40", "50.00", "300.00", "30", "1000", "2000", "P2",
-                                "0x0000000000000000", "Disabled", "0", "Enabled", "550.54.15", "Some GPU"};
+  std::vector<std::string> f = {"0",
+                                "GPU-00000000-0000-0000-0000-000000000000",
+                                "00000000:01:00.0",
+                                "1000",
+                                "10",
+                                "990",
+                                "5",
+                                "1",
+                                "40",
+                                "50.00",
+                                "300.00",
+                                "30",
+                                "1000",
+                                "2000",
+                                "P2",
+                                "0x0000000000000000",
+                                "Disabled",
+                                "0",
+                                "Enabled",
+                                "550.54.15",
+                                "Some GPU"};
   for (const auto& [column, value] : changes) f.at(column) = value;
   std::string out;
   for (const auto& s : f) out += (out.empty() ? "" : ", ") + s;
@@ -211,8 +229,7 @@ TEST(NvidiaSmiParseGpus, LostGpuIsLostAndOutranksReset) {
 }
 
 TEST(NvidiaSmiParseGpus, UnknownBracketedNoteIsAnAbsentReadingNotAnError) {
-  auto t = parse_gpu_lines(line_with(kColPowerDraw, "[Requested functionality has been deprecated]"),
-                           current_fields());
+  auto t = parse_gpu_lines(line_with(kColPowerDraw, "[Requested functionality has been deprecated]"), current_fields());
   ASSERT_TRUE(t) << t.error().message;
   EXPECT_EQ(t->gpus[0].health, Health::Ok);
   EXPECT_EQ(t->gpus[0].power_draw_w.why(), Absent::Error);
@@ -355,7 +372,8 @@ TEST(NvidiaSmiParseGpus, RandomBytesNeverThrow) {
       (void)a;
       (void)b;
       (void)c;
-    }) << "round " << round;
+    }) << "round "
+       << round;
   }
 }
 

@@ -83,7 +83,8 @@ TEST_F(FakeNvmlLibraryTest, ProcessListsFollowTheCountProtocol) {
   // The v1 function writes the 16-byte layout.
   abi::ProcessInfoV1 v1[4] = {};
   count = 4;
-  ASSERT_EQ(calls().get<abi::FnDeviceProcessesV1>("nvmlDeviceGetComputeRunningProcesses")(dev, &count, v1), abi::kSuccess);
+  ASSERT_EQ(calls().get<abi::FnDeviceProcessesV1>("nvmlDeviceGetComputeRunningProcesses")(dev, &count, v1),
+            abi::kSuccess);
   EXPECT_EQ(v1[2].pid, 12u);
   EXPECT_EQ(v1[2].used_gpu_memory_bytes, 3ULL * 1024 * 1024);
 
@@ -148,7 +149,7 @@ TEST_F(FakeNvmlLibraryTest, SteppedValuesClampWrapCountAndRewind) {
 
   fake().reset();
   EXPECT_EQ(fake().calls(), 0u);
-  EXPECT_EQ(temperature(), 1u);  // rewound
+  EXPECT_EQ(temperature(), 1u);   // rewound
   EXPECT_EQ(fake().calls(), 1u);  // just the temperature
 }
 
@@ -218,7 +219,7 @@ TEST_F(FakeNvmlLibraryTest, TopologyAndNvLinks) {
   EXPECT_EQ(state(handle(0), 0, &active), abi::kSuccess);
   EXPECT_EQ(active, 1);
   EXPECT_EQ(state(handle(0), 17, &active), abi::kSuccess);
-  EXPECT_EQ(active, 1);  // 3 peers x 6 links
+  EXPECT_EQ(active, 1);                         // 3 peers x 6 links
   EXPECT_EQ(state(handle(0), 18, &active), 2);  // past NVML_NVLINK_MAX_LINKS
 
   auto* remote = calls().get<FnNvLinkRemotePci>("nvmlDeviceGetNvLinkRemotePciInfo_v2");
@@ -239,12 +240,12 @@ TEST_F(FakeNvmlLibraryTest, NoTopologyMeansNoNvLink) {
 
 TEST_F(FakeNvmlLibraryTest, OldDriverExportsOnlyTheOldNames) {
   const auto& old = fake_old().library();
-  for (const char* name : {"nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
-                           "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetMemoryInfo_v2",
-                           "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
-                           "nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetMPSComputeRunningProcesses_v3",
-                           "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetCurrentClocksEventReasons",
-                           "nvmlDeviceGetMigMode", "nvmlSystemGetCudaDriverVersion_v2"})
+  for (const char* name :
+       {"nvmlInit_v2", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetPciInfo_v3",
+        "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3", "nvmlDeviceGetTotalEnergyConsumption",
+        "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetMigMode", "nvmlSystemGetCudaDriverVersion_v2"})
     EXPECT_EQ(old.symbol(name), nullptr) << name;
   for (const char* name : {"nvmlInit", "nvmlShutdown", "nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex",
                            "nvmlDeviceGetPciInfo", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetComputeRunningProcesses",

@@ -147,11 +147,12 @@ TEST_F(NvmlBackendTest, ProcessListsAreMergedWithKinds) {
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap) << snap.error().message;
-  EXPECT_THAT(processes_of(snap->gpus[2]),
-              ::testing::ElementsAre(ProcessView{4301, 512, ProcessKind::Compute}, ProcessView{4302, 2048, ProcessKind::Mps},
-                                     ProcessView{4303, 4096, ProcessKind::Mps}));
+  EXPECT_THAT(processes_of(snap->gpus[2]), ::testing::ElementsAre(ProcessView{4301, 512, ProcessKind::Compute},
+                                                                  ProcessView{4302, 2048, ProcessKind::Mps},
+                                                                  ProcessView{4303, 4096, ProcessKind::Mps}));
   EXPECT_THAT(processes_of(snap->gpus[5]), ::testing::ElementsAre(ProcessView{4601, 512, ProcessKind::Graphics}));
-  EXPECT_THAT(processes_of(snap->gpus[6]), ::testing::ElementsAre(ProcessView{4701, 14000, ProcessKind::ComputeGraphics}));
+  EXPECT_THAT(processes_of(snap->gpus[6]),
+              ::testing::ElementsAre(ProcessView{4701, 14000, ProcessKind::ComputeGraphics}));
   EXPECT_THAT(processes_of(snap->gpus[7]), ::testing::ElementsAre(ProcessView{4801, 5000, ProcessKind::Compute},
                                                                   ProcessView{4802, 5000, ProcessKind::Compute}));
   EXPECT_TRUE(snap->gpus[3].processes.empty());
@@ -235,10 +236,16 @@ TEST_F(NvmlBackendTest, EveryFieldOfALostGpuSaysGpuLost) {
 
 TEST_F(NvmlBackendTest, UtilizationUnderMigSaysMigNotUnsupported) {
   const auto path = write_scenario({{"gpus",
-                                     {{{"memory_total_mib", 81920}, {"memory_used_mib", 100}, {"mig_mode", 1},
-                                       {"utilization_gpu_pct", "not_supported"}, {"temperature_c", 40}},
-                                      {{"memory_total_mib", 81920}, {"memory_used_mib", 100}, {"mig_mode", 0},
-                                       {"utilization_gpu_pct", "not_supported"}, {"temperature_c", 40}}}}});
+                                     {{{"memory_total_mib", 81920},
+                                       {"memory_used_mib", 100},
+                                       {"mig_mode", 1},
+                                       {"utilization_gpu_pct", "not_supported"},
+                                       {"temperature_c", 40}},
+                                      {{"memory_total_mib", 81920},
+                                       {"memory_used_mib", 100},
+                                       {"mig_mode", 0},
+                                       {"utilization_gpu_pct", "not_supported"},
+                                       {"temperature_c", 40}}}}});
   auto backend = open(path);
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
@@ -256,10 +263,10 @@ TEST_F(NvmlBackendTest, UnknownProcessMemoryAndSharedProcesses) {
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap) << snap.error().message;
   // 4242 is on the compute and graphics lists; 5151 on compute and MPS with memory unknown.
-  EXPECT_THAT(processes_of(snap->gpus[0]),
-              ::testing::ElementsAre(ProcessView{4242, 4096, ProcessKind::ComputeGraphics},
-                                     ProcessView{5151, std::nullopt, ProcessKind::Compute},
-                                     ProcessView{6006, 256, ProcessKind::Graphics}, ProcessView{7007, 1024, ProcessKind::Mps}));
+  EXPECT_THAT(processes_of(snap->gpus[0]), ::testing::ElementsAre(ProcessView{4242, 4096, ProcessKind::ComputeGraphics},
+                                                                  ProcessView{5151, std::nullopt, ProcessKind::Compute},
+                                                                  ProcessView{6006, 256, ProcessKind::Graphics},
+                                                                  ProcessView{7007, 1024, ProcessKind::Mps}));
   EXPECT_THAT(processes_of(snap->gpus[3]), ::testing::ElementsAre(ProcessView{9001, std::nullopt, ProcessKind::Compute},
                                                                   ProcessView{1500, 300, ProcessKind::Graphics}));
   EXPECT_TRUE(snap->process_visibility.complete);
@@ -273,9 +280,8 @@ TEST_F(NvmlBackendTest, PersistenceModeOffIsOneWarningNamingTheGpus) {
   EXPECT_FALSE(*snap->gpus[0].persistence_mode);
   EXPECT_TRUE(*snap->gpus[1].persistence_mode);
   ASSERT_EQ(snap->warnings.size(), 1u);
-  EXPECT_THAT(snap->warnings[0],
-              AllOf(HasSubstr("persistence mode is off on GPU 0, 3:"), HasSubstr("nvidia-smi -pm 1"),
-                    HasSubstr("nvidia-persistenced")));
+  EXPECT_THAT(snap->warnings[0], AllOf(HasSubstr("persistence mode is off on GPU 0, 3:"), HasSubstr("nvidia-smi -pm 1"),
+                                       HasSubstr("nvidia-persistenced")));
 }
 
 TEST_F(NvmlBackendTest, VersionMismatchSaysToReloadTheModule) {
@@ -293,8 +299,8 @@ TEST_F(NvmlBackendTest, VersionMismatchSaysToReloadTheModule) {
 TEST_F(NvmlBackendTest, DriverNotLoadedNamesTheLibrary) {
   auto backend = open(fixture("driver_not_loaded.json"));
   ASSERT_FALSE(backend);
-  EXPECT_THAT(backend.error().message,
-              AllOf(HasSubstr(GF_FAKE_NVML), HasSubstr("kernel driver is not running"), HasSubstr("Driver Not Loaded")));
+  EXPECT_THAT(backend.error().message, AllOf(HasSubstr(GF_FAKE_NVML), HasSubstr("kernel driver is not running"),
+                                             HasSubstr("Driver Not Loaded")));
   EXPECT_EQ(backend.error().message.find('\n'), std::string::npos);
 }
 
@@ -364,7 +370,8 @@ TEST_F(NvmlBackendTest, OldDriverFallsBackToV1Names) {
   EXPECT_THAT(processes_of(snap->gpus[7]), ::testing::ElementsAre(ProcessView{4801, 5000, ProcessKind::Compute},
                                                                   ProcessView{4802, 5000, ProcessKind::Compute}));
   EXPECT_THAT(processes_of(snap->gpus[2]), ::testing::ElementsAre(ProcessView{4301, 512, ProcessKind::Compute}));
-  EXPECT_THAT(processes_of(snap->gpus[6]), ::testing::ElementsAre(ProcessView{4701, 14000, ProcessKind::ComputeGraphics}));
+  EXPECT_THAT(processes_of(snap->gpus[6]),
+              ::testing::ElementsAre(ProcessView{4701, 14000, ProcessKind::ComputeGraphics}));
 }
 
 TEST_F(NvmlBackendTest, OldDriverBackendShutsDownToo) {

@@ -172,7 +172,8 @@ TEST_F(NvmlQueriesTest, HandleFailureAndResetRequiredAreErrors) {
 
   EXPECT_EQ(snap->gpus[0].index, 0u);
   EXPECT_EQ(snap->gpus[0].health, Health::Error);
-  EXPECT_THAT(snap->gpus[0].health_message, AllOf(HasSubstr("cannot get a handle"), HasSubstr("Unknown Error"), HasSubstr("999")));
+  EXPECT_THAT(snap->gpus[0].health_message,
+              AllOf(HasSubstr("cannot get a handle"), HasSubstr("Unknown Error"), HasSubstr("999")));
   EXPECT_FALSE(snap->gpus[0].memory_total_mib.has_value());
   EXPECT_EQ(snap->gpus[1].health, Health::Ok);
   EXPECT_EQ(snap->gpus[2].health, Health::Error);

@@ -34,7 +34,7 @@ void expect_fixture_topology(const core::Topology& t) {
   EXPECT_EQ(t.level(0, 2), LinkLevel::NumaNode);
   EXPECT_EQ(t.level(1, 3), LinkLevel::NumaNode);
   EXPECT_EQ(t.level(4, 5), LinkLevel::SameBoard);
-  EXPECT_EQ(t.level(3, 5), LinkLevel::Unknown);  // level 35 is no NVML level
+  EXPECT_EQ(t.level(3, 5), LinkLevel::Unknown);      // level 35 is no NVML level
   EXPECT_EQ(t.level(0, 5), LinkLevel::CrossSocket);  // the scenario's default
 }
 

@@ -112,9 +112,12 @@ TEST_F(SimTest, BadScenariosGiveOneClearError) {
   EXPECT_NE(write("{not json").error().message.find("not valid JSON"), std::string::npos);
   EXPECT_NE(write("[]").error().message.find("JSON object"), std::string::npos);
   EXPECT_NE(write("{\"gpus\": []}").error().message.find("non-empty"), std::string::npos);
-  EXPECT_NE(write("{\"gpus\": [{\"memory_total_mib\": \"lots\"}]}").error().message.find("must be a number"), std::string::npos);
-  EXPECT_NE(write("{\"gpus\": [{\"load\": [{\"t\": 5}, {\"t\": 1}]}]}").error().message.find("time order"), std::string::npos);
-  EXPECT_NE(write("{\"gpus\": [{\"unsupported\": [\"fan\"]}]}").error().message.find("not a field key"), std::string::npos);
+  EXPECT_NE(write("{\"gpus\": [{\"memory_total_mib\": \"lots\"}]}").error().message.find("must be a number"),
+            std::string::npos);
+  EXPECT_NE(write("{\"gpus\": [{\"load\": [{\"t\": 5}, {\"t\": 1}]}]}").error().message.find("time order"),
+            std::string::npos);
+  EXPECT_NE(write("{\"gpus\": [{\"unsupported\": [\"fan\"]}]}").error().message.find("not a field key"),
+            std::string::npos);
   EXPECT_NE(write("{\"gpus\": [{\"unsupported\": \"fan_speed\"}]}").error().message.find("array of field keys"),
             std::string::npos);
   auto o = opts();

@@ -68,7 +68,8 @@ TEST_F(SimTopologyTest, DemoHasTwoNvLinkPairsOnDifferentSockets) {
   EXPECT_EQ(t.nvlinks(0, 3), 0u);
   EXPECT_EQ(t.level(0, 1), LinkLevel::NumaNode);
   EXPECT_EQ(t.level(3, 2), LinkLevel::NumaNode);
-  for (auto [a, b] : {std::pair{0u, 2u}, {0u, 3u}, {1u, 2u}, {1u, 3u}}) EXPECT_EQ(t.level(a, b), LinkLevel::CrossSocket);
+  for (auto [a, b] : {std::pair{0u, 2u}, {0u, 3u}, {1u, 2u}, {1u, 3u}})
+    EXPECT_EQ(t.level(a, b), LinkLevel::CrossSocket);
 }
 
 TEST_F(SimTopologyTest, ReplicatedDemoGpusArePairedToo) {
@@ -97,7 +98,7 @@ TEST_F(SimTopologyTest, ScenarioTopologyIsReplicatedInBlocksAndPartialBlocksDrop
   EXPECT_EQ(t.nvlinks(0, 1), 2u);
   EXPECT_EQ(t.nvlinks(2, 3), 2u);
   EXPECT_EQ(t.level(2, 3), LinkLevel::SingleSwitch);
-  EXPECT_EQ(t.nvlinks(4, 3), 0u);  // GPU 4's partner would be GPU 5
+  EXPECT_EQ(t.nvlinks(4, 3), 0u);                // GPU 4's partner would be GPU 5
   EXPECT_EQ(t.level(1, 2), LinkLevel::Unknown);  // no default_level
 }
 
