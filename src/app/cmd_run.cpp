@@ -322,7 +322,9 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
       const auto& m = rec["metrics"]["gpu_monitoring"];
       std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0),
                   m.value("sample_count", 0));
-      for (const auto& [idx, s] : m["gpu_stats"].items()) {
+      for (const auto& item : m["gpu_stats"].items()) {
+        const auto& idx = item.key();
+        const auto& s = item.value();  // a plain reference: lambdas below may capture it (not a binding)
         auto mean = [&](const char* k) {
           return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0))
                                                    : std::string("n/a");

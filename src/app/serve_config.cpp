@@ -197,7 +197,7 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
       apply(l[key].get<double>());
       return {};
     };
-    for (auto r :
+    for (const auto& r :
          {num("max_header_bytes", 1024, 1 << 20,
               [&](double v) { c.server.header_limit = static_cast<std::size_t>(v); }),
           num("max_body_bytes", 1024, 64 << 20, [&](double v) { c.server.body_limit = static_cast<std::size_t>(v); }),

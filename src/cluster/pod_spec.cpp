@@ -260,7 +260,7 @@ Result<ParallelParams> read_parallel_params(const PodContainer& c) {
     std::string_view w = words[i].first;
     if (w.size() < 2 || w.front() != '-') continue;
     const auto name_start = w.find_first_not_of('-');
-    if (name_start == std::string_view::npos || name_start > 2) continue;
+    if (name_start > 2) continue;  // also npos: only dashes
     std::string_view name = w.substr(name_start);
     std::optional<std::string_view> value;
     if (const auto eq = name.find('='); eq != std::string_view::npos) {

@@ -152,8 +152,8 @@ std::optional<std::filesystem::path> resolve_static(const std::filesystem::path&
   if (fs::is_directory(p, ec)) p /= "index.html";
   const fs::path real = fs::canonical(p, ec);  // resolves symlinks: the target must stay inside root
   if (ec || !fs::is_regular_file(real, ec)) return std::nullopt;
-  const auto rs = real_root.native();
-  const auto fsn = real.native();
+  const auto& rs = real_root.native();
+  const auto& fsn = real.native();
   if (fsn.size() <= rs.size() || fsn.compare(0, rs.size(), rs) != 0 || fsn[rs.size()] != '/') return std::nullopt;
   return real;
 }

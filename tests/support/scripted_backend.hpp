@@ -12,9 +12,9 @@ namespace gf::test {
 class ScriptedBackend final : public backends::Backend {
  public:
   struct State {
-    std::mutex mu;
+    std::mutex mu;  // guards next
     core::Snapshot next;
-    bool fail = false;
+    std::atomic<bool> fail{false};    // set by the test's thread while the hub's thread queries
     std::atomic<bool> throws{false};  // snapshot() throws instead of answering (a bug in a binding)
     std::atomic<int> queries{0};
   };
@@ -23,8 +23,8 @@ class ScriptedBackend final : public backends::Backend {
   Result<core::Snapshot> snapshot() override {
     st_->queries.fetch_add(1);
     if (st_->throws.load()) throw std::runtime_error("scripted exception");
+    if (st_->fail.load()) return make_error("scripted failure");
     std::lock_guard lock(st_->mu);
-    if (st_->fail) return make_error("scripted failure");
     return st_->next;
   }
 
