@@ -23,6 +23,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 
+import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
 const dist = join(webDir, 'dist');
@@ -43,52 +45,11 @@ const LOADS = {
 const HEALTH_WORDS = { ok: 'ready', not_ready: 'not ready', unschedulable: 'cordoned', agent_unreachable: 'agent unreachable',
   metrics_error: 'metrics error', metrics_stale: 'stale metrics', no_metrics: 'no metrics' };
 
-let passed = 0;
-let failed = 0;
 let browser = null;
 let tmp = null;
 const procs = []; // { name, child, log }
 
-function summary() {
-  console.log(`${passed} passed, ${failed} failed`);
-}
-
-/** A setup step that cannot go on: counts as a failure, ends the run. */
-class SetupError extends Error {}
-
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e instanceof Error ? e.message : e}`);
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const json = (x) => JSON.stringify(x);
-
-async function until(what, fn, timeoutMs = 10_000, everyMs = 100) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      if (e instanceof SetupError) throw e;
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (${last.message})` : ''}`);
-    await sleep(everyMs);
-  }
-}
 
 async function getJson(url) {
   const r = await fetch(url, { signal: AbortSignal.timeout(5000) });
@@ -121,7 +82,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.on(sig, async () => {
     console.log(`interrupted (${sig})`);
     await cleanup();
-    failed++;
+    results.failed++;
     summary();
     process.exit(1);
   });
@@ -442,7 +403,7 @@ async function main() {
 
 const watchdog = setTimeout(async () => {
   console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  failed++;
+  results.failed++;
   await cleanup();
   summary();
   process.exit(1);
@@ -451,7 +412,7 @@ const watchdog = setTimeout(async () => {
 try {
   await main();
 } catch (e) {
-  failed++;
+  results.failed++;
   console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
   for (const p of procs) if (p.log) console.log(`---- ${p.name} (last output)\n${p.log.slice(-1500)}`);
 } finally {
@@ -459,4 +420,4 @@ try {
   clearTimeout(watchdog);
 }
 summary();
-process.exit(failed === 0 && passed > 0 ? 0 : 1);
+process.exit(exitCode());

@@ -14,6 +14,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
 const dist = join(webDir, 'dist');
@@ -27,53 +29,11 @@ const ALERT_AFTER_S = 6;
 const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync'];
 
-let passed = 0;
-let failed = 0;
 let agent = null;
 let browser = null;
 let tmp = null;
 let agentLog = '';
 let agentStartedAt = 0;
-
-function summary() {
-  console.log(`${passed} passed, ${failed} failed`);
-}
-
-/** A setup step that cannot go on: counts as a failure, ends the run. */
-class SetupError extends Error {}
-
-async function check(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e instanceof Error ? e.message : e}`);
-  }
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, fn, timeoutMs = 10_000, everyMs = 100) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      if (e instanceof SetupError) throw e;
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (${last.message})` : ''}`);
-    await sleep(everyMs);
-  }
-}
 
 async function cleanup() {
   if (browser) {
@@ -99,7 +59,7 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
   process.on(sig, async () => {
     console.log(`interrupted (${sig})`);
     await cleanup();
-    failed++;
+    results.failed++;
     summary();
     process.exit(1);
   });
@@ -315,7 +275,7 @@ async function main() {
 
 const watchdog = setTimeout(async () => {
   console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  failed++;
+  results.failed++;
   await cleanup();
   summary();
   process.exit(1);
@@ -324,11 +284,11 @@ const watchdog = setTimeout(async () => {
 try {
   await main();
 } catch (e) {
-  failed++;
+  results.failed++;
   console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
 } finally {
   await cleanup();
   clearTimeout(watchdog);
 }
 summary();
-process.exit(failed === 0 && passed > 0 ? 0 : 1);
+process.exit(exitCode());
