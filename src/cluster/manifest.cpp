@@ -243,7 +243,9 @@ Result<PlaceResult> place_checked(std::string_view text, const PlaceOptions& opt
       // A manifest that opens with `{` is JSON: a YAML reading of broken JSON would hide the mistake.
       try {
         return place_json(text, nlohmann::ordered_json::parse(text), options);
-      } catch (const nlohmann::json::parse_error& e) {
+      } catch (const nlohmann::json::exception& e) {
+        // parse_error for bad syntax, out_of_range for a number beyond a double (`1e999`): both are the
+        // input's fault.
         std::string what = e.what();
         const auto at = what.find("parse error");
         return make_error(fmt::format("not JSON: {}", at == std::string::npos ? what : what.substr(at)));

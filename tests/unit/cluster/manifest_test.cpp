@@ -41,6 +41,11 @@ TEST(PlaceErrors, BrokenJsonIsReportedAsJson) {
   EXPECT_THAT(place_error("{\"apiVersion\": \"v1\", \"kind\": }"), HasSubstr("not JSON"));
 }
 
+// Found by fuzz_manifest: a number beyond a double is nlohmann's out_of_range, not its parse_error.
+TEST(PlaceErrors, AJsonNumberBeyondADoubleIsAnErrorNotACrash) {
+  EXPECT_THAT(place_error("{\"apiVersion\": 94e111111, \"kind\": \"Pod\"}"), HasSubstr("not JSON"));
+}
+
 TEST(PlaceErrors, ADocumentThatIsNotAMappingNamesItsIndex) {
   const auto msg = place_error(std::string(kPod) + "---\n- a\n- b\n");
   EXPECT_THAT(msg, HasSubstr("document 2"));
