@@ -95,7 +95,7 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   if (!j.is_object()) return make_error(src + ": expected a JSON object");
   if (auto r = check_keys(j, src,
                           {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read",
-                           "history", "alerts", "websocket", "allowed_origins", "limits"});
+                           "history", "alerts", "websocket", "allowed_origins", "allowed_hosts", "limits"});
       !r)
     return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
@@ -183,11 +183,22 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
       c.server.allowed_origins.push_back(v.get<std::string>());
     }
   }
+  if (j.contains("allowed_hosts")) {
+    const json& o = j["allowed_hosts"];
+    if (!o.is_array())
+      return make_error(src + ": 'allowed_hosts' must be a list of host names like \"gpu-3.lab.example\"");
+    for (const auto& v : o) {
+      if (!v.is_string() || v.get<std::string>().empty())
+        return make_error(src + ": 'allowed_hosts' must hold host names (non-empty strings)");
+      c.server.allowed_hosts.push_back(v.get<std::string>());
+    }
+  }
   if (j.contains("limits")) {
     const json& l = j["limits"];
     if (!l.is_object()) return make_error(src + ": 'limits' must be an object");
     if (auto r = check_keys(l, src + ": limits",
-                            {"max_header_bytes", "max_body_bytes", "request_timeout_s", "max_connections"});
+                            {"max_header_bytes", "max_body_bytes", "request_timeout_s", "header_timeout_s",
+                             "keep_alive_timeout_s", "max_connections", "max_connections_per_address"});
         !r)
       return r.error();
     auto num = [&](const char* key, double lo, double hi, auto apply) -> Result<void> {
@@ -205,8 +216,16 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
               [&](double v) {
                 c.server.request_timeout = std::chrono::milliseconds(static_cast<long long>(v * 1000));
               }),
+          num("header_timeout_s", 1, 3600,
+              [&](double v) { c.server.header_timeout = std::chrono::milliseconds(static_cast<long long>(v * 1000)); }),
+          num("keep_alive_timeout_s", 1, 3600,
+              [&](double v) {
+                c.server.keep_alive_timeout = std::chrono::milliseconds(static_cast<long long>(v * 1000));
+              }),
           num("max_connections", 16, 1000000,
-              [&](double v) { c.server.max_connections = static_cast<std::size_t>(v); })})
+              [&](double v) { c.server.max_connections = static_cast<std::size_t>(v); }),
+          num("max_connections_per_address", 1, 1000000,
+              [&](double v) { c.server.max_connections_per_address = static_cast<std::size_t>(v); })})
       if (!r) return r.error();
   }
   return c;
@@ -239,6 +258,10 @@ Result<ServeConfig> load_serve_config(const ServeCommand& cmd) {
   if (cmd.no_history) c.history = false;
   if (cmd.max_ws_clients) c.ws.max_clients = *cmd.max_ws_clients;
   for (const auto& o : cmd.allow_origins) c.server.allowed_origins.push_back(o);
+  for (const auto& h : cmd.allow_hosts) {
+    if (h.empty()) return make_error("--allow-host needs a host name");
+    c.server.allowed_hosts.push_back(h);
+  }
   // The default WebSocket period stays 5 s (the seed's), but never faster than collection itself.
   return c;
 }

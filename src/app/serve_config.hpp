@@ -27,6 +27,7 @@ struct ServeCommand {
   bool no_history = false;
   std::optional<unsigned> max_ws_clients;
   std::vector<std::string> allow_origins;
+  std::vector<std::string> allow_hosts;  // --allow-host: names the Host header may carry
   std::string port_file;
   std::string cluster_config;  // the fleet's sources (JSON): adds the /api/v1/cluster/ routes
 };

@@ -152,15 +152,41 @@ std::shared_ptr<const Published> Agent::latest() const {
 }
 
 Result<std::shared_ptr<const Published>> Agent::fresh() {
-  Result<core::SnapshotPtr> s = make_error("no reading");
+  std::unique_lock lock(fresh_mu_);
+  if (fresh_running_) {
+    const auto generation = fresh_generation_;
+    fresh_cv_.wait(lock, [&] { return fresh_generation_ != generation; });
+    return *fresh_last_;
+  }
+  if (fresh_last_ && clock_.now() - fresh_done_at_ < options_.fresh_reuse) return *fresh_last_;
+  fresh_running_ = true;
+  lock.unlock();
+  auto got = query_fresh();  // never throws
+  lock.lock();
+  fresh_last_ = got;
+  fresh_done_at_ = clock_.now();
+  ++fresh_generation_;
+  fresh_running_ = false;
+  lock.unlock();
+  fresh_cv_.notify_all();
+  return got;
+}
+
+Result<std::shared_ptr<const Published>> Agent::query_fresh() {
   try {
-    s = monitor_.snapshot(false);
+    auto s = monitor_.snapshot(false);
+    if (!s) return s.error();
+    auto p = std::make_shared<Published>();
+    p->document = render(**s);
+    p->snapshot = std::move(*s);
+    p->taken = clock_.now();
+    std::lock_guard lock(mu_);
+    p->sequence = ++sequence_;
+    latest_ = p;
+    return std::shared_ptr<const Published>(std::move(p));
   } catch (...) {
     return make_error("the backend (" + monitor_.backend_name() + ") threw: " + current_exception_message());
   }
-  if (!s) return s.error();
-  publish(*s, clock_.now());
-  return latest();
 }
 
 std::vector<core::Alert> Agent::firing() const {

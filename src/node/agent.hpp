@@ -39,6 +39,9 @@ struct AgentOptions {
   std::chrono::milliseconds history_flush{2000};      // a batch is written at most this often
   std::chrono::milliseconds history_maintain{60000};  // rollups and retention
   std::size_t alert_history = 200;                    // firing/resolved episodes kept in memory
+  // A fresh reading finished less than this long ago is handed to the next fresh() callers instead of
+  // a new driver query (0: never); callers that come while one is under way always share it.
+  std::chrono::milliseconds fresh_reuse{250};
   // false: start() runs no writer thread; the owner calls step_history(now) (tests on a fake clock).
   bool writer_thread = true;
 };
@@ -87,6 +90,8 @@ class Agent {
 
   std::shared_ptr<const Published> latest() const;
   // A fresh driver query (published like a tick, but not fed to the alert engine or history).
+  // Single flight: concurrent callers share the one query under way, and a result younger than
+  // options.fresh_reuse is reused, so a flood of ?fresh=1 requests costs one query at a time.
   Result<std::shared_ptr<const Published>> fresh();
   // Renders the gpu-metrics document for a snapshot (the node name added).
   std::shared_ptr<const std::string> render(const core::Snapshot& s) const;
@@ -142,6 +147,15 @@ class Agent {
   std::vector<core::SnapshotPtr> pending_samples_;
   std::vector<core::AlertEvent> pending_alerts_;
   std::vector<AlertListener> alert_listeners_;
+
+  Result<std::shared_ptr<const Published>> query_fresh();
+
+  std::mutex fresh_mu_;  // guards the fresh_ members
+  std::condition_variable fresh_cv_;
+  bool fresh_running_ = false;
+  std::uint64_t fresh_generation_ = 0;  // counts finished fresh queries
+  std::optional<Result<std::shared_ptr<const Published>>> fresh_last_;
+  std::chrono::steady_clock::time_point fresh_done_at_{};
 
   std::mutex reader_mu_;
   std::mutex step_mu_;  // guards the two below (step_history and the final flush)

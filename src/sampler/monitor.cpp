@@ -14,14 +14,23 @@ Monitor::Monitor(std::unique_ptr<backends::Backend> backend, const core::Clock& 
 std::string Monitor::backend_name() const { return backend_ ? std::string(backend_->name()) : "none"; }
 
 Result<core::Topology> Monitor::topology() {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(query_mu_);
   if (!backend_) return core::Topology{};
   return backend_->topology();
 }
 
 Result<core::SnapshotPtr> Monitor::snapshot(bool use_cache) {
-  std::lock_guard lock(mu_);
-  if (use_cache && cached_ && clock_.now() - cached_at_ < opts_.cache_ttl) return cached_;
+  auto from_cache = [&]() -> core::SnapshotPtr {
+    std::lock_guard c(cache_mu_);
+    if (cached_ && clock_.now() - cached_at_ < opts_.cache_ttl) return cached_;
+    return nullptr;
+  };
+  if (use_cache)
+    if (auto s = from_cache()) return s;
+  std::lock_guard lock(query_mu_);
+  // Another caller may have refreshed the cache while this one waited for the backend.
+  if (use_cache)
+    if (auto s = from_cache()) return s;
   return refresh_locked();
 }
 
@@ -44,13 +53,15 @@ core::SnapshotPtr Monitor::finish_locked(core::Snapshot s) {
   if (backend_ && !s.simulated) resolve_processes(s);
   for (auto& g : s.gpus) core::attribute_memory(g);
   core::score_gpus(s, opts_.weights);
-  cached_ = std::make_shared<const core::Snapshot>(std::move(s));
+  auto done = std::make_shared<const core::Snapshot>(std::move(s));
+  std::lock_guard c(cache_mu_);
+  cached_ = done;
   cached_at_ = clock_.now();
-  return cached_;
+  return done;
 }
 
 void Monitor::prime(core::Snapshot raw) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(query_mu_);
   finish_locked(std::move(raw));
 }
 

@@ -61,7 +61,11 @@ class Monitor {
   MonitorOptions opts_;
   platform::ProcReader proc_;
   bool in_child_pid_ns_ = false;  // read once: a process does not change pid namespace
-  mutable std::mutex mu_;
+  // query_mu_ serialises the backend and guards proc_cache_; cache_mu_ guards only the cached snapshot,
+  // so a reader the cache can serve never waits behind a driver query in progress (a slow nvidia-smi).
+  // Order: query_mu_ before cache_mu_.
+  mutable std::mutex query_mu_;
+  mutable std::mutex cache_mu_;
   core::SnapshotPtr cached_;
   std::chrono::steady_clock::time_point cached_at_{};
   // Resolved /proc details by pid, valid while the pid's start time is unchanged.

@@ -19,8 +19,10 @@
 #include <fstream>
 #include <iterator>
 #include <list>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "server/security.hpp"
 
@@ -58,7 +60,16 @@ class WsSession;
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   Impl(const Router& r, WsHub* w, ServerOptions o)
-      : router(r), ws(w), opts(std::move(o)), acceptor(ioc), pool(o.workers ? o.workers : 1), signals(ioc) {}
+      : router(r),
+        ws(w),
+        opts(std::move(o)),
+        acceptor(ioc),
+        pool(opts.workers ? opts.workers : 1),
+        fresh_pool(1),
+        signals(ioc) {
+    host_names = machine_host_names();
+    host_names.insert(host_names.end(), opts.allowed_hosts.begin(), opts.allowed_hosts.end());
+  }
 
   const Router& router;
   WsHub* ws;
@@ -66,7 +77,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   asio::io_context ioc{1};
   tcp::acceptor acceptor;
   asio::thread_pool pool;
+  // Requests for a fresh driver reading: one thread, since the agent shares one reading among them
+  // anyway; the store's requests on `pool` never queue behind them.
+  asio::thread_pool fresh_pool;
   asio::signal_set signals;
+  std::vector<std::string> host_names;  // allowed Host names (besides IP literals and localhost)
+  // Open connections by client address. Sessions may end on a worker thread (the last reference is a
+  // finished handler's), hence the lock.
+  std::mutex addresses_mu;
+  std::unordered_map<std::string, std::size_t> per_address;
   unsigned short port = 0;
   std::atomic<std::size_t> connections{0};
   // WebSocket handshakes under way: counted against the client cap with the joined clients, so a burst
@@ -78,6 +97,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::list<std::weak_ptr<WsSession>> ws_sessions;
 
   void accept();
+  // Closes the HTTP connection that has waited longest without a request in flight; false when none.
+  bool evict_idle();
+  void release_address(const std::string& address);
   void begin_drain();
   // Starts a drain and ends the loop once no connection is left, or at the drain timeout.
   void drain();
@@ -102,7 +124,7 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
     --srv_->connections;
   }
 
-  void start(http::request<http::string_body> req, std::optional<std::chrono::milliseconds> period,
+  void start(http::request<http::empty_body> req, std::optional<std::chrono::milliseconds> period,
              std::string subprotocol) {
     beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timeouts
     websocket::stream_base::timeout t{};
@@ -250,11 +272,14 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
 
 class HttpSession final : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(std::shared_ptr<HttpServer::Impl> srv, tcp::socket&& socket)
-      : srv_(std::move(srv)), stream_(std::move(socket)) {
+  HttpSession(std::shared_ptr<HttpServer::Impl> srv, tcp::socket&& socket, std::string address)
+      : srv_(std::move(srv)), stream_(std::move(socket)), address_(std::move(address)) {
     ++srv_->connections;
   }
-  ~HttpSession() { --srv_->connections; }
+  ~HttpSession() {
+    srv_->release_address(address_);
+    --srv_->connections;
+  }
 
   void start() { do_read(); }
 
@@ -271,25 +296,51 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     stream_.socket().close(ignored);
   }
 
- private:
-  void do_read() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<std::uint32_t>(srv_->opts.header_limit));
-    parser_->body_limit(srv_->opts.body_limit);
-    buffer_.max_size(srv_->opts.header_limit + srv_->opts.body_limit + 4096);
-    busy_ = false;
-    // One deadline for the whole request: a client that trickles bytes (slowloris) or idles is closed.
-    stream_.expires_after(srv_->opts.request_timeout);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  // Waiting for a request (a whole header has not come), and not already being closed.
+  bool idle() const { return !busy_ && !evicted_ && stream_.socket().is_open(); }
+  std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+  // Makes room for a newcomer at the connection cap.
+  void evict() {
+    evicted_ = true;
+    force_close();
   }
 
-  void on_read(beast::error_code ec) {
+ private:
+  void do_read() {
+    busy_ = false;
+    unread_body_ = false;
+    idle_since_ = std::chrono::steady_clock::now();
+    body_parser_.reset();
+    req_ = Request{};
+    route_ = nullptr;
+    // Before a request is authorised, a connection holds this buffer (a few hundred bytes while idle,
+    // at most about header_limit) and the header parser; nothing of a body.
+    if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    buffer_.max_size(std::max(srv_->opts.header_limit + 1024, buffer_.size() + 1024));
+    header_parser_.emplace();
+    header_parser_->header_limit(static_cast<std::uint32_t>(srv_->opts.header_limit));
+    header_parser_->body_limit(srv_->opts.body_limit);  // a Content-Length beyond it is refused at once
+    // A trickling (slowloris) or silent client is closed: a new connection gets header_timeout (within
+    // request_timeout) to send its header, a kept-alive one keep_alive_timeout to start the next.
+    stream_.expires_after(requests_ == 0 ? std::min(srv_->opts.header_timeout, srv_->opts.request_timeout)
+                                         : srv_->opts.keep_alive_timeout);
+    http::async_read_header(stream_, buffer_, *header_parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // Read errors that end the connection without an answer; true when handled.
+  bool closed_by(beast::error_code ec) {
     if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
         ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::error::bad_descriptor) {
       close();
-      return;
+      return true;
     }
+    return false;
+  }
+
+  void on_header(beast::error_code ec) {
+    if (closed_by(ec)) return;
+    unread_body_ = true;  // until the header parsed: what the client still sends is read and dropped
     if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
       reply(error_response(431, "request_header_fields_too_large",
                            "the request's header is larger than " + std::to_string(srv_->opts.header_limit) + " bytes"),
@@ -311,69 +362,124 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     busy_ = true;
-    auto& msg = parser_->get();
-    const bool keep_alive = msg.keep_alive() && !srv_->draining;
-    const bool head = msg.method() == http::verb::head;
+    ++requests_;
+    auto& msg = header_parser_->get();
+    // A body announced and not read leaves the connection unusable for a next request: whoever
+    // answers without reading it closes the connection.
+    unread_body_ = !header_parser_->is_done();
+    keep_alive_ = msg.keep_alive() && !srv_->draining;
+    head_ = msg.method() == http::verb::head;
 
-    Request req;
-    req.method = method_of(msg.method());
-    req.target = std::string(msg.target());
-    const auto q = req.target.find('?');
-    if (!url_decode(std::string_view(req.target).substr(0, q), req.path, false) || req.path.empty() ||
-        req.path.front() != '/' ||
-        (q != std::string::npos && !parse_query(std::string_view(req.target).substr(q + 1), req.query))) {
-      reply(error_response(400, "bad_request", "malformed request target"), false, head);
+    req_.method = method_of(msg.method());
+    req_.target = std::string(msg.target());
+    const auto q = req_.target.find('?');
+    if (!url_decode(std::string_view(req_.target).substr(0, q), req_.path, false) || req_.path.empty() ||
+        req_.path.front() != '/' ||
+        (q != std::string::npos && !parse_query(std::string_view(req_.target).substr(q + 1), req_.query))) {
+      answer(error_response(400, "bad_request", "malformed request target"));
       return;
     }
-    if (auto it = msg.find(http::field::authorization); it != msg.end()) req.authorization = std::string(it->value());
-    if (auto it = msg.find(http::field::content_type); it != msg.end()) req.content_type = std::string(it->value());
+    // DNS rebinding: a page whose name was re-pointed at this machine still sends its own name.
+    const auto host = msg.find(http::field::host);
+    if (host == msg.end() && msg.version() >= 11) {
+      answer(error_response(400, "bad_request", "an HTTP/1.1 request needs a Host header"));
+      return;
+    }
+    if (host != msg.end() &&
+        !host_allowed(std::string_view(host->value().data(), host->value().size()), srv_->host_names)) {
+      answer(error_response(421, "misdirected_request",
+                            "this agent does not answer to the host name '" + std::string(host->value()) +
+                                "' (use its address, localhost, or add the name with --allow-host)"));
+      return;
+    }
+    if (auto it = msg.find(http::field::authorization); it != msg.end()) req_.authorization = std::string(it->value());
+    if (auto it = msg.find(http::field::content_type); it != msg.end()) req_.content_type = std::string(it->value());
 
     if (websocket::is_upgrade(msg)) {
-      upgrade(std::move(req));
+      upgrade();
       return;
     }
     if (srv_->draining) {
-      reply(error_response(503, "shutting_down", "the agent is stopping"), false, head);
+      answer(error_response(503, "shutting_down", "the agent is stopping"));
       return;
     }
-    req.body = std::move(msg.body());
-    if (!is_api_path(req.path)) {
-      serve_static(req, keep_alive, head);
+    if (!is_api_path(req_.path)) {
+      serve_static();
       return;
     }
-    auto d = decide(srv_->router, req, srv_->opts.token, srv_->opts.auth_read);
+    auto d = decide(srv_->router, req_, srv_->opts.token, srv_->opts.auth_read);
     if (d.answer) {
-      reply(std::move(*d.answer), keep_alive, head);
+      answer(std::move(*d.answer));
       return;
     }
-    const Route* route = d.route;
-    if (!runs_blocking(route->exec, req)) {
-      reply(invoke(*route, req), keep_alive, head);
+    route_ = d.route;
+    if (!unread_body_) {
+      run_route();
       return;
     }
-    asio::post(srv_->pool, [self = shared_from_this(), route, req = std::move(req), keep_alive, head]() mutable {
+    // Authorised: now the body, within body_limit and request_timeout. The parser takes over what the
+    // header parser read; the buffer only passes chunks on to the body string.
+    body_parser_.emplace(std::move(*header_parser_));
+    header_parser_.reset();
+    body_parser_->body_limit(srv_->opts.body_limit);
+    buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
+    stream_.expires_after(srv_->opts.request_timeout);
+    http::async_read(stream_, buffer_, *body_parser_,
+                     [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_body(e); });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (closed_by(ec)) return;
+    if (ec == http::error::body_limit) {
+      reply(error_response(413, "payload_too_large",
+                           "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
+            false, false);
+      return;
+    }
+    if (ec) {
+      reply(error_response(400, "bad_request", "malformed HTTP request body: " + ec.message()), false, false);
+      return;
+    }
+    unread_body_ = false;
+    req_.body = std::move(body_parser_->get().body());
+    body_parser_.reset();
+    run_route();
+  }
+
+  void run_route() {
+    const Route* route = route_;
+    if (!runs_blocking(route->exec, req_)) {
+      reply(invoke(*route, req_), keep_alive_, head_);
+      return;
+    }
+    auto& pool = wants_fresh(req_) ? srv_->fresh_pool : srv_->pool;
+    asio::post(pool, [self = shared_from_this(), route, req = std::move(req_), keep_alive = keep_alive_,
+                      head = head_]() mutable {
       Response r = invoke(*route, req);
       asio::post(self->stream_.get_executor(),
                  [self, r = std::move(r), keep_alive, head]() mutable { self->reply(std::move(r), keep_alive, head); });
     });
   }
 
-  void upgrade(Request req) {
-    auto& msg = parser_->get();
-    const bool head = false;
-    if (req.path != "/ws" || !srv_->ws) {
-      reply(error_response(404, "not_found", "WebSocket is served at /ws"), false, head);
+  // An answer decided from the header alone.
+  void answer(Response r) { reply(std::move(r), keep_alive_ && !unread_body_, head_); }
+
+  void upgrade() {
+    auto& msg = header_parser_->get();
+    head_ = false;
+    if (req_.path != "/ws" || !srv_->ws) {
+      reply(error_response(404, "not_found", "WebSocket is served at /ws"), false, false);
       return;
     }
     if (srv_->draining) {
-      reply(error_response(503, "shutting_down", "the agent is stopping"), false, head);
+      reply(error_response(503, "shutting_down", "the agent is stopping"), false, false);
       return;
     }
     std::string origin;
     if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
     if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins)) {
       reply(error_response(403, "forbidden_origin", "WebSocket Origin " + origin + " is not this agent's address"),
-            false, head);
+            false, false);
       return;
     }
     // Browsers cannot set headers on a WebSocket: they offer the token as a subprotocol
@@ -389,28 +495,28 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       if (!p.empty()) protocols.push_back(std::move(p));
       pos = comma + 1;
     }
-    if (srv_->opts.auth_read && !bearer_ok(req.authorization, srv_->opts.token)) {
+    if (srv_->opts.auth_read && !bearer_ok(req_.authorization, srv_->opts.token)) {
       const bool by_protocol = std::any_of(protocols.begin(), protocols.end(), [&](const std::string& p) {
         return p.rfind("gpufleet.bearer.", 0) == 0 && bearer_ok("Bearer " + p.substr(16), srv_->opts.token);
       });
       if (!by_protocol) {
         reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false,
-              head);
+              false);
         return;
       }
     }
     const bool v1 = std::find(protocols.begin(), protocols.end(), "gpufleet.v1") != protocols.end();
     if (srv_->ws->clients() + srv_->ws_pending.load() >= srv_->ws->max_clients()) {
-      reply(error_response(503, "too_many_clients", "the WebSocket client limit is reached"), false, head);
+      reply(error_response(503, "too_many_clients", "the WebSocket client limit is reached"), false, false);
       return;
     }
     std::optional<std::chrono::milliseconds> period;
-    if (auto it = req.query.find("period_ms"); it != req.query.end()) {
+    if (auto it = req_.query.find("period_ms"); it != req_.query.end()) {
       const std::string& v = it->second;
       const bool digits =
           !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
       if (!digits) {
-        reply(error_response(400, "bad_request", "period_ms must be a whole number of milliseconds"), false, head);
+        reply(error_response(400, "bad_request", "period_ms must be a whole number of milliseconds"), false, false);
         return;
       }
       period = std::chrono::milliseconds(std::stoll(v));
@@ -418,38 +524,34 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     auto ws = std::make_shared<WsSession>(srv_, std::move(stream_));
     srv_->ws_sessions.remove_if([](const auto& w) { return w.expired(); });
     srv_->ws_sessions.push_back(ws);
-    ws->start(parser_->release(), period, v1 ? "gpufleet.v1" : "");
+    ws->start(header_parser_->release(), period, v1 ? "gpufleet.v1" : "");
   }
 
-  void serve_static(const Request& req, bool keep_alive, bool head) {
+  void serve_static() {
+    const Request& req = req_;
     if (req.method != Method::Get && req.method != Method::Head) {
       Response r = error_response(405, "method_not_allowed", "static files are GET only");
       r.headers.emplace_back("Allow", "GET, HEAD");
-      reply(std::move(r), keep_alive, head);
+      answer(std::move(r));
       return;
     }
     if (srv_->opts.static_dir.empty()) {
-      reply(
-          error_response(
-              404, "not_found",
-              req.path == "/"
-                  ? "no dashboard here: build it (make web) or start with --static DIR; the API is at /api/openapi.json"
-                  : "no such file: " + req.path),
-          keep_alive, head);
+      answer(error_response(
+          404, "not_found",
+          req.path == "/"
+              ? "no dashboard here: build it (make web) or start with --static DIR; the API is at /api/openapi.json"
+              : "no such file: " + req.path));
       return;
-    }
-    if (srv_->opts.auth_read && req.path != "/" && req.path.rfind("/assets/", 0) != 0 && req.path != "/index.html") {
-      // The dashboard's own files hold no data; nothing else is served without the token.
     }
     auto file = resolve_static(srv_->opts.static_dir, req.path);
     if (!file) {
-      reply(error_response(404, "not_found", "no such file: " + req.path), keep_alive, head);
+      answer(error_response(404, "not_found", "no such file: " + req.path));
       return;
     }
     std::ifstream in(*file, std::ios::binary);
     std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (!in.good() && !in.eof()) {
-      reply(error_response(500, "io_error", "cannot read " + req.path), keep_alive, head);
+      answer(error_response(500, "io_error", "cannot read " + req.path));
       return;
     }
     Response r = shared_response(200, std::string(content_type_for(*file)),
@@ -457,7 +559,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     // Vite names assets by content hash: they never change. index.html is checked every time.
     r.headers.emplace_back("Cache-Control",
                            req.path.rfind("/assets/", 0) == 0 ? "public, max-age=31536000, immutable" : "no-cache");
-    reply(std::move(r), keep_alive, head);
+    answer(std::move(r));
   }
 
   void reply(Response r, bool keep_alive, bool head) {
@@ -482,15 +584,49 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       res.body() = http::span_body<const char>::value_type(body_->data(), body_->size());
       res.prepare_payload();
     }
+    header_parser_.reset();
+    body_parser_.reset();
     stream_.expires_after(srv_->opts.request_timeout);
     http::async_write(stream_, res, [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
       self->res_.reset();
       self->body_.reset();
       if (ec || !keep_alive || self->srv_->draining) {
+        if (!ec && self->unread_body_) {
+          self->linger();
+          return;
+        }
         self->close();
         return;
       }
       self->do_read();
+    });
+  }
+
+  // After an answer that left a body unread: stop sending, then read and drop what the client still
+  // sends (briefly, a bounded amount) before closing. Closing with unread bytes makes the kernel reset
+  // the connection, and the client could lose the answer.
+  void linger() {
+    unread_body_ = false;
+    busy_ = false;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.consume(buffer_.size());
+    buffer_.shrink_to_fit();
+    buffer_.max_size(4096);
+    lingered_ = 0;
+    stream_.expires_after(std::chrono::seconds(2));
+    linger_read();
+  }
+
+  void linger_read() {
+    stream_.async_read_some(buffer_.prepare(1024), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->lingered_ += n;
+      self->buffer_.consume(self->buffer_.size());
+      if (ec || self->lingered_ > self->srv_->opts.body_limit) {
+        self->close();
+        return;
+      }
+      self->linger_read();
     });
   }
 
@@ -503,11 +639,24 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
 
   std::shared_ptr<HttpServer::Impl> srv_;
   beast::tcp_stream stream_;
+  std::string address_;  // the client's, for the per-address count
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  // The header is read with a parser that holds no body; an authorised request's parser then takes
+  // it over to read the body.
+  std::optional<http::request_parser<http::empty_body>> header_parser_;
+  std::optional<http::request_parser<http::string_body>> body_parser_;
   std::optional<http::response<http::span_body<const char>>> res_;
   std::shared_ptr<const std::string> body_;
+  Request req_;
+  const Route* route_ = nullptr;
+  bool keep_alive_ = false;
+  bool head_ = false;
+  bool unread_body_ = false;
   bool busy_ = false;
+  bool evicted_ = false;
+  std::uint64_t requests_ = 0;
+  std::size_t lingered_ = 0;
+  std::chrono::steady_clock::time_point idle_since_{};
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -516,11 +665,33 @@ void HttpServer::Impl::accept() {
   acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
     if (!ec) {
-      if (self->connections.load() >= self->opts.max_connections) {
+      beast::error_code aec;
+      auto remote = socket.remote_endpoint(aec).address();
+      if (remote.is_v6() && remote.to_v6().is_v4_mapped())
+        remote = asio::ip::make_address_v4(asio::ip::v4_mapped, remote.to_v6());
+      const std::string address = aec ? std::string("?") : remote.to_string();
+      bool admitted = false;
+      {
+        std::lock_guard lock(self->addresses_mu);
+        auto& n = self->per_address[address];
+        if (n < self->opts.max_connections_per_address) {
+          ++n;
+          admitted = true;
+        } else if (n == 0) {
+          self->per_address.erase(address);
+        }
+      }
+      // At the global cap the newcomer takes the place of the connection idle longest: a crowd of
+      // silent sockets cannot lock out a client that has something to ask.
+      if (admitted && self->connections.load() >= self->opts.max_connections && !self->evict_idle()) {
+        self->release_address(address);
+        admitted = false;
+      }
+      if (!admitted) {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
-        auto s = std::make_shared<HttpSession>(self, std::move(socket));
+        auto s = std::make_shared<HttpSession>(self, std::move(socket), address);
         // Forget sessions that ended, so the list stays the size of the live ones.
         self->http_sessions.remove_if([](const auto& w) { return w.expired(); });
         self->http_sessions.push_back(s);
@@ -529,6 +700,22 @@ void HttpServer::Impl::accept() {
     }
     self->accept();
   });
+}
+
+bool HttpServer::Impl::evict_idle() {
+  std::shared_ptr<HttpSession> oldest;
+  for (auto& w : http_sessions)
+    if (auto s = w.lock(); s && s->idle() && (!oldest || s->idle_since() < oldest->idle_since())) oldest = s;
+  if (!oldest) return false;
+  oldest->evict();
+  return true;
+}
+
+void HttpServer::Impl::release_address(const std::string& address) {
+  std::lock_guard lock(addresses_mu);
+  auto it = per_address.find(address);
+  if (it == per_address.end()) return;
+  if (--it->second == 0) per_address.erase(it);
 }
 
 void HttpServer::Impl::begin_drain() {
@@ -546,7 +733,10 @@ void HttpServer::Impl::begin_drain() {
 HttpServer::HttpServer(const Router& router, WsHub* ws, ServerOptions options)
     : impl_(std::make_shared<Impl>(router, ws, std::move(options))) {}
 
-HttpServer::~HttpServer() { impl_->pool.join(); }
+HttpServer::~HttpServer() {
+  impl_->pool.join();
+  impl_->fresh_pool.join();
+}
 
 Result<unsigned short> HttpServer::listen() {
   auto& i = *impl_;
@@ -612,7 +802,8 @@ void HttpServer::Impl::finish() {
   for (auto& w : ws_sessions)
     if (auto s = w.lock()) s->force_close();
   pool.join();  // blocking handlers still running post their replies, which fail on closed sockets
-  ioc.poll();   // every completion runs: the sessions (and their references to us) are released
+  fresh_pool.join();
+  ioc.poll();  // every completion runs: the sessions (and their references to us) are released
   http_sessions.clear();
   ws_sessions.clear();
 }

@@ -1,13 +1,17 @@
 #include "server/security.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "platform/fs.hpp"
 
@@ -95,7 +99,86 @@ bool is_loopback(std::string_view host) {
   return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";
 }
 
+// The host part of a Host header ("name", "name:port", "1.2.3.4:80", "[::1]:80"), lower case, a
+// trailing dot dropped; nullopt when the shape is wrong (a bad port, an unclosed bracket, a space).
+std::optional<std::string> host_part(std::string_view h) {
+  if (h.empty()) return std::nullopt;
+  std::string_view host = h;
+  std::string_view port;
+  if (h.front() == '[') {
+    const auto close = h.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = h.substr(0, close + 1);
+    const auto rest = h.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port = rest.substr(1);
+      if (port.empty()) return std::nullopt;
+    }
+  } else if (const auto colon = h.find(':'); colon != std::string_view::npos) {
+    host = h.substr(0, colon);
+    port = h.substr(colon + 1);
+    if (port.empty()) return std::nullopt;
+  }
+  if (port.size() > 5) return std::nullopt;
+  for (char c : port)
+    if (c < '0' || c > '9') return std::nullopt;
+  for (char c : host)
+    if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == '@' || c == '\\' || c == 127) return std::nullopt;
+  std::string out = lower(host);
+  if (out.size() > 1 && out.back() == '.' && out.front() != '[') out.pop_back();
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+bool is_ip_literal(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return false;
+    const std::string inner = host.substr(1, host.size() - 2);
+    return ::inet_pton(AF_INET6, inner.c_str(), buf) == 1;
+  }
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1;  // dotted quad only: no locale, no octal forms
+}
+
 }  // namespace
+
+bool host_allowed(std::string_view host_header, const std::vector<std::string>& names) {
+  const auto host = host_part(host_header);
+  if (!host) return false;
+  if (is_ip_literal(*host)) return true;
+  constexpr std::string_view kLocal = ".localhost";
+  if (*host == "localhost" ||
+      (host->size() > kLocal.size() && host->compare(host->size() - kLocal.size(), kLocal.size(), kLocal) == 0))
+    return true;
+  for (const auto& n : names) {
+    std::string want = lower(n);
+    if (want.size() > 1 && want.back() == '.') want.pop_back();
+    if (!want.empty() && want == *host) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> machine_host_names() {
+  std::vector<std::string> out;
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return out;
+  out.push_back(lower(name));
+  // The FQDN from /etc/hosts only (a line that names the hostname): a resolver query could wait on
+  // DNS at every start.
+  std::ifstream hosts("/etc/hosts");
+  std::string line;
+  while (std::getline(hosts, line)) {
+    line = line.substr(0, line.find('#'));
+    std::vector<std::string> words;
+    std::istringstream ws(line);
+    for (std::string w; ws >> w;) words.push_back(lower(w));
+    if (words.size() < 2 || std::find(words.begin() + 1, words.end(), out.front()) == words.end()) continue;
+    for (auto it = words.begin() + 1; it != words.end(); ++it)
+      if (it->find('.') != std::string::npos && std::find(out.begin(), out.end(), *it) == out.end()) out.push_back(*it);
+  }
+  return out;
+}
 
 bool origin_allowed(std::string_view origin, std::string_view listen_host, unsigned short port,
                     const std::vector<std::string>& extra) {

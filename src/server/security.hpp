@@ -24,6 +24,16 @@ std::string random_token();  // 32 bytes from the kernel's random source, hex
 bool origin_allowed(std::string_view origin, std::string_view listen_host, unsigned short port,
                     const std::vector<std::string>& extra);
 
+// Whether a request's Host header names this agent (the DNS-rebinding check). The port part is
+// ignored. Allowed: IP literals (a rebinding attack needs a DNS name), "localhost" and "*.localhost"
+// (RFC 6761: they never leave the machine), and `names` (the machine's hostname, names from the config;
+// case-insensitive, a trailing dot ignored). An empty Host is not allowed (the caller decides what an
+// absent one means for its HTTP version).
+bool host_allowed(std::string_view host_header, const std::vector<std::string>& names);
+// The names this machine answers to by default: its hostname and the dotted names /etc/hosts gives it
+// (the FQDN, usually); lower case. No DNS query.
+std::vector<std::string> machine_host_names();
+
 // The file a URL path names inside root, or nullopt when it does not exist or would escape root
 // ("..", symlinks out, NUL). "/" and directories mean their index.html.
 std::optional<std::filesystem::path> resolve_static(const std::filesystem::path& root, std::string_view url_path);

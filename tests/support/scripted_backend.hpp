@@ -2,6 +2,7 @@
 // A Backend for tests of the layers above: returns snapshots a test sets (or fails, or throws), counts
 // queries.
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 
@@ -17,11 +18,35 @@ class ScriptedBackend final : public backends::Backend {
     std::atomic<bool> fail{false};    // set by the test's thread while the hub's thread queries
     std::atomic<bool> throws{false};  // snapshot() throws instead of answering (a bug in a binding)
     std::atomic<int> queries{0};
+    // A closed gate holds every query inside snapshot() (a slow driver, without a timer) until opened.
+    std::mutex gate_mu;
+    std::condition_variable gate_cv;
+    bool gate_closed = false;  // guarded by gate_mu
+    std::atomic<int> held{0};  // queries waiting at the gate now
+    void close_gate() {
+      std::lock_guard lock(gate_mu);
+      gate_closed = true;
+    }
+    void open_gate() {
+      {
+        std::lock_guard lock(gate_mu);
+        gate_closed = false;
+      }
+      gate_cv.notify_all();
+    }
   };
   explicit ScriptedBackend(std::shared_ptr<State> st) : st_(std::move(st)) {}
   std::string_view name() const noexcept override { return "scripted"; }
   Result<core::Snapshot> snapshot() override {
     st_->queries.fetch_add(1);
+    {
+      std::unique_lock lock(st_->gate_mu);
+      if (st_->gate_closed) {
+        ++st_->held;
+        st_->gate_cv.wait(lock, [&] { return !st_->gate_closed; });
+        --st_->held;
+      }
+    }
     if (st_->throws.load()) throw std::runtime_error("scripted exception");
     if (st_->fail.load()) return make_error("scripted failure");
     std::lock_guard lock(st_->mu);

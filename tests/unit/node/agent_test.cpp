@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "store/history.hpp"
 #include "support/agent_rig.hpp"
+#include "support/fake_clock.hpp"
 
 namespace gf::node {
 namespace {
@@ -73,6 +76,7 @@ TEST(Agent, FreshQueriesTheDriverAndPublishes) {
   test::AgentRig rig;
   AgentOptions ao;
   ao.interval = std::chrono::hours(1);
+  ao.fresh_reuse = 0ms;  // each call below must reach the driver
   rig.make_agent(ao);
   rig.agent->start();
   const int before = rig.st->queries.load();
@@ -88,6 +92,63 @@ TEST(Agent, FreshQueriesTheDriverAndPublishes) {
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("scripted failure"), std::string::npos);
   EXPECT_EQ(rig.agent->latest(), *f);  // the last good reading stays published
+}
+
+// Issue 12, ?fresh=1 floods: 50 concurrent fresh callers against a slow driver (held at a gate until
+// all of them have started) share one query. On main each caller queried the driver in turn: 50.
+TEST(Agent, ConcurrentFreshCallersShareOneDriverQuery) {
+  test::AgentRig rig;
+  AgentOptions ao;
+  ao.interval = std::chrono::hours(1);
+  rig.make_agent(ao);  // not started: no collection queries the backend meanwhile
+  rig.st->close_gate();
+  constexpr int kCallers = 50;
+  std::atomic<int> started{0}, ok{0};
+  std::vector<std::shared_ptr<const Published>> got(kCallers);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i)
+    callers.emplace_back([&, i] {
+      ++started;
+      auto r = rig.agent->fresh();
+      if (r) {
+        got[static_cast<std::size_t>(i)] = *r;
+        ++ok;
+      }
+    });
+  const bool all_in = eventually([&] { return started.load() == kCallers && rig.st->held.load() == 1; });
+  rig.st->open_gate();
+  for (auto& t : callers) t.join();
+  ASSERT_TRUE(all_in) << "the callers did not all start";
+  EXPECT_EQ(ok.load(), kCallers);
+  // One query; a second only if a caller was descheduled past the reuse window before it asked.
+  EXPECT_LE(rig.st->queries.load(), 2);
+  EXPECT_GE(rig.st->queries.load(), 1);
+  ASSERT_TRUE(got[0]);
+  EXPECT_EQ(got[0]->snapshot->gpus.size(), 2u);
+  EXPECT_EQ(rig.agent->latest()->sequence, static_cast<std::uint64_t>(rig.st->queries.load()));
+}
+
+// A failing driver is not asked again by every caller of a flood either, and the next call after
+// the reuse window asks again.
+TEST(Agent, FreshReusesARecentResultThenQueriesAgain) {
+  test::FakeClock clock;
+  test::AgentRig rig;
+  AgentOptions ao;
+  ao.interval = std::chrono::hours(1);
+  rig.agent = std::make_unique<Agent>(*rig.monitor, *rig.hub, nullptr, nullptr, ao, clock);
+  rig.st->fail = true;
+  EXPECT_FALSE(rig.agent->fresh());
+  EXPECT_FALSE(rig.agent->fresh());
+  EXPECT_EQ(rig.st->queries.load(), 1);
+  rig.st->fail = false;
+  clock.advance(ao.fresh_reuse);
+  auto r = rig.agent->fresh();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(rig.st->queries.load(), 2);
+  auto again = rig.agent->fresh();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *r);
+  EXPECT_EQ(rig.st->queries.load(), 2);
 }
 
 TEST(Agent, WithoutHistoryAlertsComeFromMemoryAndHistoryIsRefused) {

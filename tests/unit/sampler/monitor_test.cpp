@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
+#include <thread>
+
 #include "support/fake_clock.hpp"
 #include "support/scripted_backend.hpp"
 
@@ -35,6 +39,33 @@ TEST_F(MonitorTest, CacheHonoursTtlAndUseCacheFalse) {
   EXPECT_EQ(st->queries.load(), 2);
   ASSERT_TRUE(m->snapshot(false));  // forced fresh
   EXPECT_EQ(st->queries.load(), 3);
+}
+
+// Issue 12, ?fresh=1 floods: a driver query in progress (a slow nvidia-smi, here held at a gate) must
+// not hold up readers the cache can answer. On main one mutex covered both, so the cached read below
+// waited until the gate opened.
+TEST_F(MonitorTest, CachedReadsDoNotWaitBehindAQueryInProgress) {
+  st->next.gpus = {make_gpu(0, 10)};
+  auto m = make();
+  ASSERT_TRUE(m->snapshot());  // cached for the 5 s TTL (the fake clock does not move)
+  st->close_gate();
+  std::thread slow([&] { (void)m->snapshot(false); });
+  auto until = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 2000 && !done(); ++i) std::this_thread::sleep_for(5ms);
+    return done();
+  };
+  ASSERT_TRUE(until([&] { return st->held.load() == 1; })) << "the forced query never reached the backend";
+  std::atomic<bool> answered{false};
+  std::thread reader([&] {
+    auto s = m->snapshot(true);
+    answered = s.has_value();
+  });
+  const bool in_time = until([&] { return answered.load(); });
+  st->open_gate();  // whatever happened, nothing stays blocked
+  slow.join();
+  reader.join();
+  EXPECT_TRUE(in_time) << "a cached read waited for the driver query in progress";
+  EXPECT_EQ(st->queries.load(), 2);
 }
 
 TEST_F(MonitorTest, ErrorKeepsNothingStaleAndReports) {

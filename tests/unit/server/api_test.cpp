@@ -67,6 +67,7 @@ class ApiTest : public ::testing::Test {
     node::AgentOptions ao;
     ao.interval = std::chrono::hours(1);  // requests read what start() published; no loop ticks in the way
     ao.node_name = "node-x";
+    ao.fresh_reuse = std::chrono::milliseconds(0);  // every ?fresh=1 here must reach the driver
     rig.make_agent(ao, db());
     ASSERT_TRUE(rig.agent && rig.agent->has_history());
     rig.agent->start();

@@ -57,6 +57,35 @@ TEST(BearerOk, EmptyTokenNeverMatches) {
 
 // ---- origin_allowed ----------------------------------------------------------------------------
 
+// Issue 12, Host check (DNS rebinding): a page that rebinds evil.example to 127.0.0.1 sends
+// "Host: evil.example"; on main every Host was served.
+TEST(HostAllowed, IpLiteralsAndLoopbackNamesWithAnyPort) {
+  for (const char* h : {"127.0.0.1", "127.0.0.1:9401", "10.1.2.3:80", "[::1]", "[::1]:9401", "[fe80::1]:1", "localhost",
+                        "LOCALHOST:9401", "localhost.", "app.localhost", "a.b.localhost:8080"})
+    EXPECT_TRUE(host_allowed(h, {})) << h;
+}
+
+TEST(HostAllowed, OtherNamesAreRefusedUnlessListed) {
+  for (const char* h : {"evil.example", "evil.example:9401", "localhost.evil.example", "notlocalhost",
+                        "127.0.0.1.evil.example", "gpu-node-3", "2130706433", "0x7f.1", "[::1", "[::1]x", "::1", "",
+                        "host:", "host:port", "host:123456", "a b", "user@127.0.0.1", ".localhost"})
+    EXPECT_FALSE(host_allowed(h, {})) << h;
+  const std::vector<std::string> names = {"gpu-node-3", "Gpu-Node-3.Lab.Example."};
+  EXPECT_TRUE(host_allowed("gpu-node-3", names));
+  EXPECT_TRUE(host_allowed("GPU-NODE-3:9401", names));
+  EXPECT_TRUE(host_allowed("gpu-node-3.lab.example", names));
+  EXPECT_TRUE(host_allowed("gpu-node-3.lab.example.:80", names));
+  EXPECT_FALSE(host_allowed("gpu-node-3.evil.example", names));
+  EXPECT_FALSE(host_allowed("node-3", names));
+}
+
+TEST(HostAllowed, TheMachinesOwnNameIsAllowed) {
+  const auto names = machine_host_names();
+  ASSERT_FALSE(names.empty()) << "gethostname gave nothing";
+  EXPECT_TRUE(host_allowed(names.front(), names));
+  EXPECT_TRUE(host_allowed(names.front() + ":9401", names));
+}
+
 TEST(OriginAllowed, AbsentOriginIsNotABrowser) { EXPECT_TRUE(origin_allowed("", "10.0.0.5", 9090, {})); }
 
 TEST(OriginAllowed, SameHostAndPort) {
