@@ -34,6 +34,7 @@ void UsageAccumulator::add(const Snapshot& snapshot, const std::vector<Lease>& l
       row.lease_id = lease.id;
       row.job_id = lease.job_id;
       row.user = lease.owner.user;
+      // GF-MERGE(uid): row.uid = lease.owner.uid;  (when core::LeaseOwner carries the uid, issue 12 arbiter)
       row.gpus = static_cast<unsigned>(lease.gpus.size());
       row.created_at_ms = lease.created_at_ms;
     }
@@ -83,6 +84,11 @@ void UsageAccumulator::add(const Snapshot& snapshot, const std::vector<Lease>& l
   }
   previous_ = std::move(next);
   last_ms_ = now;
+}
+
+void UsageAccumulator::seed(LeaseUsage row) {
+  const std::string id = row.lease_id;
+  rows_.try_emplace(id, std::move(row));
 }
 
 void UsageAccumulator::settle(std::int64_t now_ms) {

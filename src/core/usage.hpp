@@ -66,6 +66,8 @@ class UsageAccumulator {
   // active ones and those ended since the previous call (with released_at_ms set); a lease first
   // seen here starts its row. Readings older than the previous one are ignored.
   void add(const Snapshot& snapshot, const std::vector<Lease>& leases);
+  // A row kept from before (a previous run of the agent): accounting goes on from it.
+  void seed(LeaseUsage row);
   // Held time of leases still running, up to now_ms (they are not final).
   void settle(std::int64_t now_ms);
 
