@@ -131,9 +131,12 @@ void UsageLedger::flush() {
 }
 
 sampler::SampleHub::Subscription UsageLedger::attach(sampler::SampleHub& hub, std::chrono::nanoseconds interval) {
-  return hub.subscribe(interval, [this](const Result<core::SnapshotPtr>& s, sampler::SampleHub::TimePoint) {
-    if (s && *s) observe(**s);
-  });
+  return hub.subscribe(
+      interval,
+      [this](const Result<core::SnapshotPtr>& s, sampler::SampleHub::TimePoint) {
+        if (s && *s) observe(**s);
+      },
+      /*aligned=*/true);  // aligned like the agent's loop, so both share one driver query
 }
 
 Result<std::vector<core::LeaseUsage>> UsageLedger::since(std::int64_t since_ms) {

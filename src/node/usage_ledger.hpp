@@ -59,7 +59,8 @@ class UsageLedger {
   Result<void> load();
   // One collection. Never throws; a failing source or store is logged (once per new message).
   void observe(const core::Snapshot& snapshot);
-  // Subscribes observe() to the hub's collections every `interval`; stops with the returned handle.
+  // Subscribes observe() to the hub's collections every `interval` (aligned, like the agent's loop, so
+  // they share the driver query); the returned handle unsubscribes.
   sampler::SampleHub::Subscription attach(sampler::SampleHub& hub, std::chrono::nanoseconds interval);
 
   // Rows of leases held since since_ms: the stored ones with the running ones (fresher) over them.

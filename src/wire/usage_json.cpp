@@ -10,7 +10,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string amount(double v) { return v >= 0.1 || v == 0 ? fmt::format("{:.1f}", v) : fmt::format("{:.3f}", v); }
+// One decimal from 0.1 up; smaller amounts keep two significant digits (a short lease is not "0.0").
+std::string amount(double v) { return v >= 0.1 || v <= 0 ? fmt::format("{:.1f}", v) : fmt::format("{:.2g}", v); }
 
 // Rounded for documents: 4 decimals is well below a sampling interval for GPU-hours.
 double round4(double v) { return std::round(v * 1e4) / 1e4; }

@@ -27,9 +27,10 @@ TEST(UsageJson, EfficiencyLineReadsLikeTheIssueExample) {
 }
 
 TEST(UsageJson, EfficiencyLineOfAShortLeaseKeepsDigitsAndSaysWhatIsUnknown) {
+  EXPECT_EQ(efficiency_line(usage(1.101, 0, 0, 0.02)), "0.00031 GPU-h held, 0.0 busy (0 %), mean util 0 %, 0.0 Wh");
   auto u = usage(36, 0, 0, 0.5);
   u.covered_gpu_s = 0;
-  EXPECT_EQ(efficiency_line(u), "0.010 GPU-h held, 0.0 busy (0 %), mean util n/a, 0.5 Wh");
+  EXPECT_EQ(efficiency_line(u), "0.01 GPU-h held, 0.0 busy (0 %), mean util n/a, 0.5 Wh");
 }
 
 TEST(UsageJson, LeaseUsageDocument) {
