@@ -62,9 +62,11 @@ void UsageLedger::observe(const core::Snapshot& snapshot) {
   std::vector<core::LeaseUsage> gone;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [id, row] : acc_.rows()) {
+    for (const auto& entry : acc_.rows()) {
+      const core::LeaseUsage& row = entry.second;
       if (row.released_at_ms) continue;
-      const bool still = std::any_of(active->begin(), active->end(), [&](const core::Lease& l) { return l.id == id; });
+      const bool still =
+          std::any_of(active->begin(), active->end(), [&](const core::Lease& l) { return l.id == row.lease_id; });
       if (!still) gone.push_back(row);
     }
   }
