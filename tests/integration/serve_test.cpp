@@ -1432,3 +1432,68 @@ TEST_F(Serve, UsageAccountsTheTimeALeaseWasHeld) {
   EXPECT_NE(leases->out.find("efficiency: "), std::string::npos) << leases->out;
   expect_clean_stop();
 }
+
+// Issue 12, idle-lease reclaim through the real agent: with reclaim on, a lease whose GPU stays idle
+// (0 % on the simulator, no process of its owner) is warned, then released a grace period later, and
+// both decisions are in the audit table with their evidence. Off by default: see the test above,
+// whose idle lease was never touched.
+TEST_F(Serve, IdleLeaseIsWarnedThenReclaimed) {
+  const auto cfg = write_file(
+      "reclaim.json", R"({"reclaim": {"enabled": true, "utilization_threshold_pct": 5, "idle_for": 1, "grace": 1}})");
+  ASSERT_TRUE(start("sim", {"--interval", "0.1", "--config", cfg}));
+  const std::string auth = "Authorization: Bearer " + token();
+  auto made = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 1, "min_memory_mb": 0})", {auth});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const std::string id = made.body_json()["id"].get<std::string>();
+
+  std::string reason;
+  const auto deadline = in(30s);
+  while (Clock::now() < deadline && reason.empty()) {
+    const auto doc = get_json(port(), "/api/v1/leases?all=1");
+    for (const auto& l : doc["leases"])
+      if (l["id"] == id && !l["released_at"].is_null()) reason = l["release_reason"].get<std::string>();
+    if (reason.empty()) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(reason, "idle: reclaimed");
+
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(db.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw,
+                               "SELECT action, at_ms - idle_since_ms, evidence FROM reclaim_audit WHERE lease_id = ?1 "
+                               "ORDER BY id",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_text(st, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<std::string> actions;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    actions.push_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+    EXPECT_GE(sqlite3_column_int64(st, 1), 1000);  // idle for at least idle_for
+    const auto ev = json::parse(reinterpret_cast<const char*>(sqlite3_column_text(st, 2)), nullptr, false);
+    ASSERT_TRUE(ev.is_array() && ev.size() == 1u) << ev.dump();
+    EXPECT_EQ(ev[0]["utilization_pct"], 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(raw);
+  EXPECT_EQ(actions, (std::vector<std::string>{"warn", "release"}));
+  EXPECT_NE(agent.stderr_text().find("warning for lease " + id), std::string::npos) << agent.stderr_text();
+  expect_clean_stop();
+}
+
+// A wrong usage or reclaim setting stops the agent at start with one line naming the key.
+TEST_F(Serve, BadReclaimConfigIsOneClearError) {
+  for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"reclaim": {"idle_for": "soon"}})", "reclaim.idle_for"},
+           {R"({"reclaim": {"enabled": "yes"}})", "reclaim.enabled"},
+           {R"({"reclaim": {"utilization_threshold_pct": 101}})", "reclaim.utilization_threshold_pct"},
+           {R"({"reclaim": {"idle": 5}})", "unknown key 'idle'"},
+           {R"({"usage": {"busy_threshold_pct": -1}})", "usage.busy_threshold_pct"}}) {
+    const auto cfg = write_file("bad.json", text);
+    auto r = gf::platform::run_process(
+        {GF_BINARY, "--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--config", cfg},
+        gf::platform::RunOptions{30s});
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->exit_code, 0) << text;
+    EXPECT_NE(r->err.find(key), std::string::npos) << text << ": " << r->err;
+  }
+}
