@@ -19,12 +19,13 @@ std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node:
     return jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
   };
   // Leases that just ended are among the newest; 1000 covers far more than end between two readings.
-  source.find = [&jobs](const std::string& id) -> Result<std::optional<core::Lease>> {
+  source.find = [&jobs](const std::vector<std::string>& ids) -> Result<std::vector<core::Lease>> {
     auto all = jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.history(1000); });
     if (!all) return all.error();
-    const auto it = std::find_if(all->begin(), all->end(), [&](const core::Lease& l) { return l.id == id; });
-    if (it == all->end()) return std::optional<core::Lease>{};
-    return std::optional<core::Lease>(*it);
+    std::vector<core::Lease> out;
+    for (auto& l : *all)
+      if (std::find(ids.begin(), ids.end(), l.id) != ids.end()) out.push_back(std::move(l));
+    return out;
   };
   auto warn = [](const std::string& lease, const std::string& message) {
     platform::log_line("reclaim", "warning for lease " + lease + ": " + message);

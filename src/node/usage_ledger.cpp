@@ -71,27 +71,30 @@ void UsageLedger::observe(const core::Snapshot& snapshot) {
     }
   }
   std::vector<core::Lease> leases = *active;
-  for (const auto& row : gone) {
-    Result<std::optional<core::Lease>> found =
-        source_.find ? source_.find(row.lease_id) : Result<std::optional<core::Lease>>(std::nullopt);
+  if (!gone.empty()) {
+    std::vector<std::string> ids;
+    for (const auto& row : gone) ids.push_back(row.lease_id);
+    auto found = source_.find ? source_.find(ids) : Result<std::vector<core::Lease>>(std::vector<core::Lease>{});
     if (!found) {
-      note_error("cannot look up lease " + row.lease_id + ": " + found.error().message);
-      continue;  // tried again at the next reading
+      note_error("cannot look up ended leases: " + found.error().message);
+      gone.clear();  // tried again at the next reading
     }
-    core::Lease l;
-    if (*found) {
-      l = **found;
-    } else {
-      l.id = row.lease_id;
-      l.job_id = row.job_id;
-      l.owner.user = row.user;
-      l.created_at_ms = row.created_at_ms;
+    for (const auto& row : gone) {
+      const auto it =
+          std::find_if(found->begin(), found->end(), [&](const core::Lease& l) { return l.id == row.lease_id; });
+      core::Lease l;
+      if (it != found->end()) {
+        if (!it->released_at_ms) continue;  // active after all (a race with active()): next reading
+        l = *it;
+      } else {  // the source no longer knows it: ended now
+        l.id = row.lease_id;
+        l.job_id = row.job_id;
+        l.owner.user = row.user;
+        l.created_at_ms = row.created_at_ms;
+        l.released_at_ms = now;
+      }
+      leases.push_back(std::move(l));
     }
-    if (!l.released_at_ms) {
-      if (*found) continue;  // listed as active by find but not by active(): a race; next reading
-      l.released_at_ms = now;
-    }
-    leases.push_back(std::move(l));
   }
 
   std::vector<core::ReclaimDecision> decisions;

@@ -34,8 +34,9 @@ struct LedgerOptions {
 
 struct LeaseSource {
   std::function<Result<std::vector<core::Lease>>()> active;
-  // A lease by id, ended or not (nullopt: unknown). Used for leases that left the active list.
-  std::function<Result<std::optional<core::Lease>>(const std::string&)> find;
+  // The leases among these ids that the source knows, ended or not (one call per reading for all the
+  // leases that left the active list; an id it does not return is taken as ended at that reading).
+  std::function<Result<std::vector<core::Lease>>(const std::vector<std::string>& ids)> find;
 };
 
 // Monotonic per-user totals (final rows plus the running ones), for Prometheus counters.

@@ -29,6 +29,7 @@ core::Snapshot reading(std::int64_t at_ms, unsigned util, double power_w) {
 // The lease table the ledger sees: tests end leases by setting released_at_ms.
 struct Leases {
   std::map<std::string, core::Lease> all;
+  int finds = 0;  // calls of find()
   LeaseSource source() {
     return {[this]() -> Result<std::vector<core::Lease>> {
               std::vector<core::Lease> out;
@@ -36,10 +37,12 @@ struct Leases {
                 if (!l.released_at_ms) out.push_back(l);
               return out;
             },
-            [this](const std::string& id) -> Result<std::optional<core::Lease>> {
-              auto it = all.find(id);
-              if (it == all.end()) return std::optional<core::Lease>{};
-              return std::optional<core::Lease>(it->second);
+            [this](const std::vector<std::string>& ids) -> Result<std::vector<core::Lease>> {
+              ++finds;
+              std::vector<core::Lease> out;
+              for (const auto& id : ids)
+                if (auto it = all.find(id); it != all.end()) out.push_back(it->second);
+              return out;
             }};
   }
   void take(std::string id, std::int64_t at) {
@@ -174,6 +177,27 @@ TEST(UsageLedger, IdleLeaseIsWarnedThenReleasedAndAudited) {
     audit.push_back(st->text(0) + " " + st->text(1) + " " + std::to_string(st->int64(2) - kT0));
   }
   EXPECT_EQ(audit, (std::vector<std::string>{"warn L1 2000", "release L1 3000"}));
+}
+
+TEST(UsageLedger, LeasesEndingTogetherAreLookedUpOnceAndAForgottenOneEndsAtTheReading) {
+  test::TempDir dir;
+  test::FakeClock clock;
+  Leases leases;
+  UsageLedger ledger(open_store((dir.path / "g.db").string()), leases.source(), {}, {}, {}, clock);
+  ASSERT_TRUE(ledger.load());
+  for (int i = 0; i < 20; ++i) leases.take("L" + std::to_string(i), kT0);
+  ledger.observe(reading(kT0, 50, 100.0));
+  ledger.observe(reading(kT0 + 1000, 50, 100.0));
+  for (int i = 0; i < 19; ++i) leases.all["L" + std::to_string(i)].released_at_ms = kT0 + 1500;
+  leases.all.erase("L19");  // the source forgot it (pruned)
+  ledger.observe(reading(kT0 + 2000, 50, 100.0));
+  EXPECT_EQ(leases.finds, 1);
+  auto rows = ledger.rows_of({"L0", "L19"});
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_DOUBLE_EQ(rows->at("L0").held_gpu_s, 1.5);
+  EXPECT_DOUBLE_EQ(rows->at("L19").held_gpu_s, 2.0);
+  EXPECT_EQ(rows->at("L19").released_at_ms, std::optional<std::int64_t>(kT0 + 2000));
 }
 
 TEST(UsageLedger, UsageSinceMergesRunningAndStoredRows) {
