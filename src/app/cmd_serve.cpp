@@ -125,10 +125,16 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   ao.node_name = c.node_name;
   ao.alert_rules = c.alert_rules;
   node::Agent agent(*ctx.monitor, hub, std::move(history), std::move(history_reader), ao);
-  // Per-lease accounting and idle-lease reclaim, fed by the same collections as the agent.
-  std::unique_ptr<node::UsageLedger> usage = jobs ? make_usage_ledger(c, *jobs) : nullptr;
-  sampler::SampleHub::Subscription usage_sub;
   server::WsHub ws(agent, hub, c.ws);
+  // Per-lease accounting and idle-lease reclaim, fed by the same collections as the agent.
+  std::unique_ptr<node::UsageLedger> usage =
+      jobs ? make_usage_ledger(c, *jobs,
+                               [&ws](std::string_view event, const std::string& lease, const std::string& message) {
+                                 const nlohmann::json data{{"lease", lease}, {"message", message}};
+                                 ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
+                               })
+           : nullptr;
+  sampler::SampleHub::Subscription usage_sub;
   agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
     for (const auto& e : events) {
       const auto j = wire::alert_event_json(e);

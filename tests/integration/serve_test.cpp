@@ -1441,10 +1441,19 @@ TEST_F(Serve, IdleLeaseIsWarnedThenReclaimed) {
   const auto cfg = write_file(
       "reclaim.json", R"({"reclaim": {"enabled": true, "utilization_threshold_pct": 5, "idle_for": 1, "grace": 1}})");
   ASSERT_TRUE(start("sim", {"--interval", "0.1", "--config", cfg}));
+  WsConn ws(port(), "/ws?period_ms=60000");
+  ASSERT_TRUE(ws.open()) << ws.handshake.raw_head;
   const std::string auth = "Authorization: Bearer " + token();
   auto made = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 1, "min_memory_mb": 0})", {auth});
   ASSERT_EQ(made.status, 201) << made.body;
   const std::string id = made.body_json()["id"].get<std::string>();
+  // The WebSocket clients hear of both steps.
+  auto warned = ws.next_event("lease_warning", in(20s));
+  ASSERT_TRUE(warned) << "no lease_warning event";
+  EXPECT_EQ(warned->j()["data"]["lease"], id);
+  auto reclaimed = ws.next_event("lease_reclaimed", in(20s));
+  ASSERT_TRUE(reclaimed) << "no lease_reclaimed event";
+  EXPECT_EQ(reclaimed->j()["data"]["lease"], id);
 
   std::string reason;
   const auto deadline = in(30s);
