@@ -81,9 +81,14 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
     return exit_code(leases.error());
   }
   auto waiters = (*st)->waiters();
+  const auto efficiency = efficiency_lines((*st)->path(), *leases);
   if (json) {
     nlohmann::json out{{"leases", nlohmann::json::array()}, {"waiting", nlohmann::json::array()}};
-    for (const auto& l : *leases) out["leases"].push_back(lease_json(l));
+    for (const auto& l : *leases) {
+      auto j = lease_json(l);
+      if (auto e = efficiency.find(l.id); e != efficiency.end()) j["efficiency"] = e->second;
+      out["leases"].push_back(std::move(j));
+    }
     if (waiters)
       for (const auto& w : *waiters)
         out["waiting"].push_back({{"id", w.id},
@@ -103,6 +108,8 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
     if (l.released_at_ms) job += " (ended: " + l.release_reason + ")";
     std::printf("%-12s  %-8s  %-10s  %8u  %-19s  %s\n", l.id.c_str(), fmt::format("{}", fmt::join(idx, ",")).c_str(),
                 l.owner.user.c_str(), l.owner.pid, format_time_ms(l.created_at_ms).c_str(), job.c_str());
+    if (auto e = efficiency.find(l.id); e != efficiency.end())
+      std::printf("%14sefficiency: %s\n", "", e->second.c_str());
   }
   if (leases->empty()) std::printf("No %sleases.\n", all ? "" : "active ");
   if (waiters && !waiters->empty()) {

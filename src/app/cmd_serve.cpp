@@ -13,6 +13,7 @@
 #include "app/exit_codes.hpp"
 #include "app/kube_source.hpp"
 #include "app/serve_config.hpp"
+#include "app/serve_usage.hpp"
 #include "cluster/fleet_refresher.hpp"
 #include "node/agent.hpp"
 #include "platform/fs.hpp"
@@ -125,6 +126,15 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   ao.alert_rules = c.alert_rules;
   node::Agent agent(*ctx.monitor, hub, std::move(history), std::move(history_reader), ao);
   server::WsHub ws(agent, hub, c.ws);
+  // Per-lease accounting and idle-lease reclaim, fed by the same collections as the agent.
+  std::unique_ptr<node::UsageLedger> usage =
+      jobs ? make_usage_ledger(c, *jobs,
+                               [&ws](std::string_view event, const std::string& lease, const std::string& message) {
+                                 const nlohmann::json data{{"lease", lease}, {"message", message}};
+                                 ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
+                               })
+           : nullptr;
+  sampler::SampleHub::Subscription usage_sub;
   agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
     for (const auto& e : events) {
       const auto j = wire::alert_event_json(e);
@@ -136,6 +146,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   api.monitor = ctx.monitor.get();
   api.ws = &ws;
   api.jobs = jobs.get();
+  api.usage = usage.get();
   api.version = GF_VERSION;
   api.node_name = c.node_name;
   api.started = std::chrono::steady_clock::now();
@@ -143,6 +154,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   server::Router router;
   server::add_monitoring_routes(router, api);
   server::add_job_routes(router, api);
+  server::add_usage_routes(router, api);
   server::add_meta_routes(router, api);
   // The fleet view: refreshed on its own thread; requests rank the cached facts.
   std::unique_ptr<cluster::FleetRefresher> fleet;
@@ -168,6 +180,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     return exit_code(port.error());
   }
   agent.start();
+  if (usage) usage_sub = usage->attach(hub, c.interval);
   if (!cmd.port_file.empty()) {
     // Written whole under a temporary name, then renamed: a reader never sees half a number.
     const std::string tmp = cmd.port_file + ".tmp";
@@ -191,6 +204,8 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
 
   http.run(true);  // until SIGINT/SIGTERM: then in-flight requests finish and clients are told
   agent.stop();    // the last batch is written
+  usage_sub.reset();
+  if (usage) usage->flush();  // running leases' rows as they stand
   std::fprintf(stderr, "gpufleet: agent stopped\n");
   return kExitOk;
 }

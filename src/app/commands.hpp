@@ -1,11 +1,15 @@
 #pragma once
 // The CLI verbs. Each returns the process exit code (app/exit_codes.hpp).
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "app/context.hpp"
 #include "core/policy.hpp"
+#include "core/ports/lease_store.hpp"
+#include "core/result.hpp"
 
 namespace gf::app {
 
@@ -40,6 +44,21 @@ struct AllocCommand {
 int run_alloc(const GlobalOptions& g, const AllocCommand& a);
 int run_release(const GlobalOptions& g, const std::string& lease_id, const std::string& db);
 int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& db);
+
+// `gpufleet usage` (cmd_usage.cpp).
+struct UsageCommand {
+  std::string since = "7d";
+  std::string by = "user";
+  bool json = false;
+  std::string agent;  // an agent's base URL (http://host:port); empty: this node's file
+  std::string db;
+};
+// Returns the GET /api/v1/usage document for a path with its query; tests stub it.
+using UsageFetch = std::function<Result<std::string>(const std::string& path_query)>;
+Result<std::string> fetch_usage_document(const UsageCommand& u, const std::string& path_query);
+int run_usage(const GlobalOptions& g, const UsageCommand& u, const UsageFetch& fetch = {});
+// The efficiency lines of the ended leases, by lease id, from the node file's usage table.
+std::map<std::string, std::string> efficiency_lines(const std::string& db_path, const std::vector<core::Lease>& leases);
 
 struct RunCommand {
   AllocCommand alloc;

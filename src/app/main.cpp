@@ -120,6 +120,15 @@ int main(int argc, char** argv) {
   leases->add_flag("--all", all, "ended leases too");
   leases->add_option("--db", db, "the node store");
 
+  UsageCommand usage_cmd;
+  auto* usage =
+      app.add_subcommand("usage", "GPU accounting per user or job: GPU-hours held and busy, energy, peak memory");
+  usage->add_option("--since", usage_cmd.since, "leases held since this long ago (90s, 15m, 2h, 7d; default 7d)");
+  usage->add_option("--by", usage_cmd.by, "user or job (default user)");
+  usage->add_flag("--json", usage_cmd.json, "print the document GET /api/v1/usage serves");
+  usage->add_option("--agent", usage_cmd.agent, "ask this agent (http://host:port) instead of reading the node store");
+  usage->add_option("--db", usage_cmd.db, "the node store");
+
   RunCommand run_cmd;
   auto* run = app.add_subcommand("run", "wait for GPUs, run a command on them, sample, release, record");
   alloc_options(run, run_cmd.alloc);
@@ -320,6 +329,7 @@ service account in a pod) is used if there is one; otherwise the command says wh
     if (*release) return run_release(g, lease_id, db);
     if (*leases) return run_leases(g, json, all, db);
     if (*jobs) return run_jobs(g, json, db);
+    if (*usage) return run_usage(g, usage_cmd);
     if (*estimate) return run_estimate(g, task_path, engine, json);
     if (*task_run) {
       task_cmd.run.argv.insert(task_cmd.run.argv.end(), command.begin(), command.end());

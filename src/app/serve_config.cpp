@@ -87,15 +87,58 @@ Result<void> set_interval(ServeConfig& c, double s, const std::string& where) {
   return {};
 }
 
+Result<unsigned> percent_value(const json& v, const std::string& where) {
+  if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > 100)
+    return make_error(where + ": expected a whole percentage from 0 to 100");
+  return static_cast<unsigned>(v.get<long long>());
+}
+
+// "usage": {"busy_threshold_pct"}; "reclaim": {"enabled", "utilization_threshold_pct", "idle_for", "grace"}.
+Result<void> usage_keys(const json& j, const std::string& src, ServeConfig& c) {
+  if (j.contains("usage")) {
+    const json& u = j["usage"];
+    if (!u.is_object()) return make_error(src + ": 'usage' must be an object");
+    if (auto r = check_keys(u, src + ": usage", {"busy_threshold_pct"}); !r) return r;
+    if (u.contains("busy_threshold_pct")) {
+      auto p = percent_value(u["busy_threshold_pct"], src + ": usage.busy_threshold_pct");
+      if (!p) return p.error();
+      c.busy_threshold_pct = *p;
+    }
+  }
+  if (j.contains("reclaim")) {
+    const json& r = j["reclaim"];
+    if (!r.is_object()) return make_error(src + ": 'reclaim' must be an object");
+    if (auto k = check_keys(r, src + ": reclaim", {"enabled", "utilization_threshold_pct", "idle_for", "grace"}); !k)
+      return k;
+    if (r.contains("enabled")) {
+      if (!r["enabled"].is_boolean()) return make_error(src + ": reclaim.enabled must be true or false");
+      c.reclaim.enabled = r["enabled"].get<bool>();
+    }
+    if (r.contains("utilization_threshold_pct")) {
+      auto p = percent_value(r["utilization_threshold_pct"], src + ": reclaim.utilization_threshold_pct");
+      if (!p) return p.error();
+      c.reclaim.utilization_threshold_pct = *p;
+    }
+    for (auto [key, out] : {std::pair{"idle_for", &c.reclaim.idle_for}, std::pair{"grace", &c.reclaim.grace}})
+      if (r.contains(key)) {
+        auto d = duration_value(r[key], src + ": reclaim." + key);
+        if (!d) return d.error();
+        *out = *d;
+      }
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<ServeConfig> serve_config_from_json(const std::string& text, const std::string& src, ServeConfig c) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return make_error(src + ": not valid JSON");
   if (!j.is_object()) return make_error(src + ": expected a JSON object");
-  if (auto r = check_keys(j, src,
-                          {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read",
-                           "history", "alerts", "websocket", "allowed_origins", "allowed_hosts", "limits"});
+  if (auto r =
+          check_keys(j, src,
+                     {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read", "history",
+                      "alerts", "websocket", "allowed_origins", "allowed_hosts", "limits", "usage", "reclaim"});
       !r)
     return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
@@ -146,6 +189,7 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
       return make_error(src + ": 'history' must be an object (or false)");
     }
   }
+  if (auto r = usage_keys(j, src, c); !r) return r.error();
   if (j.contains("alerts")) {
     auto rules = wire::parse_alert_rules(j["alerts"]);
     if (!rules) return make_error(src + ": " + rules.error().message);

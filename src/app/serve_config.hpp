@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/alerts.hpp"
+#include "core/reclaim.hpp"
 #include "core/result.hpp"
 #include "server/http_server.hpp"
 #include "server/ws_hub.hpp"
@@ -43,6 +44,9 @@ struct ServeConfig {
   std::vector<core::AlertRule> alert_rules = core::default_alert_rules();
   server::ServerOptions server;
   server::WsOptions ws;
+  // Accounting and idle-lease reclaim (config keys "usage" and "reclaim"; reclaim is off by default).
+  unsigned busy_threshold_pct = 5;
+  core::ReclaimOptions reclaim;
 };
 
 Result<ServeConfig> load_serve_config(const ServeCommand& cmd);

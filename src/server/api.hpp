@@ -9,6 +9,7 @@
 #include "core/ports/clock.hpp"
 #include "node/agent.hpp"
 #include "node/node_jobs.hpp"
+#include "node/usage_ledger.hpp"
 #include "platform/clock.hpp"
 #include "sampler/monitor.hpp"
 #include "scheduler/node_allocator.hpp"
@@ -21,9 +22,10 @@ namespace gf::server {
 struct ApiContext {
   node::Agent* agent = nullptr;
   sampler::Monitor* monitor = nullptr;
-  WsHub* ws = nullptr;             // may be null (no WebSocket)
-  node::NodeJobs* jobs = nullptr;  // may be null: the store could not be opened (endpoints answer 503)
-  std::string store_error;         // why jobs is null
+  WsHub* ws = nullptr;                 // may be null (no WebSocket)
+  node::NodeJobs* jobs = nullptr;      // may be null: the store could not be opened (endpoints answer 503)
+  std::string store_error;             // why jobs is null
+  node::UsageLedger* usage = nullptr;  // may be null: no accounting (GET /api/v1/usage answers 503)
   std::string version;
   std::string node_name;
   std::chrono::steady_clock::time_point started{};
@@ -33,6 +35,8 @@ struct ApiContext {
 
 void add_monitoring_routes(Router& r, ApiContext& ctx);
 void add_job_routes(Router& r, ApiContext& ctx);
+// GET /api/v1/usage (api_usage.cpp).
+void add_usage_routes(Router& r, ApiContext& ctx);
 // GET /api/openapi.json, GET /metrics.
 void add_meta_routes(Router& r, ApiContext& ctx);
 

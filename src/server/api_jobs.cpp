@@ -12,11 +12,28 @@
 #include "server/api.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/json.hpp"
+#include "wire/usage_json.hpp"
 
 namespace gf::server {
 namespace {
 
 using nlohmann::json;
+
+// Ended leases carry their final usage row as "usage" (with the efficiency line); an additive field,
+// left out when the ledger has no row (accounting off, or a lease older than it).
+void add_efficiency(json& doc, const std::vector<core::Lease>& leases, node::UsageLedger* usage) {
+  if (!usage) return;
+  std::vector<std::string> ended;
+  for (const auto& l : leases)
+    if (l.released_at_ms) ended.push_back(l.id);
+  if (ended.empty()) return;
+  auto rows = usage->rows_of(ended);
+  if (!rows) return;  // the leases are still worth sending
+  for (auto& j : doc["leases"]) {
+    const auto it = rows->find(j.value("id", std::string()));
+    if (it != rows->end() && it->second.released_at_ms) j["usage"] = wire::lease_usage_json(it->second);
+  }
+}
 
 Response no_store(const ApiContext& c) {
   return error_response(ErrorKind::NotReady, "the node store is not usable: " + c.store_error, "store_unavailable");
@@ -128,8 +145,9 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!leases) return error_response(leases.error(), "store_error");
     auto waiting = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
     // The waiting list is secondary: when it cannot be read, the leases are still worth sending.
-    return json_response(200,
-                         wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{}));
+    auto doc = wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{});
+    add_efficiency(doc, *leases, c->usage);
+    return json_response(200, doc);
   });
 
   r.add(Method::Get, "/api/v1/jobs", Access::Read, Exec::Blocking, [c](const Request& req) {

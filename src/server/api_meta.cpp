@@ -63,6 +63,11 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
     body->reserve(gpus->size() + 2048);
     body->append(*gpus);
     wire::write_prometheus_agent(*body, p->snapshot->backend, c->node_name, st);
+    if (c->usage) {
+      std::vector<wire::UserUsage> users;
+      for (const auto& u : c->usage->counters()) users.push_back({u.user, u.held_gpu_s, u.busy_gpu_s, u.energy_j});
+      wire::write_prometheus_users(*body, c->node_name, users);
+    }
     return shared_response(200, std::string(wire::kPrometheusContentType), std::move(body));
   });
 

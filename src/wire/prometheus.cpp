@@ -327,6 +327,40 @@ void write_prometheus_agent(std::string& out, std::string_view snapshot_backend,
   }
 }
 
+void write_prometheus_users(std::string& out, const std::string& hostname, const std::vector<UserUsage>& users) {
+  if (users.empty()) return;
+  struct UserFamily {
+    Family family;
+    double UserUsage::*value;
+  };
+  static constexpr std::array<UserFamily, 3> kUserFamilies{{
+      {{"gpufleet_user_gpu_held_seconds_total", "GPU-seconds held by the user's leases (ended and running).",
+        Type::Counter},
+       &UserUsage::held_gpu_seconds},
+      {{"gpufleet_user_gpu_busy_seconds_total",
+        "GPU-seconds of the user's leases during which the GPU's utilization was at or above the busy threshold.",
+        Type::Counter},
+       &UserUsage::busy_gpu_seconds},
+      {{"gpufleet_user_energy_joules_total", "Energy drawn by the GPUs of the user's leases while held (J).",
+        Type::Counter},
+       &UserUsage::energy_joules},
+  }};
+  for (const auto& f : kUserFamilies) {
+    append_header(out, f.family);
+    for (const auto& u : users) {
+      std::string labels = "user=\"";
+      append_label_value(labels, u.user);
+      labels += '"';
+      if (!hostname.empty()) {
+        labels += ",Hostname=\"";
+        append_label_value(labels, hostname);
+        labels += '"';
+      }
+      append_sample(out, f.family.name, labels, double_value(u.*(f.value)));
+    }
+  }
+}
+
 void write_prometheus(std::string& out, const core::Snapshot& s, const std::string& hostname, const AgentStats& agent) {
   write_prometheus_gpus(out, s, hostname);
   write_prometheus_agent(out, s.backend, hostname, agent);

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/snapshot.hpp"
 
@@ -72,6 +73,18 @@ void write_prometheus(std::string& out, const core::Snapshot& s, const std::stri
 void write_prometheus_gpus(std::string& out, const core::Snapshot& s, const std::string& hostname);
 void write_prometheus_agent(std::string& out, std::string_view snapshot_backend, const std::string& hostname,
                             const AgentStats& agent);
+
+// Per-user accounting counters (node::UsageLedger's totals: ended leases and running ones), labelled
+// {user="…"} (and Hostname when set): gpufleet_user_gpu_held_seconds_total,
+// gpufleet_user_gpu_busy_seconds_total, gpufleet_user_energy_joules_total. Nothing is written when there
+// are no users. The user name is escaped like every label value.
+struct UserUsage {
+  std::string user;
+  double held_gpu_seconds = 0;
+  double busy_gpu_seconds = 0;
+  double energy_joules = 0;
+};
+void write_prometheus_users(std::string& out, const std::string& hostname, const std::vector<UserUsage>& users);
 
 // The same text as a new string.
 std::string prometheus_text(const core::Snapshot& s, const std::string& hostname, const AgentStats& agent);

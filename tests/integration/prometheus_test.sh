@@ -121,7 +121,8 @@ query() {
   local n
   ANSWER_JSON=$(curl -sfG --data-urlencode "query=$1" "$P/api/v1/query") || fail "query '$1': HTTP error"
   grep -q '"status":"success"' <<<"$ANSWER_JSON" || fail "query '$1': $ANSWER_JSON"
-  n=$(grep -o '"value":\[' <<<"$ANSWER_JSON" | wc -l)
+  # grep finds nothing in an answer without samples: with pipefail that must not end the script.
+  n=$(grep -o '"value":\[' <<<"$ANSWER_JSON" | wc -l || true)
   [[ $n -le 1 ]] || fail "query '$1' returned $n samples, expected one: $ANSWER_JSON"
   ANSWER=$(sed -n 's/.*"value":\[[^,]*,"\([^"]*\)"\].*/\1/p' <<<"$ANSWER_JSON")
 }
@@ -163,5 +164,15 @@ for gpu in 0 1; do
     fail "utilization $util of gpu $gpu in Prometheus is not in the agent's gpu-metrics JSON"
   pass "gpu $gpu: Prometheus and /api/v1/monitoring/gpu-metrics agree (UUID $uuid, utilization $util)"
 done
+
+# Per-user accounting (issue 12): a lease taken through the API shows up as the owner's counters, and
+# Prometheus parses the user-labelled families (busy grows: GPU 0 runs at 37 %, over the 5 % threshold).
+TOKEN=$(tr -d '[:space:]' <"$T/agent.token")
+curl -sf -o /dev/null -X POST -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+  -d '{"gpus": 1, "min_memory_mb": 0, "max_utilization": 100}' "$A/api/v1/allocations" ||
+  fail "POST /api/v1/allocations failed"
+expect 'count(gpufleet_user_gpu_held_seconds_total{user!=""} > 1)' 1
+expect 'count(gpufleet_user_gpu_busy_seconds_total > 1)' 1
+expect 'count(gpufleet_user_energy_joules_total > 0)' 1
 
 echo "prometheus_test: all checks passed"

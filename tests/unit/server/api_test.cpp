@@ -80,6 +80,7 @@ class ApiTest : public ::testing::Test {
     ctx.interval = ao.interval;
     add_monitoring_routes(router, ctx);
     add_job_routes(router, ctx);
+    add_usage_routes(router, ctx);
     add_meta_routes(router, ctx);
     add_cluster_routes(router, nullptr);
   }
@@ -718,6 +719,22 @@ TEST_F(ApiTest, OpenApiPathsAreExactlyTheRoutes) {
     }
   }
   EXPECT_EQ(documented, routed);
+}
+
+}  // namespace
+}  // namespace gf::server
+
+namespace gf::server {
+namespace {
+
+// Without a usage ledger (no store) the accounting route says so with 503, and the metrics carry no
+// per-user series (nothing is made up).
+TEST_F(ApiTest, UsageWithoutALedgerIsNotReady) {
+  auto r = call(Method::Get, "/api/v1/usage?since=1h");
+  EXPECT_EQ(r.status, 503u) << r;
+  auto m = call(Method::Get, "/metrics");
+  ASSERT_EQ(m.status, 200u) << m;
+  EXPECT_EQ(m.body.find("gpufleet_user_"), std::string::npos);
 }
 
 }  // namespace

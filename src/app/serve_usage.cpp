@@ -1,0 +1,56 @@
+#include "app/serve_usage.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "platform/log.hpp"
+#include "store/usage_store.hpp"
+
+namespace gf::app {
+
+std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeJobs& jobs, ReclaimNotice notice) {
+  auto st = store::UsageStore::open(c.db);
+  if (!st) {
+    std::fprintf(stderr, "gpufleet: no GPU accounting: %s\n", st.error().message.c_str());
+    return nullptr;
+  }
+  node::LeaseSource source;
+  source.active = [&jobs] {
+    return jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
+  };
+  // Leases that just ended are among the newest; 1000 covers far more than end between two readings.
+  source.find = [&jobs](const std::vector<std::string>& ids) -> Result<std::vector<core::Lease>> {
+    auto all = jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.history(1000); });
+    if (!all) return all.error();
+    std::vector<core::Lease> out;
+    for (auto& l : *all)
+      if (std::find(ids.begin(), ids.end(), l.id) != ids.end()) out.push_back(std::move(l));
+    return out;
+  };
+  auto warn = [notice](const std::string& lease, const std::string& message) {
+    platform::log_line("reclaim", "warning for lease " + lease + ": " + message);
+    if (notice) notice("lease_warning", lease, message);
+  };
+  auto release = [&jobs, notice](const std::string& lease, const std::string& reason) {
+    auto r = jobs.with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(lease, reason); });
+    if (!r) {
+      platform::log_line("reclaim", "cannot release lease " + lease + ": " + r.error().message);
+      return;
+    }
+    if (*r && notice) notice("lease_reclaimed", lease, reason);
+  };
+  node::LedgerOptions o;
+  o.usage.busy_threshold_pct = c.busy_threshold_pct;
+  // Gaps longer than a few intervals (the agent or the driver stalled) are not integrated.
+  o.usage.max_gap = std::max(std::chrono::milliseconds(1000), 3 * c.interval);
+  o.reclaim = c.reclaim;
+  auto ledger =
+      std::make_unique<node::UsageLedger>(std::move(*st), std::move(source), std::move(warn), std::move(release), o);
+  if (auto l = ledger->load(); !l) {
+    std::fprintf(stderr, "gpufleet: no GPU accounting: %s\n", l.error().message.c_str());
+    return nullptr;
+  }
+  return ledger;
+}
+
+}  // namespace gf::app
