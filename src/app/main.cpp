@@ -206,6 +206,9 @@ int main(int argc, char** argv) {
   serve->add_option("--allow-host", serve_cmd.allow_hosts,
                     "a host name clients may reach the agent by, besides IP addresses, localhost and this "
                     "machine's name; other Host headers get 421 (repeatable)");
+  serve->add_option("--socket", serve_cmd.socket,
+                    "the agent socket for every user's CLI (default: /run/gpufleet/agent.sock as root; none: no "
+                    "socket)");
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
   serve
       ->add_option("--cluster-config", serve_cmd.cluster_config,

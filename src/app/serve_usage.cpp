@@ -8,7 +8,8 @@
 
 namespace gf::app {
 
-std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeJobs& jobs, ReclaimNotice notice) {
+std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeJobs& jobs, node::Arbiter* arbiter,
+                                                     ReclaimNotice notice) {
   auto st = store::UsageStore::open(c.db);
   if (!st) {
     std::fprintf(stderr, "gpufleet: no GPU accounting: %s\n", st.error().message.c_str());
@@ -27,12 +28,15 @@ std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node:
       if (std::find(ids.begin(), ids.end(), l.id) != ids.end()) out.push_back(std::move(l));
     return out;
   };
-  auto warn = [notice](const std::string& lease, const std::string& message) {
+  auto warn = [notice, arbiter](const std::string& lease, const std::string& message) {
     platform::log_line("reclaim", "warning for lease " + lease + ": " + message);
+    if (arbiter) (void)arbiter->warn(lease, message);
     if (notice) notice("lease_warning", lease, message);
   };
-  auto release = [&jobs, notice](const std::string& lease, const std::string& reason) {
-    auto r = jobs.with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(lease, reason); });
+  auto release = [&jobs, notice, arbiter](const std::string& lease, const std::string& reason) {
+    auto r = arbiter
+                 ? arbiter->release(lease, true, reason)
+                 : jobs.with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(lease, reason); });
     if (!r) {
       platform::log_line("reclaim", "cannot release lease " + lease + ": " + r.error().message);
       return;

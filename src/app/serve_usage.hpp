@@ -1,15 +1,15 @@
 #pragma once
 // The agent's accounting and idle-lease reclaim, wired for `gpufleet serve`: a UsageLedger over the
-// node file's usage tables, fed the node store's leases, releasing through the node store and warning
-// in the log.
-// GF-MERGE(arbiter): the arbiter replaces release/warn with its own (release through the arbiter,
-// warnings as the agent socket's lease_warning event to the owner's CLI).
+// node file's usage tables, fed the node store's leases. A reclaim warning and release go through the
+// arbiter when there is one (the owner's CLI hears lease_warning / lease_ended on the agent socket),
+// else through the node store; both are logged.
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "app/serve_config.hpp"
+#include "node/arbiter.hpp"
 #include "node/node_jobs.hpp"
 #include "node/usage_ledger.hpp"
 
@@ -20,7 +20,8 @@ namespace gf::app {
 using ReclaimNotice = std::function<void(std::string_view event, const std::string& lease, const std::string& message)>;
 
 // nullptr (with the reason printed) when the usage tables cannot be opened.
-std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeJobs& jobs,
+// arbiter may be null; it outlives the ledger.
+std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeJobs& jobs, node::Arbiter* arbiter,
                                                      ReclaimNotice notice = {});
 
 }  // namespace gf::app

@@ -34,7 +34,7 @@ void UsageAccumulator::add(const Snapshot& snapshot, const std::vector<Lease>& l
       row.lease_id = lease.id;
       row.job_id = lease.job_id;
       row.user = lease.owner.user;
-      // GF-MERGE(uid): row.uid = lease.owner.uid;  (when core::LeaseOwner carries the uid, issue 12 arbiter)
+      row.uid = lease.owner.uid;
       row.gpus = static_cast<unsigned>(lease.gpus.size());
       row.created_at_ms = lease.created_at_ms;
     }

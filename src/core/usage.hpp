@@ -36,7 +36,7 @@ struct LeaseUsage {
   std::string lease_id;
   std::string job_id;
   std::string user;
-  std::optional<std::uint32_t> uid;  // from the lease owner once it carries one
+  std::optional<std::uint32_t> uid;  // the lease owner's (none for rows of older binaries)
   unsigned gpus = 0;
   std::int64_t created_at_ms = 0;
   std::optional<std::int64_t> released_at_ms;  // set: the row is final
