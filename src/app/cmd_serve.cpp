@@ -218,6 +218,9 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   agent.start();
   if (usage) usage_sub = usage->attach(hub, c.interval);
   std::unique_ptr<server::AgentSocket> agent_socket;
+  // --socket (or the config's "socket"), else $GPUFLEET_SOCKET — the variable the CLI reads too, so one
+  // setting points both sides at the same place — else the default for the agent's user.
+  if (c.socket.empty()) c.socket = platform::env("GPUFLEET_SOCKET").value_or("");
   if (arbiter && c.socket != "none") {
     server::AgentSocketOptions so;
     so.path = c.socket.empty() ? server::default_agent_socket_path() : c.socket;
