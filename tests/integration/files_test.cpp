@@ -237,7 +237,15 @@ TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
   std::ofstream(victim) << "root's data\n";
   ::chmod(victim.c_str(), 0600);
   db = (store_dir / "gf.db").string();
-  auto ln = gf::platform::run_process(b->as({"ln", "-s", victim.string(), db + ".changed"}), {});
+  // A lease whose owner is gone (alloc leases for its parent, a shell that exits at once): listing
+  // leases reaps it, and a reap is what notifies. Taken before the link is planted, so that only the
+  // agent's listing can write through it (the other user replaces the
+  // marker: the directory is theirs to write).
+  auto alloc = gf::platform::run_process(
+      {"sh", "-c", std::string(GF_BINARY) + " --backend sim alloc --gpus 1 --db " + db + " >/dev/null"},
+      gf::platform::RunOptions{30s});
+  ASSERT_TRUE(alloc && alloc->exit_code == 0) << (alloc ? alloc->err : alloc.error().message);
+  auto ln = gf::platform::run_process(b->as({"ln", "-sfn", victim.string(), db + ".changed"}), {});
   ASSERT_TRUE(ln && ln->exit_code == 0) << (ln ? ln->err : ln.error().message);
 
   Agent agent;
