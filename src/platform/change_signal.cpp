@@ -42,7 +42,13 @@ void ChangeSignal::notify() const {
   // to it only when it is a regular file of ours. Anything else is skipped: waiters fall back to
   // their own re-check, at worst one poll interval later.
   const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (dir_fd < 0) return;
+  if (dir_fd < 0) {
+    if (!warned_.exchange(true))
+      log_line("store", "not writing the wake-up file " + path_ +
+                            ": its directory cannot be opened without following a link (" + std::strerror(errno) +
+                            "); waiters will poll instead");
+    return;
+  }
   int fd = ::openat(dir_fd, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0644);
   if (fd < 0 && errno == EEXIST) {
     // Look before opening, so that a device or FIFO planted there is never even opened; fstat after
