@@ -11,29 +11,14 @@
 #include "cluster/agent_source.hpp"
 #include "cluster/fleet_sources.hpp"
 #include "cluster/prometheus_source.hpp"
+#include "platform/log.hpp"
 #include "wire/fleet_json.hpp"
 
 namespace gf::app {
 
 // Names, labels and messages come from Prometheus labels, the API server and other servers: control
 // characters are shown escaped so that they cannot move the cursor or rewrite the terminal.
-std::string escape_controls(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const auto next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
-    if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\x{:02x}", c);
-    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // C1 controls (U+0080..U+009F) in UTF-8
-      out += fmt::format("\\u{:04x}", next);
-      ++i;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+std::string escape_controls(std::string_view s) { return platform::printable(s); }
 
 namespace {
 

@@ -7,8 +7,11 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/jobs.hpp"
+#include "platform/log.hpp"
 
 namespace gf::app {
+
+using platform::printable;
 
 int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
   auto jc = open_job_context(g, a.db);
@@ -107,7 +110,8 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
     std::string job = l.name.empty() ? l.job_id : l.name;
     if (l.released_at_ms) job += " (ended: " + l.release_reason + ")";
     std::printf("%-12s  %-8s  %-10s  %8u  %-19s  %s\n", l.id.c_str(), fmt::format("{}", fmt::join(idx, ",")).c_str(),
-                l.owner.user.c_str(), l.owner.pid, format_time_ms(l.created_at_ms).c_str(), job.c_str());
+                printable(l.owner.user).c_str(), l.owner.pid, format_time_ms(l.created_at_ms).c_str(),
+                printable(job).c_str());
     if (auto e = efficiency.find(l.id); e != efficiency.end())
       std::printf("%14sefficiency: %s\n", "", e->second.c_str());
   }
@@ -115,8 +119,8 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
   if (waiters && !waiters->empty()) {
     std::printf("\nWaiting (first served first):\n");
     for (const auto& w : *waiters)
-      std::printf("  %s  %u GPU(s)  priority %d  pid %u %s\n", w.name.empty() ? w.id.c_str() : w.name.c_str(), w.gpus,
-                  w.priority, w.owner.pid, w.owner.user.c_str());
+      std::printf("  %s  %u GPU(s)  priority %d  pid %u %s\n", printable(w.name.empty() ? w.id : w.name).c_str(),
+                  w.gpus, w.priority, w.owner.pid, printable(w.owner.user).c_str());
   }
   return kExitOk;
 }

@@ -14,6 +14,7 @@
 #include "app/jobs.hpp"
 #include "app/render.hpp"
 #include "launch/docker.hpp"
+#include "platform/log.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/sampler.hpp"
 #include "wire/json.hpp"
@@ -50,9 +51,10 @@ class WaitReporter {
                           l.name.empty() ? l.job_id : l.name, l.owner.user);
     }
     const std::string first = p.why_not.substr(0, p.why_not.find('\n'));
-    std::string line =
-        fmt::format("waiting {:.0f} s for {} GPU(s): {}{}", std::chrono::duration<double>(p.waited).count(), gpus_,
-                    first, held.empty() ? "" : " — held: " + held);
+    // Other users' job and user names are in it: escaped before it reaches the terminal.
+    const std::string line = platform::printable(fmt::format("waiting {:.0f} s for {} GPU(s): {}{}",
+                                                             std::chrono::duration<double>(p.waited).count(), gpus_,
+                                                             first, held.empty() ? "" : " — held: " + held));
     if (tty_) {
       std::fprintf(stderr, "\r\x1b[K%s", line.substr(0, 200).c_str());
       dirty_ = true;
@@ -278,7 +280,7 @@ int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
         e.ended_at_ms ? fmt::format("{:.1f}", static_cast<double>(*e.ended_at_ms - e.started_at_ms) / 1000.0) : "-";
     std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", e.id.c_str(), e.status.c_str(),
                 e.exit_code ? std::to_string(*e.exit_code).c_str() : "-", format_time_ms(e.started_at_ms).c_str(),
-                secs.c_str(), gpus.c_str(), e.name.c_str());
+                secs.c_str(), platform::printable(gpus).c_str(), platform::printable(e.name).c_str());
   }
   if (list->empty()) std::printf("No jobs recorded yet (gpufleet run --gpus N -- CMD).\n");
   return kExitOk;
@@ -304,19 +306,21 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
     std::printf("%s\n", rec.dump(2).c_str());
     return kExitOk;
   }
-  std::printf("job %s  %s  status %s  exit %s\n", (*e)->id.c_str(), (*e)->name.c_str(), (*e)->status.c_str(),
-              (*e)->exit_code ? std::to_string(*(*e)->exit_code).c_str() : "-");
+  // Text mode shows names, commands and errors escaped; --json above keeps them exact.
+  using platform::printable;
+  std::printf("job %s  %s  status %s  exit %s\n", (*e)->id.c_str(), printable((*e)->name).c_str(),
+              printable((*e)->status).c_str(), (*e)->exit_code ? std::to_string(*(*e)->exit_code).c_str() : "-");
   if (rec.is_object()) {
-    if (rec.contains("command")) std::printf("command   %s\n", rec["command"].dump().c_str());
+    if (rec.contains("command")) std::printf("command   %s\n", printable(rec["command"].dump()).c_str());
     if (rec.contains("started_at")) std::printf("started   %s\n", rec["started_at"].get<std::string>().c_str());
     if (rec.contains("ended_at")) std::printf("ended     %s\n", rec["ended_at"].get<std::string>().c_str());
-    if (rec.contains("error")) std::printf("error     %s\n", rec["error"].get<std::string>().c_str());
+    if (rec.contains("error")) std::printf("error     %s\n", printable(rec["error"].get<std::string>()).c_str());
     if (rec.contains("gpu_info")) {
       const auto& gi = rec["gpu_info"];
-      std::printf("gpus      %s × %s (%s)\n", gi["count"].dump().c_str(), gi.value("model", "").c_str(),
+      std::printf("gpus      %s × %s (%s)\n", gi["count"].dump().c_str(), printable(gi.value("model", "")).c_str(),
                   gi["gpu_info"].value("allocation_method", "").c_str());
       for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array()))
-        std::printf("          %s\n", w.get<std::string>().c_str());
+        std::printf("          %s\n", printable(w.get<std::string>()).c_str());
     }
     if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring")) {
       const auto& m = rec["metrics"]["gpu_monitoring"];
@@ -331,7 +335,7 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
         };
         std::printf(
             "  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
-            s.value("name", "").c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
+            printable(s.value("name", "")).c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
             mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
             s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
       }

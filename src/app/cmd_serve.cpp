@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
@@ -235,12 +234,10 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     agent_socket = std::move(*sock);
   }
   if (!cmd.port_file.empty()) {
-    // Written whole under a temporary name, then renamed: a reader never sees half a number.
-    const std::string tmp = cmd.port_file + ".tmp";
-    std::ofstream(tmp) << *port << "\n";
-    std::error_code ec;
-    fs::rename(tmp, cmd.port_file, ec);
-    if (ec) print_error("cannot write the port file " + cmd.port_file + ": " + ec.message());
+    // Written whole and renamed into place (a reader never sees half a number), never through a
+    // name that someone else could have planted as a link.
+    if (auto w = platform::write_file_atomic(cmd.port_file, std::to_string(*port) + "\n", 0644); !w)
+      print_error("cannot write the port file: " + w.error().message);
   }
   const auto latest = agent.latest();
   const std::string host = c.server.host.find(':') != std::string::npos ? "[" + c.server.host + "]" : c.server.host;

@@ -8,6 +8,7 @@
 #include "app/exit_codes.hpp"
 #include "app/render.hpp"
 #include "core/fields.hpp"
+#include "platform/log.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
@@ -80,7 +81,8 @@ int run_backends(const GlobalOptions& g, bool json) {
                             .c_str());
   } else {
     for (const auto& s : ctx.steps)
-      std::printf("%-11s %s  %s\n", s.backend.c_str(), s.chosen ? "chosen " : "skipped", s.detail.c_str());
+      std::printf("%-11s %s  %s\n", s.backend.c_str(), s.chosen ? "chosen " : "skipped",
+                  platform::printable(s.detail).c_str());
     if (!found) std::printf("No GPU backend is usable on this machine.\n");
   }
   return found ? kExitOk : kExitNoBackend;

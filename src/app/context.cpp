@@ -7,6 +7,7 @@
 
 #include "platform/clock.hpp"
 #include "platform/fs.hpp"
+#include "platform/log.hpp"
 
 namespace gf::app {
 
@@ -50,6 +51,18 @@ bool use_color(int fd, const GlobalOptions& g) {
   return ::isatty(fd) == 1;
 }
 
-void print_error(const std::string& message) { std::fprintf(stderr, "gpufleet: %s\n", message.c_str()); }
+// Errors quote names and paths that others may have chosen: escaped like any other text shown.
+// Multi-line messages (an allocator's reasons) keep their line breaks; nothing else passes raw.
+void print_error(const std::string& message) {
+  std::string text;
+  for (std::size_t from = 0;;) {
+    const auto nl = message.find('\n', from);
+    text += platform::printable(std::string_view(message).substr(from, nl == std::string::npos ? nl : nl - from));
+    if (nl == std::string::npos) break;
+    text += '\n';
+    from = nl + 1;
+  }
+  std::fprintf(stderr, "gpufleet: %s\n", text.c_str());
+}
 
 }  // namespace gf::app

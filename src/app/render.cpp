@@ -11,11 +11,13 @@
 #include "core/fields.hpp"
 
 #include "core/policy.hpp"
+#include "platform/log.hpp"
 
 namespace gf::app {
 namespace {
 
 using core::Field;
+using platform::printable;
 
 std::string unit(Field f) { return std::string(core::info(f).unit); }
 
@@ -42,9 +44,9 @@ std::string header(const core::Snapshot& s, const std::string& host, const Style
   const auto t = std::chrono::system_clock::to_time_t(s.timestamp);
   std::tm tm{};
   localtime_r(&t, &tm);
-  std::string h = fmt::format("{}  {:%Y-%m-%d %H:%M:%S}  backend {}", st.paint(host, "1"), tm, s.backend);
-  if (!s.driver_version.empty()) h += "  driver " + s.driver_version;
-  if (!s.cuda_driver_version.empty()) h += "  CUDA " + s.cuda_driver_version;
+  std::string h = fmt::format("{}  {:%Y-%m-%d %H:%M:%S}  backend {}", st.paint(printable(host), "1"), tm, s.backend);
+  if (!s.driver_version.empty()) h += "  driver " + printable(s.driver_version);
+  if (!s.cuda_driver_version.empty()) h += "  CUDA " + printable(s.cuda_driver_version);
   return h;
 }
 
@@ -87,12 +89,13 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
   if (s.simulated) out.push_back(st.paint("SIMULATED GPUs (--backend sim): not real hardware", "1;30;43"));
   out.push_back(header(s, host, st));
   std::size_t name_w = 9;  // "(unknown)"
-  for (const auto& g : s.gpus) name_w = std::max(name_w, g.name.size());
+  for (const auto& g : s.gpus) name_w = std::max(name_w, printable(g.name).size());
   for (const auto& g : s.gpus) {
     std::string line = st.paint(fmt::format("[{}]", g.index), "36") + " " +
-                       st.paint(pad(g.name.empty() ? "(unknown)" : g.name, name_w), "34") + " |";
+                       st.paint(pad(g.name.empty() ? "(unknown)" : printable(g.name), name_w), "34") + " |";
     if (g.health != core::Health::Ok) {
-      line += " " + st.paint(fmt::format("{}: {}", g.health == core::Health::Lost ? "LOST" : "ERROR", g.health_message),
+      line += " " + st.paint(fmt::format("{}: {}", g.health == core::Health::Lost ? "LOST" : "ERROR",
+                                         printable(g.health_message)),
                              "1;31");
       out.push_back(std::move(line));
       continue;
@@ -113,8 +116,9 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
     if (g.fan_pct) line += fmt::format(" | {} {:>3} {}", core::info(Field::Fan).label, *g.fan_pct, unit(Field::Fan));
     line += " |";
     for (const auto& p : g.processes) {
-      std::string who = p.name.empty() ? "pid" : p.name;
-      if (!p.user.empty()) who = p.user + ":" + who;
+      // Names come from the processes themselves: never let one steer the terminal.
+      std::string who = p.name.empty() ? "pid" : printable(p.name);
+      if (!p.user.empty()) who = printable(p.user) + ":" + who;
       std::string mem = p.used_memory_mib ? mem_mib(*p.used_memory_mib) : "?";
       line += " " + st.paint(fmt::format("{}/{}({})", who, p.pid, mem), "90");
     }
@@ -123,8 +127,8 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
   if (s.gpus.empty()) out.push_back(st.paint("No GPU found.", "1;33"));
   if (auto legend = missing_legend(s); !legend.empty()) out.push_back(st.paint(legend, "90"));
   for (const auto& w : s.warnings)
-    if (!s.simulated || w.find("simulated") == std::string::npos) out.push_back(st.paint("! " + w, "33"));
-  if (!s.process_visibility.complete) out.push_back(st.paint("! " + s.process_visibility.message, "33"));
+    if (!s.simulated || w.find("simulated") == std::string::npos) out.push_back(st.paint("! " + printable(w), "33"));
+  if (!s.process_visibility.complete) out.push_back(st.paint("! " + printable(s.process_visibility.message), "33"));
   return out;
 }
 
@@ -147,10 +151,11 @@ std::vector<std::string> render_processes(const core::Snapshot& s, const Style& 
                          "1"));
   for (const auto& r : rows) {
     const auto& p = *r.p;
-    out.push_back(
-        fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", r.gpu, p.pid, p.user.empty() ? "?" : p.user,
-                    p.used_memory_mib ? fmt::format("{} MiB", *p.used_memory_mib) : "unknown", core::to_string(p.kind),
-                    p.container.value_or("-"), p.command.empty() ? (p.name.empty() ? "?" : p.name) : p.command));
+    out.push_back(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", r.gpu, p.pid,
+                              p.user.empty() ? "?" : printable(p.user),
+                              p.used_memory_mib ? fmt::format("{} MiB", *p.used_memory_mib) : "unknown",
+                              core::to_string(p.kind), printable(p.container.value_or("-")),
+                              printable(p.command.empty() ? (p.name.empty() ? "?" : p.name) : p.command)));
   }
   for (const auto& g : s.gpus)
     if (g.memory_unattributed_mib && *g.memory_unattributed_mib > 0)
@@ -159,7 +164,7 @@ std::vector<std::string> render_processes(const core::Snapshot& s, const Style& 
                                          "other / not attributed (driver, contexts, processes not visible)"),
                              "90"));
   if (rows.empty()) out.push_back("No GPU processes.");
-  if (!s.process_visibility.complete) out.push_back(st.paint("! " + s.process_visibility.message, "33"));
+  if (!s.process_visibility.complete) out.push_back(st.paint("! " + printable(s.process_visibility.message), "33"));
   return out;
 }
 
@@ -172,7 +177,7 @@ std::vector<std::string> render_report(const core::RunReport& r, const Style& st
                        fmt::format(fmt::runtime(spec), m->min), fmt::format(fmt::runtime(spec), m->max));
   };
   for (const auto& [index, g] : r.gpus) {
-    out.push_back(st.paint(fmt::format("[{}]", index), "36") + " " + g.name);
+    out.push_back(st.paint(fmt::format("[{}]", index), "36") + " " + printable(g.name));
     const auto u = [](Field f) { return " " + unit(f); };
     out.push_back("    utilization  " + range(g.utilization, u(Field::Utilization).c_str(), "{:.1f}") +
                   (g.utilization ? fmt::format("  p95 {:.1f}{}", g.utilization->p95, u(Field::Utilization)) : ""));

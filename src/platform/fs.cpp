@@ -2,12 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace gf::platform {
 
@@ -82,6 +84,88 @@ std::string under_root(const std::string& root, const std::string& abs_path) {
   while (r.size() > 1 && r.back() == '/') r.pop_back();
   if (!abs_path.empty() && abs_path.front() == '/') return r + abs_path;
   return r + "/" + abs_path;
+}
+
+Result<void> make_dirs(const std::string& path, unsigned mode) {
+  if (path.empty()) return {};
+  // Walk down from the root so that only the components we create get `mode`.
+  for (std::size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
+    const std::string prefix = path.substr(0, end);
+    if (end == std::string::npos && prefix.empty()) break;
+    if (::mkdir(prefix.c_str(), static_cast<mode_t>(mode)) == 0) {
+      // mkdir applies the umask; the mode asked for is the one we want whatever the umask.
+      (void)::chmod(prefix.c_str(), static_cast<mode_t>(mode));
+    } else if (errno == EEXIST) {
+      struct stat st {};
+      if (::stat(prefix.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return make_error(ErrorKind::Failed, "cannot create the directory " + prefix + ": something else is there");
+    } else {
+      return make_error(ErrorKind::Failed, "cannot create the directory " + prefix + ": " + std::strerror(errno));
+    }
+    if (end == std::string::npos) break;
+  }
+  return {};
+}
+
+namespace {
+
+std::string random_suffix() {
+  unsigned char buf[8] = {};
+  std::size_t got = 0;
+  while (got < sizeof buf) {
+    const auto n = ::getrandom(buf + got, sizeof buf - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const unsigned char b : buf) {
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 15]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty()) return make_error(ErrorKind::Invalid, "cannot write " + path + ": it names a directory");
+  std::string tmp;
+  int fd = -1;
+  // A name nobody can guess, created exclusively: a planted file or link at that name is never opened.
+  for (int attempt = 0; attempt < 8 && fd < 0; ++attempt) {
+    tmp = dir + "/." + base + "." + random_suffix() + ".tmp";
+    fd =
+        ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, static_cast<mode_t>(mode));
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return make_error(ErrorKind::Failed, "cannot write " + path + ": " + std::strerror(errno));
+  (void)::fchmod(fd, static_cast<mode_t>(mode));  // the mode asked for, whatever the umask
+  std::size_t off = 0;
+  bool ok = true;
+  while (off < content.size()) {
+    const auto n = ::write(fd, content.data() + off, content.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  const int saved = errno;
+  if (::close(fd) != 0) ok = false;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(ok ? errno : saved);
+    (void)::unlink(tmp.c_str());
+    return make_error(ErrorKind::Failed, "cannot write " + path + ": " + why);
+  }
+  return {};
 }
 
 std::optional<std::string> env(const char* name) {

@@ -4,7 +4,10 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "core/result.hpp"
 
 namespace gf::platform {
 
@@ -22,6 +25,15 @@ bool exists(const std::string& path);
 
 // root + absolute path, with no doubled slash ("" or "/" as root means the real root).
 std::string under_root(const std::string& root, const std::string& abs_path);
+
+// The directories of `path` that are missing, created with `mode` (0700 for the agent's private
+// directories); directories that exist are left as they are. An error names the one that failed.
+Result<void> make_dirs(const std::string& path, unsigned mode);
+
+// Writes `content` to `path` atomically without ever following a link planted by someone else: the
+// bytes go to a new file with a random name in path's directory (O_CREAT|O_EXCL|O_NOFOLLOW, `mode`),
+// which is then renamed onto `path` (rename replaces a link itself, never its target). Errors name the file.
+Result<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
 
 // Environment variable, or nullopt when unset or empty.
 std::optional<std::string> env(const char* name);

@@ -4,24 +4,38 @@
 
 namespace gf::platform {
 
-std::string escape_control(std::string_view text) {
+namespace {
+
+std::string escape(std::string_view text, bool backslash) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
-  for (const char ch : text) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\\') {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (c == '\\' && backslash) {
       out += "\\\\";
     } else if (c < 0x20 || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 0xf];
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // U+0080..U+009F in UTF-8
+      out += "\\u00";
+      out += kHex[next >> 4];
+      out += kHex[next & 0xf];
+      ++i;
     } else {
-      out += ch;
+      out += static_cast<char>(c);
     }
   }
   return out;
 }
+
+}  // namespace
+
+std::string printable(std::string_view text) { return escape(text, false); }
+
+std::string escape_control(std::string_view text) { return escape(text, true); }
 
 void log_line(std::string_view component, std::string_view message) {
   std::string line = "gpufleet: ";

@@ -8,7 +8,13 @@
 
 namespace gf::platform {
 
-// The message with every byte below 0x20 and 0x7f written as \xNN, and '\\' as "\\\\".
+// Text that a process or another user controls (command lines, job and lease names, user names), made
+// safe to show on a terminal: C0 controls and DEL as \xNN, the UTF-8 C1 controls U+0080..U+009F (which
+// a UTF-8 terminal obeys like ESC sequences) as \u00NN. Everything else, other UTF-8 included, is kept.
+// Only for text output: --json keeps the exact text (JSON escapes what it must).
+std::string printable(std::string_view text);
+
+// printable(), with '\\' also written as "\\\\" so that a log line reads back unambiguously.
 std::string escape_control(std::string_view text);
 
 void log_line(std::string_view component, std::string_view message);

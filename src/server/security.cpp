@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "platform/fs.hpp"
 
 namespace gf::server {
@@ -54,30 +56,71 @@ std::string random_token() {
   return out;
 }
 
+namespace {
+
+// Reads the token from an existing file, trusting it only for what it is: a regular file (no link
+// followed) owned by our euid and writable by nobody else, since whoever can write it can log in.
+Result<std::string> read_token_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      return make_error(ErrorKind::Permission, "the token file " + path + " is a symbolic link: refusing it");
+    return make_error("cannot read the token file " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0)
+    problem = std::string("cannot read it: ") + std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = "it is not a regular file";
+  else if (st.st_uid != ::geteuid())
+    problem =
+        "it is owned by uid " + std::to_string(st.st_uid) + ", not by the agent's uid " + std::to_string(::geteuid());
+  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    problem = "it is writable by others (mode " + fmt::format("{:04o}", st.st_mode & 07777) + ")";
+  if (!problem.empty()) {
+    ::close(fd);
+    return make_error(ErrorKind::Permission, "the token file " + path + ": " + problem + ": refusing it");
+  }
+  char buf[4096];
+  std::string text;
+  for (;;) {
+    const auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error("cannot read the token file " + path + ": " + std::strerror(err));
+    }
+    if (n == 0 || text.size() > 64 * 1024) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  if (text.empty()) return make_error(ErrorKind::Invalid, "the token file " + path + " is empty");
+  return text;
+}
+
+}  // namespace
+
 Result<std::string> load_or_create_token(const std::string& path, bool* created) {
   if (created) *created = false;
   if (auto env = platform::env("GPUFLEET_TOKEN"); env && !env->empty()) return *env;
-  {
-    std::ifstream in(path);
-    if (in) {
-      std::string t;
-      std::getline(in, t);
-      while (!t.empty() && (t.back() == '\r' || t.back() == ' ')) t.pop_back();
-      if (t.empty()) return make_error("the token file " + path + " is empty");
-      return t;
-    }
-  }
-  std::error_code ec;
+  // Create first (O_EXCL never opens what is there, a link included); only when something exists do
+  // we read it, so a dangling link or an unreadable file is an error rather than a retry.
   const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (!dir.empty())
+    if (auto made = platform::make_dirs(dir.string(), 0700); !made) return made.error();
   const std::string token = random_token();
   if (token.size() != 64) return make_error("cannot read random bytes for a token");
   // O_EXCL: two agents starting at once never overwrite each other's token.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
   if (fd < 0) {
-    if (errno == EEXIST) return load_or_create_token(path, created);
+    if (errno == EEXIST) return read_token_file(path);
     return make_error("cannot create the token file " + path + ": " + std::strerror(errno));
   }
+  (void)::fchmod(fd, 0600);
   const std::string line = token + "\n";
   const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
   ::close(fd);

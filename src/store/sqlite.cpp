@@ -1,20 +1,68 @@
 #include "store/sqlite.hpp"
 
+#include <fcntl.h>
+#include <pwd.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "platform/fs.hpp"
+
 namespace gf::store {
 
+namespace {
+
+std::string user_name(uid_t uid) {
+  passwd pw{};
+  passwd* res = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res) return res->pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+// The store file is created by us, private (0600), and afterwards accepted only when it is a regular
+// file (not a link to someone else's database) owned by our euid: root writing a file another user
+// owns would let that user steer what root writes. SQLite would create it 0644 minus the umask.
+Result<void> check_or_create_store_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    (void)::fchmod(fd, 0600);
+    ::close(fd);
+    return {};
+  }
+  if (errno != EEXIST) return make_error("cannot create the store " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return make_error("cannot open the store " + path + ": " + std::strerror(errno));
+  if (S_ISLNK(st.st_mode))
+    return make_error(ErrorKind::Permission, "the store " + path + " is a symbolic link: refusing it");
+  if (!S_ISREG(st.st_mode))
+    return make_error(ErrorKind::Permission, "the store " + path + " is not a regular file: refusing it");
+  if (st.st_uid != ::geteuid())
+    return make_error(ErrorKind::Permission, "the store " + path + " is owned by " + user_name(st.st_uid) + " (uid " +
+                                                 std::to_string(st.st_uid) + "), not by us: refusing it");
+  return {};
+}
+
+}  // namespace
+
 Result<Db> Db::open(const std::string& path) {
-  std::error_code ec;
   const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  if (!dir.empty())
+    if (auto made = platform::make_dirs(dir.string(), 0700); !made)
+      return make_error("cannot open the store " + path + ": " + made.error().message);
+  if (auto ok = check_or_create_store_file(path); !ok) return ok.error();
   sqlite3* db = nullptr;
+  // NOFOLLOW: SQLite itself also refuses a path that is (or became) a symbolic link.
   const int rc =
-      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, nullptr);
   if (rc != SQLITE_OK) {
     std::string why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);

@@ -18,3 +18,24 @@ TEST(Log, ControlCharactersAreWrittenAsHexEscapes) {
 
 }  // namespace
 }  // namespace gf::platform
+
+namespace gf::platform {
+namespace {
+
+// Issue 12: names and command lines from processes and other users reach the terminal; every control
+// character is shown escaped (C0, DEL, and the C1 range as UTF-8), other text is kept as it is.
+TEST(Printable, ControlCharactersAreEscapedAndTheRestKept) {
+  EXPECT_EQ(printable("x\x1b]0;pwned\x07y"), "x\\x1b]0;pwned\\x07y");
+  EXPECT_EQ(printable("\x1b[2J"), "\\x1b[2J");
+  EXPECT_EQ(printable("del\x7f"), "del\\x7f");
+  EXPECT_EQ(printable("csi\xc2\x9b"
+                      "31m"),
+            "csi\\u009b31m");                                // U+009B, the one-byte CSI
+  EXPECT_EQ(printable("nbsp\xc2\xa0ok"), "nbsp\xc2\xa0ok");  // U+00A0 is not a control
+  EXPECT_EQ(printable("température 日本"), "température 日本");
+  EXPECT_EQ(printable("a\\b"), "a\\b");  // backslashes stay single on a terminal
+  EXPECT_EQ(escape_control("\xc2\x85"), "\\u0085");
+}
+
+}  // namespace
+}  // namespace gf::platform
