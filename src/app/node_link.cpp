@@ -41,7 +41,19 @@ class AgentLink final : public NodeLink {
 
   Result<void> put_job(core::Job& job) override {
     if (lost_) return make_error(fmt::format("the connection to the agent at {} was lost", client_.path()));
-    auto r = client_.call("job_put", {{"job", job_to_json(job)}});
+    nlohmann::json j = job_to_json(job);
+    // A request is one line of at most 64 KiB: a long run's sample series would not fit. The summary
+    // statistics stay; the series is left out of what the agent keeps, saying so.
+    if (j.dump().size() > kAgentMaxLine - 1024) {
+      auto& rec = j["record"];
+      if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring") &&
+          rec["metrics"]["gpu_monitoring"].contains("series")) {
+        auto& mon = rec["metrics"]["gpu_monitoring"];
+        mon.erase("series");
+        mon["series_omitted"] = "larger than the agent socket's 64 KiB request line";
+      }
+    }
+    auto r = client_.call("job_put", {{"job", std::move(j)}});
     if (!r) return r.error();
     if (auto id = r->find("id"); id != r->end() && id->is_string()) job.id = id->get<std::string>();
     return {};
