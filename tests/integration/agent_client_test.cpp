@@ -33,6 +33,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
 
+// A script's line that closes the connection instead of being sent.
+const std::string kClose = "<close>";
+
 // Answers: the lines to send back for one request (replies and events; a raw string is sent as is).
 using Script = std::function<std::vector<std::string>(const json& request)>;
 
@@ -108,7 +111,13 @@ class StandInAgent {
           requests_.push_back(req);
         }
         cv_.notify_all();
-        for (const auto& out : script_(req)) send_line(c, out);
+        for (const auto& out : script_(req)) {
+          if (out == kClose) {
+            ::close(c);
+            return;
+          }
+          send_line(c, out);
+        }
       }
     }
     ::close(c);
@@ -319,6 +328,22 @@ TEST_F(AgentClient, CtrlCWhileWaitingSendsCancel) {
   ASSERT_FALSE(reqs.empty());
   EXPECT_EQ(reqs.back()["op"], "job_put");
   EXPECT_EQ(reqs.back()["job"]["status"], "interrupted");
+}
+
+// The agent goes away while the job runs: the client says so on stderr, the job goes on to its end and
+// its exit status is run's.
+TEST_F(AgentClient, ConnectionDropWhileTheJobRunsIsReportedAndTheJobGoesOn) {
+  StandInAgent agent(sock, [](const json& r) {
+    const std::string op = r.value("op", "");
+    if (op == "acquire") return std::vector<std::string>{ok_reply(r, {{"lease", a_lease("L1", {0})}}), kClose};
+    return std::vector<std::string>{ok_reply(r, {{"id", "j1"}})};
+  });
+  ASSERT_TRUE(agent.ok());
+  const std::string flag = (dir / "finished").string();
+  auto r = gf({"run", "--gpus", "1", "--", "sh", "-c", "sleep 0.5; touch " + flag + "; exit 4"});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_TRUE(fs::exists(flag));
+  EXPECT_NE(r.err.find("dropped while job"), std::string::npos) << r.err;
 }
 
 }  // namespace
