@@ -15,8 +15,10 @@
 #include "app/serve_config.hpp"
 #include "cluster/fleet_refresher.hpp"
 #include "node/agent.hpp"
+#include "node/arbiter.hpp"
 #include "platform/fs.hpp"
 #include "sampler/hub.hpp"
+#include "server/agent_socket.hpp"
 #include "server/api.hpp"
 #include "server/api_cluster.hpp"
 #include "server/http_server.hpp"
@@ -132,7 +134,40 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     }
   });
 
+  // The node's arbiter: the one writer of leases, the queue and job records while the agent runs. It
+  // decides on the loop's published reading (younger than two intervals), else one fresh read.
+  std::unique_ptr<node::Arbiter> arbiter;
+  if (jobs) {
+    if (auto st = store::NodeStore::open(c.db); !st) {
+      print_error("the arbiter cannot open the store (" + st.error().message + "): no agent socket");
+    } else {
+      node::ReadingSource rs;
+      rs.latest = [&agent]() -> std::pair<core::SnapshotPtr, std::chrono::steady_clock::time_point> {
+        auto p = agent.latest();
+        if (!p) return {nullptr, {}};
+        return {p->snapshot, p->taken};
+      };
+      rs.fresh = [&agent]() -> Result<core::SnapshotPtr> {
+        auto p = agent.fresh();
+        if (!p) return p.error();
+        return (*p)->snapshot;
+      };
+      if (auto t = ctx.monitor->topology(); t) rs.topology = std::move(*t);
+      node::ArbiterOptions ao2;
+      ao2.max_user_priority = c.max_user_priority;
+      ao2.max_gpus_per_user = c.max_gpus_per_user;
+      ao2.reading_max_age = 2 * c.interval;
+      ao2.recheck = std::max(c.interval, std::chrono::milliseconds(250));  // the queue meets each new reading
+      arbiter = std::make_unique<node::Arbiter>(std::move(*st), std::move(rs), ao2);
+      if (auto r = arbiter->recover(); !r)
+        print_error("cannot recover the leases of the previous run: " + r.error().message);
+      else if (*r > 0)
+        std::fprintf(stderr, "gpufleet: ended %zu lease(s) of the previous run\n", *r);
+    }
+  }
+
   api.agent = &agent;
+  api.arbiter = arbiter.get();
   api.monitor = ctx.monitor.get();
   api.ws = &ws;
   api.jobs = jobs.get();
@@ -168,6 +203,20 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     return exit_code(port.error());
   }
   agent.start();
+  std::unique_ptr<server::AgentSocket> agent_socket;
+  if (arbiter && c.socket != "none") {
+    server::AgentSocketOptions so;
+    so.path = c.socket.empty() ? server::default_agent_socket_path() : c.socket;
+    so.version = GF_VERSION;
+    so.admin_group = c.admin_group;
+    auto sock = server::AgentSocket::start(*arbiter, &router, so);
+    if (!sock) {
+      print_error(sock.error().message + " (--socket PATH, or --socket none)");
+      agent.stop();
+      return exit_code(sock.error());
+    }
+    agent_socket = std::move(*sock);
+  }
   if (!cmd.port_file.empty()) {
     // Written whole under a temporary name, then renamed: a reader never sees half a number.
     const std::string tmp = cmd.port_file + ".tmp";
@@ -187,10 +236,13 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
                c.static_dir.empty() ? "not found (make web, or --static DIR)"
                                     : ("http://" + host + ":" + std::to_string(*port) + "/").c_str(),
                host.c_str(), static_cast<unsigned>(*port), jobs ? c.db.c_str() : "none");
+  std::fprintf(stderr, "gpufleet: agent socket %s\n",
+               agent_socket ? agent_socket->path().c_str() : (arbiter ? "none (--socket none)" : "none (no store)"));
   std::fflush(stderr);
 
-  http.run(true);  // until SIGINT/SIGTERM: then in-flight requests finish and clients are told
-  agent.stop();    // the last batch is written
+  http.run(true);
+  if (agent_socket) agent_socket->stop();  // until SIGINT/SIGTERM: then in-flight requests finish and clients are told
+  agent.stop();                            // the last batch is written
   std::fprintf(stderr, "gpufleet: agent stopped\n");
   return kExitOk;
 }

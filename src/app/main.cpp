@@ -202,6 +202,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 100000u));
   serve->add_option("--allow-origin", serve_cmd.allow_origins,
                     "a WebSocket Origin allowed besides the agent's own address (repeatable)");
+  serve->add_option("--socket", serve_cmd.socket,
+                    "the agent socket for every user's CLI (default: /run/gpufleet/agent.sock as root; none: no "
+                    "socket)");
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
   serve
       ->add_option("--cluster-config", serve_cmd.cluster_config,

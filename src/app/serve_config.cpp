@@ -95,7 +95,8 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   if (!j.is_object()) return make_error(src + ": expected a JSON object");
   if (auto r = check_keys(j, src,
                           {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read",
-                           "history", "alerts", "websocket", "allowed_origins", "limits"});
+                           "history", "alerts", "websocket", "allowed_origins", "limits", "socket", "max_user_priority",
+                           "admin_group", "max_gpus_per_user"});
       !r)
     return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
@@ -116,8 +117,21 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
     if (auto r = set_interval(c, j["interval_s"].get<double>(), src + ": interval_s"); !r) return r.error();
   }
   for (auto [key, out] : {std::pair{"node_name", &c.node_name}, std::pair{"static_dir", &c.static_dir},
-                          std::pair{"db", &c.db}, std::pair{"token_file", &c.token_file}})
+                          std::pair{"db", &c.db}, std::pair{"token_file", &c.token_file},
+                          std::pair{"socket", &c.socket}, std::pair{"admin_group", &c.admin_group}})
     if (auto r = str(key, *out); !r) return r.error();
+  if (j.contains("max_user_priority")) {
+    const json& v = j["max_user_priority"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < -1000000 || v.get<std::int64_t>() > 1000000)
+      return make_error(src + ": 'max_user_priority' must be an integer from -1000000 to 1000000");
+    c.max_user_priority = static_cast<int>(v.get<std::int64_t>());
+  }
+  if (j.contains("max_gpus_per_user")) {
+    const json& v = j["max_gpus_per_user"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1024)
+      return make_error(src + ": 'max_gpus_per_user' must be an integer from 0 (no quota) to 1024");
+    c.max_gpus_per_user = static_cast<unsigned>(v.get<std::int64_t>());
+  }
   if (j.contains("auth_read")) {
     if (!j["auth_read"].is_boolean()) return make_error(src + ": 'auth_read' must be true or false");
     c.server.auth_read = j["auth_read"].get<bool>();
@@ -235,6 +249,7 @@ Result<ServeConfig> load_serve_config(const ServeCommand& cmd) {
   if (cmd.static_dir) c.static_dir = *cmd.static_dir;
   if (cmd.db) c.db = *cmd.db;
   if (cmd.token_file) c.token_file = *cmd.token_file;
+  if (cmd.socket) c.socket = *cmd.socket;
   if (cmd.auth_read) c.server.auth_read = true;
   if (cmd.no_history) c.history = false;
   if (cmd.max_ws_clients) c.ws.max_clients = *cmd.max_ws_clients;

@@ -28,7 +28,8 @@ struct ServeCommand {
   std::optional<unsigned> max_ws_clients;
   std::vector<std::string> allow_origins;
   std::string port_file;
-  std::string cluster_config;  // the fleet's sources (JSON): adds the /api/v1/cluster/ routes
+  std::string cluster_config;         // the fleet's sources (JSON): adds the /api/v1/cluster/ routes
+  std::optional<std::string> socket;  // the agent socket's path, or "none"
 };
 
 struct ServeConfig {
@@ -42,6 +43,13 @@ struct ServeConfig {
   std::vector<core::AlertRule> alert_rules = core::default_alert_rules();
   server::ServerOptions server;
   server::WsOptions ws;
+  // The agent socket (docs/agent-socket.md): empty path: the default for the agent's user; "none": no
+  // socket. Priorities above max_user_priority need root or a member of admin_group; a user holds at
+  // most max_gpus_per_user GPUs at once (0: no quota).
+  std::string socket;
+  int max_user_priority = 0;
+  std::string admin_group;
+  unsigned max_gpus_per_user = 0;
 };
 
 Result<ServeConfig> load_serve_config(const ServeCommand& cmd);

@@ -34,7 +34,7 @@ Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest
                                                          std::string& why_not, std::vector<core::Lease>* holders,
                                                          std::size_t* ahead_out) {
   std::optional<Allocation> got;
-  core::LeaseRequest lr{req.job_id, req.name, req.owner, waiter_id};
+  core::LeaseRequest lr{req.job_id, req.name, req.owner, waiter_id, req.tie};
   auto lease = store_.acquire(
       lr,
       [&](const std::vector<core::Lease>& active,

@@ -23,7 +23,9 @@
 namespace gf::scheduler {
 
 struct SnapshotSource {
-  std::function<Result<core::SnapshotPtr>()> fresh;  // a new driver query (allocation never uses a cache)
+  // The reading a decision is made on: a new driver query for the CLI; the agent's recent published
+  // reading for the node's arbiter (node/arbiter.hpp).
+  std::function<Result<core::SnapshotPtr>()> fresh;
   core::Topology topology;
 };
 
@@ -36,6 +38,7 @@ struct AllocationRequest {
   std::string name;
   int priority = 0;
   core::LeaseOwner owner;
+  core::LeaseTie tie = core::LeaseTie::None;  // recorded with the lease
 };
 
 struct Allocation {
@@ -73,12 +76,14 @@ class NodeAllocator {
   // driver query is retried until the deadline; a store failure ends the wait at once (Failed).
   Result<Allocation> wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts);
 
- private:
-  // nullopt with why_not filled when the GPUs are not available now.
+  // One decision inside the store's write lock: nullopt with why_not filled when the GPUs are not
+  // available now. waiter_id names the caller's row in the store's queue (empty: not queued; the
+  // node's arbiter keeps its own queue and calls this for the waiter it serves).
   Result<std::optional<Allocation>> attempt(const AllocationRequest& req, const std::string& waiter_id,
                                             std::string& why_not, std::vector<core::Lease>* holders,
                                             std::size_t* ahead);
 
+ private:
   core::LeaseStore& store_;
   SnapshotSource source_;
   const core::Clock& clock_;

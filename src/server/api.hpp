@@ -8,6 +8,7 @@
 
 #include "core/ports/clock.hpp"
 #include "node/agent.hpp"
+#include "node/arbiter.hpp"
 #include "node/node_jobs.hpp"
 #include "platform/clock.hpp"
 #include "sampler/monitor.hpp"
@@ -21,7 +22,9 @@ namespace gf::server {
 struct ApiContext {
   node::Agent* agent = nullptr;
   sampler::Monitor* monitor = nullptr;
-  WsHub* ws = nullptr;             // may be null (no WebSocket)
+  WsHub* ws = nullptr;  // may be null (no WebSocket)
+  // The node's arbiter: allocations through the HTTP API go through it (as the token holder, an admin).
+  node::Arbiter* arbiter = nullptr;
   node::NodeJobs* jobs = nullptr;  // may be null: the store could not be opened (endpoints answer 503)
   std::string store_error;         // why jobs is null
   std::string version;

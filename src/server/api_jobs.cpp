@@ -54,6 +54,29 @@ Result<std::int64_t> int_field(const json& j, const char* key, std::int64_t def,
   return n;
 }
 
+// The HTTP token holder, as the arbiter sees it: the agent's own user, an admin.
+node::Peer api_peer() {
+  node::Peer p;
+  p.uid = static_cast<std::uint32_t>(::geteuid());
+  p.gid = static_cast<std::uint32_t>(::getegid());
+  p.pid = static_cast<std::uint32_t>(::getpid());
+  p.user = "api";
+  p.admin = true;
+  return p;
+}
+
+node::AcquireRequest to_acquire(const scheduler::AllocationRequest& ar) {
+  node::AcquireRequest r;
+  r.gpus = ar.gpus;
+  r.min_memory_mib = ar.min_memory_mib;
+  r.max_utilization_pct = ar.max_utilization_pct;
+  r.allow_busy = !ar.refuse_busy;
+  r.name = ar.name;
+  r.job_id = ar.job_id;
+  r.tie = core::LeaseTie::Process;
+  return r;
+}
+
 }  // namespace
 
 void add_job_routes(Router& r, ApiContext& ctx) {
@@ -100,7 +123,10 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     ar.name = body->value(
         "name",
         fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
-    auto got = c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar); });
+    // Through the arbiter when the agent has one (the only writer of the node's leases): the token
+    // holder is an admin, and the lease is tied to the owner process.
+    auto got = c->arbiter ? c->arbiter->acquire_for(api_peer(), to_acquire(ar), ar.owner)
+                          : c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar); });
     if (!got)
       return error_response(got.error(),
                             got.error().kind == ErrorKind::Unavailable ? "insufficient_gpus" : "allocation_failed");
@@ -113,6 +139,12 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     const std::string& id = req.params.at("id");
     if (id.size() > 64) return error_response(ErrorKind::Invalid, "lease id too long");
+    if (c->arbiter) {
+      auto r = c->arbiter->release(id, true, "released through the API");
+      if (!r) return error_response(r.error(), "store_error");
+      if (!*r) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
+      return json_response(200, json{{"id", id}, {"released", true}});
+    }
     auto done = c->jobs->with(
         [&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
     if (!done) return error_response(done.error(), "store_error");
@@ -126,7 +158,9 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     auto leases =
         c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
     if (!leases) return error_response(leases.error(), "store_error");
-    auto waiting = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
+    // The arbiter keeps the agent's queue in memory; the store's queue is the CLI's without an agent.
+    auto waiting = c->arbiter ? Result<std::vector<core::Waiter>>(c->arbiter->waiting())
+                              : c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
     // The waiting list is secondary: when it cannot be read, the leases are still worth sending.
     return json_response(200,
                          wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{}));

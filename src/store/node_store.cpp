@@ -18,7 +18,7 @@
 namespace gf::store {
 namespace {
 
-constexpr std::int64_t kSchemaVersion = 1;
+constexpr std::int64_t kSchemaVersion = 2;
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS leases(
   id TEXT PRIMARY KEY, job_id TEXT NOT NULL, name TEXT NOT NULL,
@@ -41,11 +41,33 @@ CREATE TABLE IF NOT EXISTS experiments(
   started_ms INTEGER NOT NULL, ended_ms INTEGER, lease_id TEXT NOT NULL DEFAULT '', record TEXT NOT NULL,
   owner_pid INTEGER NOT NULL DEFAULT 0, owner_start INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS experiments_started ON experiments(started_ms);
+-- Version 2 (issue 12): who owns each row (the arbiter's peer uid; NULL in rows of older binaries),
+-- and what a lease is tied to ('connection', 'process', '' when written without the agent). A version 1
+-- file gets the columns here; a new file gets the tables above, then the same columns.
+ALTER TABLE leases ADD COLUMN owner_uid INTEGER;
+ALTER TABLE leases ADD COLUMN tie TEXT NOT NULL DEFAULT '';
+ALTER TABLE waiters ADD COLUMN owner_uid INTEGER;
+ALTER TABLE experiments ADD COLUMN owner_uid INTEGER;
 )sql";
 
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
 
-// A row of "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters".
+constexpr const char* kWaiterColumns =
+    "id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user, owner_uid";
+
+std::optional<std::uint32_t> opt_uid(const Stmt& s, int col) {
+  if (auto v = s.opt_int64(col)) return static_cast<std::uint32_t>(*v);
+  return std::nullopt;
+}
+
+void bind_uid(Stmt& s, int i, const std::optional<std::uint32_t>& uid) {
+  if (uid)
+    s.bind(i, std::int64_t{*uid});
+  else
+    s.bind_null(i);
+}
+
+// A row of "SELECT <kWaiterColumns> FROM waiters".
 core::Waiter read_waiter(const Stmt& s) {
   core::Waiter w;
   w.id = s.text(0);
@@ -53,7 +75,8 @@ core::Waiter read_waiter(const Stmt& s) {
   w.priority = static_cast<int>(s.int64(2));
   w.enqueued_at_ms = s.int64(3);
   w.gpus = static_cast<unsigned>(s.int64(4));
-  w.owner = {static_cast<std::uint32_t>(s.int64(5)), static_cast<unsigned long long>(s.int64(6)), s.text(7)};
+  w.owner = {static_cast<std::uint32_t>(s.int64(5)), static_cast<unsigned long long>(s.int64(6)), s.text(7),
+             opt_uid(s, 8)};
   return w;
 }
 
@@ -131,8 +154,8 @@ Result<void> NodeStore::reap_locked(bool& changed) {
 
 Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, std::size_t limit) {
   auto sel = db_.prepare(fmt::format(
-      "SELECT id, job_id, name, owner_pid, owner_start, owner_user, created_ms, released_ms, release_reason "
-      "FROM leases {} ORDER BY created_ms DESC, id LIMIT {}",
+      "SELECT id, job_id, name, owner_pid, owner_start, owner_user, created_ms, released_ms, release_reason, "
+      "owner_uid, tie FROM leases {} ORDER BY created_ms DESC, id LIMIT {}",
       where_sql, limit));
   if (!sel) return sel.error();
   std::vector<core::Lease> out;
@@ -149,6 +172,8 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, s
     l.created_at_ms = sel->int64(6);
     l.released_at_ms = sel->opt_int64(7);
     l.release_reason = sel->text(8);
+    l.owner.uid = opt_uid(*sel, 9);
+    l.tie = core::tie_from_name(sel->text(10));
     by_id[l.id] = out.size();
     out.push_back(std::move(l));
   }
@@ -179,9 +204,10 @@ Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::strin
   if (!*found) return out;  // not queued (any more)
   const std::int64_t prio = me->int64(0), enq = me->int64(1), rowid = me->int64(2);
   auto sel = db_.prepare(
-      "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters "
-      "WHERE priority > ?1 OR (priority = ?1 AND (enqueued_ms < ?2 OR (enqueued_ms = ?2 AND rowid < ?3))) "
-      "ORDER BY priority DESC, enqueued_ms, rowid");
+      fmt::format("SELECT {} FROM waiters "
+                  "WHERE priority > ?1 OR (priority = ?1 AND (enqueued_ms < ?2 OR (enqueued_ms = ?2 AND rowid < ?3))) "
+                  "ORDER BY priority DESC, enqueued_ms, rowid",
+                  kWaiterColumns));
   if (!sel) return sel.error();
   sel->bind(1, prio).bind(2, enq).bind(3, rowid);
   std::vector<std::string> dead;
@@ -207,9 +233,8 @@ Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::strin
 }
 
 Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
-  auto sel = db_.prepare(
-      "SELECT id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user FROM waiters "
-      "ORDER BY priority DESC, enqueued_ms, rowid");
+  auto sel =
+      db_.prepare(fmt::format("SELECT {} FROM waiters ORDER BY priority DESC, enqueued_ms, rowid", kWaiterColumns));
   if (!sel) return sel.error();
   std::vector<core::Waiter> out;
   for (;;) {
@@ -249,16 +274,19 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   lease.job_id = req.job_id;
   lease.name = req.name;
   lease.owner = req.owner;
+  lease.tie = req.tie;
   lease.created_at_ms = now_ms();
   lease.gpus = **picked;
   auto ins = db_.prepare(
-      "INSERT INTO leases(id, job_id, name, owner_pid, owner_start, owner_user, created_ms) "
-      "VALUES(?1,?2,?3,?4,?5,?6,?7)");
+      "INSERT INTO leases(id, job_id, name, owner_pid, owner_start, owner_user, created_ms, owner_uid, tie) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
   if (!ins) return ins.error();
   ins->bind(1, lease.id).bind(2, lease.job_id).bind(3, lease.name).bind(4, std::int64_t{lease.owner.pid});
   ins->bind(5, static_cast<std::int64_t>(lease.owner.start_time))
       .bind(6, lease.owner.user)
       .bind(7, lease.created_at_ms);
+  bind_uid(*ins, 8, lease.owner.uid);
+  ins->bind(9, std::string(core::tie_name(lease.tie)));
   if (auto r = ins->run(); !r) return r.error();
   for (const auto& g : lease.gpus) {
     auto gi = db_.prepare("INSERT INTO lease_gpus(lease_id, gpu_index, gpu_key, gpu_uuid) VALUES(?1,?2,?3,?4)");
@@ -316,14 +344,15 @@ Result<std::vector<core::Waiter>> NodeStore::waiters() {
 
 Result<void> NodeStore::enqueue(const core::Waiter& w) {
   auto ins = db_.prepare(
-      "INSERT INTO waiters(id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user) "
-      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8)");
+      "INSERT INTO waiters(id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user, owner_uid) "
+      "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
   if (!ins) return ins.error();
   ins->bind(1, w.id).bind(2, w.name).bind(3, std::int64_t{w.priority}).bind(4, w.enqueued_at_ms);
   ins->bind(5, std::int64_t{w.gpus})
       .bind(6, std::int64_t{w.owner.pid})
       .bind(7, static_cast<std::int64_t>(w.owner.start_time));
   ins->bind(8, w.owner.user);
+  bind_uid(*ins, 9, w.owner.uid);
   return ins->run();
 }
 
@@ -341,7 +370,7 @@ Result<void> NodeStore::put_job(const Job& e) {
   auto st = db_.prepare(
       "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, "
       "record, "
-      "owner_pid, owner_start) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)");
+      "owner_pid, owner_start, owner_uid) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)");
   if (!st) return st.error();
   st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
   if (e.exit_code)
@@ -355,6 +384,7 @@ Result<void> NodeStore::put_job(const Job& e) {
     st->bind_null(7);
   st->bind(8, e.lease_id).bind(9, e.record).bind(10, std::int64_t{e.owner.pid});
   st->bind(11, static_cast<std::int64_t>(e.owner.start_time));
+  bind_uid(*st, 12, e.owner.uid);
   return st->run();
 }
 
@@ -372,10 +402,11 @@ Job read_job(const Stmt& s) {
   e.record = s.text(8);
   e.owner.pid = static_cast<std::uint32_t>(s.int64(9));
   e.owner.start_time = static_cast<unsigned long long>(s.int64(10));
+  e.owner.uid = opt_uid(s, 11);
   return e;
 }
 constexpr const char* kJobColumns =
-    "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start";
+    "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start, owner_uid";
 }  // namespace
 
 Result<void> NodeStore::reconcile_jobs() {

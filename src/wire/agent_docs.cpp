@@ -173,7 +173,7 @@ json waiter_json(const core::Waiter& w) {
           {"name", w.name},
           {"priority", w.priority},
           {"gpus", w.gpus},
-          {"owner", {{"pid", w.owner.pid}, {"user", w.owner.user}}},
+          {"owner", owner_json(w.owner)},
           {"enqueued_at", ms_time(w.enqueued_at_ms)}};
 }
 

@@ -231,6 +231,10 @@ json run_report_json(const core::RunReport& r, bool with_series) {
   return out;
 }
 
+nlohmann::json owner_json(const core::LeaseOwner& o) {
+  return {{"pid", o.pid}, {"user", o.user}, {"uid", o.uid ? nlohmann::json(*o.uid) : nlohmann::json(nullptr)}};
+}
+
 nlohmann::json lease_json(const core::Lease& l) {
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& g : l.gpus) gpus.push_back({{"index", g.index}, {"uuid", g.uuid}});
@@ -238,7 +242,8 @@ nlohmann::json lease_json(const core::Lease& l) {
           {"job_id", l.job_id},
           {"name", l.name},
           {"gpus", gpus},
-          {"owner", {{"pid", l.owner.pid}, {"user", l.owner.user}}},
+          {"owner", owner_json(l.owner)},
+          {"tie", l.tie == core::LeaseTie::None ? nlohmann::json(nullptr) : nlohmann::json(core::tie_name(l.tie))},
           {"created_at", iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(l.created_at_ms)))},
           {"released_at", l.released_at_ms ? nlohmann::json(iso8601(std::chrono::system_clock::time_point(
                                                  std::chrono::milliseconds(*l.released_at_ms))))

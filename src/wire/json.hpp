@@ -39,8 +39,10 @@ nlohmann::json processes_json(const core::Snapshot& s);
 // sample_count}}, "series": {"<index>": {"t": [...], "utilization": [...], ...}}}.
 nlohmann::json run_report_json(const core::RunReport& r, bool with_series = true);
 
-// A lease: {id, job_id, name, gpus: [{index, uuid}], owner: {pid, user}, created_at, released_at,
-// release_reason}.
+// A lease's owner: {pid, user, uid}; uid is null for a row written without the agent.
+nlohmann::json owner_json(const core::LeaseOwner& o);
+// A lease: {id, job_id, name, gpus: [{index, uuid}], owner, tie ("connection", "process" or null),
+// created_at, released_at, release_reason}.
 nlohmann::json lease_json(const core::Lease& l);
 
 }  // namespace gf::wire

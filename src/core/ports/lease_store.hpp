@@ -16,7 +16,21 @@ struct LeaseOwner {
   std::uint32_t pid = 0;
   unsigned long long start_time = 0;  // clock ticks since boot (from /proc/<pid>/stat): tells reused pids apart
   std::string user;
+  // The Unix uid that owns the lease, job or queue entry (from the agent's peer credentials). Rows
+  // written by binaries older than the arbiter have none.
+  std::optional<std::uint32_t> uid = std::nullopt;
 };
+
+// What keeps a lease alive when the node's arbiter granted it: the client's connection (ends when it
+// closes) or a process (ends when that process ends). None: written directly to the store (no agent).
+enum class LeaseTie { None, Connection, Process };
+// "", "connection", "process" (the store's and the protocol's words).
+inline const char* tie_name(LeaseTie t) {
+  return t == LeaseTie::Connection ? "connection" : t == LeaseTie::Process ? "process" : "";
+}
+inline LeaseTie tie_from_name(const std::string& s) {
+  return s == "connection" ? LeaseTie::Connection : s == "process" ? LeaseTie::Process : LeaseTie::None;
+}
 
 struct LeasedGpu {
   unsigned index = 0;
@@ -32,6 +46,7 @@ struct Lease {
   std::int64_t created_at_ms = 0;  // Unix epoch milliseconds
   std::optional<std::int64_t> released_at_ms;
   std::string release_reason;  // "released", "job ended", "owner gone", …
+  LeaseTie tie = LeaseTie::None;
 };
 
 struct Waiter {
@@ -48,6 +63,7 @@ struct LeaseRequest {
   std::string name;
   LeaseOwner owner;
   std::string waiter_id;  // empty: not queued (take the GPUs now or not at all)
+  LeaseTie tie = LeaseTie::None;
 };
 
 // Implementations need not be thread-safe: one LeaseStore (connection) per thread.

@@ -1,0 +1,547 @@
+#include "node/arbiter.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "platform/procfs.hpp"
+
+namespace gf::node {
+namespace {
+
+using std::chrono::steady_clock;
+
+std::string random_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFULL);
+}
+
+std::int64_t wall_ms(const core::Clock& c) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(c.wall_now().time_since_epoch()).count();
+}
+
+std::string owner_text(const core::LeaseOwner& o) {
+  if (!o.uid) return fmt::format("{} (written without the agent; only an admin may change it)", o.user);
+  return fmt::format("{} (uid {})", o.user.empty() ? std::to_string(*o.uid) : o.user, *o.uid);
+}
+
+std::string holders_text(const std::vector<core::Lease>& active) {
+  std::string out;
+  for (const auto& l : active) {
+    std::vector<unsigned> idx;
+    for (const auto& g : l.gpus) idx.push_back(g.index);
+    out += fmt::format("{}GPU {} held by {} (lease {}, {})", out.empty() ? "" : "; ", fmt::join(idx, ","),
+                       l.name.empty() ? l.job_id : l.name, l.id, owner_text(l.owner));
+  }
+  return out;
+}
+
+bool serves_before(const core::Waiter& a, std::uint64_t seq_a, const core::Waiter& b, std::uint64_t seq_b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return seq_a < seq_b;
+}
+
+}  // namespace
+
+Arbiter::Arbiter(std::unique_ptr<core::JobStore> store, ReadingSource source, ArbiterOptions options,
+                 const core::Clock& clock)
+    : store_(std::move(store)), source_(std::move(source)), options_(std::move(options)), clock_(clock) {
+  scheduler::SnapshotSource src;
+  src.fresh = [this] { return reading(); };
+  src.topology = source_.topology;
+  allocator_ = std::make_unique<scheduler::NodeAllocator>(*store_, std::move(src), clock_);
+  next_recheck_ = clock_.now() + options_.recheck;
+}
+
+Arbiter::~Arbiter() = default;
+
+core::SnapshotPtr Arbiter::cached_reading() {
+  if (!source_.latest) return nullptr;
+  auto [snap, taken] = source_.latest();
+  if (!snap) return nullptr;
+  if (clock_.now() - taken > options_.reading_max_age) return nullptr;
+  return snap;
+}
+
+Result<core::SnapshotPtr> Arbiter::reading() {
+  if (auto s = cached_reading()) return s;
+  if (!source_.fresh) return make_error(ErrorKind::NotReady, "no reading of the GPUs yet");
+  return source_.fresh();
+}
+
+Result<std::size_t> Arbiter::recover() {
+  std::lock_guard lock(mu_);
+  auto active = store_->active();
+  if (!active) return with_context("cannot read the leases: ", active.error());
+  std::size_t ended = 0;
+  for (const auto& l : *active) {
+    if (l.tie == core::LeaseTie::Connection) {
+      if (auto r = store_->release(l.id, "agent restarted"); !r) return r.error();
+      ++ended;
+    } else if (l.tie == core::LeaseTie::Process) {
+      auto w = platform::PidWatch::open(l.owner.pid, l.owner.start_time, options_.proc_root);
+      if (w) {
+        track(l, 0, std::move(*w));
+      } else if (w.error().kind == ErrorKind::NotFound) {
+        if (auto r = store_->release(l.id, "owner gone"); !r) return r.error();
+        ++ended;
+      } else {
+        track(l, 0, std::nullopt);  // no pidfd here: the store's own liveness check still ends it
+      }
+    }
+  }
+  return ended;
+}
+
+ConnectionId Arbiter::connect(const Peer& peer, std::shared_ptr<ConnectionSink> sink) {
+  std::lock_guard lock(mu_);
+  const ConnectionId id = next_conn_++;
+  conns_[id] = Connection{peer, std::move(sink)};
+  return id;
+}
+
+void Arbiter::disconnect(ConnectionId c) {
+  std::lock_guard lock(mu_);
+  conns_.erase(c);
+  std::erase_if(queue_, [c](const Waiting& w) { return w.conn == c; });
+  std::vector<std::string> tied;
+  for (const auto& [id, l] : live_)
+    if (l.conn == c) tied.push_back(id);
+  for (const auto& id : tied) end_lease(id, "owner gone");
+  serve_queue();
+}
+
+void Arbiter::track(const core::Lease& lease, ConnectionId conn, std::optional<platform::PidWatch> watch) {
+  Live l;
+  l.conn = conn;
+  l.uid = lease.owner.uid;
+  l.watch = std::move(watch);
+  live_[lease.id] = std::move(l);
+}
+
+void Arbiter::tell_owner(const std::optional<std::uint32_t>& uid, ConnectionId conn,
+                         const std::function<void(ConnectionSink&)>& f) {
+  if (conn != 0) {
+    if (auto it = conns_.find(conn); it != conns_.end() && it->second.sink) f(*it->second.sink);
+    return;
+  }
+  if (!uid) return;
+  for (auto& [id, c] : conns_)
+    if (c.peer.uid == *uid && c.sink) f(*c.sink);
+}
+
+bool Arbiter::end_lease(const std::string& id, const std::string& reason) {
+  auto r = store_->release(id, reason);
+  std::optional<std::uint32_t> uid;
+  ConnectionId conn = 0;
+  if (auto it = live_.find(id); it != live_.end()) {
+    uid = it->second.uid;
+    conn = it->second.conn;
+    live_.erase(it);
+  }
+  if (!r || !*r) return false;
+  tell_owner(uid, conn, [&](ConnectionSink& s) { s.lease_ended(id, reason); });
+  return true;
+}
+
+Result<unsigned> Arbiter::held_by(std::uint32_t uid) {
+  auto active = store_->active();
+  if (!active) return active.error();
+  unsigned n = 0;
+  for (const auto& l : *active)
+    if (l.owner.uid && *l.owner.uid == uid) n += static_cast<unsigned>(l.gpus.size());
+  return n;
+}
+
+Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const AcquireRequest& r,
+                                                      core::LeaseOwner& owner, bool& refused_by_quota) {
+  refused_by_quota = false;
+  if (r.gpus < 1 || r.gpus > 1024) return make_error(ErrorKind::Invalid, "gpus must be from 1 to 1024");
+  if (r.max_utilization_pct > 100) return make_error(ErrorKind::Invalid, "max_utilization_pct must be 0 to 100");
+  if (r.priority > options_.max_user_priority && !peer.admin)
+    return make_error(ErrorKind::Permission,
+                      fmt::format("priority {} is above {}, the most a user may ask for (max_user_priority); only "
+                                  "root or the admin group may",
+                                  r.priority, options_.max_user_priority));
+  if (options_.max_gpus_per_user > 0) {
+    if (r.gpus > options_.max_gpus_per_user)
+      return make_error(ErrorKind::Unavailable, fmt::format("{} GPU(s) is more than the quota of {} per user "
+                                                            "(max_gpus_per_user)",
+                                                            r.gpus, options_.max_gpus_per_user));
+    auto held = held_by(peer.uid);
+    if (!held) return held.error();
+    refused_by_quota = *held + r.gpus > options_.max_gpus_per_user;
+  }
+  scheduler::AllocationRequest ar;
+  ar.gpus = r.gpus;
+  ar.min_memory_mib = r.min_memory_mib;
+  ar.max_utilization_pct = r.max_utilization_pct;
+  ar.refuse_busy = !r.allow_busy;
+  ar.job_id = r.job_id.empty() ? "a-" + random_id() : r.job_id;
+  ar.name = r.name;
+  ar.priority = r.priority;
+  ar.owner = owner;  // pid and start time from the kernel's view; uid and user from the peer
+  if (!ar.owner.uid) ar.owner.uid = peer.uid;
+  if (ar.owner.user.empty()) ar.owner.user = peer.user;
+  ar.tie = r.tie;
+  return ar;
+}
+
+Result<std::optional<scheduler::Allocation>> Arbiter::try_now(const scheduler::AllocationRequest& ar, std::string& why,
+                                                              std::vector<core::Lease>* holders) {
+  return allocator_->attempt(ar, "", why, holders, nullptr);
+}
+
+namespace {
+std::string quota_text(const Peer& p, unsigned max) {
+  return fmt::format("{} would hold more than {} GPU(s), the quota per user (max_gpus_per_user)", p.user, max);
+}
+}  // namespace
+
+Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, std::int64_t request_id,
+                                                              const AcquireRequest& r) {
+  std::lock_guard lock(mu_);
+  auto conn = conns_.find(c);
+  if (conn == conns_.end()) return make_error(ErrorKind::NotFound, "no such connection");
+  const Peer& peer = conn->second.peer;
+  for (const auto& w : queue_)
+    if (w.conn == c && w.request_id == request_id)
+      return make_error(ErrorKind::Invalid, fmt::format("request {} is already waiting", request_id));
+
+  // The owner: the client itself for a connection tie, its parent for a process tie (`alloc` exits
+  // and leaves the lease to the shell that ran it). The kernel's pid, never one the client sent.
+  const platform::ProcReader proc(options_.proc_root);
+  core::LeaseOwner owner;
+  std::optional<platform::PidWatch> watch;
+  if (r.tie == core::LeaseTie::Process) {
+    auto parent = platform::parent_pid(peer.pid, options_.proc_root);
+    if (!parent || *parent == 0)
+      return make_error(ErrorKind::Invalid, fmt::format("cannot read the parent of process {}", peer.pid));
+    owner.pid = *parent;
+    owner.start_time = proc.start_time(*parent).value_or(0);
+    auto w = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
+    if (!w && w.error().kind == ErrorKind::NotFound)
+      return make_error(ErrorKind::Invalid, "the process to tie the lease to is gone: " + w.error().message);
+    if (w) watch = std::move(*w);
+  } else {
+    owner.pid = peer.pid;
+    owner.start_time = proc.start_time(peer.pid).value_or(0);
+  }
+  bool over_quota = false;
+  auto ar = prepare(peer, r, owner, over_quota);
+  if (!ar) return ar.error();
+
+  Waiting w;
+  w.seq = next_seq_++;
+  w.shown.id = ar->job_id;
+  w.shown.name = r.name;
+  w.shown.priority = r.priority;
+  w.shown.gpus = r.gpus;
+  w.shown.owner = ar->owner;
+  w.shown.enqueued_at_ms = wall_ms(clock_);
+  // Someone ahead in the queue (not held back only by their own quota) goes first.
+  bool blocked = false;
+  for (const auto& q : queue_)
+    if (serves_before(q.shown, q.seq, w.shown, w.seq)) {
+      blocked = true;
+      w.last.why = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
+                               q.shown.name.empty() ? q.shown.id : q.shown.name, q.shown.gpus, q.shown.priority);
+      w.last.ahead = 1;
+      break;
+    }
+  if (over_quota) {
+    w.last.why = quota_text(peer, options_.max_gpus_per_user);
+    if (r.wait.count() <= 0) return make_error(ErrorKind::Unavailable, "quota: " + w.last.why);
+  } else if (!blocked) {
+    std::string why;
+    std::vector<core::Lease> holders;
+    auto got = try_now(*ar, why, &holders);
+    if (!got) return got.error();
+    if (*got) {
+      track((*got)->lease, r.tie == core::LeaseTie::Connection ? c : 0, std::move(watch));
+      return got;
+    }
+    if (r.wait.count() <= 0) {
+      const std::string held = holders_text(holders);
+      return make_error(ErrorKind::Unavailable, why + (held.empty() ? "" : "\nholders: " + held));
+    }
+    w.last.why = why;
+    w.last.holders = std::move(holders);
+  }
+  if (r.wait.count() <= 0) return make_error(ErrorKind::Unavailable, w.last.why);
+  const auto now = clock_.now();
+  const auto max_wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 100));
+  w.conn = c;
+  w.request_id = request_id;
+  w.req = r;
+  w.start = now;
+  w.deadline = now + std::min(r.wait, max_wait);
+  w.next_progress = now;  // the first "waiting" event goes out on the next tick
+  w.last.waited = std::chrono::milliseconds(0);
+  (void)watch;  // watched again when granted (the parent may end while we wait: then the grant fails)
+  auto pos = std::find_if(queue_.begin(), queue_.end(),
+                          [&](const Waiting& q) { return serves_before(w.shown, w.seq, q.shown, q.seq); });
+  queue_.insert(pos, std::move(w));
+  return std::optional<scheduler::Allocation>();
+}
+
+Result<scheduler::Allocation> Arbiter::acquire_for(const Peer& peer, const AcquireRequest& r, core::LeaseOwner owner) {
+  std::lock_guard lock(mu_);
+  AcquireRequest req = r;
+  req.tie = core::LeaseTie::Process;
+  auto w = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
+  if (!w && w.error().kind == ErrorKind::NotFound) return make_error(ErrorKind::Invalid, w.error().message);
+  bool over_quota = false;
+  auto ar = prepare(peer, req, owner, over_quota);
+  if (!ar) return ar.error();
+  if (over_quota) return make_error(ErrorKind::Unavailable, "quota: " + quota_text(peer, options_.max_gpus_per_user));
+  // The HTTP API takes no place in the queue: when others wait, they go first.
+  if (!queue_.empty())
+    return make_error(ErrorKind::Unavailable, fmt::format("{} acquire(s) are waiting in the queue", queue_.size()));
+  std::string why;
+  std::vector<core::Lease> holders;
+  auto got = try_now(*ar, why, &holders);
+  if (!got) return got.error();
+  if (!*got) {
+    const std::string held = holders_text(holders);
+    return make_error(ErrorKind::Unavailable, why + (held.empty() ? "" : "\nholders: " + held));
+  }
+  track((*got)->lease, 0, w ? std::optional<platform::PidWatch>(std::move(*w)) : std::nullopt);
+  return std::move(**got);
+}
+
+Result<void> Arbiter::cancel(ConnectionId c, std::int64_t request_id) {
+  std::lock_guard lock(mu_);
+  auto it = std::find_if(queue_.begin(), queue_.end(),
+                         [&](const Waiting& w) { return w.conn == c && w.request_id == request_id; });
+  if (it == queue_.end())
+    return make_error(ErrorKind::NotFound, fmt::format("no waiting acquire {} on this connection", request_id));
+  const auto waited = std::chrono::duration<double>(clock_.now() - it->start).count();
+  if (auto conn = conns_.find(c); conn != conns_.end() && conn->second.sink)
+    conn->second.sink->refused(
+        request_id, make_error(ErrorKind::Unavailable, fmt::format("Cancelled after waiting {:.0f} s", waited)));
+  queue_.erase(it);
+  serve_queue();  // whoever it blocked may go now
+  return {};
+}
+
+Result<void> Arbiter::release(const Peer& peer, const std::string& lease_id) {
+  std::lock_guard lock(mu_);
+  auto active = store_->active();
+  if (!active) return active.error();
+  auto it = std::find_if(active->begin(), active->end(), [&](const core::Lease& l) { return l.id == lease_id; });
+  if (it == active->end())
+    return make_error(ErrorKind::NotFound, "no active lease " + lease_id + " (see gpufleet leases)");
+  const bool own = it->owner.uid && *it->owner.uid == peer.uid;
+  if (!own && !peer.admin)
+    return make_error(ErrorKind::Permission, fmt::format("lease {} belongs to {}", lease_id, owner_text(it->owner)));
+  if (!live_.contains(lease_id)) track(*it, 0, std::nullopt);  // so the owner hears of it
+  end_lease(lease_id, own ? "released" : "released by " + peer.user);
+  serve_queue();
+  return {};
+}
+
+Result<bool> Arbiter::release(const std::string& lease_id, bool by_admin, const std::string& reason) {
+  if (!by_admin) return false;
+  std::lock_guard lock(mu_);
+  auto active = store_->active();
+  if (!active) return active.error();
+  auto it = std::find_if(active->begin(), active->end(), [&](const core::Lease& l) { return l.id == lease_id; });
+  if (it == active->end()) return false;
+  if (!live_.contains(lease_id)) track(*it, 0, std::nullopt);
+  const bool done = end_lease(lease_id, reason);
+  serve_queue();
+  return done;
+}
+
+bool Arbiter::warn(const std::string& lease_id, const std::string& message) {
+  std::lock_guard lock(mu_);
+  std::optional<std::uint32_t> uid;
+  ConnectionId conn = 0;
+  if (auto it = live_.find(lease_id); it != live_.end()) {
+    uid = it->second.uid;
+    conn = it->second.conn;
+  } else {
+    auto active = store_->active();
+    if (!active) return false;
+    auto l = std::find_if(active->begin(), active->end(), [&](const core::Lease& x) { return x.id == lease_id; });
+    if (l == active->end()) return false;
+    uid = l->owner.uid;
+  }
+  tell_owner(uid, conn, [&](ConnectionSink& s) { s.lease_warning(lease_id, message); });
+  return true;
+}
+
+Result<std::vector<core::Lease>> Arbiter::leases(bool all) {
+  std::lock_guard lock(mu_);
+  return all ? store_->history(200) : store_->active();
+}
+
+std::vector<core::Waiter> Arbiter::waiting() const {
+  std::lock_guard lock(mu_);
+  std::vector<core::Waiter> out;
+  for (const auto& w : queue_) out.push_back(w.shown);
+  return out;
+}
+
+Result<std::string> Arbiter::job_put(const Peer& peer, core::Job job) {
+  if (job.record.size() > kMaxRecordBytes)
+    return make_error(ErrorKind::Invalid, fmt::format("the job record is larger than {} bytes", kMaxRecordBytes));
+  if (job.id.size() > 64) return make_error(ErrorKind::Invalid, "job id too long (at most 64 characters)");
+  std::lock_guard lock(mu_);
+  std::optional<core::Job> existing;
+  if (job.id.empty()) {
+    job.id = random_id();
+  } else {
+    auto e = store_->job(job.id);
+    if (!e) return e.error();
+    existing = std::move(*e);
+  }
+  if (existing) {
+    const bool own = existing->owner.uid && *existing->owner.uid == peer.uid;
+    if (!own && !peer.admin)
+      return make_error(ErrorKind::Permission,
+                        fmt::format("job {} belongs to {}", job.id, owner_text(existing->owner)));
+    job.owner = existing->owner;
+  } else {
+    const platform::ProcReader proc(options_.proc_root);
+    job.owner = core::LeaseOwner{peer.pid, proc.start_time(peer.pid).value_or(0), peer.user, peer.uid};
+  }
+  if (auto r = store_->put_job(job); !r) return r.error();
+  return job.id;
+}
+
+Result<std::vector<core::Job>> Arbiter::jobs(std::size_t limit) {
+  std::lock_guard lock(mu_);
+  return store_->jobs(limit);
+}
+
+Result<std::optional<core::Job>> Arbiter::job(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return store_->job(id);
+}
+
+void Arbiter::serve_queue() {
+  if (queue_.empty()) return;
+  std::map<std::uint32_t, unsigned> held;  // per uid, read once per pass when there is a quota
+  bool blocked = false;
+  std::string blocker;
+  for (std::size_t i = 0; i < queue_.size();) {
+    Waiting& w = queue_[i];
+    auto conn = conns_.find(w.conn);
+    if (conn == conns_.end()) {
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    const Peer& peer = conn->second.peer;
+    if (options_.max_gpus_per_user > 0) {
+      if (!held.contains(peer.uid)) {
+        auto h = held_by(peer.uid);
+        held[peer.uid] = h ? *h : options_.max_gpus_per_user;  // unreadable: assume full, try again later
+      }
+      if (held[peer.uid] + w.req.gpus > options_.max_gpus_per_user) {
+        // Waiting on its own user's leases only: it does not hold back other users.
+        w.last.why = quota_text(peer, options_.max_gpus_per_user);
+        w.last.ahead = 0;
+        ++i;
+        continue;
+      }
+    }
+    if (blocked) {
+      w.last.why = "waiting behind " + blocker + " in the queue";
+      w.last.ahead = 1;
+      ++i;
+      continue;
+    }
+    core::LeaseOwner owner = w.shown.owner;
+    std::optional<platform::PidWatch> watch;
+    if (w.req.tie == core::LeaseTie::Process) {
+      auto pw = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
+      if (!pw && pw.error().kind == ErrorKind::NotFound) {
+        if (conn->second.sink)
+          conn->second.sink->refused(w.request_id, make_error(ErrorKind::Invalid, pw.error().message));
+        queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      if (pw) watch = std::move(*pw);
+    }
+    bool over = false;
+    auto ar = prepare(peer, w.req, owner, over);
+    if (ar) ar->job_id = w.shown.id;
+    std::string why;
+    std::vector<core::Lease> holders;
+    auto got = ar ? try_now(*ar, why, &holders) : Result<std::optional<scheduler::Allocation>>(ar.error());
+    if (!got || *got) {
+      if (conn->second.sink) {
+        if (!got)
+          conn->second.sink->refused(w.request_id, got.error());
+        else
+          conn->second.sink->granted(w.request_id, **got);
+      }
+      if (got) {
+        held[peer.uid] += w.req.gpus;
+        track((*got)->lease, w.req.tie == core::LeaseTie::Connection ? w.conn : 0, std::move(watch));
+      }
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    w.last.why = why;
+    w.last.holders = std::move(holders);
+    w.last.ahead = 0;
+    blocked = true;
+    blocker = fmt::format("{} ({} GPU(s), priority {})", w.shown.name.empty() ? w.shown.id : w.shown.name, w.shown.gpus,
+                          w.shown.priority);
+    ++i;
+  }
+}
+
+void Arbiter::reading_published() {
+  std::lock_guard lock(mu_);
+  serve_queue();
+}
+
+steady_clock::time_point Arbiter::tick() {
+  std::lock_guard lock(mu_);
+  const auto now = clock_.now();
+  bool changed = false;
+  std::vector<std::string> gone;
+  for (const auto& [id, l] : live_)
+    if (l.watch && l.watch->exited()) gone.push_back(id);
+  for (const auto& id : gone) changed = end_lease(id, "owner gone") || changed;
+
+  for (std::size_t i = 0; i < queue_.size();) {
+    Waiting& w = queue_[i];
+    if (now < w.deadline) {
+      ++i;
+      continue;
+    }
+    if (auto conn = conns_.find(w.conn); conn != conns_.end() && conn->second.sink) {
+      const std::string held = holders_text(w.last.holders);
+      conn->second.sink->refused(
+          w.request_id, make_error(ErrorKind::Unavailable,
+                                   fmt::format("Insufficient GPUs after waiting {:.0f} s for {} GPU(s): {}{}",
+                                               std::chrono::duration<double>(now - w.start).count(), w.req.gpus,
+                                               w.last.why, held.empty() ? "" : "\nholders: " + held)));
+    }
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    changed = true;
+  }
+  if (changed || now >= next_recheck_) {
+    serve_queue();
+    next_recheck_ = now + options_.recheck;
+  }
+  auto next = next_recheck_;
+  for (auto& w : queue_) {
+    if (now >= w.next_progress) {
+      w.last.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.start);
+      if (auto conn = conns_.find(w.conn); conn != conns_.end() && conn->second.sink)
+        conn->second.sink->waiting(w.request_id, w.last);
+      w.next_progress = now + options_.progress_every;
+    }
+    next = std::min({next, w.next_progress, w.deadline});
+  }
+  return next;
+}
+
+}  // namespace gf::node

@@ -1,0 +1,207 @@
+#pragma once
+// Arbiter: the node's one writer of leases, the wait queue and job records while the agent runs
+// (issue 12). Every user's CLI talks to it through a transport (server/agent_socket) that tells it who
+// is asking (a Peer, from the kernel's peer credentials); the arbiter fills every owner from the peer,
+// never from the request, and lets only the owner or an admin release, cancel or change a thing.
+//
+// Waiting is event-driven: queued acquires are served in order (priority, then arrival; a waiter ahead
+// that cannot be served blocks those behind, except a waiter held back only by its own user's quota)
+// whenever something may have changed — a request, a release, a disconnect, a published reading — and
+// on tick(), which the transport calls on a short timer: tick() also ends expired waits, sends each
+// waiter's progress at least once a second and ends leases whose watched process is gone.
+//
+// Decisions read the agent's latest published reading when it is recent (ReadingSource), else one
+// fresh read: never a driver query per decision when the agent's loop is running.
+//
+// Transport-free and on a core::Clock, so tests drive it on a fake clock.
+// Thread-safety: every public member may be called from any thread (one lock). ConnectionSink methods
+// are called with that lock held: they must only queue what they are given, never call the arbiter.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/job.hpp"
+#include "core/policy.hpp"
+#include "core/ports/clock.hpp"
+#include "core/ports/job_store.hpp"
+#include "core/ports/lease_store.hpp"
+#include "core/result.hpp"
+#include "core/snapshot.hpp"
+#include "core/topology.hpp"
+#include "platform/clock.hpp"
+#include "platform/pidfd.hpp"
+#include "scheduler/node_allocator.hpp"
+
+namespace gf::node {
+
+// Who is asking, as the kernel says (SO_PEERCRED) and the transport resolved it.
+struct Peer {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint32_t pid = 0;  // in the agent's PID namespace
+  std::string user;       // the uid's name (or the number when it has none)
+  bool admin = false;     // root, a member of the admin group, or the HTTP token holder
+};
+
+using ConnectionId = std::uint64_t;
+
+struct AcquireRequest {
+  unsigned gpus = 1;
+  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
+  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;
+  bool allow_busy = false;
+  std::string name;
+  std::string job_id;  // empty: the arbiter makes one
+  int priority = 0;
+  std::chrono::milliseconds wait{0};  // 0: now or never
+  core::LeaseTie tie = core::LeaseTie::Connection;
+};
+
+// Progress of a queued acquire.
+struct WaitingEvent {
+  std::chrono::milliseconds waited{0};
+  std::string why;
+  std::size_t ahead = 0;
+  std::vector<core::Lease> holders;
+};
+
+// What the arbiter tells one connection. Called with the arbiter's lock held: queue and return.
+class ConnectionSink {
+ public:
+  virtual ~ConnectionSink() = default;
+  // The answer to a queued acquire (one of the two, once).
+  virtual void granted(std::int64_t request_id, const scheduler::Allocation& a) = 0;
+  virtual void refused(std::int64_t request_id, const Error& e) = 0;
+  virtual void waiting(std::int64_t request_id, const WaitingEvent& e) = 0;
+  virtual void lease_ended(const std::string& lease_id, const std::string& reason) = 0;
+  virtual void lease_warning(const std::string& lease_id, const std::string& message) = 0;
+};
+
+struct ArbiterOptions {
+  int max_user_priority = 0;                        // above: admins only
+  unsigned max_gpus_per_user = 0;                   // 0: no quota
+  std::chrono::milliseconds reading_max_age{2000};  // older published readings mean one fresh read
+  std::chrono::milliseconds progress_every{1000};
+  std::chrono::milliseconds recheck{2000};  // re-serve the queue for load from outside gpufleet
+  std::string proc_root = "/proc";          // where a peer's parent and start times are read
+};
+
+// Where decisions get their reading. latest: the agent's last published snapshot and when it was
+// taken (may be empty, or return a null snapshot before the first one); fresh: one driver query.
+struct ReadingSource {
+  std::function<std::pair<core::SnapshotPtr, std::chrono::steady_clock::time_point>()> latest;
+  std::function<Result<core::SnapshotPtr>()> fresh;
+  core::Topology topology;
+};
+
+class Arbiter {
+ public:
+  // The clock outlives the arbiter.
+  Arbiter(std::unique_ptr<core::JobStore> store, ReadingSource source, ArbiterOptions options = {},
+          const core::Clock& clock = platform::system_clock());
+  ~Arbiter();
+  Arbiter(const Arbiter&) = delete;
+  Arbiter& operator=(const Arbiter&) = delete;
+
+  // At start: ends the active leases tied to a connection of a previous run ("agent restarted") and
+  // watches again those tied to a process that still runs (else "owner gone"). How many it ended.
+  Result<std::size_t> recover();
+
+  // A client connected / went away. disconnect() ends its connection-tied leases at once ("owner
+  // gone") and drops its waiters (no answer is sent to them).
+  ConnectionId connect(const Peer& peer, std::shared_ptr<ConnectionSink> sink);
+  void disconnect(ConnectionId c);
+
+  // The lease now, or nullopt: queued (the answer comes later through the sink). Errors: Invalid,
+  // Permission (a priority above the ceiling), Unavailable (no GPUs now, or the quota), Failed.
+  Result<std::optional<scheduler::Allocation>> acquire(ConnectionId c, std::int64_t request_id,
+                                                       const AcquireRequest& r);
+  // For the HTTP API: now or never, tied to the process `owner` (pid and start time); the peer gives
+  // the uid and user.
+  Result<scheduler::Allocation> acquire_for(const Peer& peer, const AcquireRequest& r, core::LeaseOwner owner);
+  // Drops a waiting acquire of this connection (it gets an Unavailable "cancelled" answer).
+  Result<void> cancel(ConnectionId c, std::int64_t request_id);
+  // Only the owner's uid or an admin: Permission naming the owner; NotFound when not active.
+  Result<void> release(const Peer& peer, const std::string& lease_id);
+  // For the reclaimer: by_admin skips the owner check (false: refuse nothing, release nothing).
+  // True when it ended an active lease. The owner's connections hear lease_ended with the reason.
+  Result<bool> release(const std::string& lease_id, bool by_admin, const std::string& reason);
+  // Sends lease_warning to the owner's connections; false when the lease is not active.
+  bool warn(const std::string& lease_id, const std::string& message);
+
+  // Active leases (all: ended ones too, newest first, at most 200), with owners.
+  Result<std::vector<core::Lease>> leases(bool all);
+  // Queued acquires in serving order.
+  std::vector<core::Waiter> waiting() const;
+
+  // Inserts (id empty: the arbiter makes one) or updates a job; the peer becomes its owner. Only the
+  // owner's uid or an admin may update. Returns the id.
+  Result<std::string> job_put(const Peer& peer, core::Job job);
+  Result<std::vector<core::Job>> jobs(std::size_t limit);
+  Result<std::optional<core::Job>> job(const std::string& id);
+
+  // A reading was published: serve the queue against it.
+  void reading_published();
+  // Timer work at the clock's now (see the header comment). Returns when it wants to run again.
+  std::chrono::steady_clock::time_point tick();
+
+  static constexpr std::size_t kMaxRecordBytes = 1 << 20;
+
+ private:
+  struct Connection {
+    Peer peer;
+    std::shared_ptr<ConnectionSink> sink;
+  };
+  struct Waiting {
+    std::uint64_t seq = 0;
+    ConnectionId conn = 0;
+    std::int64_t request_id = 0;
+    AcquireRequest req;
+    core::Waiter shown;  // what `leases` lists
+    std::chrono::steady_clock::time_point start{}, deadline{}, next_progress{};
+    WaitingEvent last;
+  };
+  struct Live {             // an active lease the arbiter granted or watches
+    ConnectionId conn = 0;  // connection-tied: the connection; else 0
+    std::optional<std::uint32_t> uid;
+    std::optional<platform::PidWatch> watch;  // process-tied
+  };
+
+  Result<scheduler::AllocationRequest> prepare(const Peer& peer, const AcquireRequest& r, core::LeaseOwner& owner,
+                                               bool& refused_by_quota);
+  Result<std::optional<scheduler::Allocation>> try_now(const scheduler::AllocationRequest& ar, std::string& why,
+                                                       std::vector<core::Lease>* holders);
+  // GPUs held by uid in active leases (nullopt: the store failed).
+  Result<unsigned> held_by(std::uint32_t uid);
+  void track(const core::Lease& lease, ConnectionId conn, std::optional<platform::PidWatch> watch);
+  bool end_lease(const std::string& id, const std::string& reason);  // store + live_ + owner told
+  void tell_owner(const std::optional<std::uint32_t>& uid, ConnectionId conn,
+                  const std::function<void(ConnectionSink&)>& f);
+  void serve_queue();
+  core::SnapshotPtr cached_reading();
+  Result<core::SnapshotPtr> reading();
+
+  std::unique_ptr<core::JobStore> store_;
+  ReadingSource source_;
+  ArbiterOptions options_;
+  const core::Clock& clock_;
+  std::unique_ptr<scheduler::NodeAllocator> allocator_;
+
+  mutable std::mutex mu_;
+  ConnectionId next_conn_ = 1;
+  std::uint64_t next_seq_ = 1;
+  std::map<ConnectionId, Connection> conns_;
+  std::vector<Waiting> queue_;  // serving order: priority (higher first), then seq
+  std::map<std::string, Live> live_;
+  std::chrono::steady_clock::time_point next_recheck_{};
+};
+
+}  // namespace gf::node

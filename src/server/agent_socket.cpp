@@ -1,0 +1,473 @@
+#include "server/agent_socket.hpp"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <variant>
+
+#include "platform/fs.hpp"
+#include "platform/log.hpp"
+#include "platform/users.hpp"
+#include "wire/agent_docs.hpp"
+#include "wire/agent_protocol.hpp"
+#include "wire/json.hpp"
+
+namespace gf::server {
+
+namespace asio = boost::asio;
+using local = asio::local::stream_protocol;
+using nlohmann::json;
+
+std::string default_agent_socket_path() {
+  if (::geteuid() == 0) return "/run/gpufleet/agent.sock";
+  if (auto x = platform::env("XDG_RUNTIME_DIR"); x && !x->empty()) return *x + "/gpufleet/agent.sock";
+  return fmt::format("/tmp/gpufleet-{}/agent.sock", ::geteuid());
+}
+
+Result<void> prepare_socket_dir(const std::string& dir) {
+  const mode_t mode = ::geteuid() == 0 ? 0755 : 0700;
+  if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST)
+    return make_error(fmt::format("cannot create the socket directory {}: {}", dir, std::strerror(errno)));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0)
+    return make_error(fmt::format("cannot read the socket directory {}: {}", dir, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return make_error(ErrorKind::Permission, fmt::format("the socket directory {} is not a directory", dir));
+  if (st.st_uid != ::geteuid())
+    return make_error(ErrorKind::Permission,
+                      fmt::format("the socket directory {} belongs to uid {}, not to this agent's uid {}", dir,
+                                  st.st_uid, ::geteuid()));
+  if ((st.st_mode & 022) != 0)
+    return make_error(ErrorKind::Permission, fmt::format("the socket directory {} is writable by others (mode {:o})",
+                                                         dir, st.st_mode & 07777));
+  return {};
+}
+
+namespace {
+
+// Removes a stale socket file of ours; refuses anything else at the path.
+Result<void> clear_stale(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};  // nothing there
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid())
+    return make_error(ErrorKind::Permission,
+                      fmt::format("{} exists and is not a socket of this agent's user: not replaced", path));
+  asio::io_context io;
+  local::socket probe(io);
+  boost::system::error_code ec;
+  probe.connect(local::endpoint(path), ec);
+  if (!ec) return make_error(ErrorKind::Unavailable, fmt::format("another agent already listens on {}", path));
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return make_error(fmt::format("cannot remove the stale socket {}: {}", path, std::strerror(errno)));
+  return {};
+}
+
+}  // namespace
+
+struct Session;
+
+struct AgentSocket::Impl {
+  node::Arbiter& arbiter;
+  const Router* router;
+  AgentSocketOptions options;
+  asio::io_context io;
+  local::acceptor acceptor{io};
+  asio::steady_timer timer{io};
+  std::thread thread;
+  bool stopping = false;  // io thread only
+  std::map<Session*, std::shared_ptr<Session>> sessions;
+  std::map<std::uint32_t, std::size_t> per_uid;
+  mutable std::mutex count_mu;
+  std::size_t count = 0;
+  bool stopped = false;
+
+  Impl(node::Arbiter& a, const Router* r, AgentSocketOptions o) : arbiter(a), router(r), options(std::move(o)) {}
+  void accept();
+  void schedule_tick();
+  void closed(Session* s);
+};
+
+// One client connection. Lives on the I/O thread; the arbiter's sink posts to it from any thread.
+struct Session : std::enable_shared_from_this<Session> {
+  AgentSocket::Impl& owner;
+  local::socket socket;
+  node::Peer peer;
+  node::ConnectionId conn = 0;
+  std::string inbuf;
+  std::array<char, 8192> chunk{};
+  std::deque<std::string> outbox;
+  std::size_t unsent = 0;
+  bool writing = false;
+  bool closing = false;  // close once the outbox is written
+  bool closed = false;
+
+  Session(AgentSocket::Impl& o, local::socket s) : owner(o), socket(std::move(s)) {}
+
+  void send(std::string line) {
+    if (closed) return;
+    unsent += line.size();
+    outbox.push_back(std::move(line));
+    if (unsent > owner.options.max_unsent_bytes) {
+      platform::log_line("agent-socket",
+                         fmt::format("dropping {} (pid {}): it does not read its replies", peer.user, peer.pid));
+      close();
+      return;
+    }
+    write_next();
+  }
+  void write_next() {
+    if (writing || closed) return;
+    if (outbox.empty()) {
+      if (closing) close();
+      return;
+    }
+    writing = true;
+    auto self = shared_from_this();
+    asio::async_write(socket, asio::buffer(outbox.front()), [self](boost::system::error_code ec, std::size_t) {
+      self->writing = false;
+      if (ec) return self->close();
+      self->unsent -= self->outbox.front().size();
+      self->outbox.pop_front();
+      self->write_next();
+    });
+  }
+  void read() {
+    if (closed || closing) return;
+    auto self = shared_from_this();
+    socket.async_read_some(asio::buffer(chunk), [self](boost::system::error_code ec, std::size_t n) {
+      if (ec) return self->close();
+      self->inbuf.append(self->chunk.data(), n);
+      std::size_t start = 0;
+      for (;;) {
+        const auto nl = self->inbuf.find('\n', start);
+        if (nl == std::string::npos) break;
+        self->handle(std::string_view(self->inbuf).substr(start, nl - start));
+        start = nl + 1;
+        if (self->closing || self->closed) return;
+      }
+      self->inbuf.erase(0, start);
+      if (self->inbuf.size() > wire::kMaxRequestLine) {
+        self->send(wire::error_line(
+            std::nullopt,
+            make_error(ErrorKind::Invalid, fmt::format("the request is longer than {} bytes", wire::kMaxRequestLine))));
+        self->closing = true;
+        self->write_next();
+        return;
+      }
+      self->read();
+    });
+  }
+  void close() {
+    if (closed) return;
+    closed = true;
+    boost::system::error_code ec;
+    socket.close(ec);
+    owner.closed(this);
+  }
+  void handle(std::string_view line);
+  json get(const std::string& target, Error& err, bool& failed);
+};
+
+namespace {
+
+// The arbiter's voice on one connection: it posts lines to the I/O thread (it is called under the
+// arbiter's lock, from any thread).
+class Sink final : public node::ConnectionSink {
+ public:
+  Sink(asio::io_context& io, std::weak_ptr<Session> s) : io_(io), s_(std::move(s)) {}
+  void granted(std::int64_t id, const scheduler::Allocation& a) override {
+    post(wire::ok_line(
+        id, wire::acquire_result_json(a.lease, a.selection, *a.snapshot, static_cast<unsigned>(a.lease.gpus.size()))));
+  }
+  void refused(std::int64_t id, const Error& e) override { post(wire::error_line(id, e)); }
+  void waiting(std::int64_t id, const node::WaitingEvent& e) override {
+    post(wire::waiting_line(id, std::chrono::duration<double>(e.waited).count(), e.why, e.ahead, e.holders));
+  }
+  void lease_ended(const std::string& lease, const std::string& reason) override {
+    post(wire::lease_ended_line(lease, reason));
+  }
+  void lease_warning(const std::string& lease, const std::string& message) override {
+    post(wire::lease_warning_line(lease, message));
+  }
+
+ private:
+  void post(std::string line) {
+    asio::post(io_, [w = s_, line = std::move(line)]() mutable {
+      if (auto s = w.lock()) s->send(std::move(line));
+    });
+  }
+  asio::io_context& io_;
+  std::weak_ptr<Session> s_;
+};
+
+node::AcquireRequest to_request(const wire::AcquireArgs& a) {
+  node::AcquireRequest r;
+  r.gpus = a.gpus;
+  r.min_memory_mib = a.min_memory_mib;
+  r.max_utilization_pct = a.max_utilization_pct;
+  r.allow_busy = a.allow_busy;
+  r.name = a.name;
+  r.job_id = a.job_id;
+  r.priority = a.priority;
+  r.wait = std::chrono::milliseconds(static_cast<std::int64_t>(a.wait_s * 1000.0));
+  r.tie = a.tie;
+  return r;
+}
+
+}  // namespace
+
+json Session::get(const std::string& target, Error& err, bool& failed) {
+  failed = false;
+  if (!owner.router) {
+    failed = true;
+    err = make_error(ErrorKind::Unsupported, "this agent serves no REST routes on its socket");
+    return {};
+  }
+  Request req;
+  req.method = Method::Get;
+  req.target = target;
+  const auto q = target.find('?');
+  if (!url_decode(std::string_view(target).substr(0, q), req.path, false) ||
+      (q != std::string::npos && !parse_query(std::string_view(target).substr(q + 1), req.query))) {
+    failed = true;
+    err = make_error(ErrorKind::Invalid, "malformed path or query");
+    return {};
+  }
+  // A fresh driver query would hold this thread (and every client) for as long as the driver takes.
+  if (wants_fresh(req)) {
+    failed = true;
+    err = make_error(ErrorKind::Unsupported, "fresh readings are served by the HTTP API, not the socket");
+    return {};
+  }
+  auto m = owner.router->match(req);
+  if (!m.route) {
+    failed = true;
+    err = make_error(ErrorKind::NotFound, "no such route: " + req.path);
+    return {};
+  }
+  if (m.route->access != Access::Read) {
+    failed = true;
+    err = make_error(ErrorKind::Permission, "only read-only routes are served through get");
+    return {};
+  }
+  Response resp = invoke(*m.route, req);
+  json body = nullptr;
+  if (resp.body) {
+    body = json::parse(*resp.body, nullptr, false);
+    if (body.is_discarded()) body = *resp.body;
+  }
+  return json{{"status", resp.status}, {"body", std::move(body)}};
+}
+
+void Session::handle(std::string_view text) {
+  auto req = wire::parse_agent_request(text);
+  if (!req.op) {
+    send(wire::error_line(req.id, req.op.error()));
+    if (req.close) {
+      closing = true;
+      write_next();
+    }
+    return;
+  }
+  const std::int64_t id = *req.id;
+  node::Arbiter& a = owner.arbiter;
+  auto fail = [&](const Error& e) { send(wire::error_line(id, e)); };
+  std::visit(
+      [&](auto& op) {
+        using T = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<T, wire::AcquireArgs>) {
+          auto r = a.acquire(conn, id, to_request(op));
+          if (!r) return fail(r.error());
+          if (*r)
+            send(wire::ok_line(id, wire::acquire_result_json((*r)->lease, (*r)->selection, *(*r)->snapshot,
+                                                             static_cast<unsigned>((*r)->lease.gpus.size()))));
+          // queued: the answer comes through the sink
+        } else if constexpr (std::is_same_v<T, wire::CancelArgs>) {
+          auto r = a.cancel(conn, op.target);
+          if (!r) return fail(r.error());
+          send(wire::ok_line(id));
+        } else if constexpr (std::is_same_v<T, wire::ReleaseArgs>) {
+          auto r = a.release(peer, op.lease);
+          if (!r) return fail(r.error());
+          send(wire::ok_line(id));
+        } else if constexpr (std::is_same_v<T, wire::LeasesArgs>) {
+          auto l = a.leases(op.all);
+          if (!l) return fail(l.error());
+          json leases = json::array(), waiting = json::array();
+          for (const auto& x : *l) leases.push_back(wire::lease_json(x));
+          for (const auto& w : a.waiting()) waiting.push_back(wire::waiter_json(w));
+          send(wire::ok_line(id, json{{"leases", std::move(leases)}, {"waiting", std::move(waiting)}}));
+        } else if constexpr (std::is_same_v<T, wire::JobPutArgs>) {
+          auto r = a.job_put(peer, op.job);
+          if (!r) return fail(r.error());
+          send(wire::ok_line(id, json{{"job_id", *r}}));
+        } else if constexpr (std::is_same_v<T, wire::JobsArgs>) {
+          auto r = a.jobs(op.limit);
+          if (!r) return fail(r.error());
+          json list = json::array();
+          for (const auto& j : *r) list.push_back(wire::job_json(j));
+          send(wire::ok_line(id, json{{"jobs", std::move(list)}}));
+        } else if constexpr (std::is_same_v<T, wire::JobArgs>) {
+          auto r = a.job(op.id);
+          if (!r) return fail(r.error());
+          if (!*r) return fail(make_error(ErrorKind::NotFound, "no job " + op.id));
+          send(wire::ok_line(id, json{{"job", wire::job_json(**r)}}));
+        } else if constexpr (std::is_same_v<T, wire::GetArgs>) {
+          Error err;
+          bool failed = false;
+          auto out = get(op.path, err, failed);
+          if (failed) return fail(err);
+          send(wire::ok_line(id, std::move(out)));
+        }
+      },
+      *req.op);
+}
+
+void AgentSocket::Impl::closed(Session* s) {
+  auto it = sessions.find(s);
+  if (it == sessions.end()) return;
+  auto keep = it->second;  // alive until this returns
+  sessions.erase(it);
+  if (--per_uid[s->peer.uid] == 0) per_uid.erase(s->peer.uid);
+  {
+    std::lock_guard lock(count_mu);
+    --count;
+  }
+  // The client is gone: its connection-tied leases end now, not when someone next looks.
+  if (!stopping && s->conn != 0) arbiter.disconnect(s->conn);
+}
+
+void AgentSocket::Impl::accept() {
+  acceptor.async_accept([this](boost::system::error_code ec, local::socket sock) {
+    if (ec) {
+      if (ec != asio::error::operation_aborted && !stopping) accept();
+      return;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      accept();
+      return;  // no credentials, no service
+    }
+    auto s = std::make_shared<Session>(*this, std::move(sock));
+    s->peer.uid = cred.uid;
+    s->peer.gid = cred.gid;
+    s->peer.pid = static_cast<std::uint32_t>(cred.pid);
+    s->peer.user = platform::user_name(cred.uid);
+    s->peer.admin = cred.uid == 0 || platform::user_in_group(cred.uid, options.admin_group);
+    std::size_t total = 0;
+    {
+      std::lock_guard lock(count_mu);
+      total = count;
+    }
+    const bool over = total >= options.max_connections || per_uid[cred.uid] >= options.max_per_uid;
+    sessions[s.get()] = s;
+    ++per_uid[cred.uid];
+    {
+      std::lock_guard lock(count_mu);
+      ++count;
+    }
+    if (over) {
+      s->send(wire::error_line(
+          std::nullopt, make_error(ErrorKind::Unavailable, fmt::format("too many connections (at most {} per user, "
+                                                                       "{} in all)",
+                                                                       options.max_per_uid, options.max_connections))));
+      s->closing = true;
+      s->write_next();
+    } else {
+      s->conn = arbiter.connect(s->peer, std::make_shared<Sink>(io, s));
+      s->send(
+          wire::greeting_line({s->peer.uid, s->peer.gid, s->peer.pid, s->peer.user, s->peer.admin}, options.version));
+      s->read();
+    }
+    accept();
+  });
+}
+
+void AgentSocket::Impl::schedule_tick() {
+  const auto next = arbiter.tick();
+  // The arbiter names when it next has work; watched processes are looked at every 250 ms anyway.
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - std::chrono::steady_clock::now());
+  wait = std::clamp(wait, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+  timer.expires_after(wait);
+  timer.async_wait([this](boost::system::error_code ec) {
+    if (!ec && !stopping) schedule_tick();
+  });
+}
+
+Result<std::unique_ptr<AgentSocket>> AgentSocket::start(node::Arbiter& arbiter, const Router* router,
+                                                        AgentSocketOptions options) {
+  if (options.path.empty()) options.path = default_agent_socket_path();
+  if (options.path.size() >= sizeof(sockaddr_un{}.sun_path))
+    return make_error(ErrorKind::Invalid, fmt::format("the socket path {} is too long", options.path));
+  const auto slash = options.path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : options.path.substr(0, slash);
+  if (auto d = prepare_socket_dir(dir); !d) return d.error();
+  if (auto c = clear_stale(options.path); !c) return c.error();
+  auto impl = std::make_unique<Impl>(arbiter, router, std::move(options));
+  boost::system::error_code ec;
+  const std::string& path = impl->options.path;
+  impl->acceptor.open(local(), ec);
+  if (!ec) impl->acceptor.bind(local::endpoint(path), ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return make_error(fmt::format("cannot listen on {}: {}", path, ec.message()));
+  // Anyone may connect to root's socket: identity comes from SO_PEERCRED, not from the file's mode.
+  if (::chmod(path.c_str(), ::geteuid() == 0 ? 0666 : 0600) != 0)
+    return make_error(fmt::format("cannot set the mode of {}: {}", path, std::strerror(errno)));
+  Impl* p = impl.get();
+  asio::post(p->io, [p] {
+    p->accept();
+    p->schedule_tick();
+  });
+  p->thread = std::thread([p] { p->io.run(); });
+  return std::unique_ptr<AgentSocket>(new AgentSocket(std::move(impl)));
+}
+
+AgentSocket::AgentSocket(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+AgentSocket::~AgentSocket() { stop(); }
+
+void AgentSocket::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  Impl* p = impl_.get();
+  asio::post(p->io, [p] {
+    p->stopping = true;
+    boost::system::error_code ec;
+    p->acceptor.close(ec);
+    p->timer.cancel();
+    auto all = p->sessions;
+    for (auto& [raw, s] : all) s->close();
+    p->io.stop();
+  });
+  if (p->thread.joinable()) p->thread.join();
+  // Sessions closed above told the arbiter nothing; forget them on its side without ending leases
+  // would need a separate call: their connection-tied leases end at the next start ("agent restarted").
+  ::unlink(p->options.path.c_str());
+}
+
+const std::string& AgentSocket::path() const noexcept { return impl_->options.path; }
+
+std::size_t AgentSocket::connections() const {
+  std::lock_guard lock(impl_->count_mu);
+  return impl_->count;
+}
+
+}  // namespace gf::server

@@ -1,0 +1,91 @@
+#pragma once
+// The agent socket's protocol (docs/agent-socket.md): one JSON object per line. parse_agent_request()
+// turns one request line into a typed request, or says why not (bounded sizes, checked types, integer
+// ids); the render functions write the greeting, replies and events as lines ending in '\n'. No
+// sockets here. Locale-free; pure; safe on any input.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "allocator/select.hpp"
+#include "core/job.hpp"
+#include "core/policy.hpp"
+#include "core/ports/lease_store.hpp"
+#include "core/result.hpp"
+#include "core/snapshot.hpp"
+
+namespace gf::wire {
+
+inline constexpr int kAgentProtocol = 1;
+inline constexpr std::size_t kMaxRequestLine = 64 * 1024;  // bytes, without the '\n'
+
+struct AcquireArgs {
+  unsigned gpus = 1;
+  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
+  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;
+  bool allow_busy = false;
+  std::string name;
+  std::string job_id;
+  int priority = 0;
+  double wait_s = 0;
+  core::LeaseTie tie = core::LeaseTie::Connection;  // "connection" (default) or "parent" → Process
+};
+struct CancelArgs {
+  std::int64_t target = 0;
+};
+struct ReleaseArgs {
+  std::string lease;
+};
+struct LeasesArgs {
+  bool all = false;
+};
+struct JobPutArgs {
+  core::Job job;  // owner unset: the agent fills it from the peer
+};
+struct JobsArgs {
+  std::size_t limit = 200;
+};
+struct JobArgs {
+  std::string id;
+};
+struct GetArgs {
+  std::string path;  // an agent REST path with its query
+};
+using AgentOp = std::variant<AcquireArgs, CancelArgs, ReleaseArgs, LeasesArgs, JobPutArgs, JobsArgs, JobArgs, GetArgs>;
+
+struct ParsedRequest {
+  std::optional<std::int64_t> id;  // when the line had a valid one (the error reply carries it)
+  Result<AgentOp> op = make_error(ErrorKind::Invalid, "empty request");
+  bool close = false;  // the line was too long or not a JSON object: reply, then close the connection
+};
+ParsedRequest parse_agent_request(std::string_view line);
+
+// What the agent saw of its peer (the greeting's "peer").
+struct PeerView {
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint32_t pid = 0;
+  std::string user;
+  bool admin = false;
+};
+std::string greeting_line(const PeerView& peer, std::string_view version);
+
+// {"id": N, "ok": true, ...result} (result must be an object).
+std::string ok_line(std::int64_t id, nlohmann::json result = nlohmann::json::object());
+// {"id": N|null, "ok": false, "error": {"kind", "message"}}.
+std::string error_line(std::optional<std::int64_t> id, const Error& e);
+// {"id": N, "event": "waiting", "waited_s", "why", "ahead", "holders": [lease…]}.
+std::string waiting_line(std::int64_t id, double waited_s, const std::string& why, std::size_t ahead,
+                         const std::vector<core::Lease>& holders);
+std::string lease_warning_line(const std::string& lease, const std::string& message);
+std::string lease_ended_line(const std::string& lease, const std::string& reason);
+// An acquire's result: {lease: lease_json, why: [...], gpu_info}.
+nlohmann::json acquire_result_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s,
+                                   unsigned world_size);
+
+}  // namespace gf::wire
