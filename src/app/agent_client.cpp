@@ -106,9 +106,9 @@ void AgentClient::print_notice(const nlohmann::json& e) const {
   if (auto r = e.find("reason"); text.empty() && r != e.end() && r->is_string())
     text = "ended: " + r->get<std::string>();
   if (text.empty()) return;  // an event this client does not know: nothing to say
+  if (ev == "lease_ended" && !ending_.empty() && lease == ending_) return;  // we ended it ourselves
   std::fprintf(stderr, "gpufleet: lease %s: %s\n", platform::escape_control(lease).c_str(),
                platform::escape_control(text).c_str());
-  (void)ev;
 }
 
 Result<nlohmann::json> AgentClient::wait_reply(std::int64_t id, const Event& on_event,
@@ -254,9 +254,15 @@ core::Job job_from_json(const nlohmann::json& j) {
   out.lease_id = str("lease_id");
   if (auto c = j.find("command"); c != j.end()) out.command = c->is_string() ? c->get<std::string>() : c->dump();
   if (auto e = j.find("exit_code"); e != j.end() && e->is_number_integer()) out.exit_code = e->get<int>();
-  if (auto s = j.find("started_at_ms"); s != j.end()) out.started_at_ms = parse_time_ms(*s).value_or(0);
-  if (auto s = j.find("ended_at_ms"); s != j.end()) out.ended_at_ms = parse_time_ms(*s);
-  if (auto r = j.find("record"); r != j.end()) out.record = r->is_string() ? r->get<std::string>() : r->dump();
+  // The agent sends wire::job_json: the record itself with id, status and ISO times merged in.
+  for (const char* k : {"started_at_ms", "started_at"})
+    if (auto s = j.find(k); s != j.end() && out.started_at_ms == 0) out.started_at_ms = parse_time_ms(*s).value_or(0);
+  for (const char* k : {"ended_at_ms", "ended_at"})
+    if (auto s = j.find(k); s != j.end() && !out.ended_at_ms) out.ended_at_ms = parse_time_ms(*s);
+  if (auto r = j.find("record"); r != j.end())
+    out.record = r->is_string() ? r->get<std::string>() : r->dump();
+  else
+    out.record = j.dump();
   if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
     out.owner.pid = o->value("pid", 0u);
     if (o->contains("user") && (*o)["user"].is_string()) out.owner.user = (*o)["user"].get<std::string>();

@@ -66,6 +66,9 @@ class AgentClient {
   Result<nlohmann::json> call(const std::string& op, nlohmann::json args, const Event& on_event = {},
                               const std::atomic<bool>* cancel = nullptr);
 
+  // A lease this client is ending itself: the agent's lease_ended event for it is not printed.
+  void ending(std::string lease_id) { ending_ = std::move(lease_id); }
+
   // Watches the connection without a request pending (while `run`'s command runs): prints lease warnings,
   // returns false when the agent closed the connection, true when `stop` turned true first.
   bool watch_until(const std::atomic<bool>& stop);
@@ -81,14 +84,15 @@ class AgentClient {
   platform::UnixLineSocket sock_;
   AgentPeer peer_;
   std::int64_t next_id_ = 1;
+  std::string ending_;
 };
 
 // The protocol's documents back into the core's types (wire::lease_json's shape; waiters and jobs as the
 // agent sends them). Times are ISO 8601 UTC ("2025-01-02T03:04:05.678Z") or epoch milliseconds.
 Result<core::Lease> lease_from_json(const nlohmann::json& j);
 core::Waiter waiter_from_json(const nlohmann::json& j);
-core::Job job_from_json(const nlohmann::json& j);
-nlohmann::json job_to_json(const core::Job& j);  // job_put's "job"
+core::Job job_from_json(const nlohmann::json& j);  // wire::job_json's shape, or job_put's
+nlohmann::json job_to_json(const core::Job& j);    // job_put's "job"
 std::optional<std::int64_t> parse_time_ms(const nlohmann::json& v);
 
 // "invalid", "permission", … back to the kind (unknown names: Failed).

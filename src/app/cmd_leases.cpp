@@ -119,6 +119,7 @@ int run_release(const GlobalOptions& g, const std::string& lease_id, const std::
     return exit_code(agent.error());
   }
   if (*agent) {  // the agent checks that the lease is ours (or that we are an admin)
+    (*agent)->ending(lease_id);
     if (auto r = (*agent)->call("release", {{"lease", lease_id}}); !r) {
       print_error(r.error().message);
       return exit_code(r.error());

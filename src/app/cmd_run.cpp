@@ -258,7 +258,7 @@ Result<std::vector<store::Job>> jobs_via_agent(AgentClient& agent) {
   return out;
 }
 Result<std::optional<store::Job>> job_via_agent(AgentClient& agent, const std::string& id) {
-  auto r = agent.call("job", {{"id", id}});
+  auto r = agent.call("job", {{"job", id}});
   if (!r) {
     if (r.error().kind == ErrorKind::NotFound) return std::optional<store::Job>();
     return r.error();

@@ -55,7 +55,7 @@ class AgentLink final : public NodeLink {
     }
     auto r = client_.call("job_put", {{"job", std::move(j)}});
     if (!r) return r.error();
-    if (auto id = r->find("id"); id != r->end() && id->is_string()) job.id = id->get<std::string>();
+    if (auto id = r->find("job_id"); id != r->end() && id->is_string()) job.id = id->get<std::string>();
     return {};
   }
 
@@ -92,6 +92,7 @@ class AgentLink final : public NodeLink {
 
   Result<bool> release(const std::string& lease_id, const std::string&) override {
     if (lost_) return false;  // the agent ended the lease with the connection
+    client_.ending(lease_id);
     auto r = client_.call("release", {{"lease", lease_id}});
     if (!r) return r.error();
     return true;

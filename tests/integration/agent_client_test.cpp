@@ -255,7 +255,7 @@ TEST_F(AgentClient, MalformedLineIsAnErrorNotACrash) {
 TEST_F(AgentClient, RunTakesItsLeaseFromTheAgentAndRecordsThroughIt) {
   StandInAgent agent(sock, [](const json& r) {
     const std::string op = r.value("op", "");
-    if (op == "job_put") return std::vector<std::string>{ok_reply(r, {{"id", r["job"].value("id", "agent-id")}})};
+    if (op == "job_put") return std::vector<std::string>{ok_reply(r, {{"job_id", r["job"].value("id", "agent-id")}})};
     if (op == "acquire") {
       json ev{{"id", r["id"]},          {"event", "waiting"}, {"waited_s", 1.0},
               {"why", "GPU 5 is busy"}, {"ahead", 0},         {"holders", json::array({a_lease("L0", {5}, "alice")})}};
@@ -315,7 +315,7 @@ TEST_F(AgentClient, CtrlCWhileWaitingSendsCancel) {
       cancelled = true;
       return std::vector<std::string>{error_reply({{"id", r["target"]}}, "unavailable", "cancelled"), ok_reply(r)};
     }
-    return std::vector<std::string>{ok_reply(r, {{"id", "j1"}})};
+    return std::vector<std::string>{ok_reply(r, {{"job_id", "j1"}})};
   });
   ASSERT_TRUE(agent.ok());
   auto pid = gf::platform::spawn_inheriting({GF_BINARY, "--backend", "sim", "run", "--gpus", "1", "--", "true"});
@@ -336,7 +336,7 @@ TEST_F(AgentClient, ConnectionDropWhileTheJobRunsIsReportedAndTheJobGoesOn) {
   StandInAgent agent(sock, [](const json& r) {
     const std::string op = r.value("op", "");
     if (op == "acquire") return std::vector<std::string>{ok_reply(r, {{"lease", a_lease("L1", {0})}}), kClose};
-    return std::vector<std::string>{ok_reply(r, {{"id", "j1"}})};
+    return std::vector<std::string>{ok_reply(r, {{"job_id", "j1"}})};
   });
   ASSERT_TRUE(agent.ok());
   const std::string flag = (dir / "finished").string();
@@ -344,6 +344,35 @@ TEST_F(AgentClient, ConnectionDropWhileTheJobRunsIsReportedAndTheJobGoesOn) {
   EXPECT_EQ(r.exit_code, 4) << r.err;
   EXPECT_TRUE(fs::exists(flag));
   EXPECT_NE(r.err.find("dropped while job"), std::string::npos) << r.err;
+}
+
+// `show` and `jobs` read the agent's records (wire::job_json: the record with id, status and ISO times).
+TEST_F(AgentClient, ShowAndJobsReadTheAgentsRecords) {
+  const json record{{"id", "J1"},
+                    {"name", "train"},
+                    {"status", "succeeded"},
+                    {"exit_code", 0},
+                    {"started_at", "2025-01-02T03:04:05.000000Z"},
+                    {"ended_at", "2025-01-02T03:04:07.500000Z"},
+                    {"command", {"python", "train.py"}}};
+  StandInAgent agent(sock, [&record](const json& r) {
+    if (r.value("op", "") == "job") {
+      if (r.value("job", "") != "J1") return std::vector<std::string>{error_reply(r, "not_found", "no job")};
+      return std::vector<std::string>{ok_reply(r, {{"job", record}})};
+    }
+    return std::vector<std::string>{ok_reply(r, {{"jobs", json::array({record})}})};
+  });
+  ASSERT_TRUE(agent.ok());
+  auto show = gf({"show", "J1"});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("job J1  train  status succeeded  exit 0"), std::string::npos) << show.out;
+  EXPECT_EQ(gf({"show", "J2"}).exit_code, 1);
+  auto jobs = gf({"jobs"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find("2.5"), std::string::npos) << "seconds from the ISO times: " << jobs.out;
+  EXPECT_NE(jobs.out.find("train"), std::string::npos) << jobs.out;
+  ASSERT_GE(agent.requests().size(), 2u);
+  EXPECT_EQ(agent.requests()[0]["job"], "J1");  // the job's id travels as "job", not as the request's "id"
 }
 
 }  // namespace
