@@ -232,10 +232,10 @@ TEST_F(SharedNode, FrozenAgentIsNotAnswering) {
   EXPECT_NE(r->err.find("the agent at " + sock + " is not answering"), std::string::npos) << r->err;
 }
 
-// Done-when: two users, 50 concurrent `run --gpus 1` on 8 fake GPUs: no GPU is ever held twice, every job
+// Done-when: two users x 50 concurrent `run --gpus 1` on 8 fake GPUs: no GPU is ever held twice, every job
 // runs and succeeds, and each job record belongs to the user who ran it.
 TEST_F(SharedNode, TwoUsersFiftyConcurrentRunsNeverShareAGpu) {
-  constexpr int kPerUser = 25;
+  constexpr int kPerUser = 50;
   std::vector<std::pair<std::string, pid_t>> jobs;  // output file, pid
   for (int i = 0; i < kPerUser; ++i)
     for (const TestUser* u : {&*a, &*b}) {
