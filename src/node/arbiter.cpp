@@ -6,6 +6,7 @@
 #include <random>
 
 #include "platform/procfs.hpp"
+#include "platform/users.hpp"
 
 namespace gf::node {
 namespace {
@@ -23,7 +24,7 @@ std::int64_t wall_ms(const core::Clock& c) {
 
 std::string owner_text(const core::LeaseOwner& o) {
   if (!o.uid) return fmt::format("{} (written without the agent; only an admin may change it)", o.user);
-  return fmt::format("{} (uid {})", o.user.empty() ? std::to_string(*o.uid) : o.user, *o.uid);
+  return fmt::format("{} (uid {})", o.user.empty() ? platform::user_name(*o.uid) : o.user, *o.uid);
 }
 
 std::string holders_text(const std::vector<core::Lease>& active) {
@@ -243,7 +244,7 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
   // Someone ahead in the queue (not held back only by their own quota) goes first.
   bool blocked = false;
   for (const auto& q : queue_)
-    if (serves_before(q.shown, q.seq, w.shown, w.seq)) {
+    if (!q.quota_held && serves_before(q.shown, q.seq, w.shown, w.seq)) {
       blocked = true;
       w.last.why = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
                                q.shown.name.empty() ? q.shown.id : q.shown.name, q.shown.gpus, q.shown.priority);
@@ -251,6 +252,7 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
       break;
     }
   if (over_quota) {
+    w.quota_held = true;
     w.last.why = quota_text(peer, options_.max_gpus_per_user);
     if (r.wait.count() <= 0) return make_error(ErrorKind::Unavailable, "quota: " + w.last.why);
   } else if (!blocked) {
@@ -444,10 +446,12 @@ void Arbiter::serve_queue() {
         // Waiting on its own user's leases only: it does not hold back other users.
         w.last.why = quota_text(peer, options_.max_gpus_per_user);
         w.last.ahead = 0;
+        w.quota_held = true;
         ++i;
         continue;
       }
     }
+    w.quota_held = false;
     if (blocked) {
       w.last.why = "waiting behind " + blocker + " in the queue";
       w.last.ahead = 1;

@@ -168,6 +168,7 @@ class Arbiter {
     core::Waiter shown;  // what `leases` lists
     std::chrono::steady_clock::time_point start{}, deadline{}, next_progress{};
     WaitingEvent last;
+    bool quota_held = false;  // held back only by its own user's quota: blocks no one behind it
   };
   struct Live {             // an active lease the arbiter granted or watches
     ConnectionId conn = 0;  // connection-tied: the connection; else 0

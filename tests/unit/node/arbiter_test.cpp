@@ -1,0 +1,398 @@
+// node::Arbiter on a fake clock (issue 12): owners come from the peer, only the owner or an admin
+// releases, the priority ceiling and the quota, strict FIFO, disconnect and process ties end leases,
+// restart recovery, job ownership.
+#include "node/arbiter.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store/node_store.hpp"
+#include "support/agent_rig.hpp"
+#include "support/fake_clock.hpp"
+#include "support/scripted_backend.hpp"
+
+namespace gf::node {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Recorder final : ConnectionSink {
+  std::vector<std::pair<std::int64_t, std::string>> granted_ids;  // request id, lease id
+  std::vector<std::pair<std::int64_t, Error>> refusals;
+  std::vector<std::pair<std::int64_t, WaitingEvent>> waits;
+  std::vector<std::pair<std::string, std::string>> ended, warnings;
+  void granted(std::int64_t id, const scheduler::Allocation& a) override { granted_ids.emplace_back(id, a.lease.id); }
+  void refused(std::int64_t id, const Error& e) override { refusals.emplace_back(id, e); }
+  void waiting(std::int64_t id, const WaitingEvent& e) override { waits.emplace_back(id, e); }
+  void lease_ended(const std::string& l, const std::string& r) override { ended.emplace_back(l, r); }
+  void lease_warning(const std::string& l, const std::string& m) override { warnings.emplace_back(l, m); }
+};
+
+const Peer kAlice{1001, 1001, 4001, "alice", false};
+const Peer kBob{1002, 1002, 4002, "bob", false};
+const Peer kRoot{0, 0, 4000, "root", true};
+
+struct ArbiterTest : ::testing::Test {
+  test::TempDir dir;
+  test::FakeClock clock;
+  core::SnapshotPtr snap;
+  int fresh_calls = 0;
+  std::chrono::steady_clock::time_point taken{};  // when the "published" reading was taken
+  ArbiterOptions options;
+  std::unique_ptr<Arbiter> arb;
+
+  void SetUp() override {
+    auto s = std::make_shared<core::Snapshot>();
+    for (unsigned i = 0; i < 2; ++i) s->gpus.push_back(test::make_gpu(i, 0, 1000));
+    s->backend = "scripted";
+    snap = s;
+  }
+  void make(bool store_always_alive = true) {
+    store::NodeStore::Alive alive;
+    if (store_always_alive) alive = [](const core::LeaseOwner&) { return true; };
+    auto st = store::NodeStore::open((dir.path / "gf.db").string(), alive, clock);
+    ASSERT_TRUE(st) << st.error().message;
+    ReadingSource rs;
+    taken = clock.now();
+    rs.latest = [this] { return std::pair{snap, taken}; };
+    rs.fresh = [this]() -> Result<core::SnapshotPtr> {
+      ++fresh_calls;
+      return snap;
+    };
+    arb = std::make_unique<Arbiter>(std::move(*st), std::move(rs), options, clock);
+  }
+  static AcquireRequest one(unsigned gpus = 1) {
+    AcquireRequest r;
+    r.gpus = gpus;
+    r.min_memory_mib = 1000;
+    return r;
+  }
+};
+
+TEST_F(ArbiterTest, DecidesOnThePublishedReadingNotADriverQuery) {
+  make();
+  auto rec = std::make_shared<Recorder>();
+  auto c = arb->connect(kAlice, rec);
+  auto got = arb->acquire(c, 1, one());
+  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_TRUE(*got);
+  EXPECT_EQ(fresh_calls, 0);
+  clock.advance(5s);  // the published reading is now stale: one fresh read
+  got = arb->acquire(c, 2, one());
+  ASSERT_TRUE(got && *got);
+  EXPECT_EQ(fresh_calls, 1);
+}
+
+// Finding "user B releases user A's lease": the owner is the peer, and another uid is refused.
+TEST_F(ArbiterTest, OwnerComesFromThePeerAndAnotherUserCannotRelease) {
+  make();
+  auto ra = std::make_shared<Recorder>(), rb = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  arb->connect(kBob, rb);
+  AcquireRequest req = one();
+  auto got = arb->acquire(a, 1, req);
+  ASSERT_TRUE(got && *got);
+  const auto lease = (*got)->lease;
+  EXPECT_EQ(lease.owner.uid, 1001u);
+  EXPECT_EQ(lease.owner.user, "alice");
+  EXPECT_EQ(lease.owner.pid, 4001u);
+  EXPECT_EQ(lease.tie, core::LeaseTie::Connection);
+
+  auto r = arb->release(kBob, lease.id);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::Permission);
+  EXPECT_NE(r.error().message.find("belongs to alice (uid 1001)"), std::string::npos) << r.error().message;
+  auto active = arb->leases(false);
+  ASSERT_TRUE(active);
+  EXPECT_EQ(active->size(), 1u) << "bob's attempt left the lease alone";
+
+  ASSERT_TRUE(arb->release(kRoot, lease.id)) << "an admin may";
+  active = arb->leases(false);
+  ASSERT_TRUE(active);
+  EXPECT_TRUE(active->empty());
+  ASSERT_EQ(ra->ended.size(), 1u) << "the owner hears that its lease ended";
+  EXPECT_EQ(ra->ended[0].second, "released by root");
+}
+
+// Finding "any user may also set any --priority".
+TEST_F(ArbiterTest, PriorityAboveTheCeilingNeedsAnAdmin) {
+  options.max_user_priority = 5;
+  make();
+  auto a = arb->connect(kAlice, std::make_shared<Recorder>());
+  auto root = arb->connect(kRoot, std::make_shared<Recorder>());
+  AcquireRequest req = one();
+  req.priority = 6;
+  auto r = arb->acquire(a, 1, req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::Permission);
+  req.priority = 5;
+  EXPECT_TRUE(arb->acquire(a, 2, req));
+  req.priority = 100;
+  EXPECT_TRUE(arb->acquire(root, 3, req));
+}
+
+TEST_F(ArbiterTest, QuotaRefusesNowOrQueuesUntilItFits) {
+  options.max_gpus_per_user = 1;
+  make();
+  auto rec = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, rec);
+  auto first = arb->acquire(a, 1, one());
+  ASSERT_TRUE(first && *first);
+  auto now = arb->acquire(a, 2, one());
+  ASSERT_FALSE(now) << "a second GPU now would break the quota";
+  EXPECT_EQ(now.error().kind, ErrorKind::Unavailable);
+  EXPECT_NE(now.error().message.find("quota"), std::string::npos);
+  EXPECT_FALSE(arb->acquire(a, 3, one(2))) << "more than the quota can never fit";
+
+  AcquireRequest waiting = one();
+  waiting.wait = 60s;
+  auto q = arb->acquire(a, 4, waiting);
+  ASSERT_TRUE(q);
+  EXPECT_FALSE(*q) << "queued";
+  // Bob is not held back by alice's quota.
+  auto b = arb->connect(kBob, std::make_shared<Recorder>());
+  auto bob = arb->acquire(b, 1, one());
+  ASSERT_TRUE(bob) << bob.error().message;
+  ASSERT_TRUE(*bob);
+  ASSERT_TRUE(arb->release(kBob, (*bob)->lease.id));
+  EXPECT_TRUE(rec->granted_ids.empty()) << "a free GPU, but alice still holds her quota";
+  ASSERT_TRUE(arb->release(kAlice, (*first)->lease.id));
+  ASSERT_EQ(rec->granted_ids.size(), 1u);
+  EXPECT_EQ(rec->granted_ids[0].first, 4);
+}
+
+TEST_F(ArbiterTest, StrictFifoAndPriorityOrder) {
+  make();
+  auto ra = std::make_shared<Recorder>(), rb = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  auto b = arb->connect(kBob, rb);
+  auto held = arb->acquire(a, 1, one());
+  ASSERT_TRUE(held && *held);
+  AcquireRequest two = one(2);
+  two.wait = 60s;
+  ASSERT_TRUE(arb->acquire(b, 1, two));  // needs both GPUs: waits
+  AcquireRequest small = one();
+  small.wait = 60s;
+  auto s = arb->acquire(a, 2, small);
+  ASSERT_TRUE(s);
+  EXPECT_FALSE(*s) << "one GPU is free, but bob is ahead and cannot be served: strict FIFO";
+  AcquireRequest urgent = one();
+  urgent.wait = 60s;
+  urgent.priority = 0;
+  auto waiting = arb->waiting();
+  ASSERT_EQ(waiting.size(), 2u);
+  EXPECT_EQ(waiting[0].owner.user, "bob");
+
+  ASSERT_TRUE(arb->release(kAlice, (*held)->lease.id));
+  ASSERT_EQ(rb->granted_ids.size(), 1u) << "bob first";
+  EXPECT_TRUE(ra->granted_ids.empty());
+  clock.advance(3s);
+  arb->tick();
+  ASSERT_FALSE(ra->waits.empty()) << "alice hears progress while she waits";
+  EXPECT_EQ(ra->waits.back().second.ahead, 0u);
+}
+
+TEST_F(ArbiterTest, HigherPriorityQueuedLaterIsServedFirst) {
+  options.max_user_priority = 10;
+  make();
+  auto ra = std::make_shared<Recorder>(), rb = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  auto b = arb->connect(kBob, rb);
+  auto held = arb->acquire(a, 1, one(2));
+  ASSERT_TRUE(held && *held);
+  AcquireRequest low = one();
+  low.wait = 60s;
+  ASSERT_TRUE(arb->acquire(a, 2, low));
+  AcquireRequest high = one();
+  high.wait = 60s;
+  high.priority = 5;
+  ASSERT_TRUE(arb->acquire(b, 1, high));
+  ASSERT_EQ(arb->waiting().front().owner.user, "bob");
+  ASSERT_TRUE(arb->release(kAlice, (*held)->lease.id));
+  ASSERT_EQ(rb->granted_ids.size(), 1u);
+  ASSERT_EQ(ra->granted_ids.size(), 1u) << "two GPUs free: both served, bob first";
+}
+
+TEST_F(ArbiterTest, DisconnectEndsConnectionLeasesAtOnceAndDropsWaiters) {
+  make();
+  auto ra = std::make_shared<Recorder>(), rb = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  auto b = arb->connect(kBob, rb);
+  auto held = arb->acquire(a, 1, one(2));
+  ASSERT_TRUE(held && *held);
+  AcquireRequest w = one();
+  w.wait = 60s;
+  ASSERT_TRUE(arb->acquire(a, 2, w));
+  ASSERT_TRUE(arb->acquire(b, 1, w));
+  arb->disconnect(a);  // no tick: at once
+  auto hist = arb->leases(true);
+  ASSERT_TRUE(hist);
+  std::string reason = "(not found)";
+  for (const auto& l : *hist)
+    if (l.id == (*held)->lease.id) reason = l.release_reason;
+  EXPECT_EQ(reason, "owner gone");
+  ASSERT_EQ(rb->granted_ids.size(), 1u) << "alice's waiter went with her; bob is served";
+  EXPECT_TRUE(arb->waiting().empty());
+}
+
+TEST_F(ArbiterTest, AWaitEndsAtItsDeadlineWithTheHolders) {
+  make();
+  auto ra = std::make_shared<Recorder>(), rb = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  auto b = arb->connect(kBob, rb);
+  ASSERT_TRUE(arb->acquire(a, 1, one(2)));
+  AcquireRequest w = one();
+  w.wait = 3s;
+  ASSERT_TRUE(arb->acquire(b, 7, w));
+  for (int i = 0; i < 4; ++i) {
+    clock.advance(1s);
+    arb->tick();
+  }
+  ASSERT_EQ(rb->refusals.size(), 1u);
+  EXPECT_EQ(rb->refusals[0].first, 7);
+  EXPECT_EQ(rb->refusals[0].second.kind, ErrorKind::Unavailable);
+  EXPECT_NE(rb->refusals[0].second.message.find("alice (uid 1001)"), std::string::npos)
+      << rb->refusals[0].second.message;
+  EXPECT_GE(rb->waits.size(), 2u) << "progress at least once a second (at 1 s and 2 s; 3 s is the deadline)";
+}
+
+TEST_F(ArbiterTest, CancelAnswersTheWaiterAndFreesTheQueue) {
+  make();
+  auto rb = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, std::make_shared<Recorder>());
+  auto b = arb->connect(kBob, rb);
+  ASSERT_TRUE(arb->acquire(a, 1, one(2)));
+  AcquireRequest w = one();
+  w.wait = 60s;
+  ASSERT_TRUE(arb->acquire(b, 3, w));
+  EXPECT_FALSE(arb->cancel(a, 3)) << "another connection's waiter";
+  ASSERT_TRUE(arb->cancel(b, 3));
+  ASSERT_EQ(rb->refusals.size(), 1u);
+  EXPECT_TRUE(arb->waiting().empty());
+}
+
+// Finding "a lease taken for a process": the `alloc` tie follows the client's parent through a pidfd.
+TEST_F(ArbiterTest, ProcessTiedLeaseEndsWhenTheParentDies) {
+  make();
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t parent = ::fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    std::int32_t v = child;
+    (void)!::write(fds[1], &v, sizeof v);
+    ::pause();
+    ::_exit(0);
+  }
+  std::int32_t child = 0;
+  ASSERT_EQ(::read(fds[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+  ::close(fds[0]);
+  ::close(fds[1]);
+  Peer p = kAlice;
+  p.pid = static_cast<std::uint32_t>(child);  // the client; its parent holds the lease
+  auto c = arb->connect(p, std::make_shared<Recorder>());
+  AcquireRequest req = one();
+  req.tie = core::LeaseTie::Process;
+  auto got = arb->acquire(c, 1, req);
+  ASSERT_TRUE(got && *got) << (got ? "" : got.error().message);
+  EXPECT_EQ((*got)->lease.owner.pid, static_cast<std::uint32_t>(parent));
+  arb->disconnect(c);  // `alloc` exits: the lease stays
+  arb->tick();
+  auto active = arb->leases(false);
+  ASSERT_TRUE(active);
+  EXPECT_EQ(active->size(), 1u);
+
+  ::kill(parent, SIGKILL);
+  ::waitpid(parent, nullptr, 0);
+  EXPECT_TRUE(test::eventually([&] {
+    arb->tick();
+    auto l = arb->leases(false);
+    return l && l->empty();
+  }));
+  ::kill(child, SIGKILL);
+  auto hist = arb->leases(true);
+  ASSERT_TRUE(hist && !hist->empty());
+  EXPECT_EQ(hist->front().release_reason, "owner gone");
+}
+
+TEST_F(ArbiterTest, RestartEndsConnectionLeasesAndKeepsLiveProcessOnes) {
+  make();
+  auto c = arb->connect(kAlice, std::make_shared<Recorder>());
+  auto conn_lease = arb->acquire(c, 1, one());
+  ASSERT_TRUE(conn_lease && *conn_lease);
+  Peer self = kAlice;
+  self.pid = static_cast<std::uint32_t>(::getpid());  // its parent (the test runner's) outlives the test
+  auto c2 = arb->connect(self, std::make_shared<Recorder>());
+  AcquireRequest req = one();
+  req.tie = core::LeaseTie::Process;
+  auto proc_lease = arb->acquire(c2, 1, req);
+  ASSERT_TRUE(proc_lease && *proc_lease) << (proc_lease ? "" : proc_lease.error().message);
+  arb.reset();  // the agent stops (without disconnects)
+
+  make();
+  auto ended = arb->recover();
+  ASSERT_TRUE(ended) << ended.error().message;
+  EXPECT_EQ(*ended, 1u);
+  auto active = arb->leases(false);
+  ASSERT_TRUE(active);
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ(active->front().id, (*proc_lease)->lease.id);
+  auto hist = arb->leases(true);
+  ASSERT_TRUE(hist);
+  bool restarted = false;
+  for (const auto& l : *hist)
+    restarted = restarted || (l.id == (*conn_lease)->lease.id && l.release_reason == "agent restarted");
+  EXPECT_TRUE(restarted);
+}
+
+// Finding "anyone can forge job states": a job belongs to its first putter.
+TEST_F(ArbiterTest, OnlyTheOwnerOrAnAdminUpdatesAJob) {
+  make();
+  core::Job j;
+  j.status = "running";
+  j.command = "[\"train\"]";
+  auto id = arb->job_put(kAlice, j);
+  ASSERT_TRUE(id) << id.error().message;
+  j.id = *id;
+  j.status = "failed";
+  auto forged = arb->job_put(kBob, j);
+  ASSERT_FALSE(forged);
+  EXPECT_EQ(forged.error().kind, ErrorKind::Permission);
+  EXPECT_NE(forged.error().message.find("(uid 1001)"), std::string::npos) << forged.error().message;
+  j.status = "succeeded";
+  ASSERT_TRUE(arb->job_put(kAlice, j));
+  auto back = arb->job(*id);
+  ASSERT_TRUE(back && *back);
+  EXPECT_EQ((*back)->status, "succeeded");
+  EXPECT_EQ((*back)->owner.uid, 1001u);
+  j.record = std::string(Arbiter::kMaxRecordBytes + 1, 'x');
+  EXPECT_FALSE(arb->job_put(kAlice, j)) << "records are bounded";
+}
+
+TEST_F(ArbiterTest, ReclaimerHooksWarnAndReleaseReachTheOwner) {
+  make();
+  auto ra = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  auto got = arb->acquire(a, 1, one());
+  ASSERT_TRUE(got && *got);
+  EXPECT_TRUE(arb->warn((*got)->lease.id, "idle for 30 min"));
+  ASSERT_EQ(ra->warnings.size(), 1u);
+  EXPECT_EQ(ra->warnings[0].second, "idle for 30 min");
+  auto not_admin = arb->release((*got)->lease.id, false, "idle");
+  ASSERT_TRUE(not_admin);
+  EXPECT_FALSE(*not_admin);
+  auto r = arb->release((*got)->lease.id, true, "reclaimed: idle");
+  ASSERT_TRUE(r && *r);
+  ASSERT_EQ(ra->ended.size(), 1u);
+  EXPECT_EQ(ra->ended[0].second, "reclaimed: idle");
+}
+
+}  // namespace
+}  // namespace gf::node

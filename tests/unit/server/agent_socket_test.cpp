@@ -1,0 +1,229 @@
+// The agent socket with real clients (issue 12): the peer is what SO_PEERCRED says, a second Unix
+// user cannot release another's lease, and a client in another PID namespace keeps its lease.
+#include "server/agent_socket.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "store/node_store.hpp"
+#include "support/agent_rig.hpp"
+#include "support/scripted_backend.hpp"
+#include "support/test_users.hpp"
+
+namespace gf::server {
+namespace {
+
+using nlohmann::json;
+
+// In a forked child: only system calls on buffers made before the fork (the parent has threads).
+// Connects, reads the greeting, sends each request and reads one line back for each; everything read
+// goes to out_fd. Returns false on any failure.
+bool child_session(const char* path, const std::vector<std::string>& requests, int out_fd) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path, sizeof addr.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return false;
+  auto read_line = [&]() {
+    char ch = 0;
+    while (::read(fd, &ch, 1) == 1) {
+      if (::write(out_fd, &ch, 1) != 1) return false;
+      if (ch == '\n') return true;
+    }
+    return false;
+  };
+  if (!read_line()) return false;
+  for (const auto& r : requests) {
+    if (::write(fd, r.data(), r.size()) != static_cast<ssize_t>(r.size())) return false;
+    if (!read_line()) return false;
+  }
+  return true;
+}
+
+std::vector<json> lines_of(const std::string& text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line, nullptr, false));
+  return out;
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+struct AgentSocketTest : ::testing::Test {
+  test::TempDir dir;
+  std::unique_ptr<node::Arbiter> arbiter;
+  std::unique_ptr<AgentSocket> sock;
+  std::string path;
+
+  void SetUp() override {
+    ASSERT_EQ(::chmod(dir.path.c_str(), 0755), 0);  // the second user must reach the socket
+    // The real liveness check: a lease whose owner the store cannot see would be reaped.
+    auto st = store::NodeStore::open((dir.path / "gf.db").string());
+    ASSERT_TRUE(st) << st.error().message;
+    auto snap = std::make_shared<core::Snapshot>();
+    for (unsigned i = 0; i < 2; ++i) snap->gpus.push_back(test::make_gpu(i, 0, 1000));
+    node::ReadingSource rs;
+    rs.fresh = [snap]() -> Result<core::SnapshotPtr> { return core::SnapshotPtr(snap); };
+    arbiter = std::make_unique<node::Arbiter>(std::move(*st), std::move(rs));
+    path = (dir.path / "run" / "agent.sock").string();
+    AgentSocketOptions o;
+    o.path = path;
+    o.version = "test";
+    auto s = AgentSocket::start(*arbiter, nullptr, o);
+    ASSERT_TRUE(s) << s.error().message;
+    sock = std::move(*s);
+  }
+  void TearDown() override {
+    if (sock) sock->stop();
+  }
+};
+
+// Finding "user B releases user A's lease" (`gpufleet release`), through the socket as a real second
+// user: the agent sees B's uid from the kernel and refuses, naming the owner.
+TEST_F(AgentSocketTest, OtherUserCannotRelease) {
+  std::string why;
+  auto b = test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  node::Peer root{0, 0, static_cast<std::uint32_t>(::getpid()), "root", true};
+  node::AcquireRequest req;
+  req.min_memory_mib = 1000;
+  core::LeaseOwner self{static_cast<std::uint32_t>(::getpid()), 0, "root"};
+  auto lease = arbiter->acquire_for(root, req, self);
+  ASSERT_TRUE(lease) << lease.error().message;
+  const std::string id = lease->lease.id;
+
+  const std::vector<std::string> requests = {json{{"id", 1}, {"op", "release"}, {"lease", id}}.dump() + "\n"};
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const std::string p = path;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(out[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
+    ::_exit(child_session(p.c_str(), requests, out[1]) ? 0 : 1);
+  }
+  ::close(out[1]);
+  const auto text = read_all(out[0]);
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  auto lines = lines_of(text);
+  ASSERT_EQ(lines.size(), 2u) << text;
+  EXPECT_EQ(lines[0]["peer"]["uid"], b->uid) << "SO_PEERCRED, not anything the client said";
+  EXPECT_EQ(lines[0]["peer"]["user"], "gf-test-b");
+  EXPECT_EQ(lines[0]["peer"]["admin"], false);
+  EXPECT_EQ(lines[1]["ok"], false);
+  EXPECT_EQ(lines[1]["error"]["kind"], "permission");
+  EXPECT_NE(lines[1]["error"]["message"].get<std::string>().find("belongs to root (uid 0)"), std::string::npos) << text;
+  auto active = arbiter->leases(false);
+  ASSERT_TRUE(active);
+  ASSERT_EQ(active->size(), 1u) << "the lease is still root's";
+}
+
+// Finding "a lease taken inside a container or another PID namespace is reaped as owner gone": the
+// kernel gives the agent the client's host pid, so the store's liveness check finds it running.
+TEST_F(AgentSocketTest, PidNamespaceKeepsLease) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to make a PID namespace";
+  const std::vector<std::string> requests = {
+      json{{"id", 1}, {"op", "acquire"}, {"gpus", 1}, {"min_memory_mib", 1000}}.dump() + "\n"};
+  int out[2], pid_pipe[2], hold[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(pid_pipe, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(hold, O_CLOEXEC), 0);
+  const std::string p = path;
+  const pid_t mid = ::fork();
+  ASSERT_GE(mid, 0);
+  if (mid == 0) {
+    ::close(out[0]);
+    ::close(pid_pipe[0]);
+    ::close(hold[1]);
+    if (::unshare(CLONE_NEWPID) != 0) ::_exit(3);
+    const pid_t inner = ::fork();
+    if (inner == 0) {
+      // pid 1 of the new namespace; the agent must see the host pid.
+      const bool ok = child_session(p.c_str(), requests, out[1]);
+      ::close(out[1]);
+      char c;
+      (void)!::read(hold[0], &c, 1);  // keep the connection (and the lease) until the parent says
+      ::_exit(ok ? 0 : 1);
+    }
+    std::int32_t v = inner;
+    (void)!::write(pid_pipe[1], &v, sizeof v);
+    ::close(out[1]);
+    int st = 0;
+    ::waitpid(inner, &st, 0);
+    ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 4);
+  }
+  ::close(out[1]);
+  ::close(pid_pipe[1]);
+  ::close(hold[0]);
+  std::int32_t host_pid = 0;
+  const bool got_pid = ::read(pid_pipe[0], &host_pid, sizeof host_pid) == static_cast<ssize_t>(sizeof host_pid);
+  ::close(pid_pipe[0]);
+  const auto text = read_all(out[0]);  // EOF once the inner client closed its end
+  ::close(out[0]);
+  auto lines = lines_of(text);
+  if (!got_pid || lines.size() != 2u) {
+    ::close(hold[1]);
+    ::waitpid(mid, nullptr, 0);
+    if (!got_pid) GTEST_SKIP() << "could not make a PID namespace here";
+    FAIL() << text;
+  }
+  EXPECT_EQ(lines[0]["peer"]["pid"], host_pid) << "the host's pid, not 1";
+  ASSERT_EQ(lines[1]["ok"], true) << text;
+  EXPECT_EQ(lines[1]["lease"]["owner"]["pid"], host_pid);
+  auto active = arbiter->leases(false);  // the store's liveness check runs here
+  ASSERT_TRUE(active);
+  EXPECT_EQ(active->size(), 1u) << "the owner runs: its lease stays";
+
+  ::close(hold[1]);  // the client exits; its connection closes; the lease ends at once
+  int st = 0;
+  ::waitpid(mid, &st, 0);
+  EXPECT_TRUE(test::eventually([&] {
+    auto l = arbiter->leases(false);
+    return l && l->empty();
+  }));
+}
+
+TEST_F(AgentSocketTest, RefusesForeignPlaces) {
+  const auto other = (dir.path / "open").string();
+  ASSERT_EQ(::mkdir(other.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(other.c_str(), 0777), 0);
+  AgentSocketOptions o;
+  o.path = other + "/agent.sock";
+  auto s = AgentSocket::start(*arbiter, nullptr, o);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find(other), std::string::npos) << s.error().message;
+
+  o.path = path;  // ours, and an agent listens there
+  auto again = AgentSocket::start(*arbiter, nullptr, o);
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().message.find("already listens"), std::string::npos) << again.error().message;
+}
+
+}  // namespace
+}  // namespace gf::server
