@@ -27,7 +27,7 @@ using namespace gf;
 void report(const char* what, std::vector<double>& ms) {
   std::sort(ms.begin(), ms.end());
   auto pct = [&](double p) { return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))]; };
-  std::printf("%-7s N=%zu  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", what, ms.size(), pct(0.50), pct(0.99), ms.back());
+  std::printf("%-15s N=%zu  p50 %.3f ms  p99 %.3f ms  max %.3f ms\n", what, ms.size(), pct(0.50), pct(0.99), ms.back());
 }
 
 int agent(const std::string& path, int n) {
@@ -47,7 +47,7 @@ int agent(const std::string& path, int n) {
       if (j.is_object() && !j.contains("event") && j.value("id", std::int64_t{-1}) == id) return j;
     }
   };
-  std::vector<double> ms;
+  std::vector<double> ms, acquire_ms;
   std::int64_t id = 0;
   for (int i = 0; i < n; ++i) {
     const auto t0 = Clock::now();
@@ -59,6 +59,7 @@ int agent(const std::string& path, int n) {
       std::fprintf(stderr, "acquire failed: %s\n", got.dump().c_str());
       return 1;
     }
+    acquire_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     nlohmann::json rel{{"id", ++id}, {"op", "release"}, {"lease", got["lease"]["id"]}};
     if (!s->write_all(rel.dump() + "\n", limit())) return 1;
     auto done = reply(id);
@@ -69,6 +70,7 @@ int agent(const std::string& path, int n) {
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   report("agent", ms);
+  report("  acquire alone", acquire_ms);
   return 0;
 }
 
