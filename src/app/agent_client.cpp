@@ -24,11 +24,8 @@ std::optional<AgentLocation> find_agent(const std::string& option) {
     if (*env == "none") return std::nullopt;
     return AgentLocation{*env, true, false};
   }
-  // The root agent's directory without its socket is a shared node whose agent is down: an error
-  // (AgentClient::connect fails), not a quiet fall back to this user's own store, which is how two
-  // users came to hold the same GPU. The unit keeps the directory across restarts.
-  const std::string root_dir = "/run/gpufleet", root_sock = root_dir + "/agent.sock";
-  if (platform::exists(root_sock) || platform::exists(root_dir)) return AgentLocation{root_sock, false, false};
+  const std::string root_sock = "/run/gpufleet/agent.sock";
+  if (platform::exists(root_sock)) return AgentLocation{root_sock, false, false};
   std::string own;
   if (auto xdg = platform::env("XDG_RUNTIME_DIR"))
     own = *xdg + "/gpufleet/agent.sock";

@@ -29,9 +29,8 @@ inline constexpr std::size_t kAgentMaxLine = 64 * 1024;  // the protocol's line 
 inline constexpr std::size_t kAgentMaxReply = 64 * 1024 * 1024;
 
 // Where the agent is, or nullopt for "no agent: use the store". `option` is --socket ("" when not given;
-// "none" means no agent). Order: --socket, $GPUFLEET_SOCKET, the root agent's /run/gpufleet/agent.sock
-// (also when only /run/gpufleet exists: the node's agent is down, which is an error), then this user's own agent
-// ($XDG_RUNTIME_DIR/gpufleet/agent.sock, else /tmp/gpufleet-<uid>/agent.sock).
+// "none" means no agent). Order: --socket, $GPUFLEET_SOCKET, the root agent's /run/gpufleet/agent.sock,
+// then this user's own agent ($XDG_RUNTIME_DIR/gpufleet/agent.sock, else /tmp/gpufleet-<uid>/agent.sock).
 struct AgentLocation {
   std::string path;
   bool explicit_choice = false;  // named by --socket or GPUFLEET_SOCKET: failing to reach it is an error

@@ -46,9 +46,7 @@ Result<std::optional<AgentClient>> connect_agent(const GlobalOptions& g, const s
   if (!c) {
     const bool stale = c.error().kind == ErrorKind::NotFound || c.error().kind == ErrorKind::Unavailable;
     if (where->own_user && stale) return std::optional<AgentClient>();
-    std::string msg = c.error().message;
-    if (!where->explicit_choice) msg += " (is the node's agent running? systemctl status gpufleet-agent)";
-    return make_error(ErrorKind::Failed, msg);  // exit 1, never "no GPUs" (75)
+    return make_error(ErrorKind::Failed, c.error().message);  // exit 1, never "no GPUs" (75)
   }
   return std::optional<AgentClient>(std::move(*c));
 }

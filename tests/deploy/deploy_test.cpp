@@ -225,7 +225,6 @@ TEST(SystemdUnit, SharedNodeLayout) {
   EXPECT_EQ(one("StateDirectoryMode"), "0700");
   EXPECT_EQ(one("RuntimeDirectory"), "gpufleet");
   EXPECT_EQ(one("RuntimeDirectoryMode"), "0755");
-  EXPECT_EQ(one("RuntimeDirectoryPreserve"), "yes");  // a stopped agent is reported, not bypassed
   EXPECT_EQ(one("ProtectSystem"), "strict");
   EXPECT_EQ(one("NoNewPrivileges"), "yes");
   EXPECT_EQ(one("PrivateTmp"), "yes");
