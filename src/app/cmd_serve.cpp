@@ -204,9 +204,13 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   }
   agent.start();
   std::unique_ptr<server::AgentSocket> agent_socket;
-  if (arbiter && c.socket != "none") {
+  // $GPUFLEET_SOCKET names the socket for both sides: where the CLI looks and, without --socket, where
+  // serve listens ("none" on both: no agent socket, as the tests set it).
+  std::string socket_path = c.socket;
+  if (auto env = platform::env("GPUFLEET_SOCKET"); socket_path.empty() && env) socket_path = *env;
+  if (arbiter && socket_path != "none") {
     server::AgentSocketOptions so;
-    so.path = c.socket.empty() ? server::default_agent_socket_path() : c.socket;
+    so.path = socket_path.empty() ? server::default_agent_socket_path() : socket_path;
     so.version = GF_VERSION;
     so.admin_group = c.admin_group;
     auto sock = server::AgentSocket::start(*arbiter, &router, so);

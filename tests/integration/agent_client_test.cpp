@@ -171,7 +171,7 @@ struct AgentClient : ::testing::Test {
     unsetenv("GPUFLEET_DB");
   }
   void TearDown() override {
-    unsetenv("GPUFLEET_SOCKET");
+    setenv("GPUFLEET_SOCKET", "none", 1);  // back to no_ambient_agent.cpp's setting
     fs::remove_all(dir);
   }
   static gf::platform::ProcessOutput gf(std::vector<std::string> args) {

@@ -84,7 +84,7 @@ struct SharedNode : ::testing::Test {
         ::waitpid(agent, nullptr, 0);
       }
     }
-    unsetenv("GPUFLEET_SOCKET");
+    setenv("GPUFLEET_SOCKET", "none", 1);  // back to no_ambient_agent.cpp's setting
     if (!dir.empty()) fs::remove_all(dir);
   }
 
