@@ -6,7 +6,7 @@ command -v hyperfine >/dev/null || { scripts/install-deps.sh; apt-get install -y
 
 B=build-bench
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build $B --target gpufleet gf_bench gf_bench_allocator gf_bench_scheduler gf_bench_fleet fake_nvml >/dev/null
+cmake --build $B --target gpufleet gf_bench gf_bench_allocator gf_bench_scheduler gf_bench_fleet gf_bench_agent_lease fake_nvml >/dev/null
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%F)"
 echo "== 1. one 8-GPU snapshot: NVML (fake library) vs nvidia-smi (fake script), and the layers above"
@@ -46,3 +46,6 @@ $B/bench/gf_bench_fleet --benchmark_min_time=0.5
 
 echo "== 8. one 'cluster select' through a real Prometheus, 1 000 nodes x 8 GPUs"
 GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
+
+echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
+GF_BENCH_BUILD=$B bench/agent_bench.sh 2000

@@ -12,6 +12,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/jobs.hpp"
+#include "app/node_link.hpp"
 #include "app/render.hpp"
 #include "launch/docker.hpp"
 #include "platform/log.hpp"
@@ -95,11 +96,12 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     print_error("--interval must be between 0.05 and 60 seconds");
     return kExitUsage;
   }
-  auto jc = open_job_context(g, r.alloc.db);
-  if (!jc) {
-    print_error(jc.error().message);
-    return exit_code(jc.error());
+  auto link = open_node_link(g, r.alloc.db);  // the node's agent, or the store without one
+  if (!link) {
+    print_error(link.error().message);
+    return exit_code(link.error());
   }
+  NodeLink& jc = **link;
 
   store::Job job;
   job.id = store::new_id();
@@ -110,7 +112,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   job.started_at_ms = store::now_ms();
   job.record = "{}";
   job.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
-  (void)jc->store->put_job(job);
+  (void)jc.put_job(job);  // the agent may give it its id
 
   scheduler::AllocationRequest req;
   req.gpus = r.alloc.gpus;
@@ -129,7 +131,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   wo.timeout = std::chrono::milliseconds(static_cast<long long>(std::max(0.0, r.wait_s) * 1000.0));
   wo.progress = std::ref(reporter);
   wo.cancel = &g_cancel;
-  auto got = jc->allocator->wait_and_allocate(req, wo);
+  auto got = jc.acquire(req, wo);
   reporter.done();
   if (!got) {
     print_error(got.error().message);
@@ -145,7 +147,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
                                 {"started_at", iso_ms(job.started_at_ms)},
                                 {"ended_at", iso_ms(*job.ended_at_ms)}}
                      .dump();
-    (void)jc->store->put_job(job);
+    (void)jc.put_job(job);
     if (g_cancel.load()) return 130;
     return exit_code(got.error());
   }
@@ -160,14 +162,15 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   job.lease_id = lease.id;
   const std::int64_t queued_at_ms = job.started_at_ms;
   job.started_at_ms = store::now_ms();
-  (void)jc->store->put_job(job);
+  (void)jc.put_job(job);
 
-  sampler::SampleHub hub(*jc->node.monitor);
-  auto smp = sampler::Sampler::create(hub, interval, got->selection.indices);
+  sampler::SampleHub hub(*jc.node().monitor);
+  auto smp = sampler::Sampler::create(hub, interval, got->indices);
   if (smp) (*smp)->start();
 
   int code = 0;
   std::string docker_error, container_id, logs;
+  jc.command_started(job.id);
   if (!r.docker_image.empty()) {
     // Docker names the GPUs through DeviceRequests; CUDA_VISIBLE_DEVICES is not set (seed rule).
     auto client = launch::DockerClient::from_environment();
@@ -205,8 +208,10 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   } else {
     code = 130;
   }
+  jc.command_ended();
   // Release first (waiters wake at once), then summarise and record.
-  (void)jc->store->release(lease.id, "job ended");
+  if (auto rel = jc.release(lease.id, "job ended"); !rel)
+    print_error("cannot release " + lease.id + ": " + rel.error().message);
   core::RunReport report = smp ? (*smp)->stop() : core::RunReport{};
 
   job.exit_code = code;
@@ -223,9 +228,9 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
                      {"ended_at", iso_ms(*job.ended_at_ms)},
                      {"duration_seconds", static_cast<double>(*job.ended_at_ms - job.started_at_ms) / 1000.0},
                      {"lease_id", lease.id},
-                     {"backend", jc->node.monitor->backend_name()},
+                     {"backend", jc.node().monitor->backend_name()},
                      {"host", hostname()},
-                     {"gpu_info", wire::gpu_info_json(got->selection, *got->snapshot, req.gpus)},
+                     {"gpu_info", got->gpu_info},
                      {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
   if (!r.docker_image.empty()) {
     rec["docker"] = {{"image", r.docker_image},
@@ -233,7 +238,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
                      {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
   }
   job.record = rec.dump();
-  if (auto w = jc->store->put_job(job); !w) print_error("cannot record the run: " + w.error().message);
+  if (auto w = jc.put_job(job); !w) print_error("cannot record the run: " + w.error().message);
   if (r.alloc.json) {
     std::printf("%s\n", rec.dump(2).c_str());
   } else {
@@ -243,13 +248,45 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   return code;
 }
 
-int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
-  auto st = open_store(db);
-  if (!st) {
-    print_error(st.error().message);
-    return exit_code(st.error());
+namespace {
+
+// The records through the agent (a shared node: every user's jobs, each with its owner).
+Result<std::vector<store::Job>> jobs_via_agent(AgentClient& agent) {
+  auto r = agent.call("jobs", {{"limit", 200}});
+  if (!r) return r.error();
+  std::vector<store::Job> out;
+  if (auto l = r->find("jobs"); l != r->end() && l->is_array())
+    for (const auto& j : *l) out.push_back(job_from_json(j));
+  return out;
+}
+Result<std::optional<store::Job>> job_via_agent(AgentClient& agent, const std::string& id) {
+  auto r = agent.call("job", {{"job", id}});
+  if (!r) {
+    if (r.error().kind == ErrorKind::NotFound) return std::optional<store::Job>();
+    return r.error();
   }
-  auto list = (*st)->jobs(200);
+  return std::optional<store::Job>(job_from_json(r->value("job", nlohmann::json::object())));
+}
+
+}  // namespace
+
+int run_jobs(const GlobalOptions& g, bool json, const std::string& db) {
+  auto agent = connect_agent(g, db);
+  if (!agent) {
+    print_error(agent.error().message);
+    return exit_code(agent.error());
+  }
+  Result<std::vector<store::Job>> list = std::vector<store::Job>{};
+  if (*agent) {
+    list = jobs_via_agent(**agent);
+  } else {
+    auto st = open_store(db);
+    if (!st) {
+      print_error(st.error().message);
+      return exit_code(st.error());
+    }
+    list = (*st)->jobs(200);
+  }
   if (!list) {
     print_error(list.error().message);
     return exit_code(list.error());
@@ -287,12 +324,22 @@ int run_jobs(const GlobalOptions&, bool json, const std::string& db) {
 }
 
 int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db) {
-  auto st = open_store(db);
-  if (!st) {
-    print_error(st.error().message);
-    return exit_code(st.error());
+  auto agent = connect_agent(g, db);
+  if (!agent) {
+    print_error(agent.error().message);
+    return exit_code(agent.error());
   }
-  auto e = (*st)->job(id);
+  Result<std::optional<store::Job>> e = std::optional<store::Job>();
+  if (*agent) {
+    e = job_via_agent(**agent, id);
+  } else {
+    auto st = open_store(db);
+    if (!st) {
+      print_error(st.error().message);
+      return exit_code(st.error());
+    }
+    e = (*st)->job(id);
+  }
   if (!e) {
     print_error(e.error().message);
     return exit_code(e.error());

@@ -217,12 +217,13 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   agent.start();
   if (usage) usage_sub = usage->attach(hub, c.interval);
   std::unique_ptr<server::AgentSocket> agent_socket;
-  // --socket (or the config's "socket"), else $GPUFLEET_SOCKET — the variable the CLI reads too, so one
-  // setting points both sides at the same place — else the default for the agent's user.
-  if (c.socket.empty()) c.socket = platform::env("GPUFLEET_SOCKET").value_or("");
-  if (arbiter && c.socket != "none") {
+  // $GPUFLEET_SOCKET names the socket for both sides: where the CLI looks and, without --socket, where
+  // serve listens ("none" on both: no agent socket, as the tests set it).
+  std::string socket_path = c.socket;
+  if (auto env = platform::env("GPUFLEET_SOCKET"); socket_path.empty() && env) socket_path = *env;
+  if (arbiter && socket_path != "none") {
     server::AgentSocketOptions so;
-    so.path = c.socket.empty() ? server::default_agent_socket_path() : c.socket;
+    so.path = socket_path.empty() ? server::default_agent_socket_path() : socket_path;
     so.version = GF_VERSION;
     so.admin_group = c.admin_group;
     auto sock = server::AgentSocket::start(*arbiter, &router, so);

@@ -16,6 +16,7 @@ struct GlobalOptions {
   unsigned sim_gpus = 0;
   double nvidia_smi_timeout_s = 5.0;
   bool no_color = false;
+  std::string socket;  // --socket: the agent's socket ("none": no agent; "": find it, app/agent_client.hpp)
 };
 
 struct Context {

@@ -32,6 +32,25 @@ Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& d
   return jc;
 }
 
+Result<std::optional<AgentClient>> connect_agent(const GlobalOptions& g, const std::string& db) {
+  auto where = find_agent(g.socket);
+  if (!where) return std::optional<AgentClient>();
+  if (!db.empty()) {
+    if (where->own_user) return std::optional<AgentClient>();  // one user's own files: their choice
+    return make_error(ErrorKind::Usage,
+                      fmt::format("this node has an agent ({}), the only writer of its leases and jobs; --db would "
+                                  "bypass it (leave --db out, or give --socket none for a store of your own)",
+                                  where->path));
+  }
+  auto c = AgentClient::connect(where->path);
+  if (!c) {
+    const bool stale = c.error().kind == ErrorKind::NotFound || c.error().kind == ErrorKind::Unavailable;
+    if (where->own_user && stale) return std::optional<AgentClient>();
+    return make_error(ErrorKind::Failed, c.error().message);  // exit 1, never "no GPUs" (75)
+  }
+  return std::optional<AgentClient>(std::move(*c));
+}
+
 core::LeaseOwner owner_of(std::uint32_t pid) {
   core::LeaseOwner o;
   o.pid = pid;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "app/agent_client.hpp"
 #include "app/context.hpp"
 #include "core/stats.hpp"
 #include "scheduler/node_allocator.hpp"
@@ -26,6 +27,13 @@ struct JobContext {
 Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path);
 // The node store at db_path (empty: store::default_db_path()).
 Result<std::unique_ptr<store::NodeStore>> open_store(const std::string& db_path);
+
+// The node's agent, connected, when there is one (find_agent); nullopt when there is none and the verb
+// uses the store. db is the verb's --db: with an agent it is a Usage error (it would bypass the
+// arbiter). A socket that was named or is the root agent's but cannot be reached is an error (falling
+// back to a store of one's own is what split a shared node's leases); this user's own agent's stale
+// socket falls back to the store.
+Result<std::optional<AgentClient>> connect_agent(const GlobalOptions& g, const std::string& db);
 
 // The owner of a lease: this process, or (for `alloc`) the calling shell.
 core::LeaseOwner owner_of(std::uint32_t pid);

@@ -15,7 +15,12 @@ constexpr const char* kFooter =
     R"(Backends: auto-detection tries NVML, then nvidia-smi, then amdgpu, and says which it chose
 (`gpufleet backends`); it never falls back to simulated GPUs. --backend sim shows clearly labelled
 simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT,
-GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), DOCKER_HOST, NO_COLOR.
+GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), GPUFLEET_SOCKET, DOCKER_HOST, NO_COLOR.
+
+Shared nodes: when the node's agent runs (its socket is found: --socket, $GPUFLEET_SOCKET,
+/run/gpufleet/agent.sock, then this user's own), alloc, run, release, leases, jobs and show go through
+it and it alone writes the store; GPUFLEET_DB is then not used, and --db is refused (it would bypass
+the agent). A stuck agent is reported after 5 s ("not answering", exit 1).
 
 Exit codes: 0 ok; 1 a query or I/O failed; 2 bad command line; 3 the backend asked for is not usable
 here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --wait), `cluster select`: no node qualifies. `monitor` and
@@ -45,6 +50,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 600.0))
       ->capture_default_str();
   app.add_flag("--no-color", g.no_color, "no colours (also: NO_COLOR set, or output not a terminal)");
+  app.add_option("--socket", g.socket,
+                 "the node agent's socket (default: $GPUFLEET_SOCKET, /run/gpufleet/agent.sock, this user's own; "
+                 "none: no agent, use the store)");
 
   bool json = false;
   auto* status = app.add_subcommand("status", "one line per GPU: load, memory, power, processes");

@@ -191,8 +191,9 @@ TEST(SystemdUnit, VerifiesWithoutWarnings) {
   const auto at = unit.find("ExecStart=" + installed);
   ASSERT_NE(at, std::string::npos);
   unit.replace(at + 10, installed.size(), GF_BINARY);
-  for (const char* hardening : {"ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=gpufleet",
-                                "RuntimeDirectory=gpufleet", "CapabilityBoundingSet=CAP_SYS_PTRACE"}) {
+  for (const char* hardening :
+       {"ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=gpufleet", "RuntimeDirectory=gpufleet",
+        "CapabilityBoundingSet=CAP_SYS_PTRACE", "PrivateTmp=yes", "User=root"}) {
     EXPECT_NE(unit.find(hardening), std::string::npos) << hardening;
   }
   const auto dir = fs::temp_directory_path() / ("gf-unit-" + std::to_string(::getpid()));
@@ -203,6 +204,35 @@ TEST(SystemdUnit, VerifiesWithoutWarnings) {
   fs::remove_all(dir);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, "") << "systemd-analyze warns (it ignores bad values with a warning only)";
+}
+
+// The shared-node layout (issue 12): the agent listens on the socket every user's CLI looks for first,
+// the store's directory is root's alone (0700: nobody else can open the store, so nobody can forge a
+// lease with sqlite3), the socket's directory is open for connecting (0755). Read key by key, so that
+// this holds where systemd-analyze is missing too.
+TEST(SystemdUnit, SharedNodeLayout) {
+  std::ifstream in(kDeploy / "systemd" / "gpufleet-agent.service");
+  ASSERT_TRUE(in.good());
+  std::map<std::string, std::vector<std::string>> keys;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#' || line[0] == '[') continue;
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) keys[line.substr(0, eq)].push_back(line.substr(eq + 1));
+  }
+  auto one = [&](const std::string& k) { return keys[k].size() == 1 ? keys[k][0] : std::string("<not once>"); };
+  EXPECT_EQ(one("User"), "root");
+  EXPECT_EQ(one("StateDirectory"), "gpufleet");
+  EXPECT_EQ(one("StateDirectoryMode"), "0700");
+  EXPECT_EQ(one("RuntimeDirectory"), "gpufleet");
+  EXPECT_EQ(one("RuntimeDirectoryMode"), "0755");
+  EXPECT_EQ(one("ProtectSystem"), "strict");
+  EXPECT_EQ(one("NoNewPrivileges"), "yes");
+  EXPECT_EQ(one("PrivateTmp"), "yes");
+  const std::string exec = one("ExecStart");
+  EXPECT_EQ(exec.rfind("/usr/local/bin/gpufleet serve ", 0), 0u) << exec;
+  EXPECT_NE(exec.find(" --socket /run/gpufleet/agent.sock"), std::string::npos) << exec;
+  EXPECT_NE(exec.find(" --db /var/lib/gpufleet/gpufleet.db"), std::string::npos) << exec;
+  EXPECT_TRUE(keys["Environment"].empty()) << "no GPUFLEET_DB: users reach the store through the socket only";
 }
 
 }  // namespace

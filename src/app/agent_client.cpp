@@ -1,0 +1,286 @@
+#include "app/agent_client.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "platform/fs.hpp"
+#include "platform/log.hpp"
+
+namespace gf::app {
+namespace {
+
+using Clock = platform::UnixLineSocket::Clock;
+constexpr auto kSlice = std::chrono::milliseconds(200);  // how often a wait looks at its cancel flag
+
+}  // namespace
+
+std::optional<AgentLocation> find_agent(const std::string& option) {
+  if (option == "none") return std::nullopt;
+  if (!option.empty()) return AgentLocation{option, true, false};
+  if (auto env = platform::env("GPUFLEET_SOCKET")) {
+    if (*env == "none") return std::nullopt;
+    return AgentLocation{*env, true, false};
+  }
+  const std::string root_sock = "/run/gpufleet/agent.sock";
+  if (platform::exists(root_sock)) return AgentLocation{root_sock, false, false};
+  std::string own;
+  if (auto xdg = platform::env("XDG_RUNTIME_DIR"))
+    own = *xdg + "/gpufleet/agent.sock";
+  else
+    own = fmt::format("/tmp/gpufleet-{}/agent.sock", ::geteuid());
+  if (platform::exists(own)) return AgentLocation{own, false, true};
+  return std::nullopt;
+}
+
+ErrorKind error_kind_from_name(std::string_view name) {
+  for (auto k : {ErrorKind::Failed, ErrorKind::Invalid, ErrorKind::Usage, ErrorKind::NotFound, ErrorKind::Unavailable,
+                 ErrorKind::NotReady, ErrorKind::Unsupported, ErrorKind::Permission})
+    if (to_string(k) == name) return k;
+  return ErrorKind::Failed;
+}
+
+Result<AgentClient> AgentClient::connect(const std::string& path) {
+  const auto deadline = Clock::now() + kAgentConnectLimit;
+  auto s = platform::UnixLineSocket::connect(path, kAgentConnectLimit);
+  if (!s) return with_context("cannot reach the agent: ", s.error());
+  AgentClient c(path, std::move(*s));
+  auto line = c.sock_.read_line(deadline, kAgentMaxLine);
+  if (!line) {
+    if (line.error().kind == ErrorKind::Unavailable) return c.not_answering();
+    return make_error(
+        fmt::format("the agent at {} closed the connection before its greeting ({})", path, line.error().message));
+  }
+  auto hello = nlohmann::json::parse(*line, nullptr, false);
+  if (!hello.is_object() || hello.value("hello", "") != "gpufleet-agent")
+    return make_error(fmt::format("{} is not a gpufleet agent (its first line is not the greeting)", path));
+  if (!hello.contains("protocol") || !hello["protocol"].is_number_integer() || hello["protocol"].get<int>() != 1)
+    return make_error(fmt::format("the agent at {} speaks another protocol version ({})", path,
+                                  hello.contains("protocol") ? hello["protocol"].dump() : "none"));
+  if (auto p = hello.find("peer"); p != hello.end() && p->is_object()) {
+    c.peer_.uid = p->value("uid", 0u);
+    c.peer_.gid = p->value("gid", 0u);
+    c.peer_.pid = p->value("pid", 0u);
+    c.peer_.user = p->value("user", "");
+    c.peer_.admin = p->value("admin", false);
+  }
+  return c;
+}
+
+Error AgentClient::not_answering() const {
+  return make_error(ErrorKind::Failed, fmt::format("the agent at {} is not answering", path_));
+}
+
+Result<std::int64_t> AgentClient::send(const std::string& op, nlohmann::json args) {
+  if (!args.is_object()) args = nlohmann::json::object();
+  const std::int64_t id = next_id_++;
+  args["id"] = id;
+  args["op"] = op;
+  auto w = sock_.write_all(args.dump() + "\n", Clock::now() + kAgentSilenceLimit);
+  if (!w) {
+    if (w.error().kind == ErrorKind::Unavailable) return not_answering();
+    return make_error(fmt::format("the agent at {} closed the connection ({})", path_, w.error().message));
+  }
+  return id;
+}
+
+Result<nlohmann::json> AgentClient::next_message(std::chrono::milliseconds limit) {
+  auto line = sock_.read_line(Clock::now() + limit, kAgentMaxReply);
+  if (!line) {
+    if (line.error().kind == ErrorKind::Unavailable) return line.error();  // the caller counts silence
+    return make_error(fmt::format("the agent at {} closed the connection ({})", path_, line.error().message));
+  }
+  auto j = nlohmann::json::parse(*line, nullptr, false);
+  if (!j.is_object())
+    return make_error(fmt::format("the agent at {} sent a malformed line (not a JSON object)", path_));
+  return j;
+}
+
+void AgentClient::print_notice(const nlohmann::json& e) const {
+  const std::string lease = e.contains("lease") && e["lease"].is_string() ? e["lease"].get<std::string>() : "?";
+  const std::string ev = e.value("event", "");
+  std::string text;
+  if (auto m = e.find("message"); m != e.end() && m->is_string()) text = m->get<std::string>();
+  if (auto r = e.find("reason"); text.empty() && r != e.end() && r->is_string())
+    text = "ended: " + r->get<std::string>();
+  if (text.empty()) return;  // an event this client does not know: nothing to say
+  if (ev == "lease_ended" && !ending_.empty() && lease == ending_) return;  // we ended it ourselves
+  std::fprintf(stderr, "gpufleet: lease %s: %s\n", platform::escape_control(lease).c_str(),
+               platform::escape_control(text).c_str());
+}
+
+Result<nlohmann::json> AgentClient::wait_reply(std::int64_t id, const Event& on_event,
+                                               const std::atomic<bool>* cancel) {
+  auto heard = Clock::now();
+  bool cancel_sent = false;
+  for (;;) {
+    if (cancel && cancel->load() && !cancel_sent) {
+      cancel_sent = true;
+      if (auto c = send("cancel", {{"target", id}}); !c) return c.error();
+    }
+    auto m = next_message(kSlice);
+    if (!m) {
+      if (m.error().kind != ErrorKind::Unavailable) return m.error();
+      if (Clock::now() - heard >= kAgentSilenceLimit) return not_answering();
+      continue;
+    }
+    heard = Clock::now();
+    const nlohmann::json& j = *m;
+    const auto idp = j.find("id");
+    const bool for_us = idp != j.end() && idp->is_number_integer() && idp->get<std::int64_t>() == id;
+    if (j.contains("event")) {
+      if (for_us) {
+        if (on_event) on_event(j);
+      } else if (idp == j.end() || idp->is_null()) {
+        print_notice(j);
+      }
+      continue;
+    }
+    if (idp != j.end() && idp->is_null() && j.value("ok", true) == false) {
+      // The agent refused the connection's input as a whole (a line too long, not JSON) and closes it.
+      const auto& err = j["error"];
+      return make_error(error_kind_from_name(err.is_object() ? err.value("kind", "failed") : "failed"),
+                        err.is_object() ? err.value("message", "the agent refused the request") : "refused");
+    }
+    if (!for_us) continue;  // the answer to an earlier cancel, or to nothing we wait for
+    if (!j.contains("ok") || !j["ok"].is_boolean())
+      return make_error(fmt::format("the agent at {} sent a malformed reply (no \"ok\")", path_));
+    if (j["ok"].get<bool>()) return j;
+    const auto& err = j.contains("error") && j["error"].is_object() ? j["error"] : nlohmann::json::object();
+    std::string msg = err.contains("message") && err["message"].is_string() ? err["message"].get<std::string>()
+                                                                            : std::string("the agent refused");
+    const std::string kind = err.contains("kind") && err["kind"].is_string() ? err["kind"].get<std::string>() : "";
+    return make_error(error_kind_from_name(kind), platform::escape_control(msg));
+  }
+}
+
+Result<nlohmann::json> AgentClient::call(const std::string& op, nlohmann::json args, const Event& on_event,
+                                         const std::atomic<bool>* cancel) {
+  auto id = send(op, std::move(args));
+  if (!id) return id.error();
+  return wait_reply(*id, on_event, cancel);
+}
+
+bool AgentClient::watch_until(const std::atomic<bool>& stop) {
+  while (!stop.load()) {
+    auto m = next_message(kSlice);
+    if (m) {
+      if (m->contains("event")) print_notice(*m);
+      continue;
+    }
+    if (m.error().kind != ErrorKind::Unavailable) return false;
+  }
+  return true;
+}
+
+std::optional<std::int64_t> parse_time_ms(const nlohmann::json& v) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_string()) return std::nullopt;
+  const std::string s = v.get<std::string>();
+  // YYYY-MM-DDTHH:MM:SS[.fff]Z, parsed by hand: locale-free and strict.
+  auto num = [&](std::size_t at, std::size_t n, int& out) {
+    if (at + n > s.size()) return false;
+    out = 0;
+    for (std::size_t i = at; i < at + n; ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      out = out * 10 + (s[i] - '0');
+    }
+    return true;
+  };
+  std::tm tm{};
+  int ms = 0;
+  if (!num(0, 4, tm.tm_year) || s.size() < 20 || s[4] != '-' || !num(5, 2, tm.tm_mon) || s[7] != '-' ||
+      !num(8, 2, tm.tm_mday) || s[10] != 'T' || !num(11, 2, tm.tm_hour) || s[13] != ':' || !num(14, 2, tm.tm_min) ||
+      s[16] != ':' || !num(17, 2, tm.tm_sec))
+    return std::nullopt;
+  std::size_t at = 19;
+  if (s[at] == '.') {
+    std::size_t digits = 0;
+    for (++at; at < s.size() && s[at] >= '0' && s[at] <= '9'; ++at, ++digits)
+      if (digits < 3) ms = ms * 10 + (s[at] - '0');
+    for (; digits < 3; ++digits) ms *= 10;
+  }
+  if (at + 1 != s.size() || s[at] != 'Z') return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<std::int64_t>(::timegm(&tm)) * 1000 + ms;
+}
+
+Result<core::Lease> lease_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_string())
+    return make_error("the agent sent a lease without an id");
+  core::Lease l;
+  l.id = j["id"].get<std::string>();
+  l.job_id = j.value("job_id", "");
+  if (j.contains("name") && j["name"].is_string()) l.name = j["name"].get<std::string>();
+  if (auto g = j.find("gpus"); g != j.end() && g->is_array())
+    for (const auto& x : *g)
+      if (x.is_object())
+        l.gpus.push_back(
+            {x.value("index", 0u), x.contains("uuid") && x["uuid"].is_string() ? x["uuid"].get<std::string>() : ""});
+  if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
+    l.owner.pid = o->value("pid", 0u);
+    if (o->contains("user") && (*o)["user"].is_string()) l.owner.user = (*o)["user"].get<std::string>();
+  }
+  if (j.contains("created_at")) l.created_at_ms = parse_time_ms(j["created_at"]).value_or(0);
+  if (j.contains("released_at")) l.released_at_ms = parse_time_ms(j["released_at"]);
+  if (auto r = j.find("release_reason"); r != j.end() && r->is_string()) l.release_reason = r->get<std::string>();
+  return l;
+}
+
+core::Waiter waiter_from_json(const nlohmann::json& j) {
+  core::Waiter w;
+  if (!j.is_object()) return w;
+  if (j.contains("id") && j["id"].is_string()) w.id = j["id"].get<std::string>();
+  if (j.contains("name") && j["name"].is_string()) w.name = j["name"].get<std::string>();
+  if (j.contains("priority") && j["priority"].is_number_integer()) w.priority = j["priority"].get<int>();
+  if (j.contains("gpus") && j["gpus"].is_number_unsigned()) w.gpus = j["gpus"].get<unsigned>();
+  if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
+    w.owner.pid = o->value("pid", 0u);
+    if (o->contains("user") && (*o)["user"].is_string()) w.owner.user = (*o)["user"].get<std::string>();
+  }
+  return w;
+}
+
+core::Job job_from_json(const nlohmann::json& j) {
+  core::Job out;
+  if (!j.is_object()) return out;
+  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
+  out.id = str("id");
+  out.name = str("name");
+  out.status = str("status");
+  out.lease_id = str("lease_id");
+  if (auto c = j.find("command"); c != j.end()) out.command = c->is_string() ? c->get<std::string>() : c->dump();
+  if (auto e = j.find("exit_code"); e != j.end() && e->is_number_integer()) out.exit_code = e->get<int>();
+  // The agent sends wire::job_json: the record itself with id, status and ISO times merged in.
+  for (const char* k : {"started_at_ms", "started_at"})
+    if (auto s = j.find(k); s != j.end() && out.started_at_ms == 0) out.started_at_ms = parse_time_ms(*s).value_or(0);
+  for (const char* k : {"ended_at_ms", "ended_at"})
+    if (auto s = j.find(k); s != j.end() && !out.ended_at_ms) out.ended_at_ms = parse_time_ms(*s);
+  if (auto r = j.find("record"); r != j.end())
+    out.record = r->is_string() ? r->get<std::string>() : r->dump();
+  else
+    out.record = j.dump();
+  if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
+    out.owner.pid = o->value("pid", 0u);
+    if (o->contains("user") && (*o)["user"].is_string()) out.owner.user = (*o)["user"].get<std::string>();
+  }
+  return out;
+}
+
+nlohmann::json job_to_json(const core::Job& j) {
+  nlohmann::json out{{"name", j.name}, {"status", j.status}, {"started_at_ms", j.started_at_ms}};
+  if (!j.id.empty()) out["id"] = j.id;
+  auto cmd = nlohmann::json::parse(j.command, nullptr, false);
+  out["command"] = cmd.is_discarded() ? nlohmann::json::array() : cmd;
+  out["exit_code"] = j.exit_code ? nlohmann::json(*j.exit_code) : nlohmann::json(nullptr);
+  out["ended_at_ms"] = j.ended_at_ms ? nlohmann::json(*j.ended_at_ms) : nlohmann::json(nullptr);
+  out["lease_id"] = j.lease_id;
+  auto rec = nlohmann::json::parse(j.record.empty() ? "{}" : j.record, nullptr, false);
+  out["record"] = rec.is_object() ? rec : nlohmann::json::object();
+  return out;
+}
+
+}  // namespace gf::app

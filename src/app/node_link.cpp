@@ -1,0 +1,145 @@
+#include "app/node_link.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "app/agent_client.hpp"
+#include "app/jobs.hpp"
+#include "platform/log.hpp"
+#include "wire/agent_docs.hpp"
+
+namespace gf::app {
+namespace {
+
+class StoreLink final : public NodeLink {
+ public:
+  explicit StoreLink(JobContext jc) : jc_(std::move(jc)) {}
+  Context& node() override { return jc_.node; }
+  Result<void> put_job(core::Job& job) override { return jc_.store->put_job(job); }
+  Result<Grant> acquire(const scheduler::AllocationRequest& req, const scheduler::WaitOptions& wo) override {
+    auto got = jc_.allocator->wait_and_allocate(req, wo);
+    if (!got) return got.error();
+    return Grant{got->lease, got->selection.indices, wire::gpu_info_json(got->selection, *got->snapshot, req.gpus)};
+  }
+  Result<bool> release(const std::string& lease_id, const std::string& reason) override {
+    return jc_.store->release(lease_id, reason);
+  }
+
+ private:
+  JobContext jc_;
+};
+
+// The lease is tied to this connection: it ends when we close it, or when this process dies.
+class AgentLink final : public NodeLink {
+ public:
+  AgentLink(Context node, AgentClient client) : node_(std::move(node)), client_(std::move(client)) {}
+  ~AgentLink() override { command_ended(); }
+  Context& node() override { return node_; }
+
+  Result<void> put_job(core::Job& job) override {
+    if (lost_) return make_error(fmt::format("the connection to the agent at {} was lost", client_.path()));
+    nlohmann::json j = job_to_json(job);
+    // A request is one line of at most 64 KiB: a long run's sample series would not fit. The summary
+    // statistics stay; the series is left out of what the agent keeps, saying so.
+    if (j.dump().size() > kAgentMaxLine - 1024) {
+      auto& rec = j["record"];
+      if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring") &&
+          rec["metrics"]["gpu_monitoring"].contains("series")) {
+        auto& mon = rec["metrics"]["gpu_monitoring"];
+        mon.erase("series");
+        mon["series_omitted"] = "larger than the agent socket's 64 KiB request line";
+      }
+    }
+    auto r = client_.call("job_put", {{"job", std::move(j)}});
+    if (!r) return r.error();
+    if (auto id = r->find("job_id"); id != r->end() && id->is_string()) job.id = id->get<std::string>();
+    return {};
+  }
+
+  Result<Grant> acquire(const scheduler::AllocationRequest& req, const scheduler::WaitOptions& wo) override {
+    nlohmann::json args{{"gpus", req.gpus},
+                        {"min_memory_mib", req.min_memory_mib},
+                        {"max_utilization_pct", req.max_utilization_pct},
+                        {"allow_busy", !req.refuse_busy},
+                        {"name", req.name},
+                        {"job_id", req.job_id},
+                        {"priority", req.priority},
+                        {"wait_s", std::chrono::duration<double>(wo.timeout).count()},
+                        {"tie", "connection"}};
+    auto on_event = [&wo](const nlohmann::json& e) {
+      if (!wo.progress || e.value("event", "") != "waiting") return;
+      scheduler::WaitProgress p;
+      if (auto w = e.find("waited_s"); w != e.end() && w->is_number())
+        p.waited = std::chrono::milliseconds(static_cast<long long>(w->get<double>() * 1000.0));
+      if (auto y = e.find("why"); y != e.end() && y->is_string()) p.why_not = y->get<std::string>();
+      if (auto a = e.find("ahead"); a != e.end() && a->is_number_unsigned()) p.ahead = a->get<std::size_t>();
+      if (auto h = e.find("holders"); h != e.end() && h->is_array())
+        for (const auto& l : *h)
+          if (auto lease = lease_from_json(l)) p.holders.push_back(std::move(*lease));
+      wo.progress(p);
+    };
+    auto r = client_.call("acquire", std::move(args), on_event, wo.cancel);
+    if (!r) return r.error();
+    auto lease = lease_from_json(r->value("lease", nlohmann::json()));
+    if (!lease) return lease.error();
+    Grant g{std::move(*lease), {}, r->value("gpu_info", nlohmann::json::object())};
+    for (const auto& gpu : g.lease.gpus) g.indices.push_back(gpu.index);
+    return g;
+  }
+
+  Result<bool> release(const std::string& lease_id, const std::string&) override {
+    if (lost_) return false;  // the agent ended the lease with the connection
+    client_.ending(lease_id);
+    auto r = client_.call("release", {{"lease", lease_id}});
+    if (!r) return r.error();
+    return true;
+  }
+
+  void command_started(const std::string& job_id) override {
+    stop_.store(false);
+    watcher_ = std::thread([this, job_id] {
+      if (!client_.watch_until(stop_)) {
+        lost_ = true;
+        std::fprintf(stderr,
+                     "gpufleet: the connection to the agent at %s dropped while job %s runs: the job goes on, "
+                     "without a lease\n",
+                     platform::escape_control(client_.path()).c_str(), job_id.c_str());
+      }
+    });
+  }
+  void command_ended() override {
+    stop_.store(true);
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+ private:
+  Context node_;
+  AgentClient client_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> lost_{false};
+  std::thread watcher_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NodeLink>> open_node_link(const GlobalOptions& g, const std::string& db) {
+  auto agent = connect_agent(g, db);
+  if (!agent) return agent.error();
+  if (!*agent) {
+    auto jc = open_job_context(g, db);
+    if (!jc) return jc.error();
+    return std::unique_ptr<NodeLink>(std::make_unique<StoreLink>(std::move(*jc)));
+  }
+  Context node = open_context(g);
+  if (node.explicit_backend_failed) {
+    std::string why;
+    for (const auto& l : describe_steps(node.steps)) why += (why.empty() ? "" : "; ") + l;
+    return make_error(ErrorKind::Unsupported, why);
+  }
+  return std::unique_ptr<NodeLink>(std::make_unique<AgentLink>(std::move(node), std::move(**agent)));
+}
+
+}  // namespace gf::app
