@@ -5,6 +5,7 @@ set -euo pipefail
 
 pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
       libyaml-cpp-dev                      # manifests (cluster place) and kubeconfig
+      sqlite3                              # tests read the agent's store as root (tests/integration/shared_node_test.cpp)
       libgtest-dev libgmock-dev libbenchmark-dev
       prometheus                           # tests/integration/prometheus_test.sh scrapes the agent with it
       chromium                             # web/tests/dashboard.test.mjs drives it (playwright-core; never a downloaded browser)

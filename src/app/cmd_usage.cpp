@@ -1,7 +1,6 @@
-// `gpufleet usage`: GPU accounting per user or job, from the agent (GET /api/v1/usage) or, without
-// one, from the node file's usage tables. `leases --all` reads the same tables for its efficiency line.
-// GF-MERGE(socket): the coordinator routes fetch_usage_document through the agent socket's `get` op when
-// an agent runs (docs/agent-socket.md); --agent URL stays for a remote agent.
+// `gpufleet usage`: GPU accounting per user or job, from the node's agent (GET /api/v1/usage through
+// the agent socket's `get` op, or over HTTP with --agent URL for a remote one) or, without an agent,
+// from the node file's usage tables. `leases --all` reads the same tables for its efficiency line.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -72,7 +71,30 @@ Result<std::string> fetch_usage_document(const UsageCommand& u, const std::strin
   return wire::usage_json("", since_ms, u.by == "job" ? core::UsageGroup::Job : core::UsageGroup::User, *rows).dump();
 }
 
-int run_usage(const GlobalOptions&, const UsageCommand& u, const UsageFetch& fetch) {
+namespace {
+
+// The document from the node's agent over its socket (nullopt: no agent runs here).
+Result<std::optional<std::string>> usage_via_socket(const GlobalOptions& g, const UsageCommand& u,
+                                                    const std::string& path_query) {
+  auto agent = connect_agent(g, u.db);
+  if (!agent) return agent.error();
+  if (!*agent) return std::optional<std::string>();
+  auto r = (*agent)->call("get", {{"path", path_query}});
+  if (!r) return r.error();
+  const int status = r->value("status", 0);
+  const auto body = r->value("body", nlohmann::json());
+  if (status != 200) {
+    const std::string why = body.is_object() && body.contains("message") && body["message"].is_string()
+                                ? body["message"].get<std::string>()
+                                : "status " + std::to_string(status);
+    return make_error(status == 400 ? ErrorKind::Usage : ErrorKind::Failed, "the agent: " + why);
+  }
+  return std::optional<std::string>(body.dump());
+}
+
+}  // namespace
+
+int run_usage(const GlobalOptions& g, const UsageCommand& u, const UsageFetch& fetch) {
   if (u.by != "user" && u.by != "job") {
     print_error("--by: expected user or job");
     return kExitUsage;
@@ -82,7 +104,19 @@ int run_usage(const GlobalOptions&, const UsageCommand& u, const UsageFetch& fet
     return kExitUsage;
   }
   const std::string path = "/api/v1/usage?since=" + platform::url_escape(u.since) + "&by=" + u.by;
-  auto text = fetch ? fetch(path) : fetch_usage_document(u, path);
+  Result<std::string> text = std::string();
+  if (fetch) {
+    text = fetch(path);
+  } else if (u.agent.empty()) {
+    auto via = usage_via_socket(g, u, path);
+    if (!via) {
+      print_error(via.error().message);
+      return exit_code(via.error());
+    }
+    text = *via ? std::move(**via) : fetch_usage_document(u, path);
+  } else {
+    text = fetch_usage_document(u, path);
+  }
   if (!text) {
     print_error(text.error().message);
     return exit_code(text.error());

@@ -28,6 +28,14 @@ std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node:
       if (std::find(ids.begin(), ids.end(), l.id) != ids.end()) out.push_back(std::move(l));
     return out;
   };
+  source.ended_since = [&jobs](std::int64_t since_ms) -> Result<std::vector<core::Lease>> {
+    auto all = jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.history(1000); });
+    if (!all) return all.error();
+    std::vector<core::Lease> out;
+    for (auto& l : *all)
+      if (l.released_at_ms && *l.released_at_ms >= since_ms) out.push_back(std::move(l));
+    return out;
+  };
   auto warn = [notice, arbiter](const std::string& lease, const std::string& message) {
     platform::log_line("reclaim", "warning for lease " + lease + ": " + message);
     if (arbiter) (void)arbiter->warn(lease, message);

@@ -97,6 +97,25 @@ void UsageLedger::observe(const core::Snapshot& snapshot) {
     }
   }
 
+  // Leases created and ended since the last reading: never active at a reading, still held.
+  // The window reaches a little before the last reading: the lease times come from the store's clock,
+  // and a reading the accumulator skipped (older than the one before) must not lose what ended then.
+  constexpr std::int64_t kEndedMarginMs = 5000;
+  if (source_.ended_since && last_observed_ms_) {
+    auto ended = source_.ended_since(*last_observed_ms_ - kEndedMarginMs);
+    if (!ended) {
+      note_error("cannot read the leases that ended: " + ended.error().message);
+    } else {
+      std::lock_guard lock(mu_);
+      for (auto& l : *ended) {
+        if (!l.released_at_ms || acc_.rows().count(l.id) || finalized_.count(l.id)) continue;
+        if (std::any_of(leases.begin(), leases.end(), [&](const core::Lease& x) { return x.id == l.id; })) continue;
+        leases.push_back(std::move(l));
+      }
+    }
+  }
+  if (!last_observed_ms_ || now > *last_observed_ms_) last_observed_ms_ = now;
+
   std::vector<core::ReclaimDecision> decisions;
   {
     std::lock_guard lock(mu_);
@@ -108,6 +127,9 @@ void UsageLedger::observe(const core::Snapshot& snapshot) {
       if (auto a = store_->audit(d); !a) platform::log_line("usage", a.error().message);
     }
     auto finals = acc_.take_final();
+    for (const auto& r : finals) finalized_[r.lease_id] = r.released_at_ms.value_or(now);
+    for (auto it = finalized_.begin(); it != finalized_.end();)
+      it = it->second < *last_observed_ms_ - 2 * kEndedMarginMs ? finalized_.erase(it) : std::next(it);
     if (auto p = store_->put(finals); !p) {
       platform::log_line("usage", p.error().message);
       for (auto& r : finals) acc_.seed(std::move(r));  // kept, written again with the next ones

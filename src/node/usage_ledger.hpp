@@ -37,6 +37,9 @@ struct LeaseSource {
   // The leases among these ids that the source knows, ended or not (one call per reading for all the
   // leases that left the active list; an id it does not return is taken as ended at that reading).
   std::function<Result<std::vector<core::Lease>>(const std::vector<std::string>& ids)> find;
+  // The leases that ended at or after since_ms (Unix epoch ms), so that one created and ended between
+  // two readings — never in an active list — is still accounted. May be empty (such leases are missed).
+  std::function<Result<std::vector<core::Lease>>(std::int64_t since_ms)> ended_since;
 };
 
 // Monotonic per-user totals (final rows plus the running ones), for Prometheus counters.
@@ -89,6 +92,10 @@ class UsageLedger {
   std::map<std::string, core::UsageTotals> final_by_user_;
   std::optional<std::int64_t> last_flush_ms_;
   std::string last_error_;
+  // For ended_since: the latest reading's time, and the leases already made final, by end time (an
+  // ended lease the source returns again must not be counted twice; pruned once out of the window).
+  std::optional<std::int64_t> last_observed_ms_;
+  std::map<std::string, std::int64_t> finalized_;
 };
 
 }  // namespace gf::node

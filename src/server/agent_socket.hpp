@@ -20,7 +20,9 @@ struct AgentSocketOptions {
   std::string version;      // in the greeting
   std::string admin_group;  // members are admins (besides root); empty: none
   std::size_t max_connections = 4096;
-  std::size_t max_per_uid = 64;
+  // Each `run` holds one connection while it waits and runs: a user queueing a few hundred jobs needs as
+  // many; more than this from one uid are answered "too many connections" and closed.
+  std::size_t max_per_uid = 512;
   std::size_t max_unsent_bytes = 4 << 20;  // a client further behind than this is dropped
 };
 

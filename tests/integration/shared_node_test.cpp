@@ -279,6 +279,44 @@ TEST_F(SharedNode, TwoUsersFiftyConcurrentRunsNeverShareAGpu) {
     EXPECT_EQ(uid, std::to_string(u.uid)) << name;
   }
   EXPECT_EQ(seen, 2 * kPerUser);
+
+  // The accounting sums to the time the jobs held their GPUs: per user, the GPU-seconds held that
+  // `gpufleet usage` reports (through the agent socket) against the leases' own times in the store. Held
+  // time comes from the lease times, so the two agree to rounding once the ledger has seen every lease end
+  // (at its next reading: the check waits for that, bounded).
+  auto held_in_store = [&] {
+    std::map<std::string, double> out;
+    auto r = gf::platform::run_process(
+        {"sqlite3", "-readonly", "-separator", " ", db,
+         "SELECT owner_uid, SUM((released_ms - created_ms) * (SELECT COUNT(*) FROM lease_gpus g WHERE g.lease_id = "
+         "leases.id)) FROM leases WHERE released_ms IS NOT NULL GROUP BY owner_uid"},
+        gf::platform::RunOptions{30s});
+    if (!r || r->exit_code != 0) return out;
+    std::istringstream rows_in(r->out);
+    for (std::string uid, ms; rows_in >> uid >> ms;) out[uid] = std::stod(ms) / 1000.0;
+    return out;
+  };
+  const auto store_held = held_in_store();
+  ASSERT_EQ(store_held.size(), 2u) << "the leases of both users are in the store";
+  json usage;
+  const bool settled = eventually(
+      [&] {
+        auto r = gf({"usage", "--by", "user", "--since", "1h", "--json"});
+        usage = json::parse(r.out, nullptr, false);
+        if (!usage.is_object() || !usage["rows"].is_array() || usage["rows"].size() != 2) return false;
+        for (const auto& row : usage["rows"])
+          if (row["leases"] != kPerUser) return false;
+        return true;
+      },
+      30s);
+  ASSERT_TRUE(settled) << usage.dump();
+  for (const auto& row : usage["rows"]) {
+    const TestUser& u = row["key"] == a->name ? *a : *b;
+    ASSERT_TRUE(row["key"] == a->name || row["key"] == b->name) << row.dump();
+    const auto it = store_held.find(std::to_string(u.uid));
+    ASSERT_NE(it, store_held.end()) << u.name;
+    EXPECT_NEAR(row["held_gpu_s"].get<double>(), it->second, 0.01) << u.name;
+  }
 }
 
 }  // namespace

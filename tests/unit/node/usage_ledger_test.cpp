@@ -43,6 +43,12 @@ struct Leases {
               for (const auto& id : ids)
                 if (auto it = all.find(id); it != all.end()) out.push_back(it->second);
               return out;
+            },
+            [this](std::int64_t since_ms) -> Result<std::vector<core::Lease>> {
+              std::vector<core::Lease> out;
+              for (const auto& [id, l] : all)
+                if (l.released_at_ms && *l.released_at_ms >= since_ms) out.push_back(l);
+              return out;
             }};
   }
   void take(std::string id, std::int64_t at) {
@@ -88,6 +94,32 @@ TEST(UsageLedger, AnEndedLeaseGetsAFinalRowWithItsExactHeldTime) {
   EXPECT_EQ(c[0].user, "alice");
   EXPECT_DOUBLE_EQ(c[0].held_gpu_s, 3.5);
   EXPECT_DOUBLE_EQ(c[0].energy_j, 350.0);
+}
+
+// Found by the shared-node test (issue 12): a 50 ms job's lease starts and ends between two readings,
+// so it is in no active list; it is still accounted, with its exact held time, and only once.
+TEST(UsageLedger, ALeaseCreatedAndEndedBetweenReadingsIsAccountedOnce) {
+  test::TempDir dir;
+  const auto db = (dir.path / "gpufleet.db").string();
+  test::FakeClock clock;
+  Leases leases;
+  UsageLedger ledger(open_store(db), leases.source(), {}, {}, {}, clock);
+  ASSERT_TRUE(ledger.load());
+  ledger.observe(reading(kT0, 0, 50.0));
+  leases.take("short", kT0 + 200);
+  leases.all["short"].released_at_ms = kT0 + 450;
+  ledger.observe(reading(kT0 + 1000, 0, 50.0));
+  ledger.observe(reading(kT0 + 2000, 0, 50.0));  // the source still returns it: not counted again
+  ledger.observe(reading(kT0 + 3000, 0, 50.0));
+
+  auto rows = ledger.rows_of({"short"});
+  ASSERT_TRUE(rows);
+  ASSERT_EQ(rows->count("short"), 1u);
+  EXPECT_DOUBLE_EQ(rows->at("short").held_gpu_s, 0.25);
+  auto since = ledger.since(kT0 - 1000);
+  ASSERT_TRUE(since);
+  ASSERT_EQ(since->size(), 1u);
+  EXPECT_DOUBLE_EQ((*since)[0].held_gpu_s, 0.25);
 }
 
 TEST(UsageLedger, CountersNeverGoBackWhenALeaseEndsBetweenReadings) {
