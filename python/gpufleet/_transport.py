@@ -85,10 +85,11 @@ def binary() -> Optional[str]:
     return shutil.which("gpufleet")
 
 
-def run_binary(args: List[str], ok_codes: Tuple[int, ...] = (0,),
-               timeout: float = 60.0) -> Tuple[int, Any, str]:
-    """Runs `gpufleet ARGS` (ARGS ask for --json); (exit code, parsed stdout or None, stderr).
-    Raises AgentUnavailable when there is no binary or it fails with an exit code not in ok_codes."""
+def run_binary(args: List[str], ok_codes: Tuple[int, ...] = (0,), timeout: float = 60.0,
+               parse: bool = True) -> Tuple[int, Any, str]:
+    """Runs `gpufleet ARGS`; (exit code, stdout parsed as JSON when PARSE, else None, stderr).
+    Raises AgentUnavailable when there is no binary to run, GpufleetError when it exits with a status
+    not in ok_codes (its first stderr line says why)."""
     b = binary()
     if b is None:
         raise AgentUnavailable(
@@ -101,9 +102,9 @@ def run_binary(args: List[str], ok_codes: Tuple[int, ...] = (0,),
         raise AgentUnavailable(f"running {b} {' '.join(args)} failed: {e}") from e
     if p.returncode not in ok_codes:
         msg = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[0]
-        raise AgentUnavailable(f"{b} {' '.join(args)}: {msg}")
+        raise GpufleetError(f"{b} {' '.join(args)}: {msg}")
     doc = None
-    if p.stdout.strip():
+    if parse and p.stdout.strip():
         try:
             doc = json.loads(p.stdout)
         except json.JSONDecodeError as e:

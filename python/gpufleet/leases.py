@@ -45,7 +45,7 @@ class Lease:
                 self._conn.close()  # ends a connection-tied lease even if the request failed
                 self._conn = None
         else:
-            t.run_binary(["release", self.id])
+            t.run_binary(["release", self.id], parse=False)
 
 
 def acquire(gpus: int = 1, min_memory_mb: int = 8000, max_utilization: int = 50, allow_busy: bool = False,
