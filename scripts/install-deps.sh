@@ -9,6 +9,7 @@ pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libf
       libgtest-dev libgmock-dev libbenchmark-dev
       prometheus                           # tests/integration/prometheus_test.sh scrapes the agent with it
       chromium                             # web/tests/dashboard.test.mjs drives it (playwright-core; never a downloaded browser)
+      python3-pytest python3-setuptools    # python/: the package's tests, and `pip install ./python` offline
       wrk prometheus-node-exporter)        # bench/http_bench.sh: the load, and the exporter people run today
 if [[ "${1:-}" == "--ci" ]]; then
   pkgs+=(clang libclang-rt-14-dev clang-tidy clang-format)
