@@ -1,6 +1,7 @@
 #include "app/agent_client.hpp"
 
 #include <fmt/format.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,6 +47,16 @@ Result<AgentClient> AgentClient::connect(const std::string& path) {
   const auto deadline = Clock::now() + kAgentConnectLimit;
   auto s = platform::UnixLineSocket::connect(path, kAgentConnectLimit);
   if (!s) return with_context("cannot reach the agent: ", s.error());
+  // Only root's agent or our own is believed: a socket another user planted where ours would be (say
+  // /tmp/gpufleet-<uid>/ when there is no XDG_RUNTIME_DIR) must not hear our commands or answer them.
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(s->fd(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+    return make_error(ErrorKind::Permission, fmt::format("cannot tell who serves the socket {}", path));
+  if (cred.uid != 0 && cred.uid != ::geteuid())
+    return make_error(
+        ErrorKind::Permission,
+        fmt::format("the socket {} is served by uid {}, neither root nor you: not talking to it", path, cred.uid));
   AgentClient c(path, std::move(*s));
   auto line = c.sock_.read_line(deadline, kAgentMaxLine);
   if (!line) {

@@ -126,7 +126,19 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     j["why"] = why;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    // stdout is shell code (eval "$(gpufleet alloc --gpus 2)"); the explanation goes to stderr.
+    // stdout is shell code (eval "$(gpufleet alloc --gpus 2)"): only ids and GPU names made of plain
+    // characters reach it, whatever the agent sent.
+    const auto shell_safe = [](const std::string& t) {
+      return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
+               c == '.';
+      });
+    };
+    if (!shell_safe(lease.id) || !std::all_of(ids.begin(), ids.end(), shell_safe)) {
+      print_error("the lease's id or GPU names are not plain text: " + printable(lease.id));
+      return kExitError;
+    }
+    // The explanation goes to stderr.
     std::printf("export CUDA_VISIBLE_DEVICES=%s\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\nexport GPUFLEET_LEASE=%s\n",
                 fmt::format("{}", fmt::join(ids, ",")).c_str(), lease.id.c_str());
     std::fprintf(stderr, "gpufleet: lease %s: GPU %s for shell %d (ends with the shell, or: gpufleet release %s)\n",

@@ -315,9 +315,10 @@ int run_jobs(const GlobalOptions& g, bool json, const std::string& db) {
     }
     const std::string secs =
         e.ended_at_ms ? fmt::format("{:.1f}", static_cast<double>(*e.ended_at_ms - e.started_at_ms) / 1000.0) : "-";
-    std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", e.id.c_str(), e.status.c_str(),
-                e.exit_code ? std::to_string(*e.exit_code).c_str() : "-", format_time_ms(e.started_at_ms).c_str(),
-                secs.c_str(), platform::printable(gpus).c_str(), platform::printable(e.name).c_str());
+    std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", platform::printable(e.id).c_str(),
+                platform::printable(e.status).c_str(), e.exit_code ? std::to_string(*e.exit_code).c_str() : "-",
+                format_time_ms(e.started_at_ms).c_str(), secs.c_str(), platform::printable(gpus).c_str(),
+                platform::printable(e.name).c_str());
   }
   if (list->empty()) std::printf("No jobs recorded yet (gpufleet run --gpus N -- CMD).\n");
   return kExitOk;
@@ -355,7 +356,7 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
   }
   // Text mode shows names, commands and errors escaped; --json above keeps them exact.
   using platform::printable;
-  std::printf("job %s  %s  status %s  exit %s\n", (*e)->id.c_str(), printable((*e)->name).c_str(),
+  std::printf("job %s  %s  status %s  exit %s\n", printable((*e)->id).c_str(), printable((*e)->name).c_str(),
               printable((*e)->status).c_str(), (*e)->exit_code ? std::to_string(*(*e)->exit_code).c_str() : "-");
   if (rec.is_object()) {
     if (rec.contains("command")) std::printf("command   %s\n", printable(rec["command"].dump()).c_str());

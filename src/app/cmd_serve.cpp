@@ -226,6 +226,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     so.path = socket_path.empty() ? server::default_agent_socket_path() : socket_path;
     so.version = GF_VERSION;
     so.admin_group = c.admin_group;
+    so.auth_read = c.server.auth_read;
     auto sock = server::AgentSocket::start(*arbiter, &router, so);
     if (!sock) {
       print_error(sock.error().message + " (--socket PATH, or --socket none)");

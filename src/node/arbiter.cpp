@@ -189,6 +189,25 @@ Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const Ac
   return ar;
 }
 
+Result<void> Arbiter::meetable(const scheduler::AllocationRequest& ar) {
+  // A request no set of this node's GPUs could ever meet would wait at the head of the queue forever
+  // and hold everyone behind it: it is refused at once instead.
+  if (!source_.latest) return {};
+  const auto snap = source_.latest().first;
+  if (!snap || snap->gpus.empty()) return {};
+  std::size_t big_enough = 0;
+  for (const auto& g : snap->gpus)
+    if (!g.memory_total_mib || *g.memory_total_mib >= ar.min_memory_mib) ++big_enough;
+  if (ar.gpus > snap->gpus.size())
+    return make_error(ErrorKind::Invalid,
+                      fmt::format("{} GPU(s) asked for; this node has {}", ar.gpus, snap->gpus.size()));
+  if (ar.gpus > big_enough)
+    return make_error(ErrorKind::Invalid, fmt::format("{} GPU(s) with {} MiB asked for; {} of this node's GPUs "
+                                                      "have that much memory in all",
+                                                      ar.gpus, ar.min_memory_mib, big_enough));
+  return {};
+}
+
 Result<std::optional<scheduler::Allocation>> Arbiter::try_now(const scheduler::AllocationRequest& ar, std::string& why,
                                                               std::vector<core::Lease>* holders) {
   return allocator_->attempt(ar, "", why, holders, nullptr);
@@ -219,6 +238,16 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
     auto parent = platform::parent_pid(peer.pid, options_.proc_root);
     if (!parent || *parent == 0)
       return make_error(ErrorKind::Invalid, fmt::format("cannot read the parent of process {}", peer.pid));
+    // A lease tied to init (an orphaned client) or to someone else's process would never end with the
+    // user's session: the shell it is tied to must be the user's own.
+    if (*parent == 1)
+      return make_error(ErrorKind::Invalid,
+                        "the calling process has no parent to tie the lease to (it was "
+                        "orphaned): run it from the shell that should hold the lease");
+    if (const auto puid = platform::process_uid(*parent, options_.proc_root); !peer.admin && puid != peer.uid)
+      return make_error(ErrorKind::Permission,
+                        fmt::format("the parent process {} is not {}'s: a lease is tied to its owner's own shell",
+                                    *parent, peer.user));
     owner.pid = *parent;
     owner.start_time = proc.start_time(*parent).value_or(0);
     auto w = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
@@ -232,6 +261,7 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
   bool over_quota = false;
   auto ar = prepare(peer, r, owner, over_quota);
   if (!ar) return ar.error();
+  if (auto m = meetable(*ar); !m) return m.error();
 
   Waiting w;
   w.seq = next_seq_++;
@@ -297,6 +327,7 @@ Result<scheduler::Allocation> Arbiter::acquire_for(const Peer& peer, const Acqui
   bool over_quota = false;
   auto ar = prepare(peer, req, owner, over_quota);
   if (!ar) return ar.error();
+  if (auto m = meetable(*ar); !m) return m.error();
   if (over_quota) return make_error(ErrorKind::Unavailable, "quota: " + quota_text(peer, options_.max_gpus_per_user));
   // The HTTP API takes no place in the queue: when others wait, they go first.
   if (!queue_.empty())

@@ -178,6 +178,8 @@ class Arbiter {
 
   Result<scheduler::AllocationRequest> prepare(const Peer& peer, const AcquireRequest& r, core::LeaseOwner& owner,
                                                bool& refused_by_quota);
+  // Invalid when no set of this node's GPUs (by the latest reading) could ever meet the request.
+  Result<void> meetable(const scheduler::AllocationRequest& ar);
   Result<std::optional<scheduler::Allocation>> try_now(const scheduler::AllocationRequest& ar, std::string& why,
                                                        std::vector<core::Lease>* holders);
   // GPUs held by uid in active leases (nullopt: the store failed).

@@ -61,6 +61,22 @@ std::optional<std::uint32_t> parent_pid(std::uint32_t pid, const std::string& pr
   return f->ppid;
 }
 
+std::optional<std::uint32_t> process_uid(std::uint32_t pid, const std::string& proc_root) {
+  std::ifstream in(proc_root + "/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    std::uint32_t uid = 0;
+    const char* p = line.c_str() + 4;
+    while (*p == ' ' || *p == '\t') ++p;
+    const char* end = line.c_str() + line.size();
+    const auto r = std::from_chars(p, end, uid);
+    if (r.ec != std::errc() || r.ptr == p) return std::nullopt;
+    return uid;
+  }
+  return std::nullopt;
+}
+
 Result<PidWatch> PidWatch::open(std::uint32_t pid, unsigned long long start_time, const std::string& proc_root) {
 #ifdef SYS_pidfd_open
   const long fd = ::syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0);

@@ -13,6 +13,8 @@ namespace gf::platform {
 
 // The parent pid of pid (field 4 of /proc/<pid>/stat under proc_root), nullopt when it is gone.
 std::optional<std::uint32_t> parent_pid(std::uint32_t pid, const std::string& proc_root = "/proc");
+// The real uid of pid (the first number of the "Uid:" line of /proc/<pid>/status), nullopt when gone.
+std::optional<std::uint32_t> process_uid(std::uint32_t pid, const std::string& proc_root = "/proc");
 // Fields 4 (ppid) and 22 (start time) of a /proc/<pid>/stat text. Pure; safe on any input.
 struct StatFields {
   std::uint32_t ppid = 0;

@@ -122,9 +122,12 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void send(std::string line) {
     if (closed) return;
+    // A client is dropped when what it has not taken yet is already past the limit; one large reply
+    // (a `jobs` list of big records) to a client that reads is always sent.
+    const bool behind = unsent > owner.options.max_unsent_bytes;
     unsent += line.size();
     outbox.push_back(std::move(line));
-    if (unsent > owner.options.max_unsent_bytes) {
+    if (behind) {
       platform::log_line("agent-socket",
                          fmt::format("dropping {} (pid {}): it does not read its replies", peer.user, peer.pid));
       close();
@@ -265,6 +268,14 @@ json Session::get(const std::string& target, Error& err, bool& failed) {
   if (m.route->access != Access::Read) {
     failed = true;
     err = make_error(ErrorKind::Permission, "only read-only routes are served through get");
+    return {};
+  }
+  // An agent whose reads need the token (--auth-read) serves them on its socket to admins only.
+  if (owner.options.auth_read && !peer.admin) {
+    failed = true;
+    err = make_error(ErrorKind::Permission,
+                     "this agent's reads need its token (auth_read): only root or the "
+                     "admin group may read through the socket");
     return {};
   }
   Response resp = invoke(*m.route, req);

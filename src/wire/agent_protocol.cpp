@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -126,6 +127,12 @@ Result<AgentOp> parse_job_put(const json& j) {
   GF_TRY(status, get_str(o, "status", 32, true));
   GF_TRY(lease, get_str(o, "lease_id", 64));
   GF_TRY(started, get_int(o, "started_at_ms", 0, 0, std::numeric_limits<std::int64_t>::max()));
+  // Job ids are shown to every user (`gpufleet jobs`) and used in paths: letters, digits, '.', '_', '-'.
+  if (!std::all_of(id->begin(), id->end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' ||
+               c == '-';
+      }))
+    return make_error(ErrorKind::Invalid, "job.id: letters, digits, '.', '_' and '-' only");
   a.job.id = std::move(*id);
   a.job.name = std::move(*name);
   a.job.status = std::move(*status);
@@ -225,7 +232,7 @@ ParsedRequest parse_agent_request(std::string_view text) {
     out.op = parse_job_put(j);
   } else if (name == "jobs") {
     auto k = simple({"limit"});
-    auto limit = get_int(j, "limit", 200, 1, 10000);
+    auto limit = get_int(j, "limit", 200, 1, 1000);
     if (!k)
       out.op = k.error();
     else if (!limit)

@@ -26,6 +26,7 @@
 
 #include "platform/child.hpp"
 #include "platform/subprocess.hpp"
+#include "support/test_users.hpp"
 
 namespace {
 
@@ -301,6 +302,45 @@ TEST_F(AgentClient, AllocTiesTheLeaseToTheCallingShell) {
   ASSERT_EQ(agent.requests().size(), 1u);
   EXPECT_EQ(agent.requests()[0]["tie"], "parent");
   EXPECT_EQ(agent.requests()[0]["gpus"], 2);
+}
+
+// Review of issue 12: `eval "$(gpufleet alloc)"` must never run what an agent put in a lease id.
+TEST_F(AgentClient, AllocPrintsNoShellCodeForALeaseIdThatIsNotPlainText) {
+  StandInAgent agent(sock, [](const json& r) {
+    return std::vector<std::string>{ok_reply(r, {{"lease", a_lease("x; touch /tmp/pwned #", {2})}})};
+  });
+  ASSERT_TRUE(agent.ok());
+  auto r = gf({"alloc", "--gpus", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out.find("export"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("not plain text"), std::string::npos) << r.err;
+}
+
+// Review of issue 12: a socket that another user serves where ours would be (planted in /tmp when there
+// is no XDG_RUNTIME_DIR) is not talked to: it would hear our commands and answer for the agent.
+TEST_F(AgentClient, ASocketServedByAnotherUserIsRefused) {
+  std::string why;
+  auto b = gf::test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  fs::permissions(dir, fs::perms(0777));
+  const std::string planted = (dir / "planted.sock").string();
+  const std::string ready = (dir / "ready").string();
+  // gf-test-b serves a perfect greeting and would answer anything.
+  auto pid = gf::platform::spawn_inheriting(
+      b->as({"/usr/bin/python3", "-c",
+             "import socket,sys,os\n"
+             "s=socket.socket(socket.AF_UNIX);s.bind(sys.argv[1]);s.listen(4);open(sys.argv[2],'w').close()\n"
+             "while True:\n"
+             " c,_=s.accept();c.sendall(b'{\"hello\":\"gpufleet-agent\",\"protocol\":1}\\n')\n",
+             planted, ready}));
+  ASSERT_TRUE(pid) << pid.error().message;
+  for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(25ms);
+  ASSERT_TRUE(fs::exists(ready)) << "the planted agent did not start";
+  auto r = gf({"--socket", planted, "leases"});
+  ::kill(*pid, SIGKILL);
+  (void)gf::platform::wait_exit_code(*pid);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("neither root nor you"), std::string::npos) << r.err;
 }
 
 TEST_F(AgentClient, CtrlCWhileWaitingSendsCancel) {

@@ -181,8 +181,12 @@ TEST_F(SharedNode, DefaultsShareOneArbiter) {
   ASSERT_FALSE(lease.empty());
   auto byb = gf({"run", "--gpus", "1", "--wait", "0", "--", "true"}, &*b);
   EXPECT_EQ(byb.exit_code, 75) << byb.err;
-  auto alloc = gf({"alloc", "--gpus", "1"}, &*b);
-  EXPECT_EQ(alloc.exit_code, 75) << alloc.out << alloc.err;
+  // alloc ties the lease to its caller's shell, which must be B's own: run it from one.
+  auto ran = gf::platform::run_process(
+      b->as({"sh", "-c", "\"$0\" --backend sim --sim-gpus 8 alloc --gpus 1; exit $?", GF_BINARY}),
+      gf::platform::RunOptions{60s});
+  ASSERT_TRUE(ran);
+  EXPECT_EQ(ran->exit_code, 75) << ran->out << ran->err;
   end(pid);
   EXPECT_TRUE(eventually([&] { return active_leases().empty(); }));
   EXPECT_EQ(gf({"run", "--gpus", "1", "--wait", "0", "--", "true"}, &*b).exit_code, 0);
@@ -315,7 +319,9 @@ TEST_F(SharedNode, TwoUsersFiftyConcurrentRunsNeverShareAGpu) {
     ASSERT_TRUE(row["key"] == a->name || row["key"] == b->name) << row.dump();
     const auto it = store_held.find(std::to_string(u.uid));
     ASSERT_NE(it, store_held.end()) << u.name;
-    EXPECT_NEAR(row["held_gpu_s"].get<double>(), it->second, 0.01) << u.name;
+    // Within one sampling interval (1 s), as the issue asks: a lease the ledger has not yet seen end
+    // counts up to its latest reading.
+    EXPECT_NEAR(row["held_gpu_s"].get<double>(), it->second, 1.0) << u.name;
   }
 }
 

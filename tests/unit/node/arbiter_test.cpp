@@ -116,6 +116,32 @@ TEST_F(ArbiterTest, OwnerComesFromThePeerAndAnotherUserCannotRelease) {
   EXPECT_EQ(ra->ended[0].second, "released by root");
 }
 
+// Review of issue 12: a request no set of this node's GPUs could ever meet (more GPUs than it has, a
+// memory floor above every GPU's total) would wait at the head of the queue for ever and hold back
+// everyone behind it. It is refused at once, and the next user is served.
+TEST_F(ArbiterTest, ARequestTheNodeCanNeverMeetIsRefusedNotQueued) {
+  make();
+  auto rb = std::make_shared<Recorder>(), ra = std::make_shared<Recorder>();
+  auto b = arb->connect(kBob, rb);
+  AcquireRequest too_many = one(3);  // the node has 2
+  too_many.wait = 1h;
+  auto r = arb->acquire(b, 1, too_many);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::Invalid);
+  EXPECT_NE(r.error().message.find("this node has 2"), std::string::npos) << r.error().message;
+  AcquireRequest too_big = one();
+  too_big.min_memory_mib = 200000;  // every GPU has 80000 MiB in all
+  too_big.wait = 1h;
+  r = arb->acquire(b, 2, too_big);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::Invalid);
+  EXPECT_TRUE(arb->waiting().empty());
+  auto a = arb->connect(kAlice, ra);
+  auto got = arb->acquire(a, 1, one());
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_TRUE(*got) << "nothing holds the queue";
+}
+
 // Finding "any user may also set any --priority".
 TEST_F(ArbiterTest, PriorityAboveTheCeilingNeedsAnAdmin) {
   options.max_user_priority = 5;
@@ -295,12 +321,29 @@ TEST_F(ArbiterTest, ProcessTiedLeaseEndsWhenTheParentDies) {
   ASSERT_EQ(::read(fds[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
   ::close(fds[0]);
   ::close(fds[1]);
-  Peer p = kAlice;
-  p.pid = static_cast<std::uint32_t>(child);  // the client; its parent holds the lease
-  auto c = arb->connect(p, std::make_shared<Recorder>());
+  // Review of issue 12: the parent must be the peer's own process; someone else's (here: alice's client
+  // under a parent of the test's uid) would keep the lease alive beyond the user's session.
+  Peer alice = kAlice;
+  alice.pid = static_cast<std::uint32_t>(child);
+  auto ca = arb->connect(alice, std::make_shared<Recorder>());
   AcquireRequest req = one();
   req.tie = core::LeaseTie::Process;
+  auto refused = arb->acquire(ca, 1, req);
+  EXPECT_FALSE(refused);
+  if (!refused) {
+    EXPECT_EQ(refused.error().kind, ErrorKind::Permission);
+  }
+  arb->disconnect(ca);
+
+  Peer p{static_cast<std::uint32_t>(::getuid()), static_cast<std::uint32_t>(::getgid()), 0, "tester", false};
+  p.pid = static_cast<std::uint32_t>(child);  // the client; its parent holds the lease
+  auto c = arb->connect(p, std::make_shared<Recorder>());
   auto got = arb->acquire(c, 1, req);
+  if (!got || !*got) {  // never leave the forked processes behind
+    ::kill(parent, SIGKILL);
+    ::kill(child, SIGKILL);
+    ::waitpid(parent, nullptr, 0);
+  }
   ASSERT_TRUE(got && *got) << (got ? "" : got.error().message);
   EXPECT_EQ((*got)->lease.owner.pid, static_cast<std::uint32_t>(parent));
   arb->disconnect(c);  // `alloc` exits: the lease stays
@@ -327,7 +370,8 @@ TEST_F(ArbiterTest, RestartEndsConnectionLeasesAndKeepsLiveProcessOnes) {
   auto c = arb->connect(kAlice, std::make_shared<Recorder>());
   auto conn_lease = arb->acquire(c, 1, one());
   ASSERT_TRUE(conn_lease && *conn_lease);
-  Peer self = kAlice;
+  // The test's own uid: a process tie needs a parent of the peer's uid.
+  Peer self{static_cast<std::uint32_t>(::getuid()), static_cast<std::uint32_t>(::getgid()), 0, "tester", false};
   self.pid = static_cast<std::uint32_t>(::getpid());  // its parent (the test runner's) outlives the test
   auto c2 = arb->connect(self, std::make_shared<Recorder>());
   AcquireRequest req = one();
