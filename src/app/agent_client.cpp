@@ -36,6 +36,23 @@ std::optional<AgentLocation> find_agent(const std::string& option) {
   return std::nullopt;
 }
 
+namespace {
+std::optional<std::chrono::seconds> limit_from_environment() {
+  const auto v = platform::env("GPUFLEET_AGENT_TIMEOUT");
+  if (!v || v->empty() || v->size() > 3) return std::nullopt;
+  int n = 0;
+  for (const char c : *v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + (c - '0');
+  }
+  if (n < 1 || n > 600) return std::nullopt;
+  return std::chrono::seconds(n);
+}
+}  // namespace
+
+std::chrono::seconds agent_connect_limit() { return limit_from_environment().value_or(kAgentConnectLimit); }
+std::chrono::seconds agent_silence_limit() { return limit_from_environment().value_or(kAgentSilenceLimit); }
+
 ErrorKind error_kind_from_name(std::string_view name) {
   for (auto k : {ErrorKind::Failed, ErrorKind::Invalid, ErrorKind::Usage, ErrorKind::NotFound, ErrorKind::Unavailable,
                  ErrorKind::NotReady, ErrorKind::Unsupported, ErrorKind::Permission})
@@ -44,8 +61,8 @@ ErrorKind error_kind_from_name(std::string_view name) {
 }
 
 Result<AgentClient> AgentClient::connect(const std::string& path) {
-  const auto deadline = Clock::now() + kAgentConnectLimit;
-  auto s = platform::UnixLineSocket::connect(path, kAgentConnectLimit);
+  const auto deadline = Clock::now() + agent_connect_limit();
+  auto s = platform::UnixLineSocket::connect(path, agent_connect_limit());
   if (!s) return with_context("cannot reach the agent: ", s.error());
   // Only root's agent or our own is believed: a socket another user planted where ours would be (say
   // /tmp/gpufleet-<uid>/ when there is no XDG_RUNTIME_DIR) must not hear our commands or answer them.
@@ -89,7 +106,7 @@ Result<std::int64_t> AgentClient::send(const std::string& op, nlohmann::json arg
   const std::int64_t id = next_id_++;
   args["id"] = id;
   args["op"] = op;
-  auto w = sock_.write_all(args.dump() + "\n", Clock::now() + kAgentSilenceLimit);
+  auto w = sock_.write_all(args.dump() + "\n", Clock::now() + agent_silence_limit());
   if (!w) {
     if (w.error().kind == ErrorKind::Unavailable) return not_answering();
     return make_error(fmt::format("the agent at {} closed the connection ({})", path_, w.error().message));
@@ -134,7 +151,7 @@ Result<nlohmann::json> AgentClient::wait_reply(std::int64_t id, const Event& on_
     auto m = next_message(kSlice);
     if (!m) {
       if (m.error().kind != ErrorKind::Unavailable) return m.error();
-      if (Clock::now() - heard >= kAgentSilenceLimit) return not_answering();
+      if (Clock::now() - heard >= agent_silence_limit()) return not_answering();
       continue;
     }
     heard = Clock::now();

@@ -24,6 +24,10 @@ namespace gf::app {
 
 inline constexpr std::chrono::seconds kAgentConnectLimit{3};
 inline constexpr std::chrono::seconds kAgentSilenceLimit{5};
+// The limits in force: the defaults above, or both set to $GPUFLEET_AGENT_TIMEOUT seconds (1 to 600)
+// on a machine too loaded for them.
+std::chrono::seconds agent_connect_limit();
+std::chrono::seconds agent_silence_limit();
 inline constexpr std::size_t kAgentMaxLine = 64 * 1024;  // the protocol's line limit
 // Replies carry job records of up to 1 MiB (job_put's limit) and lists of them: a larger bound for reading.
 inline constexpr std::size_t kAgentMaxReply = 64 * 1024 * 1024;
