@@ -107,13 +107,11 @@ Result<void> make_dirs(const std::string& path, unsigned mode) {
   return {};
 }
 
-namespace {
-
-std::string random_suffix() {
-  unsigned char buf[8] = {};
+std::string random_hex(std::size_t bytes) {
+  std::string buf(bytes, '\0');
   std::size_t got = 0;
-  while (got < sizeof buf) {
-    const auto n = ::getrandom(buf + got, sizeof buf - got, 0);
+  while (got < bytes) {
+    const auto n = ::getrandom(buf.data() + got, bytes - got, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
       break;
@@ -122,12 +120,17 @@ std::string random_suffix() {
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (const unsigned char b : buf) {
+  for (std::size_t i = 0; i < got; ++i) {
+    const auto b = static_cast<unsigned char>(buf[i]);
     out.push_back(kHex[b >> 4]);
     out.push_back(kHex[b & 15]);
   }
   return out;
 }
+
+namespace {
+
+std::string random_suffix() { return random_hex(8); }
 
 }  // namespace
 

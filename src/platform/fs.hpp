@@ -30,6 +30,9 @@ std::string under_root(const std::string& root, const std::string& abs_path);
 // directories); directories that exist are left as they are. An error names the one that failed.
 Result<void> make_dirs(const std::string& path, unsigned mode);
 
+// `bytes` bytes from the kernel's random source, as hex (shorter when the source fails).
+std::string random_hex(std::size_t bytes);
+
 // Writes `content` to `path` atomically without ever following a link planted by someone else: the
 // bytes go to a new file with a random name in path's directory (O_CREAT|O_EXCL|O_NOFOLLOW, `mode`),
 // which is then renamed onto `path` (rename replaces a link itself, never its target). Errors name the file.

@@ -36,25 +36,7 @@ bool bearer_ok(std::string_view authorization, std::string_view token) {
   return diff == 0;
 }
 
-std::string random_token() {
-  unsigned char buf[32];
-  std::size_t got = 0;
-  while (got < sizeof buf) {
-    const auto n = ::getrandom(buf + got, sizeof buf - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    got += static_cast<std::size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < got; ++i) {
-    out.push_back(kHex[buf[i] >> 4]);
-    out.push_back(kHex[buf[i] & 15]);
-  }
-  return out;
-}
+std::string random_token() { return platform::random_hex(32); }
 
 namespace {
 
