@@ -109,19 +109,33 @@ std::vector<LeaseUsage> UsageAccumulator::take_final() {
   return out;
 }
 
+void UsageTotals::add(const LeaseUsage& r) {
+  ++leases;
+  held_gpu_s += r.held_gpu_s;
+  busy_gpu_s += r.busy_gpu_s;
+  energy_wh += r.energy_wh;
+  util_gpu_s += r.util_gpu_s;
+  covered_gpu_s += r.covered_gpu_s;
+  if (r.peak_mem_mib) peak_mem_mib = std::max(peak_mem_mib.value_or(0), *r.peak_mem_mib);
+}
+
+void UsageTotals::add(const UsageTotals& o) {
+  leases += o.leases;
+  held_gpu_s += o.held_gpu_s;
+  busy_gpu_s += o.busy_gpu_s;
+  energy_wh += o.energy_wh;
+  util_gpu_s += o.util_gpu_s;
+  covered_gpu_s += o.covered_gpu_s;
+  if (o.peak_mem_mib) peak_mem_mib = std::max(peak_mem_mib.value_or(0), *o.peak_mem_mib);
+}
+
 std::vector<UsageTotals> group_usage(const std::vector<LeaseUsage>& rows, UsageGroup by) {
   std::map<std::string, UsageTotals> groups;
   for (const auto& r : rows) {
     const std::string& key = by == UsageGroup::User ? r.user : r.job_id;
     auto& t = groups[key];
     t.key = key;
-    ++t.leases;
-    t.held_gpu_s += r.held_gpu_s;
-    t.busy_gpu_s += r.busy_gpu_s;
-    t.energy_wh += r.energy_wh;
-    t.util_gpu_s += r.util_gpu_s;
-    t.covered_gpu_s += r.covered_gpu_s;
-    if (r.peak_mem_mib) t.peak_mem_mib = std::max(t.peak_mem_mib.value_or(0), *r.peak_mem_mib);
+    t.add(r);
   }
   std::vector<UsageTotals> out;
   out.reserve(groups.size());

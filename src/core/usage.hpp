@@ -95,6 +95,8 @@ struct UsageTotals {
   std::size_t leases = 0;
   double held_gpu_s = 0, busy_gpu_s = 0, energy_wh = 0, util_gpu_s = 0, covered_gpu_s = 0;
   std::optional<std::uint64_t> peak_mem_mib;
+  void add(const LeaseUsage& r);   // one lease more
+  void add(const UsageTotals& o);  // another group's totals (its key is not taken)
 };
 enum class UsageGroup : unsigned char { User, Job };
 // Rows grouped by user (or job id), sorted by held time, largest first.

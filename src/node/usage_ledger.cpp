@@ -10,13 +10,7 @@ namespace {
 
 void add_to(core::UsageTotals& t, const core::LeaseUsage& r) {
   t.key = r.user;
-  ++t.leases;
-  t.held_gpu_s += r.held_gpu_s;
-  t.busy_gpu_s += r.busy_gpu_s;
-  t.energy_wh += r.energy_wh;
-  t.util_gpu_s += r.util_gpu_s;
-  t.covered_gpu_s += r.covered_gpu_s;
-  if (r.peak_mem_mib) t.peak_mem_mib = std::max(t.peak_mem_mib.value_or(0), *r.peak_mem_mib);
+  t.add(r);
 }
 
 }  // namespace

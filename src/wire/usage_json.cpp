@@ -101,13 +101,7 @@ json usage_json(const std::string& node, std::int64_t since_ms, core::UsageGroup
     auto j = totals_json(t);
     j["key"] = t.key;
     list.push_back(std::move(j));
-    total.leases += t.leases;
-    total.held_gpu_s += t.held_gpu_s;
-    total.busy_gpu_s += t.busy_gpu_s;
-    total.energy_wh += t.energy_wh;
-    total.util_gpu_s += t.util_gpu_s;
-    total.covered_gpu_s += t.covered_gpu_s;
-    if (t.peak_mem_mib) total.peak_mem_mib = std::max(total.peak_mem_mib.value_or(0), *t.peak_mem_mib);
+    total.add(t);
   }
   out["rows"] = std::move(list);
   out["total"] = totals_json(total);
