@@ -96,17 +96,27 @@ Result<std::string> load_or_create_token(const std::string& path, bool* created)
     if (auto made = platform::make_dirs(dir.string(), 0700); !made) return made.error();
   const std::string token = random_token();
   if (token.size() != 64) return make_error("cannot read random bytes for a token");
-  // O_EXCL: two agents starting at once never overwrite each other's token.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) return read_token_file(path);
-    return make_error("cannot create the token file " + path + ": " + std::strerror(errno));
-  }
+  // The token is written in full to a private temporary name and then linked to its place: link()
+  // never replaces what is there (two agents starting at once keep the first token), and a second
+  // agent never reads a file that is created but not yet written (which it would call empty).
+  const std::string tmp = path + ".tmp-" + platform::random_hex(8);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error("cannot create the token file " + path + ": " + std::strerror(errno));
   (void)::fchmod(fd, 0600);
   const std::string line = token + "\n";
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
   ::close(fd);
-  if (!ok) return make_error("cannot write the token file " + path);
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return make_error("cannot write the token file " + path);
+  }
+  const int linked = ::link(tmp.c_str(), path.c_str());
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (linked != 0) {
+    if (link_errno == EEXIST) return read_token_file(path);
+    return make_error("cannot create the token file " + path + ": " + std::strerror(link_errno));
+  }
   if (created) *created = true;
   return token;
 }

@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "server/security.hpp"
 #include "support/test_users.hpp"
@@ -71,6 +73,36 @@ TEST_F(TokenFile, ANewTokenIsCreatedPrivateInAPrivateDirectory) {
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_FALSE(created);
   EXPECT_EQ(*again, *t);
+}
+
+// Three agents sharing one token file start at once (the CI failure of stop 16): one creates it, the
+// others must read the same token, never a file created but not yet written ("is empty").
+TEST_F(TokenFile, AgentsStartingAtOnceAllGetTheOneToken) {
+  for (int round = 0; round < 50; ++round) {
+    const auto p = base / ("agent-" + std::to_string(round) + ".token");
+    constexpr int kAgents = 6;
+    std::vector<std::string> got(kAgents);
+    std::vector<int> made(kAgents, 0);
+    std::vector<std::thread> agents;
+    for (int i = 0; i < kAgents; ++i)
+      agents.emplace_back([&, i] {
+        bool created = false;
+        auto t = load_or_create_token(p.string(), &created);
+        got[static_cast<std::size_t>(i)] = t ? *t : "error: " + t.error().message;
+        made[static_cast<std::size_t>(i)] = created ? 1 : 0;
+      });
+    for (auto& a : agents) a.join();
+    int creators = 0;
+    for (int i = 0; i < kAgents; ++i) {
+      EXPECT_EQ(got[static_cast<std::size_t>(i)].size(), 64u) << got[static_cast<std::size_t>(i)];
+      EXPECT_EQ(got[static_cast<std::size_t>(i)], got[0]);
+      creators += made[static_cast<std::size_t>(i)];
+    }
+    EXPECT_EQ(creators, 1);
+  }
+  // No temporary file is left behind.
+  for (const auto& e : fs::directory_iterator(base))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
 
 TEST_F(TokenFile, AGoodFileIsRead) {
