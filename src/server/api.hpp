@@ -34,6 +34,9 @@ struct ApiContext {
   std::chrono::steady_clock::time_point started{};
   std::chrono::milliseconds interval{1000};
   const core::Clock* clock = &platform::system_clock();  // "now" of the routes (relative times, ages)
+  // GET /api/v1/monitoring/metrics reads the host from here (tests point them at a fixture tree).
+  std::string proc_root = "/proc";
+  std::string disk_path = "/";
 };
 
 void add_monitoring_routes(Router& r, ApiContext& ctx);

@@ -1,5 +1,8 @@
 // REST handlers for what the GPUs are doing: the latest reading, summaries, history, alerts,
 // availability. They serve what the collection loop published; only ?fresh=1 queries the driver.
+// A reading older than two collection intervals is stale: the seeds' routes (/api/v1/monitoring/*,
+// /api/gpu/*) then answer with their error shapes, as the seeds did when collection failed, and
+// gpufleet's own routes serve it marked "stale": true with its "age_s".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,11 +13,14 @@
 #include "allocator/select.hpp"
 #include "core/fields.hpp"
 #include "core/policy.hpp"
+#include "platform/host_stats.hpp"
+#include "platform/log.hpp"
 #include "server/api.hpp"
 #include "store/history.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/alert_config.hpp"
 #include "wire/json.hpp"
+#include "wire/seed_docs.hpp"
 
 namespace gf::server {
 namespace {
@@ -30,6 +36,52 @@ Result<std::shared_ptr<const node::Published>> current(ApiContext& ctx, const Re
 }
 
 Response unavailable(const std::string& why) { return error_response(ErrorKind::NotReady, why); }
+
+// How old a reading is, by the routes' clock, and whether that is more than two collection intervals.
+struct Age {
+  double age_s = 0;
+  bool stale = false;
+};
+Age age_of(const ApiContext& c, const node::Published& p) {
+  using namespace std::chrono;
+  const double age = std::max(0.0, duration<double>(c.clock->now() - p.taken).count());
+  return {age, age > 2 * duration<double>(c.interval).count()};
+}
+
+// Why a stale reading is stale: its age and what the collection said last.
+std::string stale_cause(const ApiContext& c, double age_s) {
+  auto why = fmt::format("the last reading is {:.1f} s old (the collection interval is {:.1f} s)", age_s,
+                         std::chrono::duration<double>(c.interval).count());
+  const auto err = c.agent->counters().last_error;
+  return why + (err.empty() ? "; the collection loop has not published since" : "; the last collection failed: " + err);
+}
+
+// What a seed route may serve: a reading that is not stale, else why not.
+Result<std::shared_ptr<const node::Published>> seed_reading(ApiContext& c, const Request& req) {
+  auto p = current(c, req);
+  if (!p) return p;
+  if (const auto a = age_of(c, **p); a.stale) return make_error(stale_cause(c, a.age_s));
+  return p;
+}
+
+// Text a process controls (its name, user, command line), capped and made printable before it goes
+// into a sentence or a list a dashboard shows.
+std::string clean_text(const std::string& s, std::size_t max_bytes) {
+  std::size_t n = std::min(s.size(), max_bytes);
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // a UTF-8 boundary
+  return platform::printable(std::string_view(s).substr(0, n)) + (n < s.size() ? "…" : "");
+}
+
+core::Snapshot with_clean_processes(const core::Snapshot& s) {
+  core::Snapshot out = s;
+  for (auto& g : out.gpus)
+    for (auto& p : g.processes) {
+      p.name = clean_text(p.name, 64);
+      p.user = clean_text(p.user, 64);
+      p.command = clean_text(p.command, 512);
+    }
+  return out;
+}
 
 }  // namespace
 
@@ -116,22 +168,73 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
 void add_monitoring_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
 
+  // ---- the seeds' routes: their documents, and their error shapes when there is no good reading ----
+
   r.add(Method::Get, "/api/v1/monitoring/gpu-metrics", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
-    auto p = current(*c, req);
-    if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
+    auto p = seed_reading(*c, req);
+    if (!p) return json_response(500, wire::seed_detail_error("GPU metrics", p.error().message));
+    const auto& snap = *(*p)->snapshot;
+    if (snap.gpus.empty()) {  // not an error: the document, empty, with a sentence saying why
+      auto j = json::parse(*(*p)->document);
+      j["message"] = wire::no_gpu_message(snap);
+      return json_response(200, j);
+    }
     return shared_response(200, "application/json", (*p)->document);
   });
 
+  r.add(Method::Get, "/api/v1/monitoring/health", Access::Read, Exec::Inline, [c](const Request&) {
+    return json_response(200, wire::monitoring_health_json(c->version, c->clock->wall_now()));
+  });
+
+  auto host = std::make_shared<platform::HostStats>(ctx.proc_root, ctx.disk_path, *ctx.clock);
+  r.add(Method::Get, "/api/v1/monitoring/metrics", Access::Read, Exec::Blocking, [c, host](const Request&) {
+    const auto h = host->read();
+    if (!h.memory && h.cpu_count == 0)
+      return json_response(500, wire::seed_detail_error("system metrics", "cannot read " + c->proc_root + "/stat or " +
+                                                                              c->proc_root + "/meminfo"));
+    wire::HostMetrics m;
+    m.cpu_percent = h.cpu_percent;
+    m.cpu_interval_s = h.cpu_interval_s;
+    m.cpu_count = h.cpu_count;
+    if (h.memory) {
+      m.memory_total = h.memory->total;
+      m.memory_available = h.memory->available;
+      m.memory_free = h.memory->free;
+    }
+    m.disk_path = host->disk_path();
+    if (h.disk) {
+      m.disk_total = h.disk->total;
+      m.disk_used = h.disk->used;
+      m.disk_free = h.disk->free;
+    } else {
+      m.disk_error = h.disk.error().message;
+    }
+    return json_response(200, wire::host_metrics_json(m, c->clock->wall_now()));
+  });
+
   r.add(Method::Get, "/api/gpu/summary", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
-    auto p = current(*c, req);
-    if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
-    return json_response(200, wire::summary_json(*(*p)->snapshot, c->node_name, c->agent->firing().size()));
+    auto p = seed_reading(*c, req);
+    if (!p) return json_response(500, wire::home_summary_error());
+    const auto& snap = *(*p)->snapshot;
+    auto j = wire::summary_json(snap, c->node_name, c->agent->firing().size());
+    j["monitoring_available"] = c->monitor->has_backend();
+    if (snap.gpus.empty()) j["message"] = wire::no_gpu_message(snap);
+    return json_response(200, j);
   });
 
   r.add(Method::Get, "/api/gpu/metrics", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
-    auto p = current(*c, req);
-    if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
-    return json_response(200, wire::metrics_json(*(*p)->snapshot, c->node_name, c->agent->firing()));
+    auto p = seed_reading(*c, req);
+    if (!p) return json_response(500, wire::home_metrics_error());
+    const auto& snap = *(*p)->snapshot;
+    auto j = wire::metrics_json(snap, c->node_name, c->agent->firing());
+    if (snap.gpus.empty()) j["message"] = wire::no_gpu_message(snap);
+    return json_response(200, j);
+  });
+
+  r.add(Method::Get, "/api/gpu/processes", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
+    auto p = seed_reading(*c, req);
+    if (!p) return json_response(500, wire::home_processes_error());
+    return json_response(200, wire::gpu_processes_json(with_clean_processes(*(*p)->snapshot), c->node_name));
   });
 
   r.add(Method::Get, "/api/health", Access::Read, Exec::Inline, [c](const Request&) {
@@ -171,7 +274,22 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     h.websocket_clients = c->ws ? c->ws->clients() : 0;
     const bool ok = problems.empty();
     h.problems = std::move(problems);
-    return json_response(ok ? 200 : 503, wire::health_json(h));
+    auto j = wire::health_json(h);
+    // The home monitor's block: GPUs count as monitored only while the reading is good and fresh.
+    wire::GpuMonitoring gm;
+    gm.backend = h.backend_name;
+    if (latest) {
+      const auto a = age_of(*c, *latest);
+      gm.stale = a.stale;
+      gm.age_s = a.age_s;
+      if (a.stale) gm.last_error = stale_cause(*c, a.age_s);
+    }
+    if (!counters.last_error.empty() && gm.last_error.empty()) gm.last_error = counters.last_error;
+    if (!has_backend && gm.last_error.empty()) gm.last_error = "no GPU backend is usable here";
+    gm.available = has_backend && latest && !gm.stale && counters.last_error.empty();
+    gm.gpu_count = gm.available ? latest->snapshot->gpus.size() : 0;
+    j["gpu_monitoring"] = wire::gpu_monitoring_json(gm);
+    return json_response(ok ? 200 : 503, j);
   });
 
   r.add(Method::Get, "/api/v1/gpus/{index}", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
@@ -183,8 +301,13 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     const unsigned index = static_cast<unsigned>(std::stoul(s));
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
+    const auto a = age_of(*c, **p);
     for (const auto& g : (*p)->snapshot->gpus)
-      if (g.index == index) return json_response(200, wire::gpu_detail_json(*(*p)->snapshot, g, c->node_name));
+      if (g.index == index) {
+        auto j = wire::gpu_detail_json(*(*p)->snapshot, g, c->node_name);
+        wire::mark_freshness(j, a.stale, a.age_s);
+        return json_response(200, j);
+      }
     return error_response(ErrorKind::NotFound,
                           fmt::format("no GPU {} on this node ({} GPUs)", index, (*p)->snapshot->gpus.size()));
   });
@@ -194,6 +317,18 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     auto j = wire::processes_json(*(*p)->snapshot);
     j["node"] = c->node_name;
+    const auto a = age_of(*c, **p);
+    wire::mark_freshness(j, a.stale, a.age_s);
+    return json_response(200, j);
+  });
+
+  r.add(Method::Get, "/api/v1/gpus", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
+    auto p = current(*c, req);
+    if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
+    auto j = wire::snapshot_json(*(*p)->snapshot);
+    j["node"] = c->node_name;
+    const auto a = age_of(*c, **p);
+    wire::mark_freshness(j, a.stale, a.age_s);
     return json_response(200, j);
   });
 
@@ -267,7 +402,10 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     const auto& snap = *(*p)->snapshot;
     core::Topology topo;
     if (auto t = c->monitor->topology(); t) topo = std::move(*t);
-    return json_response(200, wire::availability_json(allocator::check_availability(snap, topo, sr), snap));
+    auto j = wire::availability_json(allocator::check_availability(snap, topo, sr), snap);
+    const auto a = age_of(*c, **p);
+    wire::mark_freshness(j, a.stale, a.age_s);
+    return json_response(200, j);
   });
 }
 

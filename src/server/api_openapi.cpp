@@ -31,12 +31,16 @@ const char* const kHandWritten = R"json({
   "info": {"title": "gpufleet agent", "version": "0.1.0",
            "description": "What this node's GPUs are doing, who uses them, leases and jobs. Errors are {\"error\": code, \"message\": text}. Requests that change state need Authorization: Bearer <token>."},
   "paths": {
-    "/api/v1/monitoring/gpu-metrics": {"get": {"summary": "The latest reading of every GPU (the gpufleet status --json document)", "description": "A value the GPU does not report is null; each GPU's missing_reasons maps the key of every null metric (see /api/v1/fields) to why it is missing.", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "snapshot"}, "503": {"description": "no reading"}}}},
-    "/api/gpu/summary": {"get": {"summary": "Dashboard summary", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "summary"}}}},
-    "/api/gpu/metrics": {"get": {"summary": "Detailed metrics with processes and firing alerts", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "metrics"}}}},
-    "/api/health": {"get": {"summary": "Agent, backend and store status", "responses": {"200": {"description": "ok"}, "503": {"description": "degraded"}}}},
-    "/api/v1/gpus/{index}": {"get": {"summary": "One GPU", "parameters": [{"name": "index", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 0}}], "responses": {"200": {"description": "GPU"}, "400": {"description": "bad index"}, "404": {"description": "no such GPU"}}}},
-    "/api/v1/processes": {"get": {"summary": "Processes on the GPUs", "responses": {"200": {"description": "processes"}}}},
+    "/api/v1/monitoring/gpu-metrics": {"get": {"summary": "The latest reading of every GPU (the gpufleet status --json document)", "description": "A value the GPU does not report is null; each GPU's missing_reasons maps the key of every null metric (see /api/v1/fields) to why it is missing. A node with no GPUs answers 200 with an empty list and a message.", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "snapshot"}, "500": {"description": "no good reading: none yet, a failed fresh query, or one older than two collection intervals", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SeedDetailError"}}}}}}},
+    "/api/v1/monitoring/health": {"get": {"summary": "Liveness in the fleet manager's shape (GPU and store health: /api/health)", "responses": {"200": {"description": "alive", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/MonitoringHealth"}}}}}}},
+    "/api/v1/monitoring/metrics": {"get": {"summary": "The host's CPU, memory and disk (from /proc and statvfs)", "description": "cpu_percent is over cpu_interval_s, the time since a sample kept from an earlier request (at least 1 s old once there is one); null until two samples exist. Sizes in bytes.", "responses": {"200": {"description": "host metrics", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HostMetrics"}}}}, "500": {"description": "neither /proc/stat nor /proc/meminfo is readable", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SeedDetailError"}}}}}}},
+    "/api/gpu/summary": {"get": {"summary": "Dashboard summary", "description": "monitoring_available is false when no GPU backend is usable; a node with no GPUs answers 200 with gpu_count 0 and a message.", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "summary"}, "500": {"description": "no good reading (none, a failed fresh query, or stale)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HomeSummaryError"}}}}}}},
+    "/api/gpu/metrics": {"get": {"summary": "Detailed metrics with processes and firing alerts", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "metrics"}, "500": {"description": "no good reading (none, a failed fresh query, or stale)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HomeMetricsError"}}}}}}},
+    "/api/gpu/processes": {"get": {"summary": "Why is my GPU fan running? One sentence naming the processes on the GPUs (or what else keeps a fan turning), the process list and counts per kind", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "processes", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/GpuProcesses"}}}}, "500": {"description": "no good reading (none, a failed fresh query, or stale)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/HomeProcessesError"}}}}}}},
+    "/api/health": {"get": {"summary": "Agent, backend and store status, with the home monitor's gpu_monitoring block", "responses": {"200": {"description": "ok"}, "503": {"description": "degraded"}}}},
+    "/api/v1/gpus": {"get": {"summary": "Every GPU's latest reading, marked stale (with its age) when older than two collection intervals", "parameters": [{"$ref": "#/components/parameters/fresh"}], "responses": {"200": {"description": "snapshot with stale and age_s"}, "503": {"description": "no reading"}}}},
+    "/api/v1/gpus/{index}": {"get": {"summary": "One GPU (with stale and age_s)", "parameters": [{"name": "index", "in": "path", "required": true, "schema": {"type": "integer", "minimum": 0}}], "responses": {"200": {"description": "GPU"}, "400": {"description": "bad index"}, "404": {"description": "no such GPU"}}}},
+    "/api/v1/processes": {"get": {"summary": "Processes on the GPUs (with stale and age_s)", "responses": {"200": {"description": "processes"}}}},
     "/api/v1/history": {"get": {"summary": "Downsampled history of one metric", "parameters": [
       {"name": "gpu", "in": "query", "schema": {"type": "integer", "minimum": 0, "default": 0}},
       {"name": "metric", "in": "query", "schema": {"type": "string", "default": "utilization"}},
@@ -67,6 +71,25 @@ const char* const kHandWritten = R"json({
     "/metrics": {"get": {"summary": "Prometheus metrics (dcgm-exporter names)", "responses": {"200": {"description": "text exposition format"}}}}
   },
   "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+                 "schemas": {
+                   "SeedDetailError": {"type": "object", "required": ["detail"], "properties": {"detail": {"type": "string", "example": "Failed to get GPU metrics: the last reading is 7.0 s old (the collection interval is 1.0 s); the last collection failed: NVML_ERROR_UNKNOWN"}}},
+                   "HomeSummaryError": {"type": "object", "required": ["error", "gpu_count", "monitoring_available"], "properties": {"error": {"type": "string", "enum": ["Failed to get GPU information"]}, "gpu_count": {"type": "integer", "enum": [0]}, "monitoring_available": {"type": "boolean", "enum": [false]}}},
+                   "HomeMetricsError": {"type": "object", "required": ["error", "gpus"], "properties": {"error": {"type": "string", "enum": ["Failed to get GPU metrics"]}, "gpus": {"type": "array", "maxItems": 0, "items": {}}}},
+                   "HomeProcessesError": {"type": "object", "required": ["error", "processes"], "properties": {"error": {"type": "string", "enum": ["Failed to get GPU processes"]}, "processes": {"type": "array", "maxItems": 0, "items": {}}}},
+                   "MonitoringHealth": {"type": "object", "required": ["status", "timestamp", "version"], "properties": {"status": {"type": "string", "enum": ["healthy"]}, "timestamp": {"type": "string", "description": "UTC, microseconds, no zone suffix: 2025-03-04T23:02:50.123456"}, "version": {"type": "string"}}},
+                   "HostMetrics": {"type": "object", "required": ["timestamp", "system", "memory", "disk"], "properties": {
+                     "timestamp": {"type": "string"},
+                     "system": {"type": "object", "properties": {"cpu_percent": {"type": "number", "nullable": true}, "cpu_count": {"type": "integer"}, "cpu_interval_s": {"type": "number"}}},
+                     "memory": {"type": "object", "description": "bytes; null when /proc/meminfo is unreadable", "properties": {"total": {"type": "integer", "nullable": true}, "available": {"type": "integer", "nullable": true}, "used": {"type": "integer", "nullable": true}, "free": {"type": "integer", "nullable": true}, "percent": {"type": "number", "nullable": true}}},
+                     "disk": {"type": "object", "description": "bytes, of the filesystem holding path", "properties": {"path": {"type": "string"}, "total": {"type": "integer", "nullable": true}, "used": {"type": "integer", "nullable": true}, "free": {"type": "integer", "nullable": true}, "percent": {"type": "number", "nullable": true}, "error": {"type": "string", "nullable": true}}}}},
+                   "GpuProcesses": {"type": "object", "required": ["explanation", "processes", "counts"], "properties": {
+                     "timestamp": {"type": "string"}, "node": {"type": "string"},
+                     "explanation": {"type": "string", "description": "one sentence; process text capped and with control characters escaped"},
+                     "gpu_count": {"type": "integer"}, "process_count": {"type": "integer"},
+                     "counts": {"type": "object", "properties": {"compute": {"type": "integer"}, "graphics": {"type": "integer"}, "compute+graphics": {"type": "integer"}, "mps": {"type": "integer"}}},
+                     "processes": {"type": "array", "items": {"type": "object"}},
+                     "gpus": {"type": "array", "items": {"type": "object", "properties": {"index": {"type": "integer"}, "name": {"type": "string"}, "utilization": {"type": "integer", "nullable": true}, "temperature": {"type": "integer", "nullable": true}, "fan_speed": {"type": "integer", "nullable": true}, "power_draw": {"type": "number", "nullable": true}, "persistence_mode": {"type": "boolean", "nullable": true}, "idle": {"type": "boolean", "nullable": true}, "process_count": {"type": "integer"}}}},
+                     "message": {"type": "string", "description": "only on a node with no GPUs"}}}},
                  "parameters": {"fresh": {"name": "fresh", "in": "query", "description": "1: query the driver now instead of serving the latest reading", "schema": {"type": "boolean"}},
                                 "utilization_threshold": {"name": "utilization_threshold", "in": "query", "description": "a GPU is idle below this utilization (%)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 30}},
                                 "memory_threshold": {"name": "memory_threshold", "in": "query", "description": "and below this memory use (% of capacity)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 50}}}}
@@ -89,12 +112,41 @@ void fill_metric_lists(nlohmann::json& doc) {
     }
 }
 
+// The routes kept for the seeds' clients: marked with their dialect and grouped under a tag per seed,
+// so a reader can tell them from gpufleet's own (whose shapes and errors they do not follow).
+void mark_seed_routes(nlohmann::json& doc) {
+  struct Seed {
+    std::string_view path, tag;
+  };
+  constexpr std::string_view kFleet = "seed: fleet manager", kHome = "seed: home monitor";
+  const Seed seeds[] = {{"/api/v1/monitoring/gpu-metrics", kFleet},
+                        {"/api/v1/monitoring/health", kFleet},
+                        {"/api/v1/monitoring/metrics", kFleet},
+                        {"/api/gpu/summary", kHome},
+                        {"/api/gpu/metrics", kHome},
+                        {"/api/gpu/processes", kHome},
+                        {"/api/health", kHome}};
+  for (const auto& s : seeds)
+    for (auto& [method, op] : doc["paths"][std::string(s.path)].items()) {
+      op["x-gpufleet-dialect"] = "seed";
+      op["tags"] = nlohmann::json::array({s.tag});
+    }
+  doc["tags"] = nlohmann::json::array(
+      {{{"name", kFleet},
+        {"description",
+         "The GPU fleet manager's monitoring routes: its keys, and errors as {\"detail\": text} with 500"}},
+       {{"name", kHome},
+        {"description",
+         "The home GPU monitor's routes: its keys, and its error documents ({\"error\": text, ...}) with 500"}}});
+}
+
 }  // namespace
 
 const std::string& openapi_document() {
   static const std::string doc = [] {
     auto j = nlohmann::json::parse(with_policy_defaults(kHandWritten));
     fill_metric_lists(j);
+    mark_seed_routes(j);
     return j.dump(1);
   }();
   return doc;
