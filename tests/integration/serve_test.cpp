@@ -633,6 +633,23 @@ void check_every_endpoint(unsigned short port, std::size_t gpus, const std::vect
   auto health = get_json(port, "/api/health");
   EXPECT_EQ(health["status"], "ok") << health.dump();
   EXPECT_EQ(health["backend"]["gpus"], gpus);
+  EXPECT_EQ(health["gpu_monitoring"]["available"], true) << health.dump();
+  EXPECT_EQ(health["gpu_monitoring"]["gpu_count"], gpus);
+  EXPECT_EQ(summary["monitoring_available"], true) << summary.dump();
+
+  // The seeds' remaining routes, on the real /proc and root filesystem.
+  auto mh = get_json(port, "/api/v1/monitoring/health");
+  EXPECT_EQ(mh["status"], "healthy") << mh.dump();
+  auto host = get_json(port, "/api/v1/monitoring/metrics");
+  EXPECT_GT(host["system"]["cpu_count"].get<unsigned>(), 0u) << host.dump();
+  EXPECT_GT(host["memory"]["total"].get<std::uint64_t>(), 0u) << host.dump();
+  EXPECT_GT(host["disk"]["total"].get<std::uint64_t>(), 0u) << host.dump();
+  auto fan = get_json(port, "/api/gpu/processes");
+  EXPECT_FALSE(fan["explanation"].get<std::string>().empty()) << fan.dump();
+  EXPECT_EQ(fan["gpu_count"], gpus);
+  auto all = get_json(port, "/api/v1/gpus");
+  EXPECT_EQ(all["stale"], false) << all.dump();
+  EXPECT_EQ(all["gpus"].size(), gpus);
 
   auto g0 = get_json(port, "/api/v1/gpus/0");
   EXPECT_EQ(g0["uuid"], uuid0);
