@@ -28,6 +28,7 @@ const PAGE_SIZE = 25;
 const FILLERS = 26;
 
 let agent = null;
+let liveRun = null;
 let browser = null;
 let tmp = null;
 let agentLog = '';
@@ -48,6 +49,8 @@ async function cleanup() {
     browser = null;
     await Promise.race([b.close().catch(() => {}), sleep(5000)]);
   }
+  await stop(liveRun);
+  liveRun = null;
   await stop(agent);
   agent = null;
   if (tmp) rmSync(tmp, { recursive: true, force: true });
@@ -333,6 +336,22 @@ async function main() {
     await link.waitFor({ timeout: 15_000 });
     await link.click();
     await until('the detail', async () => (await page.locator('#exp-detail').getAttribute('data-id')) === benchId);
+  });
+
+  await check('a running job\'s detail polls and its series grows', async () => {
+    let err = '';
+    liveRun = spawn(binary, ['--backend', 'sim', '--socket', socket, 'run', '--gpus', '1', '--min-memory-mb', '1000', '-n', '0.2',
+      '--name', 'live', '--', 'sleep', '30'], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    liveRun.stderr.on('data', (d) => (err += d));
+    const id = await until('the live job id', () => /job ([0-9a-zA-Z._-]+) on GPU/.exec(err)?.[1], 15_000);
+    await page.goto(`${base}/#/experiments/${id}`);
+    const chart = page.locator('#chart-utilization');
+    const points = async () => Number((await chart.getAttribute('data-points').catch(() => null)) ?? 0);
+    await until('the live run\'s chart', async () => (await page.locator('#exp-detail').getAttribute('data-id')) === id && (await chart.getAttribute('data-series')) === '1', 15_000);
+    const first = await until('a first live point', async () => ((await points()) > 0 ? points() : 0), 15_000);
+    await until('more live points', async () => (await points()) > first, 15_000);
+    await stop(liveRun);
+    liveRun = null;
   });
 
   await check('a failed request shows its message in place, and the page recovers', async () => {

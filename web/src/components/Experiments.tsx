@@ -351,7 +351,7 @@ async function liveSeries(e: Experiment, signal: AbortSignal): Promise<RunSeries
 }
 
 function Detail({ id, dark }: { id: string; dark: boolean }) {
-  const { data, stale, error, retry } = useLoad(
+  const { data, error, retry } = useLoad(
     `detail:${id}`,
     async (s) => {
       const e = await expApi.one(id, s);
@@ -360,7 +360,8 @@ function Detail({ id, dark }: { id: string; dark: boolean }) {
     },
     (v) => (v.e.status === 'running' || v.e.status === 'waiting' ? 3000 : undefined),
   );
-  const doc = data ?? stale;
+  // Only this run's record: another run's, still on screen while this one loads, would mislead.
+  const doc = data;
   const e = doc?.e ?? null;
   return (
     <>
