@@ -280,6 +280,7 @@ core::Job job_from_json(const nlohmann::json& j) {
   out.name = str("name");
   out.status = str("status");
   out.lease_id = str("lease_id");
+  if (auto t = j.find("task"); t != j.end() && t->is_string()) out.task = t->get<std::string>();
   if (auto c = j.find("command"); c != j.end()) out.command = c->is_string() ? c->get<std::string>() : c->dump();
   if (auto e = j.find("exit_code"); e != j.end() && e->is_number_integer()) out.exit_code = e->get<int>();
   // The agent sends wire::job_json: the record itself with id, status and ISO times merged in.
@@ -306,6 +307,7 @@ nlohmann::json job_to_json(const core::Job& j) {
   out["exit_code"] = j.exit_code ? nlohmann::json(*j.exit_code) : nlohmann::json(nullptr);
   out["ended_at_ms"] = j.ended_at_ms ? nlohmann::json(*j.ended_at_ms) : nlohmann::json(nullptr);
   out["lease_id"] = j.lease_id;
+  if (!j.task.empty()) out["task"] = j.task;
   auto rec = nlohmann::json::parse(j.record.empty() ? "{}" : j.record, nullptr, false);
   out["record"] = rec.is_object() ? rec : nlohmann::json::object();
   return out;

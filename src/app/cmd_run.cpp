@@ -108,6 +108,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   job.name = r.alloc.name.empty() ? (r.docker_image.empty() ? r.argv.front() : r.docker_image) : r.alloc.name;
   nlohmann::json command = r.argv;
   job.command = command.dump();
+  job.task = r.task;
   job.status = "waiting";
   job.started_at_ms = store::now_ms();
   job.record = "{}";
@@ -230,6 +231,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
                      {"lease_id", lease.id},
                      {"backend", jc.node().monitor->backend_name()},
                      {"host", hostname()},
+                     {"task", r.task.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.task)},
                      {"gpu_info", got->gpu_info},
                      {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
   if (!r.docker_image.empty()) {

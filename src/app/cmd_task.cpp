@@ -124,6 +124,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
       for (auto& a : r.argv) a = replace_all(a, "{" + k + "}", value_text(v));
     }
     r.alloc.name = fmt::format("{} [{}]", task_name, label);
+    r.task = task_name;
     r.alloc.gpus = estimates[i].gpus;
     if (!t.min_memory_given) {
       r.alloc.min_memory_mb = estimates[i].memory_mb_per_gpu;

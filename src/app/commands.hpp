@@ -67,6 +67,7 @@ struct RunCommand {
   double interval_s = 1.0;
   std::string docker_image;
   std::vector<std::string> argv;
+  std::string task;  // set by `task run`: the task this run is one grid point of
 };
 // Waits for GPUs, runs the command on them, samples, releases, records. Returns CMD's status.
 int run_job(const GlobalOptions& g, const RunCommand& r);

@@ -21,6 +21,7 @@ struct Job {
   std::string lease_id;
   std::string record;  // the whole record as JSON text (gpu_info, metrics, …)
   LeaseOwner owner;    // the gpufleet process running it: a dead owner turns waiting/running into "lost"
+  std::string task;    // the task whose grid this run is one point of (`gpufleet task run`); empty for a lone run
 };
 
 }  // namespace gf::core

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include "core/policy.hpp"
 #include "platform/procfs.hpp"
@@ -92,6 +94,46 @@ node::AcquireRequest to_acquire(const scheduler::AllocationRequest& ar) {
   r.job_id = ar.job_id;
   r.tie = core::LeaseTie::Process;
   return r;
+}
+
+const std::set<std::string> kJobStatuses = {"waiting", "running",     "succeeded", "failed",
+                                            "no_gpus", "interrupted", "lost"};
+
+// A text query parameter of at most max bytes, without control characters ("" when absent).
+Result<std::string> text_param(const Request& req, const char* key, std::size_t max) {
+  auto it = req.query.find(key);
+  if (it == req.query.end()) return std::string();
+  if (it->second.size() > max)
+    return make_error(ErrorKind::Invalid, fmt::format("{} is longer than {} bytes", key, max));
+  if (std::any_of(it->second.begin(), it->second.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+    return make_error(ErrorKind::Invalid, fmt::format("{} must not contain control characters", key));
+  return it->second;
+}
+
+Result<bool> bool_param(const Request& req, const char* key, bool def) {
+  auto it = req.query.find(key);
+  if (it == req.query.end()) return def;
+  if (it->second == "1" || it->second == "true") return true;
+  if (it->second == "0" || it->second == "false") return false;
+  return make_error(ErrorKind::Invalid, fmt::format("{} must be true or false", key));
+}
+
+// The paging and owner filters shared by /jobs and /tasks: limit (1..1000), offset, user, uid.
+Result<core::JobQuery> job_query(const Request& req, std::int64_t default_limit) {
+  core::JobQuery q;
+  auto limit = query_int(req, "limit", 1, 1000);
+  if (!limit) return limit.error();
+  auto offset = query_int(req, "offset", 0, 1000000000);
+  if (!offset) return offset.error();
+  auto uid = query_int(req, "uid", 0, 4294967295LL);
+  if (!uid) return uid.error();
+  auto user = text_param(req, "user", 64);
+  if (!user) return user.error();
+  q.limit = static_cast<std::size_t>(limit->value_or(default_limit));
+  q.offset = static_cast<std::size_t>(offset->value_or(0));
+  if (*uid) q.uid = static_cast<std::uint32_t>(**uid);
+  q.user = *user;
+  return q;
 }
 
 }  // namespace
@@ -184,15 +226,63 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     return json_response(200, doc);
   });
 
+  // GET /api/v1/jobs: a page of the record, newest first, filtered by status, user (name or uid) and task.
+  // Without parameters the answer is what it always was (the newest 200), plus total/limit/offset.
   r.add(Method::Get, "/api/v1/jobs", Access::Read, Exec::Blocking, [c](const Request& req) {
     if (!c->jobs) return no_store(*c);
-    auto limit = query_int(req, "limit", 1, 10000);
-    if (!limit) return error_response(ErrorKind::Invalid, limit.error().message);
-    auto list = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) {
-      return s.jobs(static_cast<std::size_t>(limit->value_or(200)));
-    });
-    if (!list) return error_response(list.error(), "store_error");
-    return json_response(200, wire::jobs_json(c->node_name, *list));
+    auto q = job_query(req, 200);
+    if (!q) return error_response(ErrorKind::Invalid, q.error().message);
+    if (auto it = req.query.find("status"); it != req.query.end()) {
+      if (!kJobStatuses.contains(it->second))
+        return error_response(ErrorKind::Invalid,
+                              "status must be one of waiting, running, succeeded, failed, no_gpus, interrupted, lost");
+      q->status = it->second;
+    }
+    if (auto t = text_param(req, "task", 200); !t)
+      return error_response(ErrorKind::Invalid, t.error().message);
+    else
+      q->task = *t;
+    auto series = bool_param(req, "series", true);
+    if (!series) return error_response(ErrorKind::Invalid, series.error().message);
+    auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.jobs_page(*q); });
+    if (!page) return error_response(page.error(), "store_error");
+    auto doc = wire::jobs_json(c->node_name, page->jobs);
+    // A list page needs the summary, not the samples: series=false leaves each record's series out.
+    if (!*series)
+      for (auto& j : doc["jobs"])
+        if (auto m = j.find("metrics"); m != j.end() && m->is_object())
+          if (auto g = m->find("gpu_monitoring"); g != m->end() && g->is_object() && g->contains("series")) {
+            g->erase("series");
+            (*g)["has_series"] = true;
+          }
+    doc["total"] = page->total;
+    doc["limit"] = q->limit;
+    doc["offset"] = q->offset;
+    return json_response(200, doc);
+  });
+
+  // GET /api/v1/tasks: the runs of each task grid summed (runs, succeeded, failed, GPU-hours) over the
+  // whole record, by the store, so the totals hold for users with thousands of runs.
+  r.add(Method::Get, "/api/v1/tasks", Access::Read, Exec::Blocking, [c](const Request& req) {
+    if (!c->jobs) return no_store(*c);
+    auto q = job_query(req, 100);
+    if (!q) return error_response(ErrorKind::Invalid, q.error().message);
+    auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.task_totals(*q); });
+    if (!page) return error_response(page.error(), "store_error");
+    json tasks = json::array();
+    for (const auto& t : page->tasks)
+      tasks.push_back({{"task", t.task},
+                       {"runs", t.runs},
+                       {"succeeded", t.succeeded},
+                       {"failed", t.failed},
+                       {"running", t.running},
+                       {"gpu_hours", std::round(t.gpu_hours * 1e4) / 1e4},
+                       {"last_started_at", wire::ms_time_json(t.last_started_ms)}});
+    return json_response(200, json{{"node", c->node_name},
+                                   {"tasks", std::move(tasks)},
+                                   {"total", page->total},
+                                   {"limit", q->limit},
+                                   {"offset", q->offset}});
   });
 
   // One job's record; /api/v1/experiments/{id} is the seeds' name for the same thing.

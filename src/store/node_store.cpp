@@ -50,6 +50,17 @@ ALTER TABLE waiters ADD COLUMN owner_uid INTEGER;
 ALTER TABLE experiments ADD COLUMN owner_uid INTEGER;
 )sql";
 
+// The job record's own columns for listing it by owner and task (issue 14). A component of its own in
+// gf_schema, so the node schema's version-2 ALTERs above are not run twice on a version-2 file.
+constexpr std::int64_t kJobsSchemaVersion = 1;
+constexpr const char* kJobsSchema = R"sql(
+ALTER TABLE experiments ADD COLUMN owner_user TEXT NOT NULL DEFAULT '';
+ALTER TABLE experiments ADD COLUMN task TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS experiments_status ON experiments(status, started_ms);
+CREATE INDEX IF NOT EXISTS experiments_user ON experiments(owner_user, started_ms);
+CREATE INDEX IF NOT EXISTS experiments_task ON experiments(task, started_ms);
+)sql";
+
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
 
 constexpr const char* kWaiterColumns =
@@ -124,6 +135,8 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   if (!db) return db.error();
   std::unique_ptr<NodeStore> s(new NodeStore(std::move(*db), std::move(alive), clock));
   if (auto m = s->db_.migrate("node", kSchemaVersion, kSchema); !m)
+    return make_error("cannot prepare the store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("node_jobs", kJobsSchemaVersion, kJobsSchema); !m)
     return make_error("cannot prepare the store " + path + ": " + m.error().message);
   return s;
 }
@@ -370,7 +383,7 @@ Result<void> NodeStore::put_job(const Job& e) {
   auto st = db_.prepare(
       "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, "
       "record, "
-      "owner_pid, owner_start, owner_uid) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)");
+      "owner_pid, owner_start, owner_uid, owner_user, task) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)");
   if (!st) return st.error();
   st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
   if (e.exit_code)
@@ -385,6 +398,7 @@ Result<void> NodeStore::put_job(const Job& e) {
   st->bind(8, e.lease_id).bind(9, e.record).bind(10, std::int64_t{e.owner.pid});
   st->bind(11, static_cast<std::int64_t>(e.owner.start_time));
   bind_uid(*st, 12, e.owner.uid);
+  st->bind(13, e.owner.user).bind(14, e.task);
   return st->run();
 }
 
@@ -403,10 +417,45 @@ Job read_job(const Stmt& s) {
   e.owner.pid = static_cast<std::uint32_t>(s.int64(9));
   e.owner.start_time = static_cast<unsigned long long>(s.int64(10));
   e.owner.uid = opt_uid(s, 11);
+  e.owner.user = s.text(12);
+  e.task = s.text(13);
   return e;
 }
 constexpr const char* kJobColumns =
-    "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start, owner_uid";
+    "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start, owner_uid, "
+    "owner_user, task";
+
+// The WHERE clause of a job query and its parameters (bound in order from ?1).
+struct JobFilter {
+  std::string where;
+  std::vector<std::string> text;
+  std::optional<std::int64_t> uid;
+};
+JobFilter job_filter(const core::JobQuery& q, bool with_status_task) {
+  JobFilter f;
+  std::vector<std::string> terms;
+  auto add = [&](const char* column, const std::string& v) {
+    if (v.empty()) return;
+    f.text.push_back(v);
+    terms.push_back(fmt::format("{} = ?{}", column, f.text.size()));
+  };
+  if (with_status_task) {
+    add("status", q.status);
+    add("task", q.task);
+  }
+  add("owner_user", q.user);
+  if (q.uid) {
+    f.uid = std::int64_t{*q.uid};
+    terms.push_back(fmt::format("owner_uid = ?{}", f.text.size() + 1));
+  }
+  for (std::size_t i = 0; i < terms.size(); ++i) f.where += (i ? " AND " : "WHERE ") + terms[i];
+  return f;
+}
+void bind_filter(Stmt& st, const JobFilter& f) {
+  int i = 1;
+  for (const auto& v : f.text) st.bind(i++, v);
+  if (f.uid) st.bind(i, *f.uid);
+}
 }  // namespace
 
 Result<void> NodeStore::reconcile_jobs() {
@@ -454,6 +503,70 @@ Result<std::vector<Job>> NodeStore::jobs(std::size_t limit) {
     out.push_back(read_job(*st));
   }
   return out;
+}
+
+Result<core::JobPage> NodeStore::jobs_page(const core::JobQuery& q) {
+  if (auto r = reconcile_jobs(); !r) return r.error();
+  const JobFilter f = job_filter(q, true);
+  core::JobPage page;
+  auto count = db_.prepare(fmt::format("SELECT COUNT(*) FROM experiments {}", f.where));
+  if (!count) return count.error();
+  bind_filter(*count, f);
+  auto c = count->step();
+  if (!c) return c.error();
+  page.total = *c ? static_cast<std::uint64_t>(count->int64(0)) : 0;
+  auto st =
+      db_.prepare(fmt::format("SELECT {} FROM experiments {} ORDER BY started_ms DESC, rowid DESC LIMIT {} OFFSET {}",
+                              kJobColumns, f.where, q.limit, q.offset));
+  if (!st) return st.error();
+  bind_filter(*st, f);
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    page.jobs.push_back(read_job(*st));
+  }
+  return page;
+}
+
+Result<core::TaskPage> NodeStore::task_totals(const core::JobQuery& q) {
+  if (auto r = reconcile_jobs(); !r) return r.error();
+  JobFilter f = job_filter(q, false);
+  f.where += f.where.empty() ? "WHERE task != ''" : " AND task != ''";
+  core::TaskPage page;
+  auto count = db_.prepare(fmt::format("SELECT COUNT(DISTINCT task) FROM experiments {}", f.where));
+  if (!count) return count.error();
+  bind_filter(*count, f);
+  auto c = count->step();
+  if (!c) return c.error();
+  page.total = *c ? static_cast<std::uint64_t>(count->int64(0)) : 0;
+  // GPU-hours from the record's gpu_info.count (written once GPUs are granted; runs that never got GPUs
+  // count 0) times the run's time, up to now for a run still going. The sums run in SQLite, over every
+  // matching run, so a user with thousands of runs gets exact totals without paging through them.
+  const std::string now = std::to_string(now_ms());
+  auto st = db_.prepare(fmt::format(
+      "SELECT task, COUNT(*), SUM(status = 'succeeded'), SUM(status = 'failed'), SUM(status = 'running'), "
+      "SUM(CASE WHEN json_valid(record) THEN COALESCE(json_extract(record, '$.gpu_info.count'), 0) ELSE 0 END "
+      "* MAX(0, COALESCE(ended_ms, {}) - started_ms)) / 3600000.0, MAX(started_ms) "
+      "FROM experiments {} GROUP BY task ORDER BY MAX(started_ms) DESC, task LIMIT {} OFFSET {}",
+      now, f.where, q.limit, q.offset));
+  if (!st) return st.error();
+  bind_filter(*st, f);
+  for (;;) {
+    auto row = st->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    core::TaskTotals t;
+    t.task = st->text(0);
+    t.runs = static_cast<std::uint64_t>(st->int64(1));
+    t.succeeded = static_cast<std::uint64_t>(st->int64(2));
+    t.failed = static_cast<std::uint64_t>(st->int64(3));
+    t.running = static_cast<std::uint64_t>(st->int64(4));
+    t.gpu_hours = st->opt_double(5).value_or(0);
+    t.last_started_ms = st->int64(6);
+    page.tasks.push_back(std::move(t));
+  }
+  return page;
 }
 
 Result<std::map<std::string, std::uint64_t>> NodeStore::job_counts() {

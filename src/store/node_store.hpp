@@ -56,6 +56,8 @@ class NodeStore final : public core::JobStore {
   Result<void> put_job(const Job& j) override;  // insert or replace
   Result<std::optional<Job>> job(const std::string& id) override;
   Result<std::vector<Job>> jobs(std::size_t limit) override;  // newest first
+  Result<core::JobPage> jobs_page(const core::JobQuery& q) override;
+  Result<core::TaskPage> task_totals(const core::JobQuery& q) override;
   // How many jobs are in each status ("running", "succeeded", …).
   Result<std::map<std::string, std::uint64_t>> job_counts() override;
 

@@ -21,6 +21,8 @@ json ms_time(std::int64_t ms) { return iso8601(std::chrono::system_clock::time_p
 
 }  // namespace
 
+json ms_time_json(std::int64_t ms) { return ms_time(ms); }
+
 json summary_json(const core::Snapshot& s, const std::string& node, std::size_t alerts_firing) {
   std::uint64_t total = 0, used = 0, free = 0;
   bool mem_known = false;
@@ -199,6 +201,10 @@ json job_json(const core::Job& j) {
     rec["command"] = cmd.is_discarded() ? json(j.command) : cmd;
   }
   if (!j.lease_id.empty()) rec["lease_id"] = j.lease_id;
+  // Who ran it and which task grid it belongs to: the row's columns (the record may not say).
+  rec["task"] = j.task.empty() ? json(nullptr) : json(j.task);
+  rec["user"] = j.owner.user.empty() ? json(nullptr) : json(j.owner.user);
+  rec["uid"] = j.owner.uid ? json(*j.owner.uid) : json(nullptr);
   return rec;
 }
 

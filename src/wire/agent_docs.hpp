@@ -71,9 +71,11 @@ nlohmann::json leases_json(const std::string& node, const std::vector<core::Leas
 
 // A job's record (core/job.hpp): the JSON the job wrote (gpu_info, metrics, …) with the row's own
 // columns laid over it, since they are the truth (a run whose owner died is "lost" there, whatever it
-// wrote): {id, name, status, exit_code, started_at, ended_at, command, lease_id, …}.
+// wrote): {id, name, status, exit_code, started_at, ended_at, command, lease_id, task, user, uid, …}.
 nlohmann::json job_json(const core::Job& j);
-// GET /api/v1/jobs: {node, jobs: [job_json…]}.
+// Epoch milliseconds as the documents write times (ISO 8601 UTC).
+nlohmann::json ms_time_json(std::int64_t ms);
+// GET /api/v1/jobs: {node, jobs: [job_json…]} (the route adds total, limit, offset).
 nlohmann::json jobs_json(const std::string& node, const std::vector<core::Job>& jobs);
 
 // The seed's record of a GPU allocation, shared by the CLI (`alloc --json`, job records) and the

@@ -118,7 +118,7 @@ Result<AgentOp> parse_job_put(const json& j) {
   if (it == j.end() || !it->is_object()) return invalid("job must be an object");
   const json& o = *it;
   if (auto k = known_keys(
-          o, {"name", "status", "command", "exit_code", "started_at_ms", "ended_at_ms", "lease_id", "record"});
+          o, {"name", "status", "command", "exit_code", "started_at_ms", "ended_at_ms", "lease_id", "record", "task"});
       !k)
     return k.error();
   JobPutArgs a;
@@ -126,6 +126,7 @@ Result<AgentOp> parse_job_put(const json& j) {
   GF_TRY(name, get_str(o, "name", 200));
   GF_TRY(status, get_str(o, "status", 32, true));
   GF_TRY(lease, get_str(o, "lease_id", 64));
+  GF_TRY(task, get_str(o, "task", 200));
   GF_TRY(started, get_int(o, "started_at_ms", 0, 0, std::numeric_limits<std::int64_t>::max()));
   // Job ids are shown to every user (`gpufleet jobs`) and used in paths: letters, digits, '.', '_', '-'.
   if (!std::all_of(id->begin(), id->end(), [](char c) {
@@ -137,6 +138,7 @@ Result<AgentOp> parse_job_put(const json& j) {
   a.job.name = std::move(*name);
   a.job.status = std::move(*status);
   a.job.lease_id = std::move(*lease);
+  a.job.task = std::move(*task);
   a.job.started_at_ms = *started;
   if (auto c = o.find("exit_code"); c != o.end() && !c->is_null()) {
     GF_TRY(code, get_int(o, "exit_code", 0, -1000000, 1000000));

@@ -2,11 +2,14 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type FieldsDoc, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
 import { Alerts } from './components/Alerts';
 import { Chart } from './components/Chart';
-import { ClusterView, useClusterRoutes, useView, ViewTabs } from './components/Cluster';
+import { ClusterView, useClusterRoutes, ViewTabs, viewOfRoute } from './components/Cluster';
+import { ExperimentsView } from './components/Experiments';
+import { GpuPage } from './components/GpuPage';
 import { GpuCard } from './components/GpuCard';
 import { Header, PERIODS_MS } from './components/Header';
 import { Processes } from './components/Processes';
 import { Jobs, Leases } from './components/Work';
+import { useRoute } from './router';
 import { SeriesStore } from './series';
 
 interface MetricDef {
@@ -101,7 +104,8 @@ export function App() {
   const [needToken, setNeedToken] = useState(false);
   const [version, setVersion] = useState(0);
   const dark = useDarkScheme();
-  const view = useView();
+  const route = useRoute();
+  const view = viewOfRoute(route);
   const clusterRoutes = useClusterRoutes();
 
   const [fields, setFields] = useState<FieldsDoc | null>(null);
@@ -257,6 +261,8 @@ export function App() {
       />
       <ViewTabs view={view} clusterRoutes={clusterRoutes} />
       {view === 'cluster' && <ClusterView />}
+      {view === 'experiments' && <ExperimentsView route={route} dark={dark} />}
+      {view === 'gpu' && <GpuPage route={route} snap={snap} fields={fields} dark={dark} />}
       {view === 'node' && (
       <main>
         {loadErr && link !== 'live' && <p class="banner error">{loadErr}</p>}

@@ -431,7 +431,7 @@ export const api = {
     const d = obj(await getJson('api/v1/leases', signal));
     return { leases: arr(d.leases).map(readLease), waiting: arr(d.waiting).map(readWaiter) };
   },
-  jobs: async (signal?: AbortSignal) => arr(obj(await getJson('api/v1/jobs', signal)).jobs).map(readJob),
+  jobs: async (signal?: AbortSignal) => arr(obj(await getJson('api/v1/jobs?series=false', signal)).jobs).map(readJob),
   /** The agent answers 503 with the same document when it is degraded. */
   health: async (signal?: AbortSignal): Promise<AgentHealth> => {
     const d = obj(await getJson('api/health', signal, [503]));

@@ -15,6 +15,31 @@
 
 namespace gf::core {
 
+// A page of the job record, filtered (empty fields: no filter), newest first.
+struct JobQuery {
+  std::string status;
+  std::string user;                  // the owner's user name
+  std::optional<std::uint32_t> uid;  // the owner's uid
+  std::string task;
+  std::size_t limit = 50;
+  std::size_t offset = 0;
+};
+struct JobPage {
+  std::vector<Job> jobs;
+  std::uint64_t total = 0;  // rows matching the filters, all pages
+};
+// One task's runs summed over the whole record (not a page of it).
+struct TaskTotals {
+  std::string task;
+  std::uint64_t runs = 0, succeeded = 0, failed = 0, running = 0;
+  double gpu_hours = 0;  // GPUs held × run time; a running job counts up to now
+  std::int64_t last_started_ms = 0;
+};
+struct TaskPage {
+  std::vector<TaskTotals> tasks;  // the most recently started task first
+  std::uint64_t total = 0;        // tasks matching, all pages
+};
+
 class JobStore : public LeaseStore {
  public:
   // Leases ended or not, newest first.
@@ -23,6 +48,10 @@ class JobStore : public LeaseStore {
   virtual Result<void> put_job(const Job& j) = 0;  // insert or replace
   virtual Result<std::optional<Job>> job(const std::string& id) = 0;
   virtual Result<std::vector<Job>> jobs(std::size_t limit) = 0;  // newest first
+  // A filtered page of jobs, newest first, with the count of all matching.
+  virtual Result<JobPage> jobs_page(const JobQuery& q) = 0;
+  // Tasks with their totals (q.task, q.status unused; q.user/q.uid filter the runs counted).
+  virtual Result<TaskPage> task_totals(const JobQuery& q) = 0;
   // How many jobs are in each status ("running", "succeeded", …).
   virtual Result<std::map<std::string, std::uint64_t>> job_counts() = 0;
 

@@ -2,6 +2,7 @@
 // an Agent and a NodeStore in a per-test temp dir.
 #include "server/api.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -600,6 +601,65 @@ TEST_F(ApiTest, JobsAndExperiments) {
     EXPECT_EQ(r.j.at("status"), "succeeded");
     EXPECT_EQ(r.j.at("exit_code"), 0);
   }
+}
+
+TEST_F(ApiTest, JobsPagesFiltersAndTasks) {
+  for (int i = 0; i < 5; ++i) {
+    core::Job job{
+        fmt::format("j{}", i),
+        "run",
+        i == 4 ? "failed" : "succeeded",
+        "[]",
+        0,
+        1700000000000 + i * 1000,
+        1700000000000 + i * 1000 + 3600000,
+        "",
+        R"({"gpu_info":{"count":1},"metrics":{"gpu_monitoring":{"sample_count":2,"series":{"0":{"t":[0,1]}}}}})",
+        {0, 0, i % 2 ? "bob" : "alice", 1000u + static_cast<unsigned>(i % 2)},
+        i < 3 ? "grid" : ""};
+    ASSERT_TRUE(jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.put_job(job); }));
+  }
+  auto r = get("/api/v1/jobs?limit=2&offset=1");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("total"), 5);
+  EXPECT_EQ(r.j.at("limit"), 2);
+  EXPECT_EQ(r.j.at("offset"), 1);
+  ASSERT_EQ(r.j.at("jobs").size(), 2u);
+  EXPECT_EQ(r.j.at("jobs")[0].at("id"), "j3");
+  EXPECT_EQ(r.j.at("jobs")[0].at("user"), "bob");
+  EXPECT_EQ(r.j.at("jobs")[0].at("uid"), 1001);
+  EXPECT_TRUE(r.j.at("jobs")[0].at("metrics").at("gpu_monitoring").contains("series"));
+  r = get("/api/v1/jobs?series=false&status=succeeded&user=alice&task=grid");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("total"), 2);  // j0, j2
+  EXPECT_EQ(r.j.at("jobs")[0].at("task"), "grid");
+  const auto& mon = r.j.at("jobs")[0].at("metrics").at("gpu_monitoring");
+  EXPECT_FALSE(mon.contains("series"));
+  EXPECT_EQ(mon.at("has_series"), true);
+  EXPECT_EQ(get("/api/v1/jobs?uid=1001").j.at("total"), 2);
+
+  // Bad parameters: 400 with a message naming the parameter.
+  for (const char* q : {"limit=1001", "limit=x", "offset=-1", "status=bogus", "series=maybe", "uid=-3"}) {
+    r = get(std::string("/api/v1/jobs?") + q);
+    EXPECT_EQ(r.status, 400u) << q << r;
+    const std::string key = std::string(q).substr(0, std::string(q).find('='));
+    EXPECT_NE(r.message().find(key), std::string::npos) << q << r;
+  }
+  EXPECT_EQ(get("/api/v1/jobs?user=" + std::string(65, 'u')).status, 400u);
+  EXPECT_EQ(get("/api/v1/jobs?task=a%01b").status, 400u);
+
+  r = get("/api/v1/tasks");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("total"), 1);
+  ASSERT_EQ(r.j.at("tasks").size(), 1u);
+  const auto& t = r.j.at("tasks")[0];
+  EXPECT_EQ(t.at("task"), "grid");
+  EXPECT_EQ(t.at("runs"), 3);
+  EXPECT_EQ(t.at("succeeded"), 3);
+  EXPECT_EQ(t.at("failed"), 0);
+  EXPECT_DOUBLE_EQ(t.at("gpu_hours").get<double>(), 3.0);
+  EXPECT_EQ(get("/api/v1/tasks?user=bob").j.at("tasks")[0].at("runs"), 1);
+  EXPECT_EQ(get("/api/v1/tasks?limit=0").status, 400u);
 }
 
 TEST_F(ApiTest, Estimate) {

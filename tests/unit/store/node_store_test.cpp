@@ -1,5 +1,6 @@
 #include "store/node_store.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -173,7 +174,7 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
 
 TEST_F(StoreTest, JobsRoundTrip) {
   auto s = open();
-  Job e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}", {}};
+  Job e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}", {}, ""};
   ASSERT_TRUE(s->put_job(e));
   e.status = "succeeded";
   e.exit_code = 0;
@@ -185,16 +186,102 @@ TEST_F(StoreTest, JobsRoundTrip) {
   EXPECT_EQ((*got)->status, "succeeded");
   EXPECT_EQ((*got)->exit_code.value_or(-1), 0);
   EXPECT_EQ((*got)->record, "{\"x\":1}");
-  ASSERT_TRUE(s->put_job({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}", {}}));
+  ASSERT_TRUE(s->put_job({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}", {}, ""}));
   auto list = s->jobs(10);
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].id, "e2");  // newest first
   EXPECT_FALSE(*s->job("nope"));
 }
 
+// A run of `task`, owned by `user`, holding `gpus` GPUs from started to ended (ms).
+Job task_run(const std::string& id, const std::string& task, const std::string& user, const std::string& status,
+             std::int64_t started, std::optional<std::int64_t> ended, int gpus) {
+  Job j{id,
+        id,
+        status,
+        "[]",
+        std::nullopt,
+        started,
+        ended,
+        "",
+        fmt::format(R"({{"gpu_info":{{"count":{}}}}})", gpus),
+        {0, 0, user, 1000},
+        task};
+  return j;
+}
+
+TEST_F(StoreTest, JobsPageFiltersAndCountsInSql) {
+  auto s = open();
+  for (int i = 0; i < 7; ++i)
+    ASSERT_TRUE(s->put_job(task_run(fmt::format("a{}", i), "grid", i % 2 ? "bob" : "alice",
+                                    i < 5 ? "succeeded" : "failed", 1000 + i, 2000 + i, 1)));
+  ASSERT_TRUE(s->put_job(task_run("lone", "", "alice", "running", 5000, std::nullopt, 0)));
+
+  core::JobQuery q;
+  q.limit = 3;
+  auto p = s->jobs_page(q);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(p->total, 8u);
+  ASSERT_EQ(p->jobs.size(), 3u);
+  EXPECT_EQ(p->jobs[0].id, "lone");  // newest first
+  EXPECT_EQ(p->jobs[1].id, "a6");
+  EXPECT_EQ(p->jobs[0].owner.user, "alice");  // the new columns round-trip
+  EXPECT_EQ(p->jobs[1].task, "grid");
+  q.offset = 6;
+  p = s->jobs_page(q);
+  ASSERT_EQ(p->jobs.size(), 2u);  // the last page is short
+  EXPECT_EQ(p->jobs[1].id, "a0");
+
+  core::JobQuery f;
+  f.status = "failed";
+  EXPECT_EQ(s->jobs_page(f)->total, 2u);
+  f = {};
+  f.user = "bob";
+  EXPECT_EQ(s->jobs_page(f)->total, 3u);
+  f.task = "grid";
+  f.status = "succeeded";
+  EXPECT_EQ(s->jobs_page(f)->total, 2u);  // a1, a3
+  f = {};
+  f.uid = 1000;
+  EXPECT_EQ(s->jobs_page(f)->total, 8u);
+  f.uid = 1001;
+  EXPECT_EQ(s->jobs_page(f)->total, 0u);
+  f = {};
+  f.user = "x' OR '1'='1";  // bound, not pasted into the SQL
+  EXPECT_EQ(s->jobs_page(f)->total, 0u);
+}
+
+TEST_F(StoreTest, TaskTotalsSumEveryRunNotAPage) {
+  auto s = open();
+  // 1500 runs of one task: 2 GPUs for 36 s each → 1500 × 0.02 GPU-h = 30 GPU-h.
+  for (int i = 0; i < 1500; ++i)
+    ASSERT_TRUE(s->put_job(task_run(fmt::format("t{}", i), "sweep", "alice", i % 3 ? "succeeded" : "failed", 10000 + i,
+                                    10000 + i + 36000, 2)));
+  ASSERT_TRUE(s->put_job(task_run("o1", "other", "bob", "running", 5000, std::nullopt, 1)));
+  ASSERT_TRUE(s->put_job(task_run("o2", "", "bob", "succeeded", 1, 2, 1)));                  // no task: not a group
+  ASSERT_TRUE(s->put_job({"bad", "bad", "failed", "[]", 1, 2, 3, "", "not json", {}, ""}));  // a broken record
+  core::JobQuery q;
+  auto t = s->task_totals(q);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->total, 2u);
+  ASSERT_EQ(t->tasks.size(), 2u);
+  EXPECT_EQ(t->tasks[0].task, "sweep");  // the most recently started first
+  EXPECT_EQ(t->tasks[0].runs, 1500u);
+  EXPECT_EQ(t->tasks[0].failed, 500u);
+  EXPECT_EQ(t->tasks[0].succeeded, 1000u);
+  EXPECT_NEAR(t->tasks[0].gpu_hours, 30.0, 1e-9);
+  EXPECT_EQ(t->tasks[1].task, "other");
+  EXPECT_EQ(t->tasks[1].running, 1u);
+  EXPECT_GT(t->tasks[1].gpu_hours, 0.0);  // counts up to now
+  q.user = "bob";
+  t = s->task_totals(q);
+  ASSERT_EQ(t->tasks.size(), 1u);
+  EXPECT_EQ(t->tasks[0].task, "other");
+}
+
 TEST_F(StoreTest, JobsOfDeadOwnersBecomeLost) {
   auto s = open();
-  Job e{"e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", {777, 1, "u"}};
+  Job e{"e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", {777, 1, "u"}, ""};
   ASSERT_TRUE(s->put_job(e));
   EXPECT_EQ((*s->job("e1"))->status, "running");
   dead.insert(777);  // gpufleet was SIGKILLed while the job ran

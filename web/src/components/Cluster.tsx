@@ -19,6 +19,7 @@ import {
   type Selection,
 } from '../cluster';
 import { fmtAgo, fmtMib, fmtNum, fmtTime, NA } from '../format';
+import type { Route } from '../router';
 
 /** How often the view asks again; the agent's own refresh runs on its cadence (refresh_interval_s). */
 export const CLUSTER_POLL_MS = 5000;
@@ -33,18 +34,15 @@ const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 // ---------------------------------------------------------------------------------------------------
 // Routing: the hash picks the view, so a link (or a reload) can land on the Cluster view.
 
-export type View = 'node' | 'cluster';
+export type View = 'node' | 'cluster' | 'experiments' | 'gpu';
 
-const viewOf = (hash: string): View => (hash === CLUSTER_HASH || hash.startsWith(`${CLUSTER_HASH}?`) ? 'cluster' : 'node');
-
-export function useView(): View {
-  const [view, setView] = useState<View>(() => viewOf(location.hash));
-  useEffect(() => {
-    const on = () => setView(viewOf(location.hash));
-    window.addEventListener('hashchange', on);
-    return () => window.removeEventListener('hashchange', on);
-  }, []);
-  return view;
+/** Which view a route shows: `#/cluster`, `#/experiments[/ID]`, `#/gpus/N`; anything else is this node. */
+export function viewOfRoute(route: Route): View {
+  const [first, second] = route.path;
+  if (first === 'cluster') return 'cluster';
+  if (first === 'experiments') return 'experiments';
+  if (first === 'gpus' && second !== undefined) return 'gpu';
+  return 'node';
 }
 
 /**
@@ -74,15 +72,16 @@ export function useClusterRoutes(): boolean | null {
 }
 
 export function ViewTabs({ view, clusterRoutes }: { view: View; clusterRoutes: boolean | null }) {
-  if (clusterRoutes !== true && view !== 'cluster') return null;
+  const tab = (id: string, to: string, label: string, active: boolean) => (
+    <a href={to} id={id} class={active ? 'active' : ''} aria-current={active ? 'page' : undefined}>
+      {label}
+    </a>
+  );
   return (
     <nav class="views" aria-label="views">
-      <a href="#/" id="tab-node" class={view === 'node' ? 'active' : ''} aria-current={view === 'node' ? 'page' : undefined}>
-        This node
-      </a>
-      <a href={CLUSTER_HASH} id="tab-cluster" class={view === 'cluster' ? 'active' : ''} aria-current={view === 'cluster' ? 'page' : undefined}>
-        Cluster
-      </a>
+      {tab('tab-node', '#/', 'This node', view === 'node' || view === 'gpu')}
+      {tab('tab-experiments', '#/experiments', 'Experiments', view === 'experiments')}
+      {(clusterRoutes === true || view === 'cluster') && tab('tab-cluster', CLUSTER_HASH, 'Cluster', view === 'cluster')}
     </nav>
   );
 }

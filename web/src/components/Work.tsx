@@ -1,6 +1,7 @@
 // Active leases and recent jobs, polled by the app every ~10 s.
 import type { Job, LeasesDoc } from '../api';
 import { fmtAgo, fmtDuration, fmtTime, NA } from '../format';
+import { href } from '../router';
 
 const gpuList = (gs: number[]) => (gs.length ? gs.join(', ') : NA);
 
@@ -113,7 +114,9 @@ export function Jobs({ jobs, error, now }: { jobs: Job[] | null; error: string |
             <tbody>
               {shown.map((j) => (
                 <tr key={j.id}>
-                  <td class="mono">{j.id}</td>
+                  <td class="mono">
+                    <a href={href(['experiments', j.id])}>{j.id}</a>
+                  </td>
                   <td class="nowrap">
                     <span class={`badge job ${j.status ?? 'unknown'}`}>{j.status ?? NA}</span>
                     {j.exitCode !== null && j.exitCode !== 0 && <span class="muted"> exit {j.exitCode}</span>}
