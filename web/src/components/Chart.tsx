@@ -64,7 +64,7 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
         ...gpus.map((g) => ({
           label: `GPU ${g}`,
           stroke: gpuColor(g),
-          width: 1.5,
+          width: 1,
           points: { show: false },
           // Under the cursor: that sample; elsewhere: the latest sample, so the legend reads as "now".
           value: (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
@@ -88,11 +88,33 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [gpuKey, dark, yMax]);
 
-  useEffect(() => {
+  // A chart scrolled out of view is not redrawn: with many GPUs the redraw is most of an update's cost.
+  // It catches up (one setData) when it comes back into view.
+  const visible = useRef(true);
+  const stale = useRef(false);
+  const redraw = () => {
     const u = plot.current;
     if (!u) return;
+    stale.current = false;
     u.setData(store.toAligned(gpus));
+  };
+  const redrawRef = useRef(redraw);
+  redrawRef.current = redraw;
+  useEffect(() => {
+    const el = box.current;
+    if (!el || typeof IntersectionObserver === 'undefined') return;
+    const io = new IntersectionObserver((entries) => {
+      visible.current = entries[entries.length - 1].isIntersecting;
+      if (visible.current && stale.current) redrawRef.current();
+    });
+    io.observe(el);
+    return () => io.disconnect();
+  }, []);
+
+  useEffect(() => {
     if (box.current) box.current.dataset.points = String(store.length);
+    if (visible.current) redraw();
+    else stale.current = true;
   }, [version]);
 
   return (
