@@ -197,15 +197,21 @@ export function App() {
     );
     linkRef.current = live;
     live.start();
-    // The charts need the field table; the history seed follows it.
-    api
-      .fields()
-      .then((doc) => {
-        setFields(doc);
-        setFieldsErr(null);
-        void loadHistory('15m', -Infinity, () => liveFrom.current, chartMetrics(doc));
-      })
-      .catch((e) => setFieldsErr(`cannot read the metric list (/api/v1/fields): ${errText(e)}`));
+    // The charts need the field table; the history seed follows it. A failure is shown and retried
+    // (doubling, up to 15 s): without the table there are no charts.
+    const loadFields = (attempt: number) =>
+      api
+        .fields()
+        .then((doc) => {
+          setFields(doc);
+          setFieldsErr(null);
+          void loadHistory('15m', -Infinity, () => liveFrom.current, chartMetrics(doc));
+        })
+        .catch((e) => {
+          setFieldsErr(`cannot read the metric list (/api/v1/fields): ${errText(e)}; retrying`);
+          setTimeout(() => void loadFields(attempt + 1), Math.min(15_000, 1000 * 2 ** attempt));
+        });
+    void loadFields(0);
     void loadAlerts();
     // Show something at once even if the socket is slow or blocked by a proxy.
     api

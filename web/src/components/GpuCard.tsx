@@ -1,5 +1,6 @@
 import type { FieldsDoc, Gpu } from '../api';
 import { fmtMib, fmtNum, gpuColor, NA, pct } from '../format';
+import { href } from '../router';
 
 function Bar({ value, label }: { value: number | null; label: string }) {
   return (
@@ -47,7 +48,9 @@ export function GpuCard({ gpu, fields }: { gpu: Gpu; fields: FieldsDoc | null })
     <article class={`gpu-card ${lost ? 'lost' : ''}`} data-gpu-index={gpu.index} data-health={gpu.health}>
       <header>
         <span class="swatch" style={{ background: gpuColor(gpu.index) }} aria-hidden="true" />
-        <span class="gpu-index">GPU {gpu.index}</span>
+        <a class="gpu-index" href={href(['gpus', gpu.index])} title={`GPU ${gpu.index}: identity, processes and history`}>
+          GPU {gpu.index}
+        </a>
         <span class="gpu-name" title={gpu.uuid ?? ''}>
           {gpu.name ?? NA}
         </span>
