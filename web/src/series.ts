@@ -59,7 +59,9 @@ export class SeriesStore {
     const min = last - WINDOW_MS;
     let n = 0;
     while (n < this.ts.length && this.ts[n] < min) n++;
-    if (!n) return;
+    // Cutting the front of every column is a copy of them all: it is done once ~1/64 of the window is
+    // overdue, not on every update (the charts then show up to that much more than the window).
+    if (!n || n < Math.max(1, this.ts.length >> 6)) return;
     this.ts.splice(0, n);
     this.xs.splice(0, n);
     for (const c of this.cols.values()) c.splice(0, n);
@@ -71,6 +73,11 @@ export class SeriesStore {
 
   get length(): number {
     return this.ts.length;
+  }
+
+  /** Time from the oldest row to the newest, ms. */
+  get spanMs(): number {
+    return this.ts.length ? this.ts[this.ts.length - 1] - this.ts[0] : 0;
   }
 
   get lastT(): number | null {

@@ -1,6 +1,7 @@
 // A document fetched for a view, with its failure shown in place and retried: every request that feeds a
 // view goes through this, so a failed one never leaves a blank page and recovers on its own.
 import { useEffect, useState } from 'preact/hooks';
+import { ApiError } from './api';
 
 export interface Resource<T> {
   data: T | null;
@@ -15,7 +16,7 @@ const RETRY_MAX_MS = 15_000;
 
 /**
  * Loads with `load` whenever `deps` change (the previous request is aborted; its data stays shown until
- * the new one arrives). After a failure it retries with doubling delays; after a success it loads again
+ * the new one arrives). After a failure it retries with doubling delays (not after a 404); after a success it loads again
  * every `refreshMs` when one is given.
  */
 export function useResource<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[], refreshMs?: number): Resource<T> {
@@ -34,8 +35,14 @@ export function useResource<T>(load: (signal: AbortSignal) => Promise<T>, deps: 
         },
         (e: unknown) => {
           if (ctl.signal.aborted) return;
+          const text = e instanceof Error ? e.message : String(e);
+          // A 404 is the agent's answer, not a failure to get one ("no GPU 9 on this node"): not retried.
+          if (e instanceof ApiError && e.status === 404) {
+            setState({ data: null, error: text, retryAt: null });
+            return;
+          }
           const delay = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** failures++);
-          setState((s) => ({ data: s.data, error: e instanceof Error ? e.message : String(e), retryAt: Date.now() + delay }));
+          setState((s) => ({ data: s.data, error: text, retryAt: Date.now() + delay }));
           timer = setTimeout(attempt, delay);
         },
       );

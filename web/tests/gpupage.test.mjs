@@ -228,9 +228,11 @@ async function main() {
 
   await check('dragging across a chart zooms into that span (a from–to URL)', async () => {
     await page.goto(`${base}/#/gpus/1?range=5m`);
+    // 5 m has no band: the chart is rebuilt without one; drag on that one.
+    await page.locator('#history-utilization[data-band="0"]').waitFor({ timeout: 5000 });
     const over = page.locator('#history-utilization .u-over');
     await over.waitFor({ timeout: 5000 });
-    const box = await over.boundingBox();
+    const box = await until('the plot area', () => over.boundingBox(), 5000);
     const before = await hashOf(page);
     await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
     await page.mouse.down();
@@ -294,6 +296,7 @@ async function main() {
     errs.quiet = true;
     await page.goto(`${base}/#/gpus/99`);
     await until('the message', async () => /no GPU 99/.test((await page.locator('#gpu-page').textContent()) ?? ''), 5000);
+    await page.goto(`${base}/#/`);
     errs.quiet = false;
   });
 
