@@ -322,13 +322,17 @@ async function main() {
     const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     await page.goto(`${base}/#/gpus/1`);
     await page.emulateMedia({ colorScheme: 'light' });
+    await page.locator('#gpu-charts canvas').first().waitFor({ timeout: 5000 });
     const light = await bg();
     const lightAxis = await page.evaluate(() => getComputedStyle(document.documentElement).getPropertyValue('--muted'));
+    // The charts take their colours when they are built: a theme change must build them again.
+    await page.evaluate(() => document.querySelectorAll('#gpu-charts canvas').forEach((c) => (c.dataset.theme = 'light')));
     await page.emulateMedia({ colorScheme: 'dark' });
     await until('a dark background', async () => (await bg()) !== light, 3000);
     const darkAxis = await page.evaluate(() => getComputedStyle(document.documentElement).getPropertyValue('--muted'));
     assert(darkAxis !== lightAxis, 'the chart axis colour did not change');
-    await page.locator('#gpu-charts canvas').first().waitFor({ timeout: 5000 });
+    await until('charts rebuilt for the dark scheme', async () =>
+      page.evaluate(() => [...document.querySelectorAll('#gpu-charts canvas')].every((c) => c.dataset.theme === undefined)), 3000);
     await page.emulateMedia({ colorScheme: 'light' });
   });
 
