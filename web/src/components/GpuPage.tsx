@@ -217,7 +217,7 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
     [index, rangeKey, metrics],
     refreshMs,
   );
-  const eps = useResource((signal) => (index === null ? Promise.resolve([]) : gpuApi.episodes(index, signal)), [index, rangeKey], 30_000);
+  const eps = useResource((signal) => (index === null ? Promise.resolve([]) : gpuApi.episodes(index, signal)), [index], 30_000);
 
   if (index === null)
     return (
@@ -263,7 +263,8 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
         <h2 id="gpu-history-title">
           History <span class="count" id="history-step">step {stepS >= 60 ? `${stepS / 60} min` : `${stepS} s`}</span>
         </h2>
-        <RangePicker index={index} range={range} now={now} />
+        {/* Keyed by the range: a new range drops what was typed into the custom form. */}
+        <RangePicker key={rangeKey} index={index} range={range} now={now} />
         <p class="note">Drag across a chart to look closer; the browser's back button returns.</p>
         <Failure what="the history" res={hist} />
         {fields === null ? (
