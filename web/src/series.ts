@@ -84,6 +84,69 @@ export class SeriesStore {
     return this.ts.length ? this.ts[this.ts.length - 1] : null;
   }
 
+  /**
+   * toAligned with at most about `maxRows` rows: when there are more, the rows are cut into maxRows/2
+   * buckets of equal time and each GPU's bucket becomes its min and its max, in the order they occurred
+   * (at the bucket's first and last time), so a spike stays visible. The newest row is kept as it is (the
+   * legend reads it as "now"). A chart gets about two rows per pixel this way; uPlot would draw no more
+   * than that anyway, but it reads every row to find out.
+   */
+  toAlignedThin(gpus: number[], maxRows: number): uPlot.AlignedData {
+    const n = this.ts.length;
+    const buckets = Math.floor(maxRows / 2);
+    if (buckets < 1 || n <= maxRows) return this.toAligned(gpus);
+    const t0 = this.ts[0];
+    const width = (this.ts[n - 1] - t0) / buckets || 1;
+    // Bucket bounds: rows [starts[b], starts[b+1]) of all but the newest row.
+    const starts: number[] = [];
+    let row = 0;
+    for (let b = 0; b < buckets && row < n - 1; b++) {
+      const end = t0 + (b + 1) * width;
+      if (this.ts[row] >= end) continue;
+      starts.push(row);
+      while (row < n - 1 && this.ts[row] < end) row++;
+    }
+    starts.push(n - 1);
+    const m = starts.length - 1;
+    const xs = new Array<number>(2 * m + 1);
+    for (let b = 0; b < m; b++) {
+      xs[2 * b] = this.xs[starts[b]];
+      xs[2 * b + 1] = this.xs[starts[b + 1] - 1];
+    }
+    xs[2 * m] = this.xs[n - 1];
+    const cols = gpus.map((g) => {
+      const src = this.cols.get(g);
+      const out = new Array<Value>(2 * m + 1).fill(undefined);
+      if (!src) return out;
+      for (let b = 0; b < m; b++) {
+        let lo = Infinity;
+        let hi = -Infinity;
+        let loAt = 0;
+        let hiAt = 0;
+        let sawNull = false;
+        for (let i = starts[b]; i < starts[b + 1]; i++) {
+          const v = src[i];
+          if (v === undefined) continue;
+          if (v === null) {
+            sawNull = true;
+            continue;
+          }
+          if (v < lo) (lo = v), (loAt = i);
+          if (v > hi) (hi = v), (hiAt = i);
+        }
+        if (lo === Infinity) {
+          if (sawNull) out[2 * b] = out[2 * b + 1] = null;
+          continue;
+        }
+        out[2 * b] = loAt <= hiAt ? lo : hi;
+        out[2 * b + 1] = loAt <= hiAt ? hi : lo;
+      }
+      out[2 * m] = src[n - 1];
+      return out;
+    });
+    return [xs, ...cols] as uPlot.AlignedData;
+  }
+
   /** uPlot's column form: x in seconds, then one column per GPU in `gpus` order. The arrays are the
    *  store's own: they change with the next put, so hand them to uPlot again (setData) after each change. */
   toAligned(gpus: number[]): uPlot.AlignedData {

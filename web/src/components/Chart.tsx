@@ -107,7 +107,7 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     }
     stale.current = false;
     lastDraw.current = performance.now();
-    u.setData(store.toAligned(gpus));
+    u.setData(store.toAlignedThin(gpus, Math.max(200, Math.round((2 * u.bbox.width) / (uPlot.pxRatio || 1)))));
   };
   const redrawRef = useRef(redraw);
   redrawRef.current = redraw;
