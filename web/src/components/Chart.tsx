@@ -24,6 +24,7 @@ export interface ChartProps {
 const HEIGHT = 180;
 /** The longest a live update waits for its redraw. */
 const MAX_BATCH_MS = 2000;
+const LIVE_LEGEND_MAX_GPUS = 16;
 
 function latest(col: ArrayLike<number | null | undefined>): number | null {
   for (let i = col.length - 1; i >= 0; i--) if (col[i] !== undefined) return col[i] ?? null;
@@ -47,7 +48,8 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
       height: HEIGHT,
-      legend: { show: true, live: true },
+      // With many GPUs a legend that follows every update rewrites a cell per GPU per chart each time.
+      legend: { show: true, live: gpus.length <= LIVE_LEGEND_MAX_GPUS },
       cursor: { drag: { x: false, y: false } },
       scales: {
         x: { time: true },
