@@ -339,7 +339,7 @@ export function App() {
       </main>
       )}
       <footer class="foot">
-        gpufleet agent dashboard · charts show the last 15 minutes · {snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
+        gpufleet agent dashboard · {view === 'node' ? 'charts show the last 15 minutes · ' : ''}{snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
       </footer>
     </>
   );

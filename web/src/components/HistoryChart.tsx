@@ -88,7 +88,14 @@ export function HistoryChart(props: HistoryChartProps) {
       },
       axes: [
         { stroke: axisStroke, grid, ticks: grid },
-        { stroke: axisStroke, grid, ticks: grid, size: 64, values: (_u, vals) => vals.map((v) => fmtValue(v)) },
+        {
+          stroke: axisStroke,
+          grid,
+          ticks: grid,
+          values: (_u, vals) => vals.map((v) => fmtValue(v)),
+          // Wide enough for the longest label ("1980 MHz"), at up to 9 px a character of the axis font.
+          size: (_u, vals) => Math.max(48, 20 + 9 * Math.max(0, ...(vals ?? []).map((v) => String(v).length))),
+        },
       ],
       series: [
         {
