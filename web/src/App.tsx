@@ -110,6 +110,7 @@ export function App() {
 
   const [fields, setFields] = useState<FieldsDoc | null>(null);
   const [fieldsErr, setFieldsErr] = useState<string | null>(null);
+  const [alertsErr, setAlertsErr] = useState<string | null>(null);
   const metrics = useMemo(() => (fields ? chartMetrics(fields) : []), [fields]);
   // Handlers set up once at mount read the chart list through this ref.
   const metricsRef = useRef<MetricDef[]>([]);
@@ -138,14 +139,24 @@ export function App() {
     bump();
   };
 
-  const loadAlerts = () =>
+  // A failed read is shown in the Alerts panel and tried again in 5 s (one retry pending at a time).
+  const alertsRetry = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const loadAlerts = (): Promise<void> =>
     api
       .alerts()
       .then((doc) => {
         setFiring(new Map(doc.firing.map((a) => [a.key, a])));
         setRecent(mergeRecent([], doc.recent));
+        setAlertsErr(null);
       })
-      .catch(() => {});
+      .catch((e) => {
+        setAlertsErr(`cannot read the alerts: ${errText(e)}; retrying`);
+        if (alertsRetry.current === null)
+          alertsRetry.current = setTimeout(() => {
+            alertsRetry.current = null;
+            void loadAlerts();
+          }, 5000);
+      });
 
   const onSnapshot = (s: Snapshot, initial: boolean) => {
     if (initial) {
@@ -330,7 +341,7 @@ export function App() {
         </section>
         <div class="two-col">
           <Processes gpus={gpus} visibilityMessage={snap?.processVisibilityMessage ?? null} />
-          <Alerts firing={firingList} recent={recent} now={now} />
+          <Alerts firing={firingList} recent={recent} now={now} error={alertsErr} />
         </div>
         <div class="two-col">
           <Leases doc={leases} error={leasesErr} now={now} />

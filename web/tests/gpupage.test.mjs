@@ -303,6 +303,22 @@ async function main() {
     errs.quiet = false;
   });
 
+  await check('the node view: failing metric list and alerts show messages, then recover on their own', async () => {
+    const p2 = await browser.newPage({ viewport: { width: 1300, height: 1000 } });
+    const fail = (r) => r.fulfill({ status: 503, contentType: 'application/json', body: '{"error":"unavailable","message":"staged failure"}' });
+    await p2.route('**/api/v1/fields', fail);
+    await p2.route('**/api/v1/alerts', fail);
+    await p2.goto(`${base}/#/`);
+    await until('the metric list message', async () => /metric list.*staged failure/.test((await p2.locator('main .banner.error').allTextContents()).join(' ')), 5000);
+    await until('the alerts message', async () => /staged failure/.test((await p2.locator('#alerts .error').allTextContents()).join(' ')), 5000);
+    assert((await p2.locator('.gpu-card').count()) > 0, 'the cards are gone while the metric list fails');
+    await p2.unroute('**/api/v1/fields');
+    await p2.unroute('**/api/v1/alerts');
+    await until('the charts after the retry', async () => (await p2.locator('#charts .chart-plot canvas').count()) === 4, 15_000);
+    await until('the messages to go', async () => (await p2.locator('main .banner.error, #alerts .error').count()) === 0, 10_000);
+    await p2.close();
+  });
+
   await check('a GPU the node does not have says so', async () => {
     errs.quiet = true;
     await page.goto(`${base}/#/gpus/99`);
