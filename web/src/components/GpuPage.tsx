@@ -219,6 +219,14 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
   );
   const eps = useResource((signal) => (index === null ? Promise.resolve([]) : gpuApi.episodes(index, signal)), [index], 30_000);
 
+  const now = hist.data?.at ?? Date.now();
+  const [from, to] = bounds(range, now);
+  // Memoised: the charts redraw when this list changes, and the page renders on every live update.
+  const inRange = useMemo(
+    () => (eps.data ?? []).filter((a) => (a.startedAt ?? 0) / 1000 < to && (a.resolvedAt === null || a.resolvedAt / 1000 >= from)),
+    [eps.data, from, to],
+  );
+
   if (index === null)
     return (
       <main id="gpu-page">
@@ -230,9 +238,6 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
   // the first live sample, and names the GPU when it is gone from the live document.
   const liveGpu = snap?.gpus.find((g) => g.index === index) ?? null;
   const gpu = liveGpu ?? info.data;
-  const now = hist.data?.at ?? Date.now();
-  const [from, to] = bounds(range, now);
-  const inRange = (eps.data ?? []).filter((a) => (a.startedAt ?? 0) / 1000 < to && (a.resolvedAt === null || a.resolvedAt / 1000 >= from));
   const zoom = (f: number, t: number) => navigate(href(['gpus', index], { from: f, to: t }));
   const notHere = info.error !== null && /no GPU/.test(info.error) && liveGpu === null;
 
