@@ -319,6 +319,25 @@ async function main() {
     await p2.close();
   });
 
+  await check('a render error shows a message in place of the view (header kept) and "try again" recovers', async () => {
+    await page.goto(`${base}/#/`);
+    await page.locator('.gpu-card').first().waitFor({ timeout: 5000 });
+    // A browser without ResizeObserver: the history charts throw while they are built.
+    await page.evaluate(() => {
+      window.__ro = window.ResizeObserver;
+      window.ResizeObserver = undefined;
+    });
+    await page.evaluate(() => (location.hash = '#/gpus/1'));
+    await until('the error message', async () => (await page.locator('.render-error').count()) === 1, 5000);
+    const text = (await page.locator('.render-error').textContent()) ?? '';
+    assert(/GPU page failed to draw/.test(text), `message "${text}"`);
+    assert((await page.locator('header.top #node-name').count()) === 1, 'the header went too');
+    await page.evaluate(() => (window.ResizeObserver = window.__ro));
+    await page.locator('.render-error button').click();
+    await until('the charts after "try again"', async () => (await page.locator('#gpu-charts canvas').count()) > 0, 5000);
+    assert((await page.locator('.render-error').count()) === 0, 'the message stayed');
+  });
+
   await check('a GPU the node does not have says so', async () => {
     errs.quiet = true;
     await page.goto(`${base}/#/gpus/99`);
