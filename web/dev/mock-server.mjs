@@ -349,6 +349,13 @@ const server = createServer((req, res) => {
     '/api/v1/cluster/select': () => fleetRoute(() => fleetSelect(u.searchParams)),
   };
   if (routes[u.pathname]) return sendJson(res, ...routes[u.pathname]());
+  const one = /^\/api\/v1\/gpus\/(\d{1,6})$/.exec(u.pathname);
+  if (one) {
+    const g = doc?.gpus.find((x) => x.index === Number(one[1]));
+    if (!doc) return sendJson(res, 503, { error: 'unavailable', message: 'no sample yet' });
+    return g ? sendJson(res, 200, { ...g, timestamp: doc.timestamp, simulated: doc.simulated })
+      : sendJson(res, 404, { error: 'not_found', message: `no GPU ${one[1]} on this node (${doc.gpus.length} GPUs)` });
+  }
   if (u.pathname.startsWith('/api/')) return sendJson(res, 404, { error: 'not_found', message: u.pathname });
   let file = normalize(join(staticRoot, decodeURIComponent(u.pathname)));
   if (!file.startsWith(staticRoot)) return sendJson(res, 403, { error: 'forbidden', message: 'outside the static root' });

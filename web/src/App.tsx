@@ -110,6 +110,7 @@ export function App() {
 
   const [fields, setFields] = useState<FieldsDoc | null>(null);
   const [fieldsErr, setFieldsErr] = useState<string | null>(null);
+  const [alertsErr, setAlertsErr] = useState<string | null>(null);
   const metrics = useMemo(() => (fields ? chartMetrics(fields) : []), [fields]);
   // Handlers set up once at mount read the chart list through this ref.
   const metricsRef = useRef<MetricDef[]>([]);
@@ -138,14 +139,24 @@ export function App() {
     bump();
   };
 
-  const loadAlerts = () =>
+  // A failed read is shown in the Alerts panel and tried again in 5 s (one retry pending at a time).
+  const alertsRetry = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const loadAlerts = (): Promise<void> =>
     api
       .alerts()
       .then((doc) => {
         setFiring(new Map(doc.firing.map((a) => [a.key, a])));
         setRecent(mergeRecent([], doc.recent));
+        setAlertsErr(null);
       })
-      .catch(() => {});
+      .catch((e) => {
+        setAlertsErr(`cannot read the alerts: ${errText(e)}; retrying`);
+        if (alertsRetry.current === null)
+          alertsRetry.current = setTimeout(() => {
+            alertsRetry.current = null;
+            void loadAlerts();
+          }, 5000);
+      });
 
   const onSnapshot = (s: Snapshot, initial: boolean) => {
     if (initial) {
@@ -197,15 +208,21 @@ export function App() {
     );
     linkRef.current = live;
     live.start();
-    // The charts need the field table; the history seed follows it.
-    api
-      .fields()
-      .then((doc) => {
-        setFields(doc);
-        setFieldsErr(null);
-        void loadHistory('15m', -Infinity, () => liveFrom.current, chartMetrics(doc));
-      })
-      .catch((e) => setFieldsErr(`cannot read the metric list (/api/v1/fields): ${errText(e)}`));
+    // The charts need the field table; the history seed follows it. A failure is shown and retried
+    // (doubling, up to 15 s): without the table there are no charts.
+    const loadFields = (attempt: number) =>
+      api
+        .fields()
+        .then((doc) => {
+          setFields(doc);
+          setFieldsErr(null);
+          void loadHistory('15m', -Infinity, () => liveFrom.current, chartMetrics(doc));
+        })
+        .catch((e) => {
+          setFieldsErr(`cannot read the metric list (/api/v1/fields): ${errText(e)}; retrying`);
+          setTimeout(() => void loadFields(attempt + 1), Math.min(15_000, 1000 * 2 ** attempt));
+        });
+    void loadFields(0);
     void loadAlerts();
     // Show something at once even if the socket is slow or blocked by a proxy.
     api
@@ -324,7 +341,7 @@ export function App() {
         </section>
         <div class="two-col">
           <Processes gpus={gpus} visibilityMessage={snap?.processVisibilityMessage ?? null} />
-          <Alerts firing={firingList} recent={recent} now={now} />
+          <Alerts firing={firingList} recent={recent} now={now} error={alertsErr} />
         </div>
         <div class="two-col">
           <Leases doc={leases} error={leasesErr} now={now} />
@@ -333,7 +350,7 @@ export function App() {
       </main>
       )}
       <footer class="foot">
-        gpufleet agent dashboard · charts show the last 15 minutes · {snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
+        gpufleet agent dashboard · {view === 'node' ? 'charts show the last 15 minutes · ' : ''}{snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
       </footer>
     </>
   );

@@ -228,7 +228,7 @@ export function readFields(x: unknown): FieldsDoc {
   return { fields, reasons };
 }
 
-function readGpu(x: unknown, position: number): Gpu {
+export function readGpu(x: unknown, position: number): Gpu {
   const g = obj(x);
   const mem = obj(g.memory);
   const clocks = obj(g.clock_speeds);

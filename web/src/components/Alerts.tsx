@@ -5,12 +5,13 @@ function gpuLabel(a: Alert): string {
   return a.gpuIndex === null ? NA : `GPU ${a.gpuIndex}`;
 }
 
-export function Alerts({ firing, recent, now }: { firing: Alert[]; recent: Alert[]; now: number }) {
+export function Alerts({ firing, recent, now, error = null }: { firing: Alert[]; recent: Alert[]; now: number; error?: string | null }) {
   return (
     <section class="panel" id="alerts">
       <h2>
         Alerts <span class={`count ${firing.length ? 'firing' : ''}`}>{firing.length} firing</span>
       </h2>
+      {error && <p class="error">{error}</p>}
       {firing.length === 0 ? (
         <p class="empty">Nothing firing.</p>
       ) : (

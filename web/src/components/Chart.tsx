@@ -22,6 +22,9 @@ export interface ChartProps {
 }
 
 const HEIGHT = 180;
+/** The longest a live update waits for its redraw. */
+const MAX_BATCH_MS = 2000;
+const LIVE_LEGEND_MAX_GPUS = 16;
 
 function latest(col: ArrayLike<number | null | undefined>): number | null {
   for (let i = col.length - 1; i >= 0; i--) if (col[i] !== undefined) return col[i] ?? null;
@@ -45,11 +48,12 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
       height: HEIGHT,
-      legend: { show: true, live: true },
+      // With many GPUs a legend that follows every update rewrites a cell per GPU per chart each time.
+      legend: { show: true, live: gpus.length <= LIVE_LEGEND_MAX_GPUS },
       cursor: { drag: { x: false, y: false } },
       scales: {
         x: { time: true },
-        y: yMax !== undefined ? { range: [0, yMax] } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+        y: yMax !== undefined ? { range: [0, yMax], auto: false } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
       },
       axes: [
         { stroke: axisStroke, grid, ticks: grid },
@@ -64,7 +68,7 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
         ...gpus.map((g) => ({
           label: `GPU ${g}`,
           stroke: gpuColor(g),
-          width: 1.5,
+          width: 1,
           points: { show: false },
           // Under the cursor: that sample; elsewhere: the latest sample, so the legend reads as "now".
           value: (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
@@ -88,11 +92,58 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [gpuKey, dark, yMax]);
 
-  useEffect(() => {
+  // A chart scrolled out of view is not redrawn: with many GPUs the redraw is most of an update's cost.
+  // It catches up (one setData) when it comes back into view. In view, it is redrawn at most once per
+  // pixel of time (the data's span over the plot's width, ~1.4 s for 15 minutes on 650 px): a redraw
+  // sooner would move nothing on screen. Updates in between are batched into the next redraw.
+  const visible = useRef(true);
+  const stale = useRef(false);
+  const lastDraw = useRef(0);
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const redraw = () => {
     const u = plot.current;
     if (!u) return;
-    u.setData(store.toAligned(gpus));
+    if (!visible.current) {
+      stale.current = true;
+      return;
+    }
+    stale.current = false;
+    lastDraw.current = performance.now();
+    u.setData(store.toAlignedThin(gpus, Math.max(200, Math.round((2 * u.bbox.width) / (uPlot.pxRatio || 1)))));
+  };
+  const redrawRef = useRef(redraw);
+  redrawRef.current = redraw;
+  useEffect(() => {
+    const el = box.current;
+    if (!el || typeof IntersectionObserver === 'undefined') return;
+    const io = new IntersectionObserver((entries) => {
+      visible.current = entries[entries.length - 1].isIntersecting;
+      if (visible.current && stale.current) redrawRef.current();
+    });
+    io.observe(el);
+    return () => {
+      io.disconnect();
+      if (timer.current) clearTimeout(timer.current);
+    };
+  }, []);
+
+  useEffect(() => {
     if (box.current) box.current.dataset.points = String(store.length);
+    const u = plot.current;
+    if (!u) return;
+    if (!visible.current) {
+      stale.current = true;
+      return;
+    }
+    const widthPx = u.bbox.width / (uPlot.pxRatio || 1);
+    const pixelMs = widthPx > 0 ? Math.min(MAX_BATCH_MS, store.spanMs / widthPx) : 0;
+    const wait = lastDraw.current + pixelMs - performance.now();
+    if (wait <= 0) redraw();
+    else if (timer.current === null)
+      timer.current = setTimeout(() => {
+        timer.current = null;
+        redrawRef.current();
+      }, wait);
   }, [version]);
 
   return (
