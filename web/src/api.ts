@@ -415,7 +415,8 @@ export async function getJson(path: string, signal?: AbortSignal, okStatuses: nu
   const body: unknown = await res.json().catch(() => null);
   if (!res.ok && !okStatuses.includes(res.status)) {
     const e = obj(body);
-    throw new ApiError(res.status, str(e.error), str(e.message) ?? `${path}: HTTP ${res.status}`);
+    // gpufleet's error document has `message`; the seeds' routes answer `detail` (fleet manager) or `error`.
+    throw new ApiError(res.status, str(e.error), str(e.message) ?? str(e.detail) ?? str(e.error) ?? `${path}: HTTP ${res.status}`);
   }
   return body;
 }
