@@ -87,7 +87,7 @@ void SioSession::enqueue(std::vector<Text> packets, bool droppable) {
   run(wakes);
   // Full of messages that may not be dropped: the client does not read. It must not hold memory.
   if (overflow) {
-    platform::log_line("socket.io", "closing session " + sid_ + " of " + address_ + ": it does not read");
+    platform::log_line("socket.io", "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": it does not read");
     close();
   }
 }
@@ -146,7 +146,8 @@ SioSession::Poll SioSession::begin_poll(std::function<void()> wake) {
       return Poll::Wait;
     }
   }
-  platform::log_line("socket.io", "closing session " + sid_ + " of " + address_ + ": two polling GETs at once");
+  platform::log_line("socket.io",
+                     "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": two polling GETs at once");
   close();
   return Poll::Refused;
 }
@@ -206,7 +207,8 @@ std::optional<Text> SioSession::take_one() {
 std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTransport via) {
   auto p = wire::eio::parse_packet(packet);
   if (!p) {
-    platform::log_line("socket.io", "closing session " + sid_ + " of " + address_ + ": " + p.error().message);
+    platform::log_line("socket.io",
+                       "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": " + p.error().message);
     close();
     return std::nullopt;
   }
@@ -253,7 +255,8 @@ std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTra
     case wire::eio::Type::Noop: break;
     case wire::eio::Type::Upgrade:  // not on this transport
     case wire::eio::Type::Open:
-      platform::log_line("socket.io", "closing session " + sid_ + " of " + address_ + ": unexpected packet");
+      platform::log_line("socket.io",
+                         "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": unexpected packet");
       close();
       break;
   }
@@ -278,7 +281,8 @@ void SioSession::on_socketio(std::string_view data) {
   limits.max_bytes = owner_.options_.max_payload;
   auto p = wire::sio::parse_packet(data, limits);
   if (!p) {
-    platform::log_line("socket.io", "closing session " + sid_ + " of " + address_ + ": " + p.error().message);
+    platform::log_line("socket.io",
+                       "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": " + p.error().message);
     close();
     return;
   }
