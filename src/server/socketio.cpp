@@ -74,7 +74,7 @@ void SioSession::collect_wakes_locked(std::vector<std::function<void()>>& wakes)
   }
 }
 
-void SioSession::enqueue(std::vector<Text> packets, bool droppable) {
+void SioSession::enqueue(std::vector<Text> packets, bool droppable, bool from_hub) {
   std::vector<std::function<void()>> wakes;
   bool overflow = false;
   {
@@ -88,7 +88,7 @@ void SioSession::enqueue(std::vector<Text> packets, bool droppable) {
   // Full of messages that may not be dropped: the client does not read. It must not hold memory.
   if (overflow) {
     platform::log_line("socket.io", "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": it does not read");
-    close();
+    close_session(from_hub);
   }
 }
 
@@ -97,7 +97,7 @@ void SioSession::send(Text envelope, bool droppable) {
     std::lock_guard lock(mu_);
     if (closed_ || !connected_) return;
   }
-  enqueue(owner_.packets_for(envelope), droppable);
+  enqueue(owner_.packets_for(envelope), droppable, true);
 }
 
 bool SioSession::closed() const {
@@ -115,7 +115,9 @@ bool SioSession::connected() const {
   return connected_;
 }
 
-void SioSession::close() {
+void SioSession::close() { close_session(false); }
+
+void SioSession::close_session(bool from_hub) {
   auto self = shared_from_this();  // the owner's map may hold the last other reference
   std::vector<std::function<void()>> wakes;
   std::optional<std::uint64_t> hub_id;
@@ -129,7 +131,12 @@ void SioSession::close() {
     collect_wakes_locked(wakes);
   }
   // Outside the session's lock: removing may wait for a hub tick that is sending to this session.
-  if (hub_id) owner_.hub_.remove(*hub_id);
+  if (hub_id) {
+    if (from_hub)
+      owner_.remove_from_hub_later(*hub_id);
+    else
+      owner_.hub_.remove(*hub_id);
+  }
   owner_.forget(sid_);
   run(wakes);
 }
@@ -442,7 +449,22 @@ void SocketIo::forget(const std::string& sid) {
   sessions_.erase(it);
 }
 
+void SocketIo::remove_from_hub_later(std::uint64_t hub_id) {
+  std::lock_guard lock(mu_);
+  deferred_removals_.push_back(hub_id);
+}
+
+void SocketIo::remove_deferred() {
+  std::vector<std::uint64_t> ids;
+  {
+    std::lock_guard lock(mu_);
+    ids.swap(deferred_removals_);
+  }
+  for (auto id : ids) hub_.remove(id);
+}
+
 void SocketIo::tick(std::chrono::steady_clock::time_point now) {
+  remove_deferred();
   std::vector<std::shared_ptr<SioSession>> all;
   {
     std::lock_guard lock(mu_);
@@ -459,6 +481,7 @@ void SocketIo::close_all() {
     for (auto& [sid, s] : sessions_) all.push_back(s);
   }
   for (auto& s : all) s->close();
+  remove_deferred();
 }
 
 std::size_t SocketIo::sessions() const {

@@ -88,7 +88,10 @@ class SioSession final : public WsClient, public std::enable_shared_from_this<Si
   void on_socketio(std::string_view data);
   void connect(const nlohmann::json& auth, const std::string& nsp);
   void collect_wakes_locked(std::vector<std::function<void()>>& wakes);
-  void enqueue(std::vector<Text> packets, bool droppable);
+  // from_hub: called on a hub thread (send()), which may be inside a collection tick: leaving the hub
+  // there could wait for that very tick, so the removal is left to SocketIo::tick().
+  void enqueue(std::vector<Text> packets, bool droppable, bool from_hub = false);
+  void close_session(bool from_hub);
   static void run(std::vector<std::function<void()>>& wakes);
 
   SocketIo& owner_;
@@ -148,12 +151,15 @@ class SocketIo {
  private:
   friend class SioSession;
   void forget(const std::string& sid);
+  void remove_from_hub_later(std::uint64_t hub_id);
+  void remove_deferred();
   WsHub& hub_;
   node::Agent& agent_;
   SioOptions options_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<SioSession>> sessions_;
   std::unordered_map<std::string, std::size_t> per_address_;
+  std::vector<std::uint64_t> deferred_removals_;  // hub ids of sessions closed on a hub thread
   std::mutex cache_mu_;
   std::vector<std::pair<std::weak_ptr<const std::string>, std::vector<Text>>> cache_;
 };

@@ -371,12 +371,36 @@ TEST_F(SocketIoTest, AClientThatDoesNotReadIsClosed) {
   EXPECT_FALSE(s->closed());
   ws->broadcast(WsHub::envelope("x_alert", "{}"), false);  // the fifth alert does not fit
   EXPECT_TRUE(s->closed());
+  sio->tick(t0 + 1s);  // closed on a hub call: it leaves the hub on the next tick
   EXPECT_EQ(ws->clients(), 0u);
   // Updates are dropped instead (the oldest first), never closing.
   auto t = open();
   connect(t);
   for (int i = 0; i < 20; ++i) ws->broadcast(WsHub::envelope("gpu_status_update", "{}"), true);
   EXPECT_FALSE(t->closed());
+}
+
+// Alerts are broadcast from inside a collection tick: a session that overflows there must not leave
+// the hub synchronously (unsubscribing its group would wait for that very tick).
+TEST_F(SocketIoTest, OverflowInsideACollectionTickDoesNotDeadlock) {
+  SioOptions o;
+  o.queue = 4;
+  make(o);
+  auto s = open();
+  connect(s);
+  ASSERT_EQ(ws->clients(), 1u);
+  std::atomic<bool> done{false};
+  auto sub = rig.hub->subscribe(
+      100ms,
+      [&](const Result<core::SnapshotPtr>&, auto) {
+        if (done.exchange(true)) return;
+        for (int i = 0; i < 6; ++i) ws->broadcast(WsHub::envelope("x_alert", "{}"), false);
+      },
+      false);
+  ASSERT_TRUE(testing::eventually([&] { return done.load() && s->closed(); }));
+  sio->tick(t0 + 1s);  // the deferred removal
+  EXPECT_EQ(ws->clients(), 0u);
+  EXPECT_EQ(sio->sessions(), 0u);
 }
 
 TEST_F(SocketIoTest, CapsCountWsClientsAndAddresses) {
