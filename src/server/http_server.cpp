@@ -793,7 +793,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
       std::shared_ptr<SioSession> session;
       bool fresh = sid.empty();
       if (fresh) {
-        auto opened = srv_->sio->open({address_, authorized, period, SioTransport::WebSocket});
+        auto opened =
+            srv_->sio->open({address_, authorized, period, SioTransport::WebSocket}, std::chrono::steady_clock::now());
         if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, true);
         session = std::move(*opened);
       } else {
@@ -809,7 +810,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     }
     if (sid.empty()) {
       if (req_.method != Method::Get) return sio_fail(400, "bad_request", "a new session starts with a GET", false);
-      auto opened = srv_->sio->open({address_, authorized, period, SioTransport::Polling});
+      auto opened =
+          srv_->sio->open({address_, authorized, period, SioTransport::Polling}, std::chrono::steady_clock::now());
       if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, false);
       return answer(sio_text(200, (*opened)->open_packet()));
     }
@@ -1099,7 +1101,7 @@ void HttpServer::Impl::start_sio_timer() {
   sio_timer.expires_after(std::chrono::seconds(1));
   sio_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (ec || self->draining) return;
-    self->sio->tick();
+    self->sio->tick(std::chrono::steady_clock::now());
     self->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
     self->start_sio_timer();
   });

@@ -382,7 +382,7 @@ bool SioSession::tick(std::chrono::steady_clock::time_point now) {
   {
     std::lock_guard lock(mu_);
     if (closed_) return false;
-    const auto o = owner_.options_;
+    const auto& o = owner_.options_;
     if (!connected_ && now - created_ > o.ping_interval + o.ping_timeout) {
       close_now = true;  // never connected (or disconnected and stayed): its place goes back
     } else if (pong_due_) {

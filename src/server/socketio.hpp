@@ -4,6 +4,7 @@
 // A connected session is one more WsHub client: Socket.IO and /ws clients share the collection
 // subscriptions per period, the client cap and the alert broadcasts. The transport (http_server.cpp)
 // moves bytes: it hands client packets in and takes queued packets out when woken.
+// Time is passed in (the transport reads the clock); tests drive pings and timeouts with any time.
 // Thread-safety: every public member may be called from any thread.
 #include <chrono>
 #include <functional>
@@ -132,12 +133,11 @@ class SocketIo {
   };
   // A new Engine.IO session. Errors: Unavailable when the client cap (with /ws clients) or the
   // per-address cap is reached.
-  Result<std::shared_ptr<SioSession>> open(
-      const OpenRequest& r, std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  Result<std::shared_ptr<SioSession>> open(const OpenRequest& r, std::chrono::steady_clock::time_point now);
   std::shared_ptr<SioSession> find(std::string_view sid) const;
   // Sends pings, closes sessions whose pong or CONNECT is late, forgets closed ones. Call about once a
   // second.
-  void tick(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  void tick(std::chrono::steady_clock::time_point now);
   // Closes every session (their pending GETs and WebSockets are woken to finish).
   void close_all();
   std::size_t sessions() const;
