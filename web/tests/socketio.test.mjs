@@ -21,7 +21,10 @@ async function startAgent({ authRead = false } = {}) {
   const portFile = join(tmp, 'port');
   const config = join(tmp, 'agent.json');
   // The alert rule fires soon (the sim backend has a GPU above 50 %), so a connected client sees it.
-  writeFileSync(config, JSON.stringify({ alerts: { high_gpu_usage: { duration_s: 3 } }, auth_read: authRead }));
+  writeFileSync(
+    config,
+    JSON.stringify({ alerts: { high_gpu_usage: { duration_s: 3 } }, auth_read: authRead, allowed_origins: ['http://dash.example'] }),
+  );
   const args = ['serve', '--backend', 'sim', '--listen', '127.0.0.1:0', '--port-file', portFile, '--db', join(tmp, 'db'), '--config', config];
   const env = { ...process.env, NO_COLOR: '1', GPUFLEET_TOKEN: TOKEN, GPUFLEET_SOCKET: 'none' };
   const proc = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
@@ -176,6 +179,21 @@ async function main() {
       const r = await fetch(`${agent.base}/socket.io/?EIO=4&transport=polling`, { headers });
       assert(r.status === 403, `polling handshake from a foreign Origin: ${r.status}`);
       assert(!r.headers.get('access-control-allow-origin'), 'a CORS header for a foreign Origin');
+    });
+
+    await check('an allowed Origin gets CORS headers for itself (and a preflight answer)', async () => {
+      const headers = { Origin: 'http://dash.example' };
+      const r = await fetch(`${agent.base}/socket.io/?EIO=4&transport=polling`, { headers });
+      assert(r.status === 200 && (await r.text()).startsWith('0{'), `handshake: ${r.status}`);
+      assert(r.headers.get('access-control-allow-origin') === 'http://dash.example', 'no Access-Control-Allow-Origin');
+      const pre = await fetch(`${agent.base}/socket.io/?EIO=4&transport=polling`, {
+        method: 'OPTIONS',
+        headers: { ...headers, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization' },
+      });
+      assert(pre.status === 204, `preflight: ${pre.status}`);
+      assert(/POST/.test(pre.headers.get('access-control-allow-methods') ?? ''), 'preflight methods');
+      const s = open(agent.base, { transports: ['websocket'], extraHeaders: headers });
+      await connected(s);
     });
 
     await check('the handshake refuses Engine.IO 3 and an unknown sid', async () => {
