@@ -42,6 +42,11 @@ struct SocketIoTest : ::testing::Test {
   std::unique_ptr<WsHub> ws;
   std::unique_ptr<SocketIo> sio;
   Clock::time_point t0 = Clock::now();
+  // Wake counters live as long as the fixture: a session's WebSocket waker is also called when
+  // TearDown closes it.
+  std::atomic<int> woken{0};
+  std::atomic<int> polled{0};
+  std::atomic<int> ws_woken{0};
 
   void SetUp() override {
     node::AgentOptions ao;
@@ -102,7 +107,6 @@ TEST_F(SocketIoTest, OpenPacketAndSessionLookup) {
 TEST_F(SocketIoTest, ConnectJoinsTheHubAndGreetsUnderBothNames) {
   make();
   auto s = open();
-  std::atomic<int> woken{0};
   ASSERT_EQ(s->begin_poll([&] { ++woken; }), SioSession::Poll::Wait);
   ASSERT_TRUE(s->on_payload("40"));
   EXPECT_EQ(woken.load(), 1);  // the pending GET is answered
@@ -210,7 +214,6 @@ TEST_F(SocketIoTest, PeriodicUpdatesComeFromTheHubGroups) {
   auto s = sio->open({"10.0.0.1", true, 100ms, SioTransport::Polling}, t0);
   ASSERT_TRUE(s);
   connect(*s);
-  std::atomic<int> woken{0};
   ASSERT_EQ((*s)->begin_poll([&] { ++woken; }), SioSession::Poll::Wait);
   ASSERT_TRUE(testing::eventually([&] { return woken.load() > 0; }));
   const auto packets = split((*s)->take_payload());
@@ -223,7 +226,6 @@ TEST_F(SocketIoTest, SecondConcurrentGetClosesTheSession) {
   make();
   auto s = open();
   connect(s);
-  std::atomic<int> woken{0};
   ASSERT_EQ(s->begin_poll([&] { ++woken; }), SioSession::Poll::Wait);
   EXPECT_EQ(s->begin_poll([] {}), SioSession::Poll::Refused);
   EXPECT_EQ(woken.load(), 1);
@@ -301,8 +303,6 @@ TEST_F(SocketIoTest, UpgradeFromPolling) {
   make();
   auto s = open();
   connect(s);
-  std::atomic<int> polled{0};
-  std::atomic<int> ws_woken{0};
   ASSERT_EQ(s->begin_poll([&] { ++polled; }), SioSession::Poll::Wait);
   ASSERT_TRUE(s->attach_ws([&] { ++ws_woken; }));
   EXPECT_FALSE(s->attach_ws([] {}));  // one WebSocket per session
@@ -348,7 +348,6 @@ TEST_F(SocketIoTest, AFailedProbeLeavesPollingAlone) {
 TEST_F(SocketIoTest, ASessionStartedOnWebSocket) {
   make();
   auto s = open(true, "10.0.0.1", SioTransport::WebSocket);
-  std::atomic<int> woken{0};
   ASSERT_TRUE(s->attach_ws([&] { ++woken; }));
   EXPECT_FALSE(s->on_packet("40", SioTransport::WebSocket));
   EXPECT_GE(woken.load(), 1);
