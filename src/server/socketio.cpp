@@ -86,6 +86,8 @@ void SioSession::enqueue(std::vector<Text> packets, bool droppable, bool from_hu
   }
   run(wakes);
   // Full of messages that may not be dropped: the client does not read. It must not hold memory.
+  // (Only this closure is logged: the others follow a client's own bad packet, and logging those
+  // would let any client fill the log.)
   if (overflow) {
     platform::log_line("socket.io", "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": it does not read");
     close_session(from_hub);
@@ -153,8 +155,6 @@ SioSession::Poll SioSession::begin_poll(std::function<void()> wake) {
       return Poll::Wait;
     }
   }
-  platform::log_line("socket.io",
-                     "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": two polling GETs at once");
   close();
   return Poll::Refused;
 }
@@ -214,8 +214,6 @@ std::optional<Text> SioSession::take_one() {
 std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTransport via) {
   auto p = wire::eio::parse_packet(packet);
   if (!p) {
-    platform::log_line("socket.io",
-                       "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": " + p.error().message);
     close();
     return std::nullopt;
   }
@@ -261,11 +259,7 @@ std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTra
     case wire::eio::Type::Message: on_socketio(p->data); break;
     case wire::eio::Type::Noop: break;
     case wire::eio::Type::Upgrade:  // not on this transport
-    case wire::eio::Type::Open:
-      platform::log_line("socket.io",
-                         "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": unexpected packet");
-      close();
-      break;
+    case wire::eio::Type::Open: close(); break;
   }
   return std::nullopt;
 }
@@ -288,8 +282,6 @@ void SioSession::on_socketio(std::string_view data) {
   limits.max_bytes = owner_.options_.max_payload;
   auto p = wire::sio::parse_packet(data, limits);
   if (!p) {
-    platform::log_line("socket.io",
-                       "closing session " + sid_.substr(0, 8) + "… of " + address_ + ": " + p.error().message);
     close();
     return;
   }
