@@ -23,6 +23,7 @@
 #include "server/api_cluster.hpp"
 #include "server/http_server.hpp"
 #include "server/security.hpp"
+#include "server/socketio.hpp"
 #include "server/ws_hub.hpp"
 #include "store/history.hpp"
 #include "store/node_store.hpp"
@@ -208,7 +209,13 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   c.server.token = *token;
   c.server.static_dir = c.static_dir;
   c.server.server_header = std::string("gpufleet/") + GF_VERSION;
-  server::HttpServer http(router, &ws, c.server);
+  // Socket.IO at /socket.io/: its connected clients are WsHub clients (same cap, periods, alerts).
+  server::SioOptions sio_opts;
+  sio_opts.max_payload = std::min<std::size_t>(1000000, c.server.body_limit);
+  sio_opts.queue = 2 * c.server.ws_queue;  // each update goes under two names
+  sio_opts.token_ok = [tok = *token](std::string_view t) { return server::bearer_ok("Bearer " + std::string(t), tok); };
+  server::SocketIo sio(ws, agent, sio_opts);
+  server::HttpServer http(router, &ws, c.server, &sio);
   auto port = http.listen();
   if (!port) {
     print_error(port.error().message);

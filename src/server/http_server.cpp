@@ -18,6 +18,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <deque>
 #include <fstream>
 #include <iterator>
 #include <list>
@@ -26,6 +27,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "platform/log.hpp"
 #include "server/security.hpp"
 
 namespace gf::server {
@@ -59,11 +61,13 @@ bool is_api_path(std::string_view p) {
 
 class HttpSession;
 class WsSession;
+class SioWsSession;
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
-  Impl(const Router& r, WsHub* w, ServerOptions o)
+  Impl(const Router& r, WsHub* w, ServerOptions o, SocketIo* s)
       : router(r),
         ws(w),
+        sio(w ? s : nullptr),
         opts(std::move(o)),
         acceptor(ioc),
         pool(opts.workers ? opts.workers : 1),
@@ -75,6 +79,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   const Router& router;
   WsHub* ws;
+  SocketIo* sio;  // null: no /socket.io/
   ServerOptions opts;
   asio::io_context ioc{1};
   tcp::acceptor acceptor;
@@ -97,6 +102,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // Live sessions (I/O thread only), so that a drain can close the idle ones.
   std::list<std::weak_ptr<HttpSession>> http_sessions;
   std::list<std::weak_ptr<WsSession>> ws_sessions;
+  std::list<std::weak_ptr<SioWsSession>> sio_ws_sessions;
+  // Socket.IO's pings and timeouts, once a second.
+  void start_sio_timer();
+  asio::steady_timer sio_timer{ioc};
 
   void accept();
   // Every few seconds: forgets ended sessions and, after many connections closed since the last look,
@@ -276,6 +285,155 @@ class WsSession final : public WsClient, public std::enable_shared_from_this<WsS
 };
 
 // ---------------------------------------------------------------------------------------------------
+// Socket.IO over WebSocket: moves Engine.IO packets between the socket and its SioSession (which
+// decides everything else). Writes come from a local queue of immediate replies ("3probe", the open
+// packet) and then from the session's queue.
+
+class SioWsSession final : public std::enable_shared_from_this<SioWsSession> {
+ public:
+  SioWsSession(std::shared_ptr<HttpServer::Impl> srv, beast::tcp_stream&& stream, std::shared_ptr<SioSession> session)
+      : srv_(std::move(srv)), ws_(std::move(stream)), session_(std::move(session)) {
+    ++srv_->connections;
+  }
+  ~SioWsSession() {
+    detach();
+    --srv_->connections;
+  }
+
+  // `fresh`: a session opened on this WebSocket (it gets the open packet first); else an upgrade.
+  void start(http::request<http::empty_body> req, bool fresh) {
+    beast::get_lowest_layer(ws_).expires_never();
+    websocket::stream_base::timeout t{};
+    t.handshake_timeout = std::chrono::seconds(10);
+    // Engine.IO pings every ping_interval; a peer silent for longer than its deadline is gone.
+    t.idle_timeout = srv_->sio->options().ping_interval + srv_->sio->options().ping_timeout;
+    t.keep_alive_pings = false;
+    ws_.set_option(t);
+    ws_.read_message_max(srv_->sio->options().max_payload);
+    const std::string server = srv_->opts.server_header;
+    ws_.set_option(websocket::stream_base::decorator(
+        [server](websocket::response_type& res) { res.set(http::field::server, server); }));
+    fresh_ = fresh;
+    if (fresh) direct_.push_back(std::make_shared<const std::string>(session_->open_packet()));
+    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+  }
+
+  void force_close() { abort(); }
+
+ private:
+  void on_accept(beast::error_code ec) {
+    if (ec) {
+      if (fresh_) session_->close();  // an upgrade's session goes on polling
+      return;
+    }
+    std::weak_ptr<SioWsSession> weak = weak_from_this();
+    auto exec = ws_.get_executor();
+    const bool attached = session_->attach_ws([weak, exec] {
+      asio::post(exec, [weak] {
+        if (auto self = weak.lock()) self->pump();
+      });
+    });
+    if (!attached) {
+      abort();
+      return;
+    }
+    attached_ = true;
+    accepted_ = true;
+    pump();
+    do_read();
+  }
+
+  void do_read() {
+    ws_.async_read(rbuf_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec) {
+      abort();
+      return;
+    }
+    if (ws_.got_binary()) {  // no binary packets: the session ends (docs/socketio.md)
+      session_->close();
+      abort();
+      return;
+    }
+    const std::string text = beast::buffers_to_string(rbuf_.data());
+    rbuf_.consume(rbuf_.size());
+    if (auto reply = session_->on_packet(text, SioTransport::WebSocket))
+      direct_.push_back(std::make_shared<const std::string>(std::move(*reply)));
+    pump();
+    if (!closing_) do_read();
+  }
+
+  // Writes what is waiting, one message at a time; closes once the session has.
+  void pump() {
+    if (!accepted_ || closing_) return;
+    if (writing_) {
+      // A client that has not taken a message for this long is stalled: it must not hold memory.
+      if (std::chrono::steady_clock::now() - write_started_ > srv_->opts.ws_stall_timeout) {
+        session_->close();
+        abort();
+      }
+      return;
+    }
+    std::optional<Text> next;
+    if (!direct_.empty()) {
+      next = std::move(direct_.front());
+      direct_.pop_front();
+    } else {
+      next = session_->take_one();
+    }
+    if (!next) {
+      if (session_->closed()) {
+        closing_ = true;
+        ws_.async_close(websocket::close_code::normal, [self = shared_from_this()](beast::error_code) {});
+      }
+      return;
+    }
+    writing_ = true;
+    write_started_ = std::chrono::steady_clock::now();
+    current_ = std::move(*next);
+    ws_.text(true);
+    ws_.async_write(asio::buffer(*current_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      self->current_.reset();
+      if (ec) {
+        self->abort();
+        return;
+      }
+      self->pump();
+    });
+  }
+
+  // Only the WebSocket that attached detaches (another one may have been refused for the same sid).
+  void detach() {
+    if (!attached_) return;
+    attached_ = false;
+    session_->detach_ws();
+  }
+
+  void abort() {
+    closing_ = true;
+    detach();
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+  }
+
+  std::shared_ptr<HttpServer::Impl> srv_;
+  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<SioSession> session_;
+  bool fresh_ = false;
+  bool attached_ = false;
+  beast::flat_buffer rbuf_;
+  std::deque<Text> direct_;
+  Text current_;
+  bool accepted_ = false;
+  bool writing_ = false;
+  bool closing_ = false;
+  std::chrono::steady_clock::time_point write_started_{};
+};
+
+// ---------------------------------------------------------------------------------------------------
 // HTTP session
 
 class HttpSession final : public std::enable_shared_from_this<HttpSession> {
@@ -321,6 +479,7 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     body_parser_.reset();
     req_ = Request{};
     route_ = nullptr;
+    sio_post_.reset();
     // Before a request is authorised, a connection holds this buffer (a few hundred bytes while idle,
     // at most about header_limit) and the header parser; nothing of a body.
     if (buffer_.size() == 0) buffer_.shrink_to_fit();
@@ -403,6 +562,10 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     if (auto it = msg.find(http::field::authorization); it != msg.end()) req_.authorization = std::string(it->value());
     if (auto it = msg.find(http::field::content_type); it != msg.end()) req_.content_type = std::string(it->value());
 
+    if (srv_->sio && (req_.path == "/socket.io/" || req_.path == "/socket.io")) {
+      socketio();
+      return;
+    }
     if (websocket::is_upgrade(msg)) {
       upgrade();
       return;
@@ -438,6 +601,10 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
 
   void on_body(beast::error_code ec) {
     if (closed_by(ec)) return;
+    if (ec && sio_post_) {
+      sio_post_->close();  // a bad or oversized payload ends the Engine.IO session
+      sio_post_.reset();
+    }
     if (ec == http::error::body_limit) {
       reply(error_response(413, "payload_too_large",
                            "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
@@ -451,6 +618,10 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     unread_body_ = false;
     req_.body = std::move(body_parser_->get().body());
     body_parser_.reset();
+    if (sio_post_) {
+      sio_payload();
+      return;
+    }
     run_route();
   }
 
@@ -533,6 +704,169 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
     srv_->ws_sessions.remove_if([](const auto& w) { return w.expired(); });
     srv_->ws_sessions.push_back(ws);
     ws->start(header_parser_->release(), period, v1 ? "gpufleet.v1" : "");
+  }
+
+  // ------------------------------------------------------------------------------------------------
+  // Socket.IO at /socket.io/ (Engine.IO v4): the handshake, polling GET/POST, and the WebSocket
+  // (fresh or an upgrade). Same Origin check, token rule and client cap as /ws.
+
+  // A text answer for an Engine.IO client, with the CORS headers of an allowed cross-origin page.
+  Response sio_text(unsigned status, std::string body) {
+    Response r =
+        shared_response(status, "text/plain; charset=UTF-8", std::make_shared<const std::string>(std::move(body)));
+    r.headers.insert(r.headers.end(), sio_cors_.begin(), sio_cors_.end());
+    return r;
+  }
+  void sio_fail(unsigned status, std::string_view code, std::string_view message, bool upgrade) {
+    Response r = error_response(status, code, message);
+    r.headers.insert(r.headers.end(), sio_cors_.begin(), sio_cors_.end());
+    if (upgrade) {
+      reply(std::move(r), false, false);
+    } else {
+      answer(std::move(r));
+    }
+  }
+
+  // The session a request names, if it exists and belongs to this client's address.
+  std::shared_ptr<SioSession> sio_session(const std::string& sid) {
+    auto s = srv_->sio->find(sid);
+    return s && s->address() == address_ ? s : nullptr;
+  }
+
+  void socketio() {
+    auto& msg = header_parser_->get();
+    const bool upgrade = websocket::is_upgrade(msg);
+    sio_cors_.clear();
+    if (srv_->draining) return sio_fail(503, "shutting_down", "the agent is stopping", upgrade);
+    std::string origin;
+    if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
+    // A page from another origin gets nothing: no session, and no CORS header that would let it read.
+    if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins))
+      return sio_fail(403, "forbidden_origin", "Origin " + platform::printable(origin) + " is not this agent's address",
+                      upgrade);
+    if (!origin.empty()) {
+      sio_cors_.emplace_back("Access-Control-Allow-Origin", origin);
+      sio_cors_.emplace_back("Access-Control-Allow-Credentials", "true");
+      sio_cors_.emplace_back("Vary", "Origin");
+    }
+    if (req_.method == Method::Options && !upgrade) {
+      Response r = sio_text(204, "");
+      r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST");
+      r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      r.headers.emplace_back("Access-Control-Max-Age", "600");
+      return answer(std::move(r));
+    }
+    if (req_.method != Method::Get && req_.method != Method::Post) {
+      Response r = error_response(405, "method_not_allowed", "/socket.io/ takes GET and POST");
+      r.headers.emplace_back("Allow", "GET, POST, OPTIONS");
+      return answer(std::move(r));
+    }
+    const auto q = [&](const char* key) -> std::string {
+      auto it = req_.query.find(key);
+      return it == req_.query.end() ? std::string() : it->second;
+    };
+    if (q("EIO") != "4")
+      return sio_fail(400, "unsupported_protocol", "only Engine.IO 4 is served (EIO=4: socket.io-client 3 and later)",
+                      upgrade);
+    const std::string transport = q("transport");
+    if (transport != (upgrade ? "websocket" : "polling"))
+      return sio_fail(
+          400, "bad_request",
+          upgrade ? "a WebSocket upgrade needs transport=websocket" : "this request needs transport=polling", upgrade);
+    // The token as for /ws: Authorization or ?token= at the handshake; without either, the Socket.IO
+    // CONNECT may carry it (auth {token}). A token that is offered and wrong is refused at once.
+    bool authorized = !srv_->opts.auth_read;
+    if (srv_->opts.auth_read) {
+      const auto qt = req_.query.find("token");
+      const bool offered = !req_.authorization.empty() || qt != req_.query.end();
+      authorized = bearer_ok(req_.authorization, srv_->opts.token) ||
+                   (qt != req_.query.end() && bearer_ok("Bearer " + qt->second, srv_->opts.token));
+      if (offered && !authorized)
+        return sio_fail(401, "unauthorized", "this agent needs a valid token for reads", upgrade);
+    }
+    std::optional<std::chrono::milliseconds> period;
+    if (!period_query(period))
+      return sio_fail(400, "bad_request", "period_ms must be a whole number of milliseconds", upgrade);
+    const std::string sid = q("sid");
+
+    if (upgrade) {
+      std::shared_ptr<SioSession> session;
+      bool fresh = sid.empty();
+      if (fresh) {
+        auto opened =
+            srv_->sio->open({address_, authorized, period, SioTransport::WebSocket}, std::chrono::steady_clock::now());
+        if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, true);
+        session = std::move(*opened);
+      } else {
+        session = sio_session(sid);
+        if (!session || session->on_websocket())
+          return sio_fail(400, "unknown_session", "no such Engine.IO session for an upgrade", true);
+      }
+      auto ws = std::shared_ptr<SioWsSession>(new SioWsSession(srv_, std::move(stream_), session));
+      srv_->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
+      srv_->sio_ws_sessions.push_back(ws);
+      ws->start(header_parser_->release(), fresh);
+      return;
+    }
+    if (sid.empty()) {
+      if (req_.method != Method::Get) return sio_fail(400, "bad_request", "a new session starts with a GET", false);
+      auto opened =
+          srv_->sio->open({address_, authorized, period, SioTransport::Polling}, std::chrono::steady_clock::now());
+      if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, false);
+      return answer(sio_text(200, (*opened)->open_packet()));
+    }
+    auto session = sio_session(sid);
+    if (!session) return sio_fail(400, "unknown_session", "no such Engine.IO session", false);
+    if (req_.method == Method::Post) {
+      sio_post_ = std::move(session);
+      if (!unread_body_) {
+        req_.body.clear();
+        return sio_payload();
+      }
+      body_parser_.emplace(std::move(*header_parser_));
+      header_parser_.reset();
+      body_parser_->body_limit(std::min(srv_->opts.body_limit, srv_->sio->options().max_payload));
+      buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
+      stream_.expires_after(srv_->opts.request_timeout);
+      http::async_read(stream_, buffer_, *body_parser_,
+                       [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_body(e); });
+      return;
+    }
+    // GET: answered now when something is queued, else when the session wakes it (a packet, the
+    // next ping at the latest, or the session's end).
+    auto exec = stream_.get_executor();
+    std::weak_ptr<SioSession> weak_session = session;
+    const auto poll = session->begin_poll([self = shared_from_this(), exec, weak_session] {
+      asio::post(exec, [self, weak_session] {
+        auto s = weak_session.lock();
+        self->answer(self->sio_text(200, s ? s->take_payload() : std::string("1")));
+      });
+    });
+    if (poll == SioSession::Poll::Refused)
+      return sio_fail(400, "bad_request", "another GET is pending for this session (or it uses WebSocket)", false);
+    if (poll == SioSession::Poll::Ready) return answer(sio_text(200, session->take_payload()));
+    // Waiting: the socket's timer is off until the answer is written (the session's ping bounds it).
+    stream_.expires_never();
+  }
+
+  void sio_payload() {
+    auto session = std::move(sio_post_);
+    sio_post_.reset();
+    auto r = session->on_payload(req_.body);
+    if (!r) return answer(error_response(400, "bad_request", r.error().message));
+    answer(sio_text(200, "ok"));
+  }
+
+  // ?period_ms=N as for /ws; false when it is malformed.
+  bool period_query(std::optional<std::chrono::milliseconds>& period) {
+    auto it = req_.query.find("period_ms");
+    if (it == req_.query.end()) return true;
+    const std::string& v = it->second;
+    const bool digits =
+        !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) return false;
+    period = std::chrono::milliseconds(std::stoll(v));
+    return true;
   }
 
   void serve_static() {
@@ -657,6 +991,8 @@ class HttpSession final : public std::enable_shared_from_this<HttpSession> {
   std::shared_ptr<const std::string> body_;
   Request req_;
   const Route* route_ = nullptr;
+  std::shared_ptr<SioSession> sio_post_;  // the session whose POST body is being read
+  std::vector<std::pair<std::string, std::string>> sio_cors_;
   bool keep_alive_ = false;
   bool head_ = false;
   bool unread_body_ = false;
@@ -756,10 +1092,23 @@ void HttpServer::Impl::begin_drain() {
     if (auto s = w.lock()) s->close_if_idle();
   for (auto& w : ws_sessions)
     if (auto s = w.lock()) s->close_going_away();
+  sio_timer.cancel();
+  if (sio) sio->close_all();  // pending polls answer "close", Socket.IO WebSockets close
 }
 
-HttpServer::HttpServer(const Router& router, WsHub* ws, ServerOptions options)
-    : impl_(std::make_shared<Impl>(router, ws, std::move(options))) {}
+void HttpServer::Impl::start_sio_timer() {
+  if (!sio) return;
+  sio_timer.expires_after(std::chrono::seconds(1));
+  sio_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->draining) return;
+    self->sio->tick(std::chrono::steady_clock::now());
+    self->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
+    self->start_sio_timer();
+  });
+}
+
+HttpServer::HttpServer(const Router& router, WsHub* ws, ServerOptions options, SocketIo* sio)
+    : impl_(std::make_shared<Impl>(router, ws, std::move(options), sio)) {}
 
 HttpServer::~HttpServer() {
   impl_->pool.join();
@@ -793,6 +1142,7 @@ void HttpServer::run(bool handle_signals) {
   }
   i.accept();
   i.start_trim_timer();
+  i.start_sio_timer();
   i.ioc.run();
   i.finish();
 }
@@ -820,6 +1170,7 @@ void HttpServer::Impl::check_drained(std::shared_ptr<asio::steady_timer> timer,
 }
 
 void HttpServer::Impl::finish() {
+  if (sio) sio->close_all();
   if (ws) ws->close_all();  // no more messages are posted to sessions from the collection loop
   draining = true;
   beast::error_code ignored;
@@ -830,11 +1181,14 @@ void HttpServer::Impl::finish() {
     if (auto s = w.lock()) s->force_close();
   for (auto& w : ws_sessions)
     if (auto s = w.lock()) s->force_close();
+  for (auto& w : sio_ws_sessions)
+    if (auto s = w.lock()) s->force_close();
   pool.join();  // blocking handlers still running post their replies, which fail on closed sockets
   fresh_pool.join();
   ioc.poll();  // every completion runs: the sessions (and their references to us) are released
   http_sessions.clear();
   ws_sessions.clear();
+  sio_ws_sessions.clear();
 }
 
 std::size_t HttpServer::connections() const { return impl_->connections.load(); }

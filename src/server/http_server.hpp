@@ -5,7 +5,8 @@
 // fresh driver reading on a pool of their own (a flood of them never delays the store's requests), and
 // hand their response back to the I/O thread. A request's header is read first (into a buffer bounded
 // by header_limit) and answered from it when it is refused (400, 401, 404, 405, 421, 431); the body is
-// read only for a request that passed.
+// read only for a request that passed. Socket.IO (Engine.IO v4 polling and WebSocket) is served at
+// /socket.io/ when a SocketIo is given.
 // Thread-safety: listen() and run() from one thread; stop() from any thread (or a signal).
 #include <chrono>
 #include <cstddef>
@@ -15,6 +16,7 @@
 
 #include "core/result.hpp"
 #include "server/router.hpp"
+#include "server/socketio.hpp"
 #include "server/ws_hub.hpp"
 
 namespace gf::server {
@@ -52,8 +54,8 @@ struct ServerOptions {
 
 class HttpServer {
  public:
-  // ws may be null (no /ws). router and ws outlive the server.
-  HttpServer(const Router& router, WsHub* ws, ServerOptions options);
+  // ws may be null (no /ws), sio too (no /socket.io/; it needs ws). router, ws and sio outlive the server.
+  HttpServer(const Router& router, WsHub* ws, ServerOptions options, SocketIo* sio = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
