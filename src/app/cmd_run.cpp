@@ -242,7 +242,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   job.record = rec.dump();
   if (auto w = jc.put_job(job); !w) print_error("cannot record the run: " + w.error().message);
   if (r.alloc.json) {
-    std::printf("%s\n", rec.dump(2).c_str());
+    std::printf("%s\n", rec.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fprintf(stderr, "gpufleet: job %s %s (exit %d); details: gpufleet show %s\n", job.id.c_str(),
                  job.status.c_str(), code, job.id.c_str());
@@ -308,13 +308,17 @@ int run_jobs(const GlobalOptions& g, bool json, const std::string& db) {
   for (const auto& e : *list) {
     auto rec = nlohmann::json::parse(e.record, nullptr, false);
     std::string gpus = "-";
-    if (rec.is_object() && rec.contains("gpu_info")) {
-      const auto& gi = rec["gpu_info"];
-      // The distinguishing model name ("H100 80GB HBM3"), not the vendor's first word.
-      std::string model = gi.value("model", "");
-      if (model.rfind("NVIDIA ", 0) == 0) model = model.substr(7);
-      gpus = fmt::format("{} × {}", gi.value("count", 0), model);
-    }
+    // Records are written by their owners, whoever they are: a field of the wrong type shows as "?"
+    // rather than ending everyone's listing.
+    if (rec.is_object() && rec.contains("gpu_info")) try {
+        const auto& gi = rec["gpu_info"];
+        // The distinguishing model name ("H100 80GB HBM3"), not the vendor's first word.
+        std::string model = gi.value("model", "");
+        if (model.rfind("NVIDIA ", 0) == 0) model = model.substr(7);
+        gpus = fmt::format("{} × {}", gi.value("count", 0), model);
+      } catch (const nlohmann::json::exception&) {
+        gpus = "?";
+      }
     const std::string secs =
         e.ended_at_ms ? fmt::format("{:.1f}", static_cast<double>(*e.ended_at_ms - e.started_at_ms) / 1000.0) : "-";
     std::printf("%-12s  %-11s  %5s  %-19s  %9s  %-24s  %s\n", platform::printable(e.id).c_str(),
@@ -353,44 +357,47 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
   }
   auto rec = nlohmann::json::parse((*e)->record, nullptr, false);
   if (json) {
-    std::printf("%s\n", rec.dump(2).c_str());
+    std::printf("%s\n", rec.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   // Text mode shows names, commands and errors escaped; --json above keeps them exact.
   using platform::printable;
   std::printf("job %s  %s  status %s  exit %s\n", printable((*e)->id).c_str(), printable((*e)->name).c_str(),
               printable((*e)->status).c_str(), (*e)->exit_code ? std::to_string(*(*e)->exit_code).c_str() : "-");
-  if (rec.is_object()) {
-    if (rec.contains("command")) std::printf("command   %s\n", printable(rec["command"].dump()).c_str());
-    if (rec.contains("started_at")) std::printf("started   %s\n", rec["started_at"].get<std::string>().c_str());
-    if (rec.contains("ended_at")) std::printf("ended     %s\n", rec["ended_at"].get<std::string>().c_str());
-    if (rec.contains("error")) std::printf("error     %s\n", printable(rec["error"].get<std::string>()).c_str());
-    if (rec.contains("gpu_info")) {
-      const auto& gi = rec["gpu_info"];
-      std::printf("gpus      %s × %s (%s)\n", gi["count"].dump().c_str(), printable(gi.value("model", "")).c_str(),
-                  gi["gpu_info"].value("allocation_method", "").c_str());
-      for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array()))
-        std::printf("          %s\n", printable(w.get<std::string>()).c_str());
-    }
-    if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring")) {
-      const auto& m = rec["metrics"]["gpu_monitoring"];
-      std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0),
-                  m.value("sample_count", 0));
-      for (const auto& item : m["gpu_stats"].items()) {
-        const auto& idx = item.key();
-        const auto& s = item.value();  // a plain reference: lambdas below may capture it (not a binding)
-        auto mean = [&](const char* k) {
-          return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0))
-                                                   : std::string("n/a");
-        };
-        std::printf(
-            "  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
-            printable(s.value("name", "")).c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
-            mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
-            s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
+  if (rec.is_object()) try {
+      if (rec.contains("command")) std::printf("command   %s\n", printable(rec["command"].dump()).c_str());
+      if (rec.contains("started_at")) std::printf("started   %s\n", rec["started_at"].get<std::string>().c_str());
+      if (rec.contains("ended_at")) std::printf("ended     %s\n", rec["ended_at"].get<std::string>().c_str());
+      if (rec.contains("error")) std::printf("error     %s\n", printable(rec["error"].get<std::string>()).c_str());
+      if (rec.contains("gpu_info")) {
+        const auto& gi = rec["gpu_info"];
+        std::printf("gpus      %s × %s (%s)\n", gi["count"].dump().c_str(), printable(gi.value("model", "")).c_str(),
+                    gi["gpu_info"].value("allocation_method", "").c_str());
+        for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array()))
+          std::printf("          %s\n", printable(w.get<std::string>()).c_str());
       }
+      if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring")) {
+        const auto& m = rec["metrics"]["gpu_monitoring"];
+        std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0),
+                    m.value("sample_count", 0));
+        for (const auto& item : m["gpu_stats"].items()) {
+          const auto& idx = item.key();
+          const auto& s = item.value();  // a plain reference: lambdas below may capture it (not a binding)
+          auto mean = [&](const char* k) {
+            return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0))
+                                                     : std::string("n/a");
+          };
+          std::printf(
+              "  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
+              printable(s.value("name", "")).c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
+              mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
+              s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
+        }
+      }
+    } catch (const nlohmann::json::exception& ex) {
+      // Written by the job's owner: a field of the wrong type ends the listing here, with what was shown.
+      std::printf("(the rest of the record is not in the expected shape: %s)\n", printable(ex.what()).c_str());
     }
-  }
   (void)g;
   return kExitOk;
 }

@@ -272,6 +272,8 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     json tasks = json::array();
     for (const auto& t : page->tasks)
       tasks.push_back({{"task", t.task},
+                       {"user", t.owner_user},
+                       {"uid", t.owner_uid ? json(*t.owner_uid) : json(nullptr)},
                        {"runs", t.runs},
                        {"succeeded", t.succeeded},
                        {"failed", t.failed},

@@ -45,7 +45,10 @@ struct Age {
 Age age_of(const ApiContext& c, const node::Published& p) {
   using namespace std::chrono;
   const double age = std::max(0.0, duration<double>(c.clock->now() - p.taken).count());
-  return {age, age > 2 * duration<double>(c.interval).count()};
+  // Two intervals; at least one interval and a second, so that at a sub-second interval one slow driver
+  // read or /proc scan does not flip the seed routes to their error shape.
+  const double interval = duration<double>(c.interval).count();
+  return {age, age > std::max(2 * interval, interval + 1.0)};
 }
 
 // Why a stale reading is stale: its age and what the collection said last.

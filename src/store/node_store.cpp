@@ -52,14 +52,24 @@ ALTER TABLE experiments ADD COLUMN owner_uid INTEGER;
 
 // The job record's own columns for listing it by owner and task (issue 14). A component of its own in
 // gf_schema, so the node schema's version-2 ALTERs above are not run twice on a version-2 file.
+// gpu_count is the record's gpu_info.count, checked and clamped once when the row is written, so the task
+// totals sum an integer column instead of parsing every record on every request. Rows written before
+// the column existed get it, and their owner's name (from their lease), here.
+#define GF_RECORD_GPU_COUNT(rec)                     \
+  "CASE WHEN json_valid(" rec ") AND json_type(" rec \
+  ", '$.gpu_info.count') = 'integer' THEN "          \
+  "MIN(MAX(json_extract(" rec ", '$.gpu_info.count'), 0), 4096) ELSE 0 END"
 constexpr std::int64_t kJobsSchemaVersion = 1;
-constexpr const char* kJobsSchema = R"sql(
-ALTER TABLE experiments ADD COLUMN owner_user TEXT NOT NULL DEFAULT '';
-ALTER TABLE experiments ADD COLUMN task TEXT NOT NULL DEFAULT '';
-CREATE INDEX IF NOT EXISTS experiments_status ON experiments(status, started_ms);
-CREATE INDEX IF NOT EXISTS experiments_user ON experiments(owner_user, started_ms);
-CREATE INDEX IF NOT EXISTS experiments_task ON experiments(task, started_ms);
-)sql";
+constexpr const char* kJobsSchema =
+    "ALTER TABLE experiments ADD COLUMN owner_user TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE experiments ADD COLUMN task TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE experiments ADD COLUMN gpu_count INTEGER NOT NULL DEFAULT 0;\n"
+    "UPDATE experiments SET gpu_count = " GF_RECORD_GPU_COUNT("record") ";\n"
+    "UPDATE experiments SET owner_user = COALESCE((SELECT l.owner_user FROM leases l WHERE l.id = "
+    "experiments.lease_id AND experiments.lease_id != ''), '') WHERE owner_user = '';\n"
+    "CREATE INDEX IF NOT EXISTS experiments_status ON experiments(status, started_ms);\n"
+    "CREATE INDEX IF NOT EXISTS experiments_user ON experiments(owner_user, started_ms);\n"
+    "CREATE INDEX IF NOT EXISTS experiments_task ON experiments(task, started_ms);\n";
 
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
 
@@ -383,7 +393,8 @@ Result<void> NodeStore::put_job(const Job& e) {
   auto st = db_.prepare(
       "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, "
       "record, "
-      "owner_pid, owner_start, owner_uid, owner_user, task) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)");
+      "owner_pid, owner_start, owner_uid, owner_user, task, gpu_count) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,"
+      "?13,?14," GF_RECORD_GPU_COUNT("?9") ")");
   if (!st) return st.error();
   st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
   if (e.exit_code)
@@ -534,21 +545,26 @@ Result<core::TaskPage> NodeStore::task_totals(const core::JobQuery& q) {
   JobFilter f = job_filter(q, false);
   f.where += f.where.empty() ? "WHERE task != ''" : " AND task != ''";
   core::TaskPage page;
-  auto count = db_.prepare(fmt::format("SELECT COUNT(DISTINCT task) FROM experiments {}", f.where));
+  // One row per task and owner: task names are one namespace shared by every user, so a task of the
+  // same name run by someone else is a row of its own, never added to yours.
+  auto count = db_.prepare(
+      fmt::format("SELECT COUNT(*) FROM (SELECT 1 FROM experiments {} GROUP BY task, owner_uid, owner_user)", f.where));
   if (!count) return count.error();
   bind_filter(*count, f);
   auto c = count->step();
   if (!c) return c.error();
   page.total = *c ? static_cast<std::uint64_t>(count->int64(0)) : 0;
-  // GPU-hours from the record's gpu_info.count (written once GPUs are granted; runs that never got GPUs
-  // count 0) times the run's time, up to now for a run still going. The sums run in SQLite, over every
+  // GPU-hours: the GPUs granted (gpu_count, 0 for a run that never got any) times the run's time, up to
+  // now for a run still going. TOTAL sums in floating point: a record claiming absurd times can make a
+  // sum large, never make the query fail with an integer overflow. The sums run in SQLite over every
   // matching run, so a user with thousands of runs gets exact totals without paging through them.
   const std::string now = std::to_string(now_ms());
   auto st = db_.prepare(fmt::format(
-      "SELECT task, COUNT(*), SUM(status = 'succeeded'), SUM(status = 'failed'), SUM(status = 'running'), "
-      "SUM(CASE WHEN json_valid(record) THEN COALESCE(json_extract(record, '$.gpu_info.count'), 0) ELSE 0 END "
-      "* MAX(0, COALESCE(ended_ms, {}) - started_ms)) / 3600000.0, MAX(started_ms) "
-      "FROM experiments {} GROUP BY task ORDER BY MAX(started_ms) DESC, task LIMIT {} OFFSET {}",
+      "SELECT task, COUNT(*), TOTAL(status = 'succeeded'), TOTAL(status = 'failed'), TOTAL(status = 'running'), "
+      "TOTAL(gpu_count * MAX(0, MIN(COALESCE(ended_ms, {0}), {0}) - started_ms)) / 3600000.0, MAX(started_ms), "
+      "owner_uid, owner_user "
+      "FROM experiments {1} GROUP BY task, owner_uid, owner_user ORDER BY MAX(started_ms) DESC, task LIMIT {2} "
+      "OFFSET {3}",
       now, f.where, q.limit, q.offset));
   if (!st) return st.error();
   bind_filter(*st, f);
@@ -559,10 +575,12 @@ Result<core::TaskPage> NodeStore::task_totals(const core::JobQuery& q) {
     core::TaskTotals t;
     t.task = st->text(0);
     t.runs = static_cast<std::uint64_t>(st->int64(1));
-    t.succeeded = static_cast<std::uint64_t>(st->int64(2));
-    t.failed = static_cast<std::uint64_t>(st->int64(3));
-    t.running = static_cast<std::uint64_t>(st->int64(4));
+    t.succeeded = static_cast<std::uint64_t>(st->opt_double(2).value_or(0));
+    t.failed = static_cast<std::uint64_t>(st->opt_double(3).value_or(0));
+    t.running = static_cast<std::uint64_t>(st->opt_double(4).value_or(0));
     t.gpu_hours = st->opt_double(5).value_or(0);
+    t.owner_uid = opt_uid(*st, 7);
+    t.owner_user = st->text(8);
     t.last_started_ms = st->int64(6);
     page.tasks.push_back(std::move(t));
   }

@@ -127,7 +127,10 @@ Result<AgentOp> parse_job_put(const json& j) {
   GF_TRY(status, get_str(o, "status", 32, true));
   GF_TRY(lease, get_str(o, "lease_id", 64));
   GF_TRY(task, get_str(o, "task", 200));
-  GF_TRY(started, get_int(o, "started_at_ms", 0, 0, std::numeric_limits<std::int64_t>::max()));
+  // Times up to the end of year 9999: a record's times are summed (GPU-hours) and turned into clock
+  // values (nanoseconds), where INT64_MAX milliseconds would overflow.
+  constexpr std::int64_t kLatestMs = 253402300799999;
+  GF_TRY(started, get_int(o, "started_at_ms", 0, 0, kLatestMs));
   // Job ids are shown to every user (`gpufleet jobs`) and used in paths: letters, digits, '.', '_', '-'.
   if (!std::all_of(id->begin(), id->end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' ||
@@ -145,8 +148,9 @@ Result<AgentOp> parse_job_put(const json& j) {
     a.job.exit_code = static_cast<int>(*code);
   }
   if (auto e = o.find("ended_at_ms"); e != o.end() && !e->is_null()) {
-    GF_TRY(ended, get_int(o, "ended_at_ms", 0, 0, std::numeric_limits<std::int64_t>::max()));
-    a.job.ended_at_ms = *ended;
+    GF_TRY(ended, get_int(o, "ended_at_ms", 0, 0, kLatestMs));
+    // An end before the start (the wall clock stepped back during the run) is kept as a run of no time.
+    a.job.ended_at_ms = std::max(*ended, *started);
   }
   if (auto c = o.find("command"); c != o.end()) {
     if (!c->is_array()) return invalid("job.command must be an array of strings");

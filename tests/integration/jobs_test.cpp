@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -136,6 +137,29 @@ TEST_F(Jobs, RunRecordsTheSeedShape) {
   EXPECT_NE(gf({"jobs"}).out.find("Sim H100"), std::string::npos);
   EXPECT_NE(gf({"show", id}).out.find("monitoring"), std::string::npos);
   EXPECT_EQ(gf({"show", "nope"}).exit_code, 1);
+}
+
+// Review of issue 14: records are written by their owners (over the agent socket, any user), and a
+// field of the wrong type in one of them made `gpufleet jobs` and `show` end with a JSON type error
+// for everyone.
+TEST_F(Jobs, ARecordOfTheWrongShapeDoesNotEndTheListing) {
+  auto r = gf({"run", "--gpus", "1", "--json", "--name", "odd", "--", "true"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto id = json_of(r.out)["id"].get<std::string>();
+  sqlite3* conn = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &conn), SQLITE_OK);
+  const char* odd =
+      R"(UPDATE experiments SET record = '{"command": 1, "started_at": 5, "error": [], "gpu_info": {"count": "x",)"
+      R"( "model": 7, "gpu_info": 3}, "metrics": {"gpu_monitoring": {"gpu_stats": 4}}}')";
+  EXPECT_EQ(sqlite3_exec(conn, odd, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(conn);
+  sqlite3_close(conn);
+  auto list = gf({"jobs"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find(id), std::string::npos) << list.out;
+  auto shown = gf({"show", id});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find(id), std::string::npos) << shown.out;
+  EXPECT_EQ(gf({"show", id, "--json"}).exit_code, 0);
 }
 
 TEST_F(Jobs, TooFewGpusFailsWithTheSeedMessageAndItsOwnCode) {

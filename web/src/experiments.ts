@@ -76,6 +76,9 @@ export interface ExperimentPage {
 
 export interface TaskTotals {
   task: string;
+  /** Whose runs: a task name is shared by every user, so each owner's runs of it are a row of their own. */
+  user: string | null;
+  uid: number | null;
   runs: number;
   succeeded: number;
   failed: number;
@@ -246,6 +249,8 @@ export const expApi = {
         const t = obj(x);
         return {
           task: str(t.task) ?? '',
+          user: str(t.user) || null,
+          uid: num(t.uid),
           runs: num(t.runs) ?? 0,
           succeeded: num(t.succeeded) ?? 0,
           failed: num(t.failed) ?? 0,

@@ -266,9 +266,10 @@ async function main() {
     const cells = (await row.first().locator('td').allInnerTexts()).map((s) => s.trim());
     const nFailed = fillers.filter((f) => f.status === 'failed').length;
     const hours = fillers.reduce((a, f) => a + (f.ended_at_ms - f.started_at_ms) / 3.6e6, 0);
-    assert(cells[0] === 'sweep' && cells[1] === String(FILLERS), `cells ${cells}`);
-    assert(cells[2] === String(FILLERS - nFailed) && cells[3] === String(nFailed), `succeeded/failed ${cells}`);
-    assert(cells[5] === hours.toFixed(2), `GPU-hours ${cells[5]} vs ${hours.toFixed(2)}`);
+    // task, its owner (a task name is not unique across users: each owner's runs are a row), the totals.
+    assert(cells[0] === 'sweep' && cells[1] !== '' && cells[2] === String(FILLERS), `cells ${cells}`);
+    assert(cells[3] === String(FILLERS - nFailed) && cells[4] === String(nFailed), `succeeded/failed ${cells}`);
+    assert(cells[6] === hours.toFixed(2), `GPU-hours ${cells[6]} vs ${hours.toFixed(2)}`);
   });
 
   // A deep link opened cold: a new page, straight to the run.

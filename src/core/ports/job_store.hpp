@@ -34,6 +34,8 @@ struct TaskTotals {
   std::uint64_t runs = 0, succeeded = 0, failed = 0, running = 0;
   double gpu_hours = 0;  // GPUs held × run time; a running job counts up to now
   std::int64_t last_started_ms = 0;
+  std::optional<std::uint32_t> owner_uid;  // whose runs these are (a task name is not unique across users)
+  std::string owner_user;
 };
 struct TaskPage {
   std::vector<TaskTotals> tasks;  // the most recently started task first

@@ -650,14 +650,17 @@ TEST_F(ApiTest, JobsPagesFiltersAndTasks) {
 
   r = get("/api/v1/tasks");
   ASSERT_EQ(r.status, 200u) << r;
-  EXPECT_EQ(r.j.at("total"), 1);
-  ASSERT_EQ(r.j.at("tasks").size(), 1u);
-  const auto& t = r.j.at("tasks")[0];
+  // One row per task and owner: alice's two runs of "grid" and bob's one (j0, j2; j1).
+  EXPECT_EQ(r.j.at("total"), 2);
+  ASSERT_EQ(r.j.at("tasks").size(), 2u);
+  const auto& t = r.j.at("tasks")[0].at("user") == "alice" ? r.j.at("tasks")[0] : r.j.at("tasks")[1];
   EXPECT_EQ(t.at("task"), "grid");
-  EXPECT_EQ(t.at("runs"), 3);
-  EXPECT_EQ(t.at("succeeded"), 3);
+  EXPECT_EQ(t.at("user"), "alice");
+  EXPECT_EQ(t.at("uid"), 1000);
+  EXPECT_EQ(t.at("runs"), 2);
+  EXPECT_EQ(t.at("succeeded"), 2);
   EXPECT_EQ(t.at("failed"), 0);
-  EXPECT_DOUBLE_EQ(t.at("gpu_hours").get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(t.at("gpu_hours").get<double>(), 2.0);
   EXPECT_EQ(get("/api/v1/tasks?user=bob").j.at("tasks")[0].at("runs"), 1);
   EXPECT_EQ(get("/api/v1/tasks?limit=0").status, 400u);
 }

@@ -1,4 +1,5 @@
 #include "store/node_store.hpp"
+#include "store/sqlite.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -277,6 +278,81 @@ TEST_F(StoreTest, TaskTotalsSumEveryRunNotAPage) {
   t = s->task_totals(q);
   ASSERT_EQ(t->tasks.size(), 1u);
   EXPECT_EQ(t->tasks[0].task, "other");
+}
+
+// Review of issue 14: two records with absurd times made SUM() overflow, and /api/v1/tasks failed for
+// everyone; a user could also add runs (and negative GPU counts) to another user's task of the same name.
+TEST_F(StoreTest, TaskTotalsSurviveAbsurdRecordsAndKeepOwnersApart) {
+  auto s = open();
+  const std::int64_t far = 253402300799999;  // the latest time the agent protocol accepts
+  for (int i = 0; i < 10; ++i)               // 10 × 4096 GPUs × ~2.5e14 ms: past INT64_MAX as an integer sum
+    ASSERT_TRUE(s->put_job(task_run(fmt::format("m{}", i), "sweep", "mallory", "succeeded", 0, far, 4096)));
+  ASSERT_TRUE(s->put_job(task_run("neg", "sweep", "mallory", "succeeded", 0, 10, -100000)));
+  ASSERT_TRUE(s->put_job(task_run("a1", "sweep", "alice", "succeeded", 1000, 1000 + 3600000, 2)));
+  Job alice2 = task_run("a2", "sweep", "alice", "failed", 2000, 2000 + 3600000, 1);
+  alice2.owner.uid = std::nullopt;  // written by a binary that did not know the owner's uid
+  ASSERT_TRUE(s->put_job(alice2));
+  core::JobQuery q;
+  auto t = s->task_totals(q);
+  ASSERT_TRUE(t) << t.error().message;
+  // alice (uid 1000), alice (no uid: a row of an older binary) and mallory: three rows of "sweep".
+  EXPECT_EQ(t->total, 3u);
+  ASSERT_EQ(t->tasks.size(), 3u);
+  for (const auto& row : t->tasks) {
+    EXPECT_EQ(row.task, "sweep");
+    EXPECT_GE(row.gpu_hours, 0.0) << row.owner_user;  // a negative count is no GPUs, not minus GPU-hours
+    if (row.owner_user == "alice" && row.owner_uid) {
+      EXPECT_EQ(row.runs, 1u);
+      EXPECT_NEAR(row.gpu_hours, 2.0, 1e-9);
+    } else if (row.owner_user == "alice") {
+      EXPECT_EQ(row.runs, 1u);
+      EXPECT_EQ(row.failed, 1u);
+      EXPECT_NEAR(row.gpu_hours, 1.0, 1e-9);
+    } else {
+      EXPECT_EQ(row.owner_user, "mallory");
+      EXPECT_EQ(row.runs, 11u);
+      EXPECT_GT(row.gpu_hours, 1e9);  // large, summed without failing
+    }
+  }
+}
+
+// A store file of the previous release (node schema 2, before the jobs' owner and task columns): its
+// runs get their owner's name from their lease and their GPU count from their record when it opens.
+TEST_F(StoreTest, RunsOfAnOlderStoreGetTheirOwnerAndGpuCount) {
+  {
+    auto s = open();
+    auto l = s->acquire(req(100), take({{0, "GPU-a"}}));
+    ASSERT_TRUE(l && *l);
+    Job j = task_run("old", "", "", "succeeded", 1000, 1000 + 3600000, 3);
+    j.lease_id = (*l)->id;
+    ASSERT_TRUE(s->put_job(j));
+  }
+  {
+    // Take the file back to what the previous release wrote.
+    auto db = store::Db::open((dir / "gf.db").string());
+    ASSERT_TRUE(db) << db.error().message;
+    for (const char* sql :
+         {"DROP INDEX experiments_status", "DROP INDEX experiments_user", "DROP INDEX experiments_task",
+          "ALTER TABLE experiments DROP COLUMN owner_user", "ALTER TABLE experiments DROP COLUMN task",
+          "ALTER TABLE experiments DROP COLUMN gpu_count", "DELETE FROM gf_schema WHERE component = 'node_jobs'"})
+      ASSERT_TRUE(db->exec(sql)) << sql;
+  }
+  auto s = open();
+  ASSERT_TRUE(s);
+  core::JobQuery q;
+  q.user = "alice";  // the lease's owner (req() above)
+  auto page = s->jobs_page(q);
+  ASSERT_TRUE(page) << page.error().message;
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_EQ(page->jobs[0].id, "old");
+  // gpu_count came from the record: a task run of it would count 3 GPU-hours.
+  auto db = store::Db::open((dir / "gf.db").string());
+  ASSERT_TRUE(db);
+  auto st = db->prepare("SELECT gpu_count FROM experiments WHERE id = 'old'");
+  ASSERT_TRUE(st);
+  auto row = st->step();
+  ASSERT_TRUE(row && *row);
+  EXPECT_EQ(st->int64(0), 3);
 }
 
 TEST_F(StoreTest, JobsOfDeadOwnersBecomeLost) {

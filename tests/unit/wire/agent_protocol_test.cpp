@@ -67,6 +67,22 @@ TEST(AgentProtocol, JobPutKeepsCommandAndRecordAsJsonText) {
   EXPECT_FALSE(parse_agent_request(R"({"id": 2, "op": "job_put", "job": {"status": "x", "command": [1]}})").op);
 }
 
+// Review of issue 14: INT64_MAX times overflowed the task totals' sums and the conversion to clock
+// values; an end before the start (a clock step) is a run of no time, not a negative one.
+TEST(AgentProtocol, JobPutTimesAreBounded) {
+  auto far = parse_agent_request(
+      R"({"id": 3, "op": "job_put", "job": {"status": "running", "started_at_ms": 9223372036854775807}})");
+  ASSERT_FALSE(far.op);
+  EXPECT_NE(far.op.error().message.find("started_at_ms"), std::string::npos) << far.op.error().message;
+  EXPECT_FALSE(
+      parse_agent_request(R"({"id": 3, "op": "job_put", "job": {"status": "x", "ended_at_ms": 253402300800000}})").op);
+  auto back = parse_agent_request(
+      R"({"id": 3, "op": "job_put", "job": {"status": "succeeded", "started_at_ms": 5000, "ended_at_ms": 4000}})");
+  ASSERT_TRUE(back.op) << back.op.error().message;
+  const auto& j = std::get<JobPutArgs>(*back.op).job;
+  EXPECT_EQ(j.ended_at_ms.value_or(-1), 5000);
+}
+
 TEST(AgentProtocol, RepliesAreOneLineAndEscapeBadUtf8) {
   const std::string ok = ok_line(3, {{"job_id", "abc"}});
   EXPECT_EQ(ok.back(), '\n');

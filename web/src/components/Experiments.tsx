@@ -266,6 +266,7 @@ function Tasks({ route }: { route: Route }) {
             <thead>
               <tr>
                 <th>task</th>
+                <th>user</th>
                 <th class="num">runs</th>
                 <th class="num">succeeded</th>
                 <th class="num">failed</th>
@@ -276,10 +277,11 @@ function Tasks({ route }: { route: Route }) {
             </thead>
             <tbody>
               {doc.tasks.map((t) => (
-                <tr key={t.task}>
+                <tr key={`${t.task}\u0000${t.uid ?? ''}\u0000${t.user ?? ''}`}>
                   <td>
-                    <a href={listHref({ page: 1, task: t.task, user: q.user })}>{t.task}</a>
+                    <a href={listHref({ page: 1, task: t.task, user: t.user ?? q.user })}>{t.task}</a>
                   </td>
+                  <td>{t.user ?? (t.uid !== null ? `uid ${t.uid}` : NA)}</td>
                   <td class="num">{t.runs}</td>
                   <td class="num">{t.succeeded}</td>
                   <td class="num">{t.failed}</td>
