@@ -31,6 +31,25 @@ core::LeaseRequest request(const std::string& job_id, const std::string& name, s
 namespace fs = std::filesystem;
 using Gpus = std::vector<core::LeasedGpu>;
 
+// A job record field by field (GCC -O3 warns maybe-uninitialized on the brace-initialised owner of a
+// Job aggregate with its trailing task).
+Job job_of(std::string id, std::string name, std::string status, std::string command, std::optional<int> exit_code,
+           std::int64_t started, std::optional<std::int64_t> ended, std::string lease, std::string record,
+           core::LeaseOwner owner = {}) {
+  Job j;
+  j.id = std::move(id);
+  j.name = std::move(name);
+  j.status = std::move(status);
+  j.command = std::move(command);
+  j.exit_code = exit_code;
+  j.started_at_ms = started;
+  j.ended_at_ms = ended;
+  j.lease_id = std::move(lease);
+  j.record = std::move(record);
+  j.owner = std::move(owner);
+  return j;
+}
+
 struct StoreTest : ::testing::Test {
   fs::path dir;
   std::set<std::uint32_t> dead;  // owners the test declares gone
@@ -175,7 +194,7 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
 
 TEST_F(StoreTest, JobsRoundTrip) {
   auto s = open();
-  Job e{"e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}", {}, ""};
+  Job e = job_of("e1", "bench", "running", "[\"sleep\",\"1\"]", std::nullopt, 1000, std::nullopt, "l1", "{}");
   ASSERT_TRUE(s->put_job(e));
   e.status = "succeeded";
   e.exit_code = 0;
@@ -187,7 +206,7 @@ TEST_F(StoreTest, JobsRoundTrip) {
   EXPECT_EQ((*got)->status, "succeeded");
   EXPECT_EQ((*got)->exit_code.value_or(-1), 0);
   EXPECT_EQ((*got)->record, "{\"x\":1}");
-  ASSERT_TRUE(s->put_job({"e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}", {}, ""}));
+  ASSERT_TRUE(s->put_job(job_of("e2", "x", "failed", "[]", 3, 3000, 4000, "", "{}")));
   auto list = s->jobs(10);
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].id, "e2");  // newest first
@@ -259,8 +278,8 @@ TEST_F(StoreTest, TaskTotalsSumEveryRunNotAPage) {
     ASSERT_TRUE(s->put_job(task_run(fmt::format("t{}", i), "sweep", "alice", i % 3 ? "succeeded" : "failed", 10000 + i,
                                     10000 + i + 36000, 2)));
   ASSERT_TRUE(s->put_job(task_run("o1", "other", "bob", "running", 5000, std::nullopt, 1)));
-  ASSERT_TRUE(s->put_job(task_run("o2", "", "bob", "succeeded", 1, 2, 1)));                  // no task: not a group
-  ASSERT_TRUE(s->put_job({"bad", "bad", "failed", "[]", 1, 2, 3, "", "not json", {}, ""}));  // a broken record
+  ASSERT_TRUE(s->put_job(task_run("o2", "", "bob", "succeeded", 1, 2, 1)));                // no task: not a group
+  ASSERT_TRUE(s->put_job(job_of("bad", "bad", "failed", "[]", 1, 2, 3, "", "not json")));  // a broken record
   core::JobQuery q;
   auto t = s->task_totals(q);
   ASSERT_TRUE(t) << t.error().message;
@@ -357,7 +376,8 @@ TEST_F(StoreTest, RunsOfAnOlderStoreGetTheirOwnerAndGpuCount) {
 
 TEST_F(StoreTest, JobsOfDeadOwnersBecomeLost) {
   auto s = open();
-  Job e{"e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", {777, 1, "u"}, ""};
+  Job e =
+      job_of("e1", "job", "running", "[]", std::nullopt, 1000, std::nullopt, "", "{}", core::LeaseOwner{777, 1, "u"});
   ASSERT_TRUE(s->put_job(e));
   EXPECT_EQ((*s->job("e1"))->status, "running");
   dead.insert(777);  // gpufleet was SIGKILLed while the job ran
