@@ -244,17 +244,11 @@ void add_job_routes(Router& r, ApiContext& ctx) {
       q->task = *t;
     auto series = bool_param(req, "series", true);
     if (!series) return error_response(ErrorKind::Invalid, series.error().message);
+    // A list page needs the summary, not the samples: series=false leaves each record's series out.
+    q->with_series = *series;
     auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.jobs_page(*q); });
     if (!page) return error_response(page.error(), "store_error");
     auto doc = wire::jobs_json(c->node_name, page->jobs);
-    // A list page needs the summary, not the samples: series=false leaves each record's series out.
-    if (!*series)
-      for (auto& j : doc["jobs"])
-        if (auto m = j.find("metrics"); m != j.end() && m->is_object())
-          if (auto g = m->find("gpu_monitoring"); g != m->end() && g->is_object() && g->contains("series")) {
-            g->erase("series");
-            (*g)["has_series"] = true;
-          }
     doc["total"] = page->total;
     doc["limit"] = q->limit;
     doc["offset"] = q->offset;

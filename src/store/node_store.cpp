@@ -526,9 +526,17 @@ Result<core::JobPage> NodeStore::jobs_page(const core::JobQuery& q) {
   auto c = count->step();
   if (!c) return c.error();
   page.total = *c ? static_cast<std::uint64_t>(count->int64(0)) : 0;
+  // Without the series, SQLite drops them from each record before it is copied out (kJobColumns with
+  // its record column replaced; read_job reads columns by position).
+  std::string columns = kJobColumns;
+  if (!q.with_series)
+    columns.replace(columns.find("record"), 6,
+                    "CASE WHEN json_valid(record) AND json_type(record, '$.metrics.gpu_monitoring.series') IS NOT "
+                    "NULL THEN json_set(json_remove(record, '$.metrics.gpu_monitoring.series'), "
+                    "'$.metrics.gpu_monitoring.has_series', json('true')) ELSE record END");
   auto st =
       db_.prepare(fmt::format("SELECT {} FROM experiments {} ORDER BY started_ms DESC, rowid DESC LIMIT {} OFFSET {}",
-                              kJobColumns, f.where, q.limit, q.offset));
+                              columns, f.where, q.limit, q.offset));
   if (!st) return st.error();
   bind_filter(*st, f);
   for (;;) {

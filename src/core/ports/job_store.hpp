@@ -23,6 +23,9 @@ struct JobQuery {
   std::string task;
   std::size_t limit = 50;
   std::size_t offset = 0;
+  // false: each record's metrics.gpu_monitoring.series is left out (has_series: true in its place), in
+  // the store, so a list page never copies the samples of every run it shows.
+  bool with_series = true;
 };
 struct JobPage {
   std::vector<Job> jobs;
