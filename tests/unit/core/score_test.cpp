@@ -39,20 +39,6 @@ TEST(Score, LostOrUnknownGpuHasNoScore) {
   EXPECT_FALSE(availability_score(z));
 }
 
-TEST(Score, AvailableGpusFiltersAndOrdersBestFirst) {
-  Snapshot s;
-  s.gpus = {gpu(0, 80000, 70000, 10),  // 10000 free: below the floor
-            gpu(1, 80000, 10000, 50),  // util 50: inclusive ceiling, qualifies
-            gpu(2, 80000, 10000, 51),  // util 51: too busy
-            gpu(3, 80000, 0, 0),       // best
-            gpu(4, 80000, 0, 0)};      // tie with 3: lower index first
-  s.gpus.push_back(gpu(5, 80000, 0, 0));
-  s.gpus.back().health = Health::Lost;
-  score_gpus(s);
-  auto v = available_gpus(s, AvailabilityFilter{20000, 50});
-  EXPECT_EQ(v, (std::vector<unsigned>{3, 4, 1}));
-}
-
 TEST(Score, UnattributedMemory) {
   auto g = gpu(0, 1000, 700, 0);
   GpuProcess a;
