@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+
 namespace gf::core {
 namespace {
 
@@ -60,6 +63,22 @@ TEST(Snapshot, ClockEventNames) {
   EXPECT_EQ(n[1], "sw_power_cap");
   EXPECT_EQ(n[2], "hw_thermal_slowdown");
   EXPECT_TRUE(clock_event_names(0).empty());
+}
+
+TEST(Reading, EveryAbsentReasonHasADistinctCodeAndWordsInEnumOrder) {
+  std::set<std::string_view> codes, words;
+  for (std::size_t i = 0; i < kAbsentReasonCount; ++i) {
+    const auto& r = kAbsentReasons[i];
+    EXPECT_EQ(static_cast<std::size_t>(r.reason), i);
+    EXPECT_FALSE(r.code.empty());
+    EXPECT_FALSE(r.words.empty());
+    EXPECT_TRUE(codes.insert(r.code).second) << r.code;
+    EXPECT_TRUE(words.insert(r.words).second) << r.words;
+    EXPECT_EQ(code(r.reason), r.code);
+    EXPECT_EQ(to_string(r.reason), r.words);
+  }
+  EXPECT_EQ(code(Absent::GpuLost), "gpu_lost");
+  EXPECT_EQ(to_string(Absent::MigEnabled), "not reported under MIG");
 }
 
 TEST(Reading, AbsentCarriesReason) {
