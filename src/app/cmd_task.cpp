@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "platform/fs.hpp"
 #include "scheduler/estimate.hpp"
+#include "wire/agent_docs.hpp"
 
 namespace gf::app {
 namespace {
@@ -48,14 +48,10 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
     return exit_code(e.error());
   }
   if (json) {
-    std::printf("%s\n", nlohmann::json{{"gpus", e->gpus},
-                                       {"memory_mb_per_gpu", e->memory_mb_per_gpu},
-                                       {"memory_fraction", e->memory_fraction ? nlohmann::json(*e->memory_fraction)
-                                                                              : nlohmann::json(nullptr)},
-                                       {"engine", e->engine},
-                                       {"explanation", e->explanation}}
-                            .dump(2)
-                            .c_str());
+    std::printf("%s\n",
+                wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine, e->explanation)
+                    .dump(2)
+                    .c_str());
   } else {
     std::printf("%u GPU(s), %llu MiB free on each%s\n", e->gpus, static_cast<unsigned long long>(e->memory_mb_per_gpu),
                 e->memory_fraction
