@@ -713,6 +713,24 @@ TEST_F(ApiTest, PrometheusMetricsOneUtilLinePerGpu) {
   EXPECT_NE(r.body.find("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"), std::string::npos);
 }
 
+// Uptime is the routes' clock's (ctx.clock), in /metrics as in /api/health: a fake clock moves both.
+TEST_F(ApiTest, UptimeIsTheRoutesClock) {
+  test::FakeClock clock;
+  ctx.clock = &clock;
+  ctx.started = clock.now();
+  clock.advance(std::chrono::seconds(90));
+  const auto r = get("/metrics");
+  ASSERT_EQ(r.status, 200u) << r;
+  std::istringstream in(r.body);
+  std::string line, uptime;
+  while (std::getline(in, line))
+    if (line.rfind("gpufleet_agent_uptime_seconds{", 0) == 0) uptime = line.substr(line.rfind(' ') + 1);
+  EXPECT_EQ(uptime, "90") << r.body;
+  EXPECT_EQ(get("/api/health").j.at("uptime_s"), 90.0);
+  clock.advance(std::chrono::milliseconds(2500));
+  EXPECT_EQ(get("/api/health").j.at("uptime_s"), 92.5);
+}
+
 TEST_F(ApiTest, OpenApiIsServedAsJson) {
   const auto r = get("/api/openapi.json");
   ASSERT_EQ(r.status, 200u);
