@@ -758,6 +758,28 @@ TEST_F(ApiTest, OpenApiListsTheHistoryMetricsFromTheTable) {
   EXPECT_NE(metric["description"].get<std::string>().find("temperature (°C)"), std::string::npos);
 }
 
+// The defaults the document states are the ones the handlers apply: core/policy.hpp for availability and
+// leases, allocator::IdleThresholds for the fleet's idle GPUs.
+TEST_F(ApiTest, OpenApiDefaultsAreThePolicys) {
+  const auto doc = nlohmann::json::parse(openapi_document());
+  nlohmann::json floor, ceiling;
+  for (const auto& p : doc["paths"]["/api/v1/availability"]["get"]["parameters"]) {
+    if (p["name"] == "min_memory_mb") floor = p["schema"]["default"];
+    if (p["name"] == "max_utilization") ceiling = p["schema"]["default"];
+  }
+  EXPECT_EQ(floor, core::kDefaultMinFreeMemoryMib);
+  EXPECT_EQ(ceiling, core::kDefaultMaxUtilizationPct);
+  const auto& body =
+      doc["paths"]["/api/v1/allocations"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+  EXPECT_EQ(body["properties"]["min_memory_mb"]["default"], core::kDefaultMinFreeMemoryMib);
+  EXPECT_EQ(body["properties"]["max_utilization"]["default"], core::kDefaultMaxUtilizationPct);
+  const allocator::IdleThresholds idle;
+  const auto& params = doc["components"]["parameters"];
+  EXPECT_EQ(params["utilization_threshold"]["schema"]["default"].get<double>(), idle.utilization_pct);
+  EXPECT_EQ(params["memory_threshold"]["schema"]["default"].get<double>(), idle.memory_pct);
+  EXPECT_EQ(openapi_document().find('@'), std::string::npos) << "a placeholder was left in the text";
+}
+
 TEST_F(ApiTest, RoutingErrorsAndHead) {
   auto r = get("/api/v1/allocations");
   EXPECT_EQ(r.status, 405u);
