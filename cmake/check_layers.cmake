@@ -1,4 +1,4 @@
-# Checks that every `#include "folder/…"` under a source tree is allowed by the layer table.
+# Checks that every `#include "folder/…"` or `<folder/…>` under a source tree is allowed by the layer table.
 # Usage: cmake -DSRC=<src dir> -DTABLE=<markdown file with the table> -P check_layers.cmake
 # The table sits between the lines `<!-- layers:begin -->` and `<!-- layers:end -->` of TABLE; each row
 # is `| `folder/` | ring | `allowed/` `allowed/file.hpp` … |` (`*` allows everything). Exits non-zero,
@@ -84,12 +84,23 @@ foreach(f IN LISTS files)
   if("*" IN_LIST allowed)
     continue()
   endif()
-  file(STRINGS "${SRC}/${f}" includes ENCODING UTF-8 REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]+\"")
+  # Quoted includes and angle-bracket ones: `#include <core/x.hpp>` finds the same header through the
+  # include path, so it is held to the same table. An angle include without a folder (<vector>) or
+  # whose first folder is not one of ours (<fmt/format.h>) is a system or library header.
+  file(STRINGS "${SRC}/${f}" includes ENCODING UTF-8 REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<][^\">]+[\">]")
   foreach(inc IN LISTS includes)
-    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*$" "\\1" path "${inc}")
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*([\"<])([^\">]+)[\">].*$" "\\1" open "${inc}")
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*([\"<])([^\">]+)[\">].*$" "\\2" path "${inc}")
+    if(open STREQUAL "<")
+      set(shown "<${path}>")
+    else()
+      set(shown "\"${path}\"")
+    endif()
     string(FIND "${path}" "/" slash)
     if(slash EQUAL -1)
-      list(APPEND violations "src/${f}: includes \"${path}\" (project includes are written from src/, as \"folder/file.hpp\")")
+      if(open STREQUAL "\"")
+        list(APPEND violations "src/${f}: includes ${shown} (project includes are written from src/, as \"folder/file.hpp\")")
+      endif()
       continue()
     endif()
     string(SUBSTRING "${path}" 0 ${slash} first)
@@ -107,7 +118,7 @@ foreach(f IN LISTS files)
     endforeach()
     if(NOT ok)
       list(JOIN allowed ", " allowed_text)
-      list(APPEND violations "src/${f}: includes \"${path}\", but ${owner}/ may use only: ${allowed_text}")
+      list(APPEND violations "src/${f}: includes ${shown}, but ${owner}/ may use only: ${allowed_text}")
     endif()
   endforeach()
 endforeach()

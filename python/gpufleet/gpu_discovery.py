@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from . import _transport as t
+from ._policy import IDLE_MEMORY_PCT, IDLE_UTILIZATION_PCT
 from .errors import ClusterNotConfigured, GpufleetError
 
 
@@ -54,7 +55,8 @@ def _get(path: str, params: Dict[str, Any]) -> Dict[str, Any]:
     return doc
 
 
-def get_cluster_gpu_status(utilization_threshold: float = 30.0, memory_threshold: float = 50.0) -> List[ClusterGPU]:
+def get_cluster_gpu_status(utilization_threshold: float = IDLE_UTILIZATION_PCT,
+                           memory_threshold: float = IDLE_MEMORY_PCT) -> List[ClusterGPU]:
     """Every GPU the fleet view knows, with metrics. A GPU is idle under both thresholds (%)."""
     doc = _get("/api/v1/cluster/gpus", {"utilization_threshold": utilization_threshold,
                                         "memory_threshold": memory_threshold})
@@ -66,8 +68,8 @@ def get_cluster_gpu_status(utilization_threshold: float = 30.0, memory_threshold
             for g in doc.get("gpus", [])]
 
 
-def get_node_gpu_summaries(utilization_threshold: float = 30.0,
-                           memory_threshold: float = 50.0) -> Dict[str, NodeGPUSummary]:
+def get_node_gpu_summaries(utilization_threshold: float = IDLE_UTILIZATION_PCT,
+                           memory_threshold: float = IDLE_MEMORY_PCT) -> Dict[str, NodeGPUSummary]:
     """Per node name, its GPU summary."""
     doc = _get("/api/v1/cluster/nodes", {"utilization_threshold": utilization_threshold,
                                          "memory_threshold": memory_threshold})
@@ -82,8 +84,8 @@ def get_node_gpu_summaries(utilization_threshold: float = 30.0,
     return out
 
 
-def find_best_node_for_deployment(required_gpus: int = 1, utilization_threshold: float = 30.0,
-                                  memory_threshold: float = 50.0) -> Optional[str]:
+def find_best_node_for_deployment(required_gpus: int = 1, utilization_threshold: float = IDLE_UTILIZATION_PCT,
+                                  memory_threshold: float = IDLE_MEMORY_PCT) -> Optional[str]:
     """The node with at least required_gpus idle GPUs, ranked as the seed ranked them; None when no
     node qualifies (then the Kubernetes scheduler decides, as in the seed)."""
     doc = _get("/api/v1/cluster/select", {"gpus": required_gpus, "utilization_threshold": utilization_threshold,

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Set
 
 from . import _transport as t
+from ._policy import MAX_UTILIZATION_PCT
 from .errors import AgentUnavailable, GpufleetError
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,8 @@ class GPUMonitor:
             self._cache, self._cache_time = snap, time.monotonic()
         return snap
 
-    def get_available_gpus(self, min_memory_mb: Optional[int] = None, max_utilization: int = 50) -> List[int]:
+    def get_available_gpus(self, min_memory_mb: Optional[int] = None,
+                           max_utilization: int = MAX_UTILIZATION_PCT) -> List[int]:
         """Indices of GPUs with at most max_utilization % utilization and at least min_memory_mb free,
         best availability score first. GPUs another job has leased from gpufleet are left out."""
         try:

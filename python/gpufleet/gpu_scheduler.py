@@ -13,6 +13,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _transport as t
+from ._policy import MAX_UTILIZATION_PCT, MIN_FREE_MEMORY_MB
 from ._ws import WebSocket
 from .errors import AgentUnavailable, GpufleetError, NoGpusAvailable
 from .gpu_monitor import get_gpu_monitor
@@ -49,7 +50,7 @@ def _availability(required_gpus: int, min_memory_mb: Optional[int]) -> Tuple[boo
     """(enough?, message, the indices gpufleet would choose)."""
     try:
         status, doc = t.http_json("GET", t.query("/api/v1/availability", {
-            "gpus": required_gpus, "min_memory_mb": min_memory_mb or 0, "max_utilization": 50}))
+            "gpus": required_gpus, "min_memory_mb": min_memory_mb or 0, "max_utilization": MAX_UTILIZATION_PCT}))
     except AgentUnavailable:
         idx = get_gpu_monitor().get_available_gpus(min_memory_mb=min_memory_mb)
         if len(idx) >= required_gpus:
@@ -119,7 +120,7 @@ def wait_for_gpu_availability(required_gpus: int, min_memory_mb: Optional[int] =
     return False, f"Insufficient GPUs after waiting {timeout_seconds}s: {message}"
 
 
-def select_gpus_for_task(required_gpus: int, min_memory_mb: int = 8000) -> List[int]:
+def select_gpus_for_task(required_gpus: int, min_memory_mb: int = MIN_FREE_MEMORY_MB) -> List[int]:
     """The best required_gpus GPUs for a task (availability score, GPU links when the agent knows the
     topology). Raises NoGpusAvailable, a RuntimeError as in the seed, when not enough qualify.
 

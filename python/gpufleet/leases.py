@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional
 from contextlib import contextmanager
 
 from . import _transport as t
+from ._policy import MAX_UTILIZATION_PCT, MIN_FREE_MEMORY_MB
 from .errors import AgentUnavailable, GpufleetError, NoGpusAvailable, Timeout
 
 
@@ -48,8 +49,8 @@ class Lease:
             t.run_binary(["release", self.id], parse=False)
 
 
-def acquire(gpus: int = 1, min_memory_mb: int = 8000, max_utilization: int = 50, allow_busy: bool = False,
-            name: Optional[str] = None, wait_seconds: float = 0) -> Lease:
+def acquire(gpus: int = 1, min_memory_mb: int = MIN_FREE_MEMORY_MB, max_utilization: int = MAX_UTILIZATION_PCT,
+            allow_busy: bool = False, name: Optional[str] = None, wait_seconds: float = 0) -> Lease:
     """Takes a lease and returns it; the caller must release() it. Prefer the lease() context manager.
 
     Raises NoGpusAvailable when not enough GPUs qualify now (wait_seconds 0), Timeout when they did not
@@ -101,8 +102,8 @@ _ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
 @contextmanager
-def lease(gpus: int = 1, min_memory_mb: int = 8000, max_utilization: int = 50, allow_busy: bool = False,
-          name: Optional[str] = None, wait_seconds: float = 0) -> Iterator[Lease]:
+def lease(gpus: int = 1, min_memory_mb: int = MIN_FREE_MEMORY_MB, max_utilization: int = MAX_UTILIZATION_PCT,
+          allow_busy: bool = False, name: Optional[str] = None, wait_seconds: float = 0) -> Iterator[Lease]:
     """Holds GPUs for the block: CUDA_VISIBLE_DEVICES names them (in PCI bus order, as nvidia-smi and
     gpufleet number them) inside; on exit, even by an exception, the environment is restored and the
     lease released."""

@@ -185,7 +185,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   api.usage = usage.get();
   api.version = GF_VERSION;
   api.node_name = c.node_name;
-  api.started = std::chrono::steady_clock::now();
+  api.started = api.clock->now();
   api.interval = c.interval;
   server::Router router;
   server::add_monitoring_routes(router, api);
@@ -204,7 +204,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     cluster_view.sources = fleet_sources->describe();
     fleet->start();
   }
-  server::add_cluster_routes(router, fleet ? &cluster_view : nullptr);
+  server::add_cluster_routes(router, fleet ? &cluster_view : nullptr, *api.clock);
 
   c.server.token = *token;
   c.server.static_dir = c.static_dir;

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "platform/fs.hpp"
 #include "scheduler/estimate.hpp"
+#include "wire/agent_docs.hpp"
 
 namespace gf::app {
 namespace {
@@ -48,14 +48,10 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
     return exit_code(e.error());
   }
   if (json) {
-    std::printf("%s\n", nlohmann::json{{"gpus", e->gpus},
-                                       {"memory_mb_per_gpu", e->memory_mb_per_gpu},
-                                       {"memory_fraction", e->memory_fraction ? nlohmann::json(*e->memory_fraction)
-                                                                              : nlohmann::json(nullptr)},
-                                       {"engine", e->engine},
-                                       {"explanation", e->explanation}}
-                            .dump(2)
-                            .c_str());
+    std::printf("%s\n",
+                wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine, e->explanation)
+                    .dump(2)
+                    .c_str());
   } else {
     std::printf("%u GPU(s), %llu MiB free on each%s\n", e->gpus, static_cast<unsigned long long>(e->memory_mb_per_gpu),
                 e->memory_fraction
@@ -85,14 +81,14 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
   }
   scheduler::EstimateOptions eo;
   eo.engine = t.engine;
-  // Check every experiment before running any: a bad value should not surface after an hour of runs.
+  // Check every job of the grid before running any: a bad value should not surface after an hour of runs.
   std::vector<scheduler::Estimate> estimates;
   for (const auto& combo : *grid) {
     scheduler::TaskValue one = *task;
     one.set("parameters", combo);
     auto e = scheduler::estimate(one, eo);
     if (!e) {
-      print_error(fmt::format("{}: experiment {}: {}", t.path, scheduler::to_json_text(combo), e.error().message));
+      print_error(fmt::format("{}: job {}: {}", t.path, scheduler::to_json_text(combo), e.error().message));
       return exit_code(e.error());
     }
     estimates.push_back(std::move(*e));
@@ -109,7 +105,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
       for (const auto& gpu : (*s)->gpus) largest_gpu_mib = std::max(largest_gpu_mib, gpu.memory_total_mib.value_or(0));
     break;
   }
-  std::fprintf(stderr, "gpufleet: %zu experiment(s) from %s\n", grid->size(), t.path.c_str());
+  std::fprintf(stderr, "gpufleet: %zu job(s) from %s\n", grid->size(), t.path.c_str());
   struct Outcome {
     std::string name;
     int code;
@@ -133,9 +129,9 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
             std::max(r.alloc.min_memory_mb,
                      static_cast<std::uint64_t>(*estimates[i].memory_fraction * static_cast<double>(largest_gpu_mib)));
     }
-    std::fprintf(stderr, "gpufleet: experiment %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(),
-                 label.c_str(), r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
-    // An experiment whose GPUs never come fails with its message; the others go on. An interrupt
+    std::fprintf(stderr, "gpufleet: job %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(), label.c_str(),
+                 r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
+    // A job whose GPUs never come fails with its message; the others go on. An interrupt
     // (Ctrl-C, SIGTERM) stops the whole task.
     outcomes.push_back({r.alloc.name, run_job(g, r)});
     if (last_run_interrupted()) {
@@ -145,10 +141,10 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     }
   }
   int failed = 0;
-  std::fprintf(stderr, "\n%-6s  %s\n", "EXIT", "EXPERIMENT");
+  std::fprintf(stderr, "\n%-6s  %s\n", "EXIT", "JOB");
   for (const auto& o : outcomes) {
     std::fprintf(stderr, "%-6d  %s\n", o.code, o.name.c_str());
-    if (o.code != 0) ++failed;  // skipped experiments count as failed
+    if (o.code != 0) ++failed;  // skipped jobs count as failed
   }
   std::fprintf(stderr, "%zu passed, %d failed\n", outcomes.size() - static_cast<std::size_t>(failed), failed);
   return failed == 0 ? kExitOk : kExitError;

@@ -81,9 +81,9 @@ struct TaskCommand {
   std::string path;
   std::string engine;
   bool min_memory_given = false;  // --min-memory-mb given: it overrides the estimate
-  RunCommand run;                 // options shared by every experiment
+  RunCommand run;                 // options shared by every job of the grid
 };
-// Expands the task's parameter grid and runs each experiment through the queue.
+// Expands the task's parameter grid and runs each job through the queue.
 int run_task(const GlobalOptions& g, const TaskCommand& t);
 struct ServeCommand;  // app/serve_config.hpp
 // The node agent: REST, WebSocket, /metrics, history, alerts, the dashboard. Runs until SIGINT/SIGTERM.

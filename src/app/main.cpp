@@ -165,12 +165,12 @@ int main(int argc, char** argv) {
   TaskCommand task_cmd;
   auto* task = app.add_subcommand("task", "parameter-grid tasks");
   task->require_subcommand(1);
-  auto* task_run = task->add_subcommand("run", "run every experiment of a task's parameter grid through the queue");
+  auto* task_run = task->add_subcommand("run", "run every job of a task's parameter grid through the queue");
   task_run->add_option("task", task_cmd.path, "task file (JSON)")->required();
   task_run->add_option("--engine", task_cmd.engine, "apply this engine's arithmetic")
       ->check(CLI::IsMember({"vllm", "sglang"}));
   alloc_options(task_run, task_cmd.run.alloc);
-  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each experiment waits for GPUs")
+  task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each job waits for GPUs")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 31536000.0));
   task_run->add_option("-n,--interval", task_cmd.run.interval_s, "seconds between GPU samples")
@@ -181,7 +181,7 @@ int main(int argc, char** argv) {
                        "the command (after --); {tp-size}-style placeholders are replaced");
   task_run->footer(
       "Usage: gpufleet task run TASK.json [OPTIONS] -- CMD [ARGS...]\n--gpus and --min-memory-mb default to each "
-      "experiment's estimate.");
+      "job's estimate.");
 
   auto* jobs = app.add_subcommand("jobs", "recorded job runs, newest first");
   jobs->add_flag("--json", json, "print JSON");
@@ -346,7 +346,7 @@ service account in a pod) is used if there is one; otherwise the command says wh
       task_cmd.run.argv.insert(task_cmd.run.argv.end(), command.begin(), command.end());
       task_cmd.min_memory_given = task_run->count("--min-memory-mb") > 0;
       if (task_run->count("--gpus") > 0) {
-        print_error("task run: the GPU count comes from each experiment's estimate (tp × pp × …); --gpus is not taken");
+        print_error("task run: the GPU count comes from each job's estimate (tp × pp × …); --gpus is not taken");
         return kExitUsage;
       }
       return run_task(g, task_cmd);

@@ -9,7 +9,6 @@
 #include <map>
 
 #include "core/fields.hpp"
-
 #include "core/policy.hpp"
 #include "platform/log.hpp"
 
@@ -20,11 +19,6 @@ using core::Field;
 using platform::printable;
 
 std::string unit(Field f) { return std::string(core::info(f).unit); }
-
-template <class T>
-std::string num(const core::Reading<T>& r, const char* spec = "{}") {
-  return r ? fmt::format(fmt::runtime(spec), *r) : std::string("n/a");
-}
 
 std::string pad(std::string s, std::size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
@@ -50,24 +44,59 @@ std::string header(const core::Snapshot& s, const std::string& host, const Style
   return h;
 }
 
-// The metrics a status line shows, in its order.
-constexpr Field kStatusFields[] = {Field::Temperature, Field::Utilization, Field::MemoryUsed, Field::MemoryTotal,
-                                   Field::PowerDraw,   Field::PowerLimit,  Field::Fan};
+// The columns this file lays out itself, deliberately: temperature and utilization share a cell and are
+// coloured by heat and by the busy rule; memory and power are "used / limit unit" pairs. Every other
+// field with a status cell in the table (core::FieldInfo::status) follows them generically.
+constexpr Field kFixedColumns[] = {Field::Temperature, Field::Utilization, Field::MemoryUsed,
+                                   Field::MemoryTotal, Field::PowerDraw,   Field::PowerLimit};
+constexpr int kHotCelsius = 80;  // a temperature at or above this is shown bold
+
+bool is_fixed(Field f) {
+  return std::find(std::begin(kFixedColumns), std::end(kFixedColumns), f) != std::end(kFixedColumns);
+}
+
+// The fields a status line shows, in its order: the fixed columns, then the table's other status cells.
+const std::vector<Field>& status_fields() {
+  static const std::vector<Field> fields = [] {
+    std::vector<Field> v(std::begin(kFixedColumns), std::end(kFixedColumns));
+    for (const auto& f : core::kFields)
+      if (f.status.width > 0 && !is_fixed(f.id)) v.push_back(f.id);
+    return v;
+  }();
+  return fields;
+}
+
+// A present value as the status line writes it (integers as they are, doubles with the cell's decimals).
+std::string value_text(Field f, const core::FieldValue& v) {
+  switch (v.kind) {
+    case core::FieldValue::Kind::Unsigned: return fmt::format("{}", v.u);
+    case core::FieldValue::Kind::Signed: return fmt::format("{}", v.i);
+    case core::FieldValue::Kind::Double: return fmt::format("{:.{}f}", v.d, core::info(f).status.decimals);
+    case core::FieldValue::Kind::Absent: break;
+  }
+  return "n/a";
+}
+
+// The field's value right-aligned to its cell's width ("n/a" when absent).
+std::string cell(Field f, const core::GpuReading& g) {
+  return lpad(value_text(f, core::read(f, g)), core::info(f).status.width);
+}
 
 }  // namespace
 
 std::string missing_legend(const core::Snapshot& s) {
   // (field, reason) → GPUs, in status-line order; lost or failed GPUs say so on their own line instead.
+  const auto& fields = status_fields();
   std::map<std::pair<std::size_t, core::Absent>, std::vector<unsigned>> missing;
   for (const auto& g : s.gpus) {
     if (g.health != core::Health::Ok) continue;
-    for (std::size_t i = 0; i < std::size(kStatusFields); ++i)
-      if (const auto v = core::read(kStatusFields[i], g); !v.has_value()) missing[{i, v.why}].push_back(g.index);
+    for (std::size_t i = 0; i < fields.size(); ++i)
+      if (const auto v = core::read(fields[i], g); !v.has_value()) missing[{i, v.why}].push_back(g.index);
   }
   std::string out;
   for (const auto& [key, gpus] : missing) {
     out += out.empty() ? "n/a: " : "; ";
-    out += fmt::format("{} {} on GPU {}", core::info(kStatusFields[key.first]).label, core::to_string(key.second),
+    out += fmt::format("{} {} on GPU {}", core::info(fields[key.first]).label, core::to_string(key.second),
                        fmt::join(gpus, ","));
   }
   return out;
@@ -100,20 +129,27 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
       out.push_back(std::move(line));
       continue;
     }
-    const bool hot = g.temperature_c && *g.temperature_c >= 80;
-    line += " " +
-            st.paint(lpad(g.temperature_c ? fmt::format("{}{}", *g.temperature_c, unit(Field::Temperature)) : "n/a", 5),
-                     hot ? "1;31" : "31");
-    const bool busy = g.utilization_pct && core::busy_utilization(*g.utilization_pct);
-    line += ", " +
-            st.paint(
-                lpad(g.utilization_pct ? fmt::format("{} {}", *g.utilization_pct, unit(Field::Utilization)) : "n/a", 5),
-                busy ? "1;32" : "32");
-    line += " | " + st.paint(lpad(num(g.memory_used_mib), 6), "33") + " / " + lpad(num(g.memory_total_mib), 6) + " " +
+    // Temperature with its unit glued on ("45°C"), utilization with a space ("50 %"), as gpustat has them.
+    const auto temp = core::read(Field::Temperature, g);
+    const bool hot = temp.has_value() && temp.as_double() >= kHotCelsius;
+    const std::string temp_text =
+        temp.has_value() ? value_text(Field::Temperature, temp) + unit(Field::Temperature) : "n/a";
+    line += " " + st.paint(lpad(temp_text, core::info(Field::Temperature).status.width), hot ? "1;31" : "31");
+    const auto util = core::read(Field::Utilization, g);
+    const bool busy = util.has_value() && core::busy_utilization(static_cast<unsigned>(util.as_double()));
+    const std::string util_text =
+        util.has_value() ? value_text(Field::Utilization, util) + " " + unit(Field::Utilization) : "n/a";
+    line += ", " + st.paint(lpad(util_text, core::info(Field::Utilization).status.width), busy ? "1;32" : "32");
+    line += " | " + st.paint(cell(Field::MemoryUsed, g), "33") + " / " + cell(Field::MemoryTotal, g) + " " +
             unit(Field::MemoryUsed);
-    line += " | " + st.paint(lpad(num(g.power_draw_w, "{:.0f}"), 4), "35") + " / " +
-            lpad(num(g.power_limit_w, "{:.0f}"), 4) + " " + unit(Field::PowerDraw);
-    if (g.fan_pct) line += fmt::format(" | {} {:>3} {}", core::info(Field::Fan).label, *g.fan_pct, unit(Field::Fan));
+    line += " | " + st.paint(cell(Field::PowerDraw, g), "35") + " / " + cell(Field::PowerLimit, g) + " " +
+            unit(Field::PowerDraw);
+    // The table's other status cells, each when it has a value (the legend says why one has none).
+    for (const auto f : status_fields()) {
+      if (is_fixed(f) || !core::read(f, g).has_value()) continue;
+      line += fmt::format(" | {} {}", core::info(f).label, cell(f, g));
+      if (!unit(f).empty()) line += " " + unit(f);
+    }
     line += " |";
     for (const auto& p : g.processes) {
       // Names come from the processes themselves: never let one steer the terminal.

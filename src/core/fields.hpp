@@ -93,6 +93,17 @@ enum class JsonForm : std::uint8_t {
   ClockEventNames,   // the names of the set bits, e.g. ["gpu_idle"] (see clock_event_names)
 };
 
+// How `gpufleet status` shows a field on each GPU's line (app/render.cpp): the value right-aligned to
+// `width` characters, doubles with `decimals` decimals; width 0: not on the line. The renderer lays out
+// a few columns itself (temperature with utilization, memory and power as "used / limit" pairs); every
+// other field with a cell follows them as " | label value unit", in table order, when it has a value,
+// and the line's n/a legend names the fields of every cell.
+struct StatusCell {
+  std::uint8_t width;
+  std::uint8_t decimals;
+};
+inline constexpr StatusCell kNotOnStatusLine{0, 0};
+
 struct FieldInfo {
   Field id;
   // Where the value sits in the GPU's JSON object, "." between nesting levels ("memory.used").
@@ -113,6 +124,7 @@ struct FieldInfo {
   FieldValue (*read)(const GpuReading&);
   // Makes the field absent for `why` (a backend that cannot read it, a GPU that is gone).
   void (*mark_absent)(GpuReading&, Absent why);
+  StatusCell status;  // the terminal's status line
 };
 
 // Reader and marker of a GpuReading member, for the rows below.
@@ -130,36 +142,38 @@ inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
     {Field::Utilization, "utilization", JsonForm::Number, 0, "%", "utilization",
      "GPU (SM) busy time over the driver's last sample period",
      "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", MetricType::Gauge, "utilization", "util",
-     &read_member<&GpuReading::utilization_pct>, &mark_member<&GpuReading::utilization_pct>},
+     &read_member<&GpuReading::utilization_pct>, &mark_member<&GpuReading::utilization_pct>, StatusCell{5, 0}},
     {Field::MemoryUtilization, "memory_utilization", JsonForm::Number, 0, "%", "memory bandwidth",
      "Memory bandwidth busy time (not capacity)",
      "DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", MetricType::Gauge, "memory_utilization", "mem_util",
-     &read_member<&GpuReading::memory_utilization_pct>, &mark_member<&GpuReading::memory_utilization_pct>},
+     &read_member<&GpuReading::memory_utilization_pct>, &mark_member<&GpuReading::memory_utilization_pct>,
+     kNotOnStatusLine},
     {Field::MemoryTotal, "memory.total", JsonForm::Number, 0, "MiB", "memory total",
      "Framebuffer memory installed",
      "gpufleet_gpu_memory_total_mib", "Framebuffer memory total (in MiB).", MetricType::Gauge, "", "mem_total",
-     &read_member<&GpuReading::memory_total_mib>, &mark_member<&GpuReading::memory_total_mib>},
+     &read_member<&GpuReading::memory_total_mib>, &mark_member<&GpuReading::memory_total_mib>, StatusCell{6, 0}},
     {Field::MemoryUsed, "memory.used", JsonForm::Number, 0, "MiB", "memory used",
      "Framebuffer memory in use",
      "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", MetricType::Gauge, "memory_used", "mem_used",
-     &read_member<&GpuReading::memory_used_mib>, &mark_member<&GpuReading::memory_used_mib>},
+     &read_member<&GpuReading::memory_used_mib>, &mark_member<&GpuReading::memory_used_mib>, StatusCell{6, 0}},
     {Field::MemoryFree, "memory.free", JsonForm::Number, 0, "MiB", "memory free",
      "Framebuffer memory free",
      "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", MetricType::Gauge, "", "",
-     &read_member<&GpuReading::memory_free_mib>, &mark_member<&GpuReading::memory_free_mib>},
+     &read_member<&GpuReading::memory_free_mib>, &mark_member<&GpuReading::memory_free_mib>, kNotOnStatusLine},
     {Field::MemoryUnattributed, "memory.unattributed", JsonForm::Number, 0, "MiB", "memory not attributed",
      "Used memory that no visible process accounts for; a lower bound",
      "gpufleet_gpu_memory_unattributed_mib", "Used memory that no visible process accounts for (in MiB); a lower bound.",
      MetricType::Gauge, "", "",
-     &read_member<&GpuReading::memory_unattributed_mib>, &mark_member<&GpuReading::memory_unattributed_mib>},
+     &read_member<&GpuReading::memory_unattributed_mib>, &mark_member<&GpuReading::memory_unattributed_mib>,
+     kNotOnStatusLine},
     {Field::Temperature, "temperature", JsonForm::Number, 0, "°C", "temperature",
      "GPU core temperature",
      "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", MetricType::Gauge, "temperature", "temp",
-     &read_member<&GpuReading::temperature_c>, &mark_member<&GpuReading::temperature_c>},
+     &read_member<&GpuReading::temperature_c>, &mark_member<&GpuReading::temperature_c>, StatusCell{5, 0}},
     {Field::PowerDraw, "power_usage", JsonForm::Number, 2, "W", "power",
      "Power draw of the board",
      "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", MetricType::Gauge, "power", "power",
-     &read_member<&GpuReading::power_draw_w>, &mark_member<&GpuReading::power_draw_w>},
+     &read_member<&GpuReading::power_draw_w>, &mark_member<&GpuReading::power_draw_w>, StatusCell{4, 0}},
     // The NVML backend reads nvmlDeviceGetEnforcedPowerLimit, which is this DCGM field, not
     // DCGM_FI_DEV_POWER_MGMT_LIMIT (the administrator's limit; the two differ when another limiter is lower).
     {Field::PowerLimit, "power_limit", JsonForm::Number, 2, "W", "power limit",
@@ -167,57 +181,58 @@ inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
      "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
      "Effective power limit that the driver enforces after taking into account all limiters (in W).",
      MetricType::Gauge, "", "",
-     &read_member<&GpuReading::power_limit_w>, &mark_member<&GpuReading::power_limit_w>},
+     &read_member<&GpuReading::power_limit_w>, &mark_member<&GpuReading::power_limit_w>, StatusCell{4, 0}},
     {Field::Fan, "fan_speed", JsonForm::Number, 0, "%", "fan",
      "Fan speed as a share of its maximum",
      "DCGM_FI_DEV_FAN_SPEED", "Fan speed for the device in percent 0-100.", MetricType::Gauge, "fan", "fan",
-     &read_member<&GpuReading::fan_pct>, &mark_member<&GpuReading::fan_pct>},
+     &read_member<&GpuReading::fan_pct>, &mark_member<&GpuReading::fan_pct>, StatusCell{3, 0}},
     // We read NVML's graphics clock; DCGM's SM clock reads NVML_CLOCK_SM. On current NVIDIA GPUs the SM and
     // graphics clocks are one domain and read the same, so the graphics clock stands in for it.
     {Field::SmClock, "clock_speeds.graphics", JsonForm::Number, 0, "MHz", "SM clock",
      "Graphics (SM) clock",
      "DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", MetricType::Gauge, "sm_clock", "sm_clock",
-     &read_member<&GpuReading::clock_graphics_mhz>, &mark_member<&GpuReading::clock_graphics_mhz>},
+     &read_member<&GpuReading::clock_graphics_mhz>, &mark_member<&GpuReading::clock_graphics_mhz>, kNotOnStatusLine},
     {Field::MemClock, "clock_speeds.memory", JsonForm::Number, 0, "MHz", "memory clock",
      "Memory clock",
      "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", MetricType::Gauge, "mem_clock", "mem_clock",
-     &read_member<&GpuReading::clock_memory_mhz>, &mark_member<&GpuReading::clock_memory_mhz>},
+     &read_member<&GpuReading::clock_memory_mhz>, &mark_member<&GpuReading::clock_memory_mhz>, kNotOnStatusLine},
     // The field's old name (DCGM 3.3 renamed it DCGM_FI_DEV_CLOCKS_EVENT_REASONS and kept this one as an
     // alias); the old name is the one existing dashboards and alerts query. DCGM's bits are NVML's.
     {Field::ClockEventReasons, "clock_event_reasons", JsonForm::ClockEventNames, 0, "", "clock event reasons",
      "Why the clocks are held down (NVML clock event reasons)",
      "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bit mask of NVML clock event reasons).",
      MetricType::Gauge, "", "",
-     &read_member<&GpuReading::clock_event_reasons>, &mark_member<&GpuReading::clock_event_reasons>},
+     &read_member<&GpuReading::clock_event_reasons>, &mark_member<&GpuReading::clock_event_reasons>, kNotOnStatusLine},
     {Field::PerformanceState, "performance_state", JsonForm::PerformanceState, 0, "", "performance state",
      "Performance state, P0 (fastest) to P15",
      "DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", MetricType::Gauge, "", "",
-     &read_member<&GpuReading::performance_state>, &mark_member<&GpuReading::performance_state>},
+     &read_member<&GpuReading::performance_state>, &mark_member<&GpuReading::performance_state>, kNotOnStatusLine},
     {Field::MigMode, "mig_mode", JsonForm::EnabledDisabled, 0, "", "MIG mode",
      "Whether Multi-Instance GPU mode is on",
      "DCGM_FI_DEV_MIG_MODE", "MIG mode for the device (1 = enabled, 0 = disabled).", MetricType::Gauge, "", "",
-     &read_member<&GpuReading::mig_enabled>, &mark_member<&GpuReading::mig_enabled>},
+     &read_member<&GpuReading::mig_enabled>, &mark_member<&GpuReading::mig_enabled>, kNotOnStatusLine},
     // Volatile uncorrected = DCGM's volatile double-bit total (the same NVML call).
     {Field::EccUncorrectedVolatile, "ecc_errors_uncorrected_volatile", JsonForm::Number, 0, "", "ECC errors",
      "Uncorrected ECC errors since the driver was loaded",
      "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", MetricType::Counter, "", "",
-     &read_member<&GpuReading::ecc_uncorrected_volatile>, &mark_member<&GpuReading::ecc_uncorrected_volatile>},
+     &read_member<&GpuReading::ecc_uncorrected_volatile>, &mark_member<&GpuReading::ecc_uncorrected_volatile>,
+     kNotOnStatusLine},
     {Field::PersistenceMode, "persistence_mode", JsonForm::Boolean, 0, "", "persistence mode",
      "Whether the driver stays loaded without clients",
      "DCGM_FI_DEV_PERSISTENCE_MODE", "Persistence mode for the device (1 = enabled, 0 = disabled).",
      MetricType::Gauge, "", "",
-     &read_member<&GpuReading::persistence_mode>, &mark_member<&GpuReading::persistence_mode>},
+     &read_member<&GpuReading::persistence_mode>, &mark_member<&GpuReading::persistence_mode>, kNotOnStatusLine},
     // NVML's counter starts when the driver loads; DCGM's help says "since boot", meaning the same.
     {Field::Energy, "energy_consumption_mj", JsonForm::Number, 0, "mJ", "energy",
      "Energy used since the driver was loaded",
      "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since the driver was loaded (in mJ).",
      MetricType::Counter, "", "",
-     &read_member<&GpuReading::energy_mj>, &mark_member<&GpuReading::energy_mj>},
+     &read_member<&GpuReading::energy_mj>, &mark_member<&GpuReading::energy_mj>, kNotOnStatusLine},
     {Field::AvailabilityScore, "availability_score", JsonForm::Number, 4, "", "availability score",
      "How free the GPU is for new work, 0..1: 0.6 free memory share + 0.4 idle share",
      "gpufleet_gpu_availability_score", "How free the GPU is for new work, 0..1 (free memory and idle time, weighted).",
      MetricType::Gauge, "", "",
-     &read_member<&GpuReading::availability_score>, &mark_member<&GpuReading::availability_score>},
+     &read_member<&GpuReading::availability_score>, &mark_member<&GpuReading::availability_score>, kNotOnStatusLine},
 }};
 // clang-format on
 

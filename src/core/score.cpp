@@ -1,7 +1,5 @@
 #include "core/score.hpp"
 
-#include "core/policy.hpp"
-
 #include <algorithm>
 
 namespace gf::core {
@@ -19,24 +17,6 @@ Reading<double> availability_score(const GpuReading& g, const ScoreWeights& w) {
 
 void score_gpus(Snapshot& s, const ScoreWeights& w) {
   for (auto& g : s.gpus) g.availability_score = availability_score(g, w);
-}
-
-std::vector<unsigned> available_gpus(const Snapshot& s, const AvailabilityFilter& f) {
-  std::vector<const GpuReading*> ok;
-  for (const auto& g : s.gpus) {
-    if (g.health != Health::Ok || !g.availability_score) continue;
-    if (!g.memory_free_mib || *g.memory_free_mib < f.min_free_memory_mib) continue;
-    if (!g.utilization_pct || !available_utilization(*g.utilization_pct, f.max_utilization_pct)) continue;
-    ok.push_back(&g);
-  }
-  std::stable_sort(ok.begin(), ok.end(), [](const GpuReading* a, const GpuReading* b) {
-    if (*a->availability_score != *b->availability_score) return *a->availability_score > *b->availability_score;
-    return a->index < b->index;
-  });
-  std::vector<unsigned> out;
-  out.reserve(ok.size());
-  for (const auto* g : ok) out.push_back(g->index);
-  return out;
 }
 
 void attribute_memory(GpuReading& g) {

@@ -5,32 +5,6 @@
 
 namespace gf::core {
 
-std::string_view to_string(Absent a) noexcept {
-  switch (a) {
-    case Absent::NotQueried: return "not queried";
-    case Absent::NotSupported: return "not supported";
-    case Absent::NoPermission: return "no permission";
-    case Absent::Unavailable: return "unavailable";
-    case Absent::Error: return "error";
-    case Absent::GpuLost: return "GPU lost";
-    case Absent::MigEnabled: return "not reported under MIG";
-  }
-  return "unknown";
-}
-
-std::string_view code(Absent a) noexcept {
-  switch (a) {
-    case Absent::NotQueried: return "not_queried";
-    case Absent::NotSupported: return "not_supported";
-    case Absent::NoPermission: return "no_permission";
-    case Absent::Unavailable: return "unavailable";
-    case Absent::Error: return "error";
-    case Absent::GpuLost: return "gpu_lost";
-    case Absent::MigEnabled: return "mig_enabled";
-  }
-  return "error";
-}
-
 std::string_view to_string(Health h) noexcept {
   switch (h) {
     case Health::Ok: return "ok";

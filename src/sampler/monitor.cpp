@@ -114,13 +114,6 @@ void Monitor::resolve_processes(core::Snapshot& s) {
   }
 }
 
-Result<std::vector<unsigned>> Monitor::available_gpus(std::uint64_t min_free_memory_mib, unsigned max_utilization_pct,
-                                                      bool use_cache) {
-  auto s = snapshot(use_cache);
-  if (!s) return s.error();
-  return core::available_gpus(**s, core::AvailabilityFilter{min_free_memory_mib, max_utilization_pct});
-}
-
 Result<std::optional<core::GpuReading>> Monitor::gpu(unsigned index, bool use_cache) {
   auto s = snapshot(use_cache);
   if (!s) return s.error();

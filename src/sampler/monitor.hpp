@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "core/policy.hpp"
 #include "core/ports/clock.hpp"
 #include "core/score.hpp"
 #include "platform/procfs.hpp"
@@ -38,11 +37,6 @@ class Monitor {
   // Takes a reading made elsewhere (auto-detection's probe) as the current snapshot, processed
   // (processes resolved, scored) and cached as if just queried.
   void prime(core::Snapshot raw);
-  // Indices of GPUs with at least min_free_memory_mib free and at most max_utilization_pct busy,
-  // best availability score first. Lost GPUs are never available.
-  Result<std::vector<unsigned>> available_gpus(std::uint64_t min_free_memory_mib,
-                                               unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct,
-                                               bool use_cache = true);
   // One GPU's reading, or nullopt when there is no such index.
   Result<std::optional<core::GpuReading>> gpu(unsigned index, bool use_cache = true);
 

@@ -185,7 +185,8 @@ struct Session : std::enable_shared_from_this<Session> {
     owner.closed(this);
   }
   void handle(std::string_view line);
-  json get(const std::string& target, Error& err, bool& failed);
+  // A read-only REST route answered on the socket: {status, body}, or why it is not served here.
+  Result<json> get(const std::string& target);
 };
 
 namespace {
@@ -236,55 +237,29 @@ node::AcquireRequest to_request(const wire::AcquireArgs& a) {
 
 }  // namespace
 
-json Session::get(const std::string& target, Error& err, bool& failed) {
-  failed = false;
-  if (!owner.router) {
-    failed = true;
-    err = make_error(ErrorKind::Unsupported, "this agent serves no REST routes on its socket");
-    return {};
-  }
+Result<json> Session::get(const std::string& target) {
+  if (!owner.router) return make_error(ErrorKind::Unsupported, "this agent serves no REST routes on its socket");
   Request req;
   req.method = Method::Get;
   req.target = target;
   const auto q = target.find('?');
   if (!url_decode(std::string_view(target).substr(0, q), req.path, false) ||
-      (q != std::string::npos && !parse_query(std::string_view(target).substr(q + 1), req.query))) {
-    failed = true;
-    err = make_error(ErrorKind::Invalid, "malformed path or query");
-    return {};
-  }
+      (q != std::string::npos && !parse_query(std::string_view(target).substr(q + 1), req.query)))
+    return make_error(ErrorKind::Invalid, "malformed path or query");
   // A fresh driver query would hold this thread (and every client) for as long as the driver takes.
-  if (wants_fresh(req)) {
-    failed = true;
-    err = make_error(ErrorKind::Unsupported, "fresh readings are served by the HTTP API, not the socket");
-    return {};
-  }
+  if (wants_fresh(req))
+    return make_error(ErrorKind::Unsupported, "fresh readings are served by the HTTP API, not the socket");
   auto m = owner.router->match(req);
-  if (!m.route) {
-    failed = true;
-    err = make_error(ErrorKind::NotFound, "no such route: " + req.path);
-    return {};
-  }
-  if (m.route->access != Access::Read) {
-    failed = true;
-    err = make_error(ErrorKind::Permission, "only read-only routes are served through get");
-    return {};
-  }
+  if (!m.route) return make_error(ErrorKind::NotFound, "no such route: " + req.path);
+  if (m.route->access != Access::Read)
+    return make_error(ErrorKind::Permission, "only read-only routes are served through get");
   // An agent whose reads need the token (--auth-read) serves them on its socket to admins only.
-  if (owner.options.auth_read && !peer.admin) {
-    failed = true;
-    err = make_error(ErrorKind::Permission,
-                     "this agent's reads need its token (auth_read): only root or the "
-                     "admin group may read through the socket");
-    return {};
-  }
-  Response resp = invoke(*m.route, req);
-  json body = nullptr;
-  if (resp.body) {
-    body = json::parse(*resp.body, nullptr, false);
-    if (body.is_discarded()) body = *resp.body;
-  }
-  return json{{"status", resp.status}, {"body", std::move(body)}};
+  if (owner.options.auth_read && !peer.admin)
+    return make_error(ErrorKind::Permission,
+                      "this agent's reads need its token (auth_read): only root or the "
+                      "admin group may read through the socket");
+  const Response resp = invoke(*m.route, req);
+  return wire::get_result_json(resp.status, resp.body ? std::optional<std::string_view>(*resp.body) : std::nullopt);
 }
 
 void Session::handle(std::string_view text) {
@@ -321,31 +296,24 @@ void Session::handle(std::string_view text) {
         } else if constexpr (std::is_same_v<T, wire::LeasesArgs>) {
           auto l = a.leases(op.all);
           if (!l) return fail(l.error());
-          json leases = json::array(), waiting = json::array();
-          for (const auto& x : *l) leases.push_back(wire::lease_json(x));
-          for (const auto& w : a.waiting()) waiting.push_back(wire::waiter_json(w));
-          send(wire::ok_line(id, json{{"leases", std::move(leases)}, {"waiting", std::move(waiting)}}));
+          send(wire::ok_line(id, wire::leases_result_json(*l, a.waiting())));
         } else if constexpr (std::is_same_v<T, wire::JobPutArgs>) {
           auto r = a.job_put(peer, op.job);
           if (!r) return fail(r.error());
-          send(wire::ok_line(id, json{{"job_id", *r}}));
+          send(wire::ok_line(id, wire::job_put_result_json(*r)));
         } else if constexpr (std::is_same_v<T, wire::JobsArgs>) {
           auto r = a.jobs(op.limit);
           if (!r) return fail(r.error());
-          json list = json::array();
-          for (const auto& j : *r) list.push_back(wire::job_json(j));
-          send(wire::ok_line(id, json{{"jobs", std::move(list)}}));
+          send(wire::ok_line(id, wire::jobs_result_json(*r)));
         } else if constexpr (std::is_same_v<T, wire::JobArgs>) {
           auto r = a.job(op.id);
           if (!r) return fail(r.error());
           if (!*r) return fail(make_error(ErrorKind::NotFound, "no job " + op.id));
-          send(wire::ok_line(id, json{{"job", wire::job_json(**r)}}));
+          send(wire::ok_line(id, wire::job_result_json(**r)));
         } else if constexpr (std::is_same_v<T, wire::GetArgs>) {
-          Error err;
-          bool failed = false;
-          auto out = get(op.path, err, failed);
-          if (failed) return fail(err);
-          send(wire::ok_line(id, std::move(out)));
+          auto out = get(op.path);
+          if (!out) return fail(out.error());
+          send(wire::ok_line(id, std::move(*out)));
         }
       },
       *req.op);

@@ -3,24 +3,24 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <utility>
 
 #include "wire/fleet_json.hpp"
 
 namespace gf::server {
 namespace {
 
-// A query parameter as a percentage; the default when absent. False (and a message) when malformed.
-bool percent(const Request& req, const char* key, double& out, std::string& error) {
+// A query parameter as a percentage: nullopt when absent (the caller keeps its default), an Invalid
+// error when malformed.
+Result<std::optional<double>> percent(const Request& req, const char* key) {
   const auto it = req.query.find(key);
-  if (it == req.query.end() || it->second.empty()) return true;
+  if (it == req.query.end() || it->second.empty()) return std::optional<double>();
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
-  if (end != it->second.c_str() + it->second.size() || !std::isfinite(v) || v < 0 || v > 100) {
-    error = std::string(key) + " must be a number from 0 to 100";
-    return false;
-  }
-  out = v;
-  return true;
+  if (end != it->second.c_str() + it->second.size() || !std::isfinite(v) || v < 0 || v > 100)
+    return make_error(ErrorKind::Invalid, std::string(key) + " must be a number from 0 to 100");
+  return std::optional<double>(v);
 }
 
 struct Prepared {
@@ -30,22 +30,24 @@ struct Prepared {
 };
 
 // The cached facts summarized under the request's thresholds, or the error response.
-std::optional<Response> prepare(const ClusterView* view, const Request& req, Prepared& p) {
+std::optional<Response> prepare(const ClusterView* view, const core::Clock& clock, const Request& req, Prepared& p) {
   if (view == nullptr)
     return error_response(503, "cluster_not_configured",
                           "this agent has no fleet view: start it with --cluster-config FILE");
-  std::string err;
   p.info.idle = view->idle;
   p.info.max_age = view->max_age;
   p.info.sources = view->sources;
-  if (!percent(req, "utilization_threshold", p.info.idle.utilization_pct, err) ||
-      !percent(req, "memory_threshold", p.info.idle.memory_pct, err))
-    return error_response(400, "bad_request", err);
+  for (auto [key, slot] : {std::pair{"utilization_threshold", &p.info.idle.utilization_pct},
+                           std::pair{"memory_threshold", &p.info.idle.memory_pct}}) {
+    auto v = percent(req, key);
+    if (!v) return error_response(400, "bad_request", v.error().message);
+    if (*v) *slot = **v;
+  }
   p.facts = view->latest ? view->latest() : nullptr;
   if (!p.facts) return error_response(503, "cluster_not_ready", "the first fleet refresh has not finished yet");
   allocator::RankOptions o;
   o.idle = p.info.idle;
-  o.now = std::chrono::system_clock::now();
+  o.now = clock.wall_now();
   o.max_age = view->max_age;
   p.summaries = allocator::summarize(*p.facts, o);
   return std::nullopt;
@@ -53,20 +55,20 @@ std::optional<Response> prepare(const ClusterView* view, const Request& req, Pre
 
 }  // namespace
 
-void add_cluster_routes(Router& r, const ClusterView* view) {
-  r.add(Method::Get, "/api/v1/cluster/nodes", Access::Read, Exec::Blocking, [view](const Request& req) {
+void add_cluster_routes(Router& r, const ClusterView* view, const core::Clock& clock) {
+  r.add(Method::Get, "/api/v1/cluster/nodes", Access::Read, Exec::Blocking, [view, &clock](const Request& req) {
     Prepared p;
-    if (auto e = prepare(view, req, p)) return *e;
+    if (auto e = prepare(view, clock, req, p)) return *e;
     return json_response(200, wire::fleet_nodes_json(p.summaries, *p.facts, p.info));
   });
-  r.add(Method::Get, "/api/v1/cluster/gpus", Access::Read, Exec::Blocking, [view](const Request& req) {
+  r.add(Method::Get, "/api/v1/cluster/gpus", Access::Read, Exec::Blocking, [view, &clock](const Request& req) {
     Prepared p;
-    if (auto e = prepare(view, req, p)) return *e;
+    if (auto e = prepare(view, clock, req, p)) return *e;
     return json_response(200, wire::fleet_gpus_json(p.summaries, *p.facts, p.info));
   });
-  r.add(Method::Get, "/api/v1/cluster/select", Access::Read, Exec::Blocking, [view](const Request& req) {
+  r.add(Method::Get, "/api/v1/cluster/select", Access::Read, Exec::Blocking, [view, &clock](const Request& req) {
     Prepared p;
-    if (auto e = prepare(view, req, p)) return *e;
+    if (auto e = prepare(view, clock, req, p)) return *e;
     std::uint64_t gpus = 1;
     if (const auto it = req.query.find("gpus"); it != req.query.end()) {
       char* end = nullptr;

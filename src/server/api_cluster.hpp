@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "allocator/node_rank.hpp"
+#include "core/ports/clock.hpp"
+#include "platform/clock.hpp"
 #include "server/router.hpp"
 
 namespace gf::server {
@@ -26,7 +28,8 @@ struct ClusterView {
   std::vector<std::string> sources;  // described, for the documents
 };
 
-// view may be null (routes answer 503). The view outlives the router.
-void add_cluster_routes(Router& r, const ClusterView* view);
+// view may be null (routes answer 503). The view and the clock outlive the router; the clock's wall
+// time is "now" for the facts' ages (metrics older than max_age count as none).
+void add_cluster_routes(Router& r, const ClusterView* view, const core::Clock& clock = platform::system_clock());
 
 }  // namespace gf::server

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <set>
 
 #include "core/policy.hpp"
@@ -202,13 +201,13 @@ void add_job_routes(Router& r, ApiContext& ctx) {
       auto r = c->arbiter->release(id, true, "released through the API");
       if (!r) return error_response(r.error(), "store_error");
       if (!*r) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
-      return json_response(200, json{{"id", id}, {"released", true}});
+      return json_response(200, wire::released_json(id));
     }
     auto done = c->jobs->with(
         [&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
     if (!done) return error_response(done.error(), "store_error");
     if (!*done) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
-    return json_response(200, json{{"id", id}, {"released", true}});
+    return json_response(200, wire::released_json(id));
   });
 
   r.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking, [c](const Request& req) {
@@ -248,11 +247,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     q->with_series = *series;
     auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.jobs_page(*q); });
     if (!page) return error_response(page.error(), "store_error");
-    auto doc = wire::jobs_json(c->node_name, page->jobs);
-    doc["total"] = page->total;
-    doc["limit"] = q->limit;
-    doc["offset"] = q->offset;
-    return json_response(200, doc);
+    return json_response(200, wire::jobs_page_json(c->node_name, *page, q->limit, q->offset));
   });
 
   // GET /api/v1/tasks: the runs of each task grid summed (runs, succeeded, failed, GPU-hours) over the
@@ -263,22 +258,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!q) return error_response(ErrorKind::Invalid, q.error().message);
     auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.task_totals(*q); });
     if (!page) return error_response(page.error(), "store_error");
-    json tasks = json::array();
-    for (const auto& t : page->tasks)
-      tasks.push_back({{"task", t.task},
-                       {"user", t.owner_user},
-                       {"uid", t.owner_uid ? json(*t.owner_uid) : json(nullptr)},
-                       {"runs", t.runs},
-                       {"succeeded", t.succeeded},
-                       {"failed", t.failed},
-                       {"running", t.running},
-                       {"gpu_hours", std::round(t.gpu_hours * 1e4) / 1e4},
-                       {"last_started_at", wire::ms_time_json(t.last_started_ms)}});
-    return json_response(200, json{{"node", c->node_name},
-                                   {"tasks", std::move(tasks)},
-                                   {"total", page->total},
-                                   {"limit", q->limit},
-                                   {"offset", q->offset}});
+    return json_response(200, wire::tasks_json(c->node_name, *page, q->limit, q->offset));
   });
 
   // One job's record; /api/v1/experiments/{id} is the seeds' name for the same thing.
@@ -304,11 +284,8 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     auto e = scheduler::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
     if (!e) return error_response(e.error());
-    return json_response(200, json{{"gpus", e->gpus},
-                                   {"memory_mb_per_gpu", e->memory_mb_per_gpu},
-                                   {"memory_fraction", e->memory_fraction ? json(*e->memory_fraction) : json(nullptr)},
-                                   {"engine", e->engine},
-                                   {"explanation", e->explanation}});
+    return json_response(
+        200, wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine, e->explanation));
   });
 }
 

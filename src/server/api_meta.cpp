@@ -45,7 +45,7 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
     wire::AgentStats st;
     st.version = c->version;
     st.backend = c->monitor->backend_name();
-    st.uptime_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c->started).count();
+    st.uptime_seconds = std::chrono::duration<double>(c->clock->now() - c->started).count();
     st.collections_total = counters.collections;
     st.collection_errors_total = counters.collection_errors;
     st.last_collection_duration_seconds = std::chrono::duration<double>(counters.last_query_duration).count();

@@ -1,25 +1,30 @@
 // The OpenAPI 3 description of the agent's API. A test checks that its paths and methods are exactly
 // the router's routes. The parts that list metrics (the history's metric names and units) are filled in
 // from core::kFields, not written here.
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 
-#include "core/policy.hpp"
-
+#include "allocator/node_rank.hpp"
 #include "core/fields.hpp"
+#include "core/policy.hpp"
 #include "server/api.hpp"
 
 namespace gf::server {
 namespace {
 
-// The policy's defaults (core/policy.hpp) are written into the text, so the document cannot drift
-// from what the handlers apply.
+// The policy's defaults (core/policy.hpp) and the fleet's idle thresholds (allocator::IdleThresholds)
+// are written into the text, so the document cannot drift from what the handlers apply.
 std::string with_policy_defaults(std::string doc) {
+  const allocator::IdleThresholds idle;
   const std::pair<std::string_view, std::string> values[] = {
       {"@MIN_FREE_MIB@", std::to_string(core::kDefaultMinFreeMemoryMib)},
-      {"@MAX_UTIL_PCT@", std::to_string(core::kDefaultMaxUtilizationPct)}};
+      {"@MAX_UTIL_PCT@", std::to_string(core::kDefaultMaxUtilizationPct)},
+      {"@IDLE_UTIL_PCT@", fmt::format("{}", idle.utilization_pct)},  // shortest form: 30, not 30.000000
+      {"@IDLE_MEM_PCT@", fmt::format("{}", idle.memory_pct)}};
   for (const auto& [key, value] : values)
     for (auto at = doc.find(key); at != std::string::npos; at = doc.find(key, at + value.size()))
       doc.replace(at, key.size(), value);
@@ -92,8 +97,8 @@ const char* const kHandWritten = R"json({
                      "gpus": {"type": "array", "items": {"type": "object", "properties": {"index": {"type": "integer"}, "name": {"type": "string"}, "utilization": {"type": "integer", "nullable": true}, "temperature": {"type": "integer", "nullable": true}, "fan_speed": {"type": "integer", "nullable": true}, "power_draw": {"type": "number", "nullable": true}, "persistence_mode": {"type": "boolean", "nullable": true}, "idle": {"type": "boolean", "nullable": true}, "process_count": {"type": "integer"}}}},
                      "message": {"type": "string", "description": "only on a node with no GPUs"}}}},
                  "parameters": {"fresh": {"name": "fresh", "in": "query", "description": "1: query the driver now instead of serving the latest reading", "schema": {"type": "boolean"}},
-                                "utilization_threshold": {"name": "utilization_threshold", "in": "query", "description": "a GPU is idle below this utilization (%)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 30}},
-                                "memory_threshold": {"name": "memory_threshold", "in": "query", "description": "and below this memory use (% of capacity)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": 50}}}}
+                                "utilization_threshold": {"name": "utilization_threshold", "in": "query", "description": "a GPU is idle below this utilization (%)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": @IDLE_UTIL_PCT@}},
+                                "memory_threshold": {"name": "memory_threshold", "in": "query", "description": "and below this memory use (% of capacity)", "schema": {"type": "number", "minimum": 0, "maximum": 100, "default": @IDLE_MEM_PCT@}}}}
 })json";
 
 // The history route's metric parameter: an enum of the table's history metrics, their units in the text.

@@ -151,7 +151,7 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   return s;
 }
 
-Result<void> NodeStore::reap_locked(bool& changed) {
+Result<bool> NodeStore::reap_locked() {
   // Leases whose owner process is gone (crashed, SIGKILLed) end here, whoever looks next.
   auto sel = db_.prepare("SELECT id, owner_pid, owner_start FROM leases WHERE released_ms IS NULL");
   if (!sel) return sel.error();
@@ -166,13 +166,12 @@ Result<void> NodeStore::reap_locked(bool& changed) {
   for (const auto& id : dead) {
     auto up = db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = 'owner gone' WHERE id = ?2");
     if (!up) return up.error();
-    if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r;
+    if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r.error();
     auto g = db_.prepare("UPDATE lease_gpus SET active = 0 WHERE lease_id = ?1");
     if (!g) return g.error();
-    if (auto r = g->bind(1, id).run(); !r) return r;
-    changed = true;
+    if (auto r = g->bind(1, id).run(); !r) return r.error();
   }
-  return {};
+  return !dead.empty();
 }
 
 Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, std::size_t limit) {
@@ -214,7 +213,7 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, s
   return out;
 }
 
-Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::string& waiter_id, bool& changed) {
+Result<NodeStore::Ahead> NodeStore::live_waiters_ahead(const std::string& waiter_id) {
   // Queue order: priority (higher first), then arrival. Only the first live waiter ahead matters to
   // the decision (it blocks us), so walk from the front, dropping dead waiters, and stop there:
   // the cost does not grow with the length of the queue.
@@ -223,7 +222,7 @@ Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::strin
   me->bind(1, waiter_id);
   auto found = me->step();
   if (!found) return found.error();
-  std::vector<core::Waiter> out;
+  Ahead out;
   if (!*found) return out;  // not queued (any more)
   const std::int64_t prio = me->int64(0), enq = me->int64(1), rowid = me->int64(2);
   auto sel = db_.prepare(
@@ -243,15 +242,15 @@ Result<std::vector<core::Waiter>> NodeStore::live_waiters_ahead(const std::strin
       dead.push_back(w.id);
       continue;
     }
-    out.push_back(std::move(w));
+    out.waiters.push_back(std::move(w));
     break;
   }
   for (const auto& id : dead) {
     auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
     if (!del) return del.error();
     if (auto r = del->bind(1, id).run(); !r) return r.error();
-    changed = true;
   }
+  out.removed_dead = !dead.empty();
   return out;
 }
 
@@ -273,15 +272,17 @@ Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
 Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& req, const Decide& decide) {
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
-  bool changed = false;
-  if (auto r = reap_locked(changed); !r) return r.error();
+  auto reaped = reap_locked();
+  if (!reaped) return reaped.error();
+  bool changed = *reaped;
   auto leases = load_leases("WHERE released_ms IS NULL", 1000000);
   if (!leases) return leases.error();
   std::vector<core::Waiter> ahead;
   if (!req.waiter_id.empty()) {
-    auto a = live_waiters_ahead(req.waiter_id, changed);
+    auto a = live_waiters_ahead(req.waiter_id);
     if (!a) return a.error();
-    ahead = std::move(*a);
+    ahead = std::move(a->waiters);
+    changed = changed || a->removed_dead;
   }
   auto picked = decide(*leases, ahead);
   if (!picked) return picked.error();
@@ -347,12 +348,12 @@ Result<bool> NodeStore::release(const std::string& lease_id, const std::string& 
 Result<std::vector<core::Lease>> NodeStore::active() {
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
-  bool changed = false;
-  if (auto r = reap_locked(changed); !r) return r.error();
+  auto reaped = reap_locked();
+  if (!reaped) return reaped.error();
   auto out = load_leases("WHERE released_ms IS NULL", 1000000);
   if (!out) return out;
   if (auto r = txn.commit(); !r) return r.error();
-  if (changed) signal_.notify();
+  if (*reaped) signal_.notify();
   return out;
 }
 

@@ -67,13 +67,19 @@ class NodeStore final : public core::JobStore {
 
  private:
   NodeStore(Db db, Alive alive, const core::Clock& clock);
-  Result<void> reap_locked(bool& changed);  // ends leases and waiters of dead owners
+  // Ends the leases of dead owners; true when it ended any (the store changed).
+  Result<bool> reap_locked();
   Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
   Result<std::vector<core::Waiter>> load_waiters();
   // Marks waiting/running jobs whose owner process is gone as "lost".
   Result<void> reconcile_jobs();
-  // The first live waiter queued ahead of waiter_id (empty: none); dead ones met on the way are removed.
-  Result<std::vector<core::Waiter>> live_waiters_ahead(const std::string& waiter_id, bool& changed);
+  // The first live waiter queued ahead of waiter_id (empty: none); dead ones met on the way are removed
+  // (removed_dead: the store changed).
+  struct Ahead {
+    std::vector<core::Waiter> waiters;
+    bool removed_dead = false;
+  };
+  Result<Ahead> live_waiters_ahead(const std::string& waiter_id);
 
   Db db_;
   Alive alive_;

@@ -214,6 +214,40 @@ json jobs_json(const std::string& node, const std::vector<core::Job>& jobs) {
   return json{{"node", node}, {"jobs", std::move(list)}};
 }
 
+json jobs_page_json(const std::string& node, const core::JobPage& page, std::size_t limit, std::size_t offset) {
+  auto doc = jobs_json(node, page.jobs);
+  doc["total"] = page.total;
+  doc["limit"] = limit;
+  doc["offset"] = offset;
+  return doc;
+}
+
+json tasks_json(const std::string& node, const core::TaskPage& page, std::size_t limit, std::size_t offset) {
+  json tasks = json::array();
+  for (const auto& t : page.tasks)
+    tasks.push_back({{"task", t.task},
+                     {"user", t.owner_user},
+                     {"uid", t.owner_uid ? json(*t.owner_uid) : json(nullptr)},
+                     {"runs", t.runs},
+                     {"succeeded", t.succeeded},
+                     {"failed", t.failed},
+                     {"running", t.running},
+                     {"gpu_hours", std::round(t.gpu_hours * 1e4) / 1e4},
+                     {"last_started_at", ms_time(t.last_started_ms)}});
+  return json{{"node", node}, {"tasks", std::move(tasks)}, {"total", page.total}, {"limit", limit}, {"offset", offset}};
+}
+
+json released_json(const std::string& lease_id) { return json{{"id", lease_id}, {"released", true}}; }
+
+json estimate_json(unsigned gpus, std::uint64_t memory_mib_per_gpu, std::optional<double> memory_fraction,
+                   const std::string& engine, const std::string& explanation) {
+  return json{{"gpus", gpus},
+              {"memory_mb_per_gpu", memory_mib_per_gpu},
+              {"memory_fraction", memory_fraction ? json(*memory_fraction) : json(nullptr)},
+              {"engine", engine},
+              {"explanation", explanation}};
+}
+
 json gpu_info_json(const allocator::Selection& sel, const core::Snapshot& s, unsigned world_size) {
   json details = json::array();
   std::vector<std::string> ids;

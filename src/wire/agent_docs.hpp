@@ -14,6 +14,7 @@
 #include "core/alerts.hpp"
 #include "core/fields.hpp"
 #include "core/job.hpp"
+#include "core/ports/job_store.hpp"
 #include "core/ports/lease_store.hpp"
 #include "core/ports/metric_history.hpp"
 #include "core/snapshot.hpp"
@@ -75,8 +76,23 @@ nlohmann::json leases_json(const std::string& node, const std::vector<core::Leas
 nlohmann::json job_json(const core::Job& j);
 // Epoch milliseconds as the documents write times (ISO 8601 UTC).
 nlohmann::json ms_time_json(std::int64_t ms);
-// GET /api/v1/jobs: {node, jobs: [job_json…]} (the route adds total, limit, offset).
+// {node, jobs: [job_json…]}.
 nlohmann::json jobs_json(const std::string& node, const std::vector<core::Job>& jobs);
+// GET /api/v1/jobs: jobs_json of the page with {total, limit, offset}: `total` rows match the filters
+// over all pages, `limit` and `offset` are the query's.
+nlohmann::json jobs_page_json(const std::string& node, const core::JobPage& page, std::size_t limit,
+                              std::size_t offset);
+// GET /api/v1/tasks: {node, tasks: [{task, user, uid (null: unknown), runs, succeeded, failed, running,
+// gpu_hours (4 decimals), last_started_at}], total, limit, offset}.
+nlohmann::json tasks_json(const std::string& node, const core::TaskPage& page, std::size_t limit, std::size_t offset);
+// DELETE /api/v1/allocations/{id}: {id, released: true}.
+nlohmann::json released_json(const std::string& lease_id);
+
+// POST /api/v1/estimate and `gpufleet task estimate --json`: {gpus, memory_mb_per_gpu (MiB),
+// memory_fraction (null: none), engine, explanation} (scheduler::Estimate's fields; wire/ does not
+// know the scheduler).
+nlohmann::json estimate_json(unsigned gpus, std::uint64_t memory_mib_per_gpu, std::optional<double> memory_fraction,
+                             const std::string& engine, const std::string& explanation);
 
 // The seed's record of a GPU allocation, shared by the CLI (`alloc --json`, job records) and the
 // agent: {model, count, device_ids, world_size, gpu_info: {count, indices, allocation_method, why,

@@ -315,6 +315,32 @@ std::string lease_ended_line(const std::string& lease, const std::string& reason
   return line(json{{"event", "lease_ended"}, {"lease", lease}, {"reason", reason}});
 }
 
+json leases_result_json(const std::vector<core::Lease>& leases, const std::vector<core::Waiter>& waiting) {
+  json l = json::array(), w = json::array();
+  for (const auto& x : leases) l.push_back(lease_json(x));
+  for (const auto& x : waiting) w.push_back(waiter_json(x));
+  return json{{"leases", std::move(l)}, {"waiting", std::move(w)}};
+}
+
+json job_put_result_json(const std::string& job_id) { return json{{"job_id", job_id}}; }
+
+json jobs_result_json(const std::vector<core::Job>& jobs) {
+  json list = json::array();
+  for (const auto& j : jobs) list.push_back(job_json(j));
+  return json{{"jobs", std::move(list)}};
+}
+
+json job_result_json(const core::Job& job) { return json{{"job", job_json(job)}}; }
+
+json get_result_json(unsigned status, std::optional<std::string_view> body) {
+  json b = nullptr;
+  if (body) {
+    b = json::parse(*body, nullptr, false);
+    if (b.is_discarded()) b = std::string(*body);
+  }
+  return json{{"status", status}, {"body", std::move(b)}};
+}
+
 json acquire_result_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s,
                          unsigned world_size) {
   return json{{"lease", lease_json(lease)}, {"why", sel.why}, {"gpu_info", gpu_info_json(sel, s, world_size)}};

@@ -84,6 +84,18 @@ std::string waiting_line(std::int64_t id, double waited_s, const std::string& wh
                          const std::vector<core::Lease>& holders);
 std::string lease_warning_line(const std::string& lease, const std::string& message);
 std::string lease_ended_line(const std::string& lease, const std::string& reason);
+// The results of the other requests (the objects ok_line carries):
+// leases: {leases: [lease_json…], waiting: [waiter_json…]} (no node: the client knows which agent it asked).
+nlohmann::json leases_result_json(const std::vector<core::Lease>& leases, const std::vector<core::Waiter>& waiting);
+// job_put: {job_id}.
+nlohmann::json job_put_result_json(const std::string& job_id);
+// jobs: {jobs: [job_json…]}.
+nlohmann::json jobs_result_json(const std::vector<core::Job>& jobs);
+// job: {job: job_json}.
+nlohmann::json job_result_json(const core::Job& job);
+// get: {status, body}: the route's HTTP status and its body parsed as JSON, or the body as a string
+// when it is not JSON, or null when it has none.
+nlohmann::json get_result_json(unsigned status, std::optional<std::string_view> body);
 // An acquire's result: {lease: lease_json, why: [...], gpu_info}.
 nlohmann::json acquire_result_json(const core::Lease& lease, const allocator::Selection& sel, const core::Snapshot& s,
                                    unsigned world_size);

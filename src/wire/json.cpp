@@ -131,9 +131,7 @@ json fields_json() {
                       {"history_metric", f.history_metric.empty() ? json(nullptr) : json(f.history_metric)}});
   }
   json reasons = json::object();
-  for (auto a : {core::Absent::NotQueried, core::Absent::NotSupported, core::Absent::NoPermission,
-                 core::Absent::Unavailable, core::Absent::Error, core::Absent::GpuLost, core::Absent::MigEnabled})
-    reasons[std::string(core::code(a))] = std::string(core::to_string(a));
+  for (const auto& r : core::kAbsentReasons) reasons[std::string(r.code)] = std::string(r.words);
   return json{{"fields", std::move(fields)}, {"missing_reasons", std::move(reasons)}};
 }
 

@@ -17,14 +17,14 @@ std::string iso8601(std::chrono::system_clock::time_point t);
 // {"timestamp","backend","simulated","driver_version","cuda_driver_version","warnings",
 //  "process_visibility", "gpus":[{"id":"gpu-0","index",...,"processes":[...]}]}. Absent readings are null.
 // Each GPU's metrics are the rows of core::kFields, at their json_key; for every one that is null,
-// "missing_reasons" maps that json_key ("memory.used") to the reason's code ("not_supported",
-// "no_permission", "unavailable", "error", "gpu_lost", "mig_enabled", "not_queried"); {} when none is.
+// "missing_reasons" maps that json_key ("memory.used") to the reason's code (one of core::kAbsentReasons:
+// "not_supported", "no_permission", "gpu_lost", …); {} when none is.
 nlohmann::json snapshot_json(const core::Snapshot& s);
 
 // GET /api/v1/fields and `gpufleet fields --json`: the field table, for clients that list metrics —
 // {"fields": [{"key": "memory.used", "label", "unit" (null when unitless), "description",
 //   "prometheus": {"name", "type"}, "history_metric" (null when the history keeps none)}, …],
-//  "missing_reasons": {"not_supported": "not supported", …}} (every reason code and its text).
+//  "missing_reasons": {"not_supported": "not supported", …}} (every row of core::kAbsentReasons).
 nlohmann::json fields_json();
 
 // One GPU of that document.

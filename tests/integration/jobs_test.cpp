@@ -238,7 +238,7 @@ TEST_F(Jobs, TaskRunExpandsTheGridAndGoesOnAfterAFailure) {
   const std::string out = (dir / "out").string();
   auto r = gf({"task", "run", task, "--min-memory-mb", "1000", "--wait", "0.2", "-n", "0.05", "--", "sh", "-c",
                "echo tp={tp-size} gpus=$CUDA_VISIBLE_DEVICES >> " + out});
-  EXPECT_EQ(r.exit_code, 1);  // the tp 4 experiment cannot get 4 GPUs on this 2-GPU node
+  EXPECT_EQ(r.exit_code, 1);  // the tp 4 job cannot get 4 GPUs on this 2-GPU node
   EXPECT_NE(r.err.find("2 passed, 1 failed"), std::string::npos) << r.err;
   std::ifstream in(out);
   std::string l1, l2, extra;

@@ -66,6 +66,11 @@ expect_violation(sampler_includes_a_vendor sampler/hub.cpp "#include \"backends/
 # A vendor may not use another vendor.
 expect_violation(vendor_includes_vendor backends/sim/sim_backend.cpp "#include \"backends/nvml/nvml_api.hpp\""
                  "src/backends/sim/sim_backend.cpp: includes \"backends/nvml/nvml_api.hpp\"")
+# The same include in angle brackets is held to the same table.
+expect_violation(core_includes_store_angle core/snapshot.hpp "#include <store/history.hpp>"
+                 "src/core/snapshot.hpp: includes <store/history.hpp>")
+expect_violation(wire_includes_server_angle wire/json.cpp "#  include <server/http.hpp>"
+                 "src/wire/json.cpp: includes <server/http.hpp>")
 expect_violation(relative_include wire/json.cpp "#include \"json_detail.hpp\""
                  "src/wire/json.cpp: includes \"json_detail.hpp\"")
 

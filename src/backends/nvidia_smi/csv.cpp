@@ -221,16 +221,11 @@ bool parse_mask(std::string_view s, std::uint64_t& out) noexcept {
   return s.size() <= 16 && parse_integer(s, out, 16);
 }
 
-bool parse_enabled(std::string_view s, bool& out) noexcept {
-  if (s == "Enabled") {
-    out = true;
-    return true;
-  }
-  if (s == "Disabled") {
-    out = false;
-    return true;
-  }
-  return false;
+// "Enabled" → true, "Disabled" → false, anything else → nullopt.
+std::optional<bool> parse_enabled(std::string_view s) noexcept {
+  if (s == "Enabled") return true;
+  if (s == "Disabled") return false;
+  return std::nullopt;
 }
 
 // What a line said about the GPU's state, collected while its fields are read.
@@ -357,9 +352,9 @@ class GpuLineReader {
 
   Result<void> enabled(Field f, Token t, std::string_view tok, Reading<bool>& r) const {
     if (t != Token::Value) return absent(t, r);
-    bool v = false;
-    if (!parse_enabled(tok, v)) return bad(f, tok, "Enabled or Disabled");
-    r = v;
+    const auto v = parse_enabled(tok);
+    if (!v) return bad(f, tok, "Enabled or Disabled");
+    r = *v;
     return {};
   }
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+
 namespace gf::core {
 namespace {
 
@@ -39,20 +42,6 @@ TEST(Score, LostOrUnknownGpuHasNoScore) {
   EXPECT_FALSE(availability_score(z));
 }
 
-TEST(Score, AvailableGpusFiltersAndOrdersBestFirst) {
-  Snapshot s;
-  s.gpus = {gpu(0, 80000, 70000, 10),  // 10000 free: below the floor
-            gpu(1, 80000, 10000, 50),  // util 50: inclusive ceiling, qualifies
-            gpu(2, 80000, 10000, 51),  // util 51: too busy
-            gpu(3, 80000, 0, 0),       // best
-            gpu(4, 80000, 0, 0)};      // tie with 3: lower index first
-  s.gpus.push_back(gpu(5, 80000, 0, 0));
-  s.gpus.back().health = Health::Lost;
-  score_gpus(s);
-  auto v = available_gpus(s, AvailabilityFilter{20000, 50});
-  EXPECT_EQ(v, (std::vector<unsigned>{3, 4, 1}));
-}
-
 TEST(Score, UnattributedMemory) {
   auto g = gpu(0, 1000, 700, 0);
   GpuProcess a;
@@ -74,6 +63,22 @@ TEST(Snapshot, ClockEventNames) {
   EXPECT_EQ(n[1], "sw_power_cap");
   EXPECT_EQ(n[2], "hw_thermal_slowdown");
   EXPECT_TRUE(clock_event_names(0).empty());
+}
+
+TEST(Reading, EveryAbsentReasonHasADistinctCodeAndWordsInEnumOrder) {
+  std::set<std::string_view> codes, words;
+  for (std::size_t i = 0; i < kAbsentReasonCount; ++i) {
+    const auto& r = kAbsentReasons[i];
+    EXPECT_EQ(static_cast<std::size_t>(r.reason), i);
+    EXPECT_FALSE(r.code.empty());
+    EXPECT_FALSE(r.words.empty());
+    EXPECT_TRUE(codes.insert(r.code).second) << r.code;
+    EXPECT_TRUE(words.insert(r.words).second) << r.words;
+    EXPECT_EQ(code(r.reason), r.code);
+    EXPECT_EQ(to_string(r.reason), r.words);
+  }
+  EXPECT_EQ(code(Absent::GpuLost), "gpu_lost");
+  EXPECT_EQ(to_string(Absent::MigEnabled), "not reported under MIG");
 }
 
 TEST(Reading, AbsentCarriesReason) {

@@ -76,16 +76,18 @@ TEST_F(MonitorTest, ErrorKeepsNothingStaleAndReports) {
   EXPECT_EQ(s.error().message, "scripted failure");
 }
 
-TEST_F(MonitorTest, ScoresAndAvailability) {
+TEST_F(MonitorTest, ScoresEveryGpu) {
+  // Which GPUs are available is allocator::check_availability's to say (tests/unit/allocator); the
+  // monitor scores every GPU it reads, and a lost GPU has no score.
   st->next.gpus = {make_gpu(0, 90), make_gpu(1, 10), make_gpu(2, 0, 79000), make_gpu(3, 0)};
   st->next.gpus[3].health = core::Health::Lost;
   auto m = make();
-  auto avail = m->available_gpus(8000);
-  ASSERT_TRUE(avail);
-  EXPECT_EQ(*avail, (std::vector<unsigned>{1}));  // 0 too busy, 2 too full, 3 lost
   auto g = m->gpu(1);
   ASSERT_TRUE(g && g->has_value());
   EXPECT_NEAR(*(*g)->availability_score, 0.6 * 79000.0 / 80000.0 + 0.4 * 0.9, 1e-9);
+  auto lost = m->gpu(3);
+  ASSERT_TRUE(lost && lost->has_value());
+  EXPECT_FALSE((*lost)->availability_score);
   auto none = m->gpu(9);
   ASSERT_TRUE(none);
   EXPECT_FALSE(none->has_value());

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "allocator/availability.hpp"
@@ -183,36 +186,52 @@ TEST_F(NodeAllocatorTest, ExternalLoadGoingAwayIsNoticedByTheRecheck) {
   EXPECT_EQ(r->lease.gpus[0].index, 0u);
 }
 
+// Three jobs join the queue in turn, each only once the one before is in it (its first progress report)
+// and one second later on the fake clock; the GPU is released only when all three wait. The queue
+// decides the order, not timing: nothing here sleeps, and the waits below only bound a hang.
 TEST_F(NodeAllocatorTest, FirstComeFirstServedWithinPriority) {
   snap->set({gpu(0, 0, 1000)});
+  test::FakeClock clock;
   auto holder_store = store();
-  NodeAllocator holder(*holder_store, source());
+  NodeAllocator holder(*holder_store, source(), clock);
   auto held = holder.allocate(req(1, "holder"));
   ASSERT_TRUE(held);
-  std::vector<std::string> order;
   std::mutex mu;
-  auto waiter = [&](std::string job, int prio, std::chrono::milliseconds delay) {
-    std::this_thread::sleep_for(delay);
+  std::condition_variable cv;
+  std::set<std::string> queued;
+  std::vector<std::string> order;
+  auto waiter = [&](std::string job, int prio) {
     auto st = store();
-    NodeAllocator na(*st, source());
+    NodeAllocator na(*st, source(), clock);
     auto r = req(1, job);
     r.priority = prio;
     WaitOptions wo;
-    wo.timeout = 20s;
-    wo.recheck = 50ms;
+    wo.timeout = 1h;  // on the fake clock, which does not move while they wait
+    wo.recheck = 20ms;
+    wo.progress = [&](const WaitProgress&) {
+      std::lock_guard lock(mu);
+      if (queued.insert(job).second) cv.notify_all();
+    };
     auto got = na.wait_and_allocate(r, wo);
     ASSERT_TRUE(got) << got.error().message;
     {
       std::lock_guard lock(mu);
-      order.push_back(job);
+      order.push_back(job);  // before the release: the next job cannot have the GPU yet
     }
-    std::this_thread::sleep_for(30ms);
     (void)st->release(got->lease.id, "done");
   };
-  std::thread first(waiter, "first", 0, 0ms);
-  std::thread second(waiter, "second", 0, 100ms);
-  std::thread urgent(waiter, "urgent", 5, 200ms);  // came last, but higher priority
-  std::this_thread::sleep_for(400ms);
+  auto in_queue = [&](const std::string& job) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, 20s, [&] { return queued.contains(job); });
+  };
+  std::thread first(waiter, "first", 0);
+  EXPECT_TRUE(in_queue("first"));
+  clock.advance(1s);
+  std::thread second(waiter, "second", 0);
+  EXPECT_TRUE(in_queue("second"));
+  clock.advance(1s);
+  std::thread urgent(waiter, "urgent", 5);  // came last, but higher priority
+  EXPECT_TRUE(in_queue("urgent"));
   (void)holder_store->release(held->lease.id, "done");
   first.join();
   second.join();

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/fake_clock.hpp"
+
 namespace gf::server {
 namespace {
 
@@ -25,9 +27,9 @@ Answer get(const Router& router, const std::string& path, std::map<std::string, 
   return {r.status, nlohmann::json::parse(*r.body, nullptr, false)};
 }
 
-std::shared_ptr<const allocator::FleetFacts> fleet() {
+std::shared_ptr<const allocator::FleetFacts> fleet(
+    std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
   auto f = std::make_shared<allocator::FleetFacts>();
-  const auto now = std::chrono::system_clock::now();
   // "busy": 4 GPUs at 50 %; "quiet": 2 GPUs at 20 %; both at 10 % memory.
   for (auto [name, n, util] : {std::tuple{"busy", 4u, 50.0}, std::tuple{"quiet", 2u, 20.0}}) {
     core::NodeMetrics m;
@@ -94,6 +96,34 @@ TEST(ClusterRoutes, SelectNodesGpus) {
     EXPECT_EQ(a.status, 400u) << k << "=" << v;
     EXPECT_EQ(a.j["error"], "bad_request");
   }
+}
+
+// The facts' age is the routes' clock's: metrics older than max_age count as none (nothing sleeps).
+TEST(ClusterRoutes, MetricsAgeByTheRoutesClock) {
+  test::FakeClock clock;
+  const auto facts = fleet(clock.wall_now());
+  ClusterView view;
+  view.latest = [&facts] { return facts; };
+  view.max_age = std::chrono::seconds(60);
+  Router router;
+  add_cluster_routes(router, &view, clock);
+
+  auto a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}});
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["node"], "quiet");
+  a = get(router, "/api/v1/cluster/nodes");
+  ASSERT_EQ(a.status, 200u);
+  for (const auto& n : a.j["nodes"]) EXPECT_EQ(n["health"], "ok") << n;
+
+  clock.advance(std::chrono::seconds(61));
+  a = get(router, "/api/v1/cluster/nodes");
+  ASSERT_EQ(a.status, 200u);
+  ASSERT_EQ(a.j["nodes"].size(), 2u);
+  for (const auto& n : a.j["nodes"]) EXPECT_EQ(n["health"], "metrics_stale") << n;
+  // Stale metrics count as none: every free GPU is taken as idle, and the bigger node wins.
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}});
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["node"], "busy") << a.j;
 }
 
 TEST(ClusterRoutes, WithoutAViewTheyAnswer503) {

@@ -713,6 +713,24 @@ TEST_F(ApiTest, PrometheusMetricsOneUtilLinePerGpu) {
   EXPECT_NE(r.body.find("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"), std::string::npos);
 }
 
+// Uptime is the routes' clock's (ctx.clock), in /metrics as in /api/health: a fake clock moves both.
+TEST_F(ApiTest, UptimeIsTheRoutesClock) {
+  test::FakeClock clock;
+  ctx.clock = &clock;
+  ctx.started = clock.now();
+  clock.advance(std::chrono::seconds(90));
+  const auto r = get("/metrics");
+  ASSERT_EQ(r.status, 200u) << r;
+  std::istringstream in(r.body);
+  std::string line, uptime;
+  while (std::getline(in, line))
+    if (line.rfind("gpufleet_agent_uptime_seconds{", 0) == 0) uptime = line.substr(line.rfind(' ') + 1);
+  EXPECT_EQ(uptime, "90") << r.body;
+  EXPECT_EQ(get("/api/health").j.at("uptime_s"), 90.0);
+  clock.advance(std::chrono::milliseconds(2500));
+  EXPECT_EQ(get("/api/health").j.at("uptime_s"), 92.5);
+}
+
 TEST_F(ApiTest, OpenApiIsServedAsJson) {
   const auto r = get("/api/openapi.json");
   ASSERT_EQ(r.status, 200u);
@@ -738,6 +756,28 @@ TEST_F(ApiTest, OpenApiListsTheHistoryMetricsFromTheTable) {
   EXPECT_EQ(metric["schema"]["enum"], nlohmann::json({"utilization", "memory_utilization", "memory_used", "temperature",
                                                       "power", "fan", "sm_clock", "mem_clock"}));
   EXPECT_NE(metric["description"].get<std::string>().find("temperature (°C)"), std::string::npos);
+}
+
+// The defaults the document states are the ones the handlers apply: core/policy.hpp for availability and
+// leases, allocator::IdleThresholds for the fleet's idle GPUs.
+TEST_F(ApiTest, OpenApiDefaultsAreThePolicys) {
+  const auto doc = nlohmann::json::parse(openapi_document());
+  nlohmann::json floor, ceiling;
+  for (const auto& p : doc["paths"]["/api/v1/availability"]["get"]["parameters"]) {
+    if (p["name"] == "min_memory_mb") floor = p["schema"]["default"];
+    if (p["name"] == "max_utilization") ceiling = p["schema"]["default"];
+  }
+  EXPECT_EQ(floor, core::kDefaultMinFreeMemoryMib);
+  EXPECT_EQ(ceiling, core::kDefaultMaxUtilizationPct);
+  const auto& body =
+      doc["paths"]["/api/v1/allocations"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+  EXPECT_EQ(body["properties"]["min_memory_mb"]["default"], core::kDefaultMinFreeMemoryMib);
+  EXPECT_EQ(body["properties"]["max_utilization"]["default"], core::kDefaultMaxUtilizationPct);
+  const allocator::IdleThresholds idle;
+  const auto& params = doc["components"]["parameters"];
+  EXPECT_EQ(params["utilization_threshold"]["schema"]["default"].get<double>(), idle.utilization_pct);
+  EXPECT_EQ(params["memory_threshold"]["schema"]["default"].get<double>(), idle.memory_pct);
+  EXPECT_EQ(openapi_document().find('@'), std::string::npos) << "a placeholder was left in the text";
 }
 
 TEST_F(ApiTest, RoutingErrorsAndHead) {

@@ -151,6 +151,56 @@ TEST(AgentDocs, LeasesAndWaiters) {
   EXPECT_EQ(j.at("waiting")[0].at("enqueued_at"), "2023-11-14T22:13:20.000000Z");
 }
 
+TEST(AgentDocs, JobsPageCarriesItsPaging) {
+  core::JobPage page;
+  core::Job job;
+  job.id = "j1";
+  job.status = "succeeded";
+  job.started_at_ms = 1700000000000;
+  page.jobs = {job};
+  page.total = 42;
+  const auto j = jobs_page_json("n", page, 10, 20);
+  EXPECT_EQ(j.at("node"), "n");
+  ASSERT_EQ(j.at("jobs").size(), 1u);
+  EXPECT_EQ(j.at("jobs")[0].at("id"), "j1");
+  EXPECT_EQ(j.at("total"), 42);
+  EXPECT_EQ(j.at("limit"), 10);
+  EXPECT_EQ(j.at("offset"), 20);
+  EXPECT_EQ(j.size(), 5u) << j;
+}
+
+TEST(AgentDocs, TasksSumsWithOwnerAndRoundedGpuHours) {
+  core::TaskPage page;
+  core::TaskTotals t;
+  t.task = "grid";
+  t.runs = 4;
+  t.succeeded = 2;
+  t.failed = 1;
+  t.running = 1;
+  t.gpu_hours = 1.234567;
+  t.last_started_ms = 1700000000000;
+  t.owner_uid = 1000;
+  t.owner_user = "alice";
+  core::TaskTotals anon;
+  anon.task = "other";
+  page.tasks = {t, anon};
+  page.total = 7;
+  const auto j = tasks_json("n", page, 100, 0);
+  EXPECT_EQ(j, json::parse(R"({"node": "n", "total": 7, "limit": 100, "offset": 0, "tasks": [
+    {"task": "grid", "user": "alice", "uid": 1000, "runs": 4, "succeeded": 2, "failed": 1, "running": 1,
+     "gpu_hours": 1.2346, "last_started_at": "2023-11-14T22:13:20.000000Z"},
+    {"task": "other", "user": "", "uid": null, "runs": 0, "succeeded": 0, "failed": 0, "running": 0,
+     "gpu_hours": 0.0, "last_started_at": "1970-01-01T00:00:00.000000Z"}]})"));
+}
+
+TEST(AgentDocs, ReleasedAndEstimate) {
+  EXPECT_EQ(released_json("l1"), json::parse(R"({"id": "l1", "released": true})"));
+  EXPECT_EQ(estimate_json(2, 40000, 0.9, "vllm", "tp 2"),
+            json::parse(R"({"gpus": 2, "memory_mb_per_gpu": 40000, "memory_fraction": 0.9, "engine": "vllm",
+                            "explanation": "tp 2"})"));
+  EXPECT_TRUE(estimate_json(1, 8000, std::nullopt, "default", "").at("memory_fraction").is_null());
+}
+
 TEST(AgentDocs, AllocationCarriesTheSeedsGpuInfo) {
   const auto s = snapshot();
   allocator::Selection sel;

@@ -97,5 +97,41 @@ TEST(AgentProtocol, RepliesAreOneLineAndEscapeBadUtf8) {
   EXPECT_EQ(e["error"]["kind"], "permission");
 }
 
+// The results the socket sends for leases, job_put, jobs, job and get (docs/agent-socket.md).
+TEST(AgentProtocol, ResultsOfTheReadRequests) {
+  core::Lease l;
+  l.id = "l1";
+  l.gpus = {{0, "GPU-0"}};
+  core::Waiter w;
+  w.id = "w1";
+  w.gpus = 2;
+  auto leases = leases_result_json({l}, {w});
+  EXPECT_EQ(leases.size(), 2u) << leases;
+  ASSERT_EQ(leases.at("leases").size(), 1u);
+  EXPECT_EQ(leases.at("leases")[0].at("id"), "l1");
+  ASSERT_EQ(leases.at("waiting").size(), 1u);
+  EXPECT_EQ(leases.at("waiting")[0].at("id"), "w1");
+  EXPECT_EQ(leases_result_json({}, {}), nlohmann::json::parse(R"({"leases": [], "waiting": []})"));
+
+  EXPECT_EQ(job_put_result_json("j9"), nlohmann::json::parse(R"({"job_id": "j9"})"));
+  core::Job job;
+  job.id = "j1";
+  job.status = "running";
+  const auto jobs = jobs_result_json({job, job});
+  EXPECT_EQ(jobs.size(), 1u);
+  ASSERT_EQ(jobs.at("jobs").size(), 2u);
+  EXPECT_EQ(jobs.at("jobs")[1].at("status"), "running");
+  EXPECT_EQ(jobs_result_json({}), nlohmann::json::parse(R"({"jobs": []})"));
+  const auto one = job_result_json(job);
+  EXPECT_EQ(one.size(), 1u);
+  EXPECT_EQ(one.at("job").at("id"), "j1");
+}
+
+TEST(AgentProtocol, GetResultKeepsTheBodyAsJsonOrText) {
+  EXPECT_EQ(get_result_json(200, R"({"a": 1})"), nlohmann::json::parse(R"({"status": 200, "body": {"a": 1}})"));
+  EXPECT_EQ(get_result_json(200, "# HELP x\n"), nlohmann::json({{"status", 200}, {"body", "# HELP x\n"}}));
+  EXPECT_EQ(get_result_json(204, std::nullopt), nlohmann::json::parse(R"({"status": 204, "body": null})"));
+}
+
 }  // namespace
 }  // namespace gf::wire

@@ -168,6 +168,10 @@ TEST(Json, FieldsDocumentListsTheTable) {
   EXPECT_EQ(j["missing_reasons"]["not_supported"], "not supported");
   EXPECT_EQ(j["missing_reasons"]["gpu_lost"], "GPU lost");
   EXPECT_EQ(j["missing_reasons"].size(), 7u);
+  // Every reason core knows is listed, with its words (a new reason needs no edit here).
+  ASSERT_EQ(j["missing_reasons"].size(), core::kAbsentReasonCount);
+  for (const auto& r : core::kAbsentReasons)
+    EXPECT_EQ(j["missing_reasons"].value(std::string(r.code), ""), r.words) << r.code;
 }
 
 TEST(Json, ProcessShape) {
