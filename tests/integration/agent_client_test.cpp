@@ -173,6 +173,7 @@ struct AgentClient : ::testing::Test {
   }
   void TearDown() override {
     setenv("GPUFLEET_SOCKET", "none", 1);  // back to no_ambient_agent.cpp's setting
+    unsetenv("GPUFLEET_SIM_SCENARIO");     // other suites in this binary expect the default scenario
     fs::remove_all(dir);
   }
   static gf::platform::ProcessOutput gf(std::vector<std::string> args) {
