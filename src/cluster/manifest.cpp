@@ -81,6 +81,9 @@ Result<void> place_document(YAML::Node& doc, DocumentPlacement& d, const PlaceOp
     sources.push_back(plan->source);
     details.push_back(fmt::format("{}: {}", spec.path, plan->detail));
     d.notes.insert(d.notes.end(), plan->notes.begin(), plan->notes.end());
+    for (const auto& r : plan->resources)
+      if (std::find(d.gpu_resources.begin(), d.gpu_resources.end(), r) == d.gpu_resources.end())
+        d.gpu_resources.push_back(r);
     if (spec.replicas > 1) {
       d.notes.push_back(fmt::format("{}: {} replicas, all pinned to the one node", spec.path, spec.replicas));
     }
@@ -282,6 +285,16 @@ unsigned PlaceResult::gpus_on_node() const {
     if (d.placeable) most = std::max(most, d.gpus_on_node);
   }
   return most;
+}
+
+std::vector<std::string> PlaceResult::gpu_resources() const {
+  std::vector<std::string> out;
+  for (const auto& d : documents) {
+    if (!d.placeable) continue;
+    for (const auto& r : d.gpu_resources)
+      if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  return out;
 }
 
 Result<PlaceResult> place_manifest(std::string_view text, const PlaceOptions& options) {

@@ -91,5 +91,43 @@ INSTANTIATE_TEST_SUITE_P(
                       Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel}),
     [](const ::testing::TestParamInfo<Golden>& info) { return info.param.name + "_" + info.param.ext; });
 
+// Vendors: an AMD InferenceService keeps its amd.com/gpu and says so (node selection takes only AMD
+// nodes for it); a pod that names no GPU, pinned to an AMD node, gets an amd.com/gpu limit.
+struct VendorGolden {
+  std::string in, out;
+  std::string node_resource;                    // PlaceOptions::gpu_resource: the chosen node's
+  std::vector<std::string> manifest_resources;  // PlaceResult::gpu_resources()
+  unsigned gpus_on_node;
+};
+void PrintTo(const VendorGolden& g, std::ostream* os) { *os << g.out; }
+
+class PlaceVendorGolden : public ::testing::TestWithParam<VendorGolden> {};
+
+TEST_P(PlaceVendorGolden, MatchesExpectedOutput) {
+  const auto& g = GetParam();
+  const auto input = read_file(kDir / g.in);
+  PlaceOptions opt;
+  auto described = place_manifest(input, opt);  // the first pass of `cluster place`: no node yet
+  ASSERT_TRUE(described) << described.error().message;
+  EXPECT_EQ(described->gpu_resources(), g.manifest_resources);
+  EXPECT_EQ(described->gpus_on_node(), g.gpus_on_node);
+  opt.node = "gpu-node-1";
+  opt.gpu_resource = g.node_resource;
+  auto r = place_manifest(input, opt);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto out_path = kDir / g.out;
+  if (std::getenv("GF_UPDATE_GOLDEN")) std::ofstream(out_path, std::ios::binary) << r->output;
+  EXPECT_EQ(r->output, read_file(out_path)) << "placed output differs from " << out_path;
+  EXPECT_EQ(r->output.find("nvidia.com/gpu"), std::string::npos) << r->output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vendors, PlaceVendorGolden,
+    ::testing::Values(VendorGolden{"isvc_amd.in.yaml", "isvc_amd.out.yaml", "amd.com/gpu", {"amd.com/gpu"}, 2},
+                      VendorGolden{"rocm_pod.in.yaml", "rocm_pod.out.yaml", "amd.com/gpu", {}, 1}),
+    [](const ::testing::TestParamInfo<VendorGolden>& info) {
+      return info.param.in.substr(0, info.param.in.find('.'));
+    });
+
 }  // namespace
 }  // namespace gf::cluster
