@@ -499,6 +499,47 @@ TEST_F(ClusterKube, ApplyCreatesThenUpdates) {
   EXPECT_EQ(r.out, "Updated Deployment 'vllm-llama' in namespace 'inference' on node 'gpu-d'\n");
 }
 
+// The seed's flow end to end: an OME InferenceService placed and created through the API server.
+TEST_F(ClusterKube, ApplyCreatesAnInferenceService) {
+  const auto isvc = GF_FIXTURES_DIR "/manifests/isvc.in.yaml";  // 4 GPUs; gpu-d is the node with 4 free
+  auto r = run({"cluster", "place", "-f", isvc, "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Created InferenceService 'my-task-exp1' in namespace 'autotuner' on node 'gpu-d'\n");
+  EXPECT_NE(r.err.find("Selected node 'gpu-d' for deployment:"), std::string::npos) << r.err;
+  constexpr const char* kItem = "/apis/ome.io/v1beta1/namespaces/autotuner/inferenceservices/my-task-exp1";
+  bool applied = false;
+  for (const auto& rq : kube->requests())
+    if (rq.path == kItem)
+      applied = rq.method == "PATCH" && rq.content_type == "application/apply-patch+yaml" &&
+                rq.query.count("fieldManager") && rq.query.at("fieldManager") == "gpufleet";
+  EXPECT_TRUE(applied);
+  const auto stored = kube->object(kItem);
+  ASSERT_TRUE(stored.has_value());
+  const auto obj = parse(*stored);
+  EXPECT_EQ(obj["kind"], "InferenceService");
+  EXPECT_EQ(obj["apiVersion"], "ome.io/v1beta1");
+  const auto& terms = obj["spec"]["engine"]["affinity"]["nodeAffinity"]
+                         ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u) << *stored;
+  const auto& expr = terms[0]["matchExpressions"][0];
+  EXPECT_EQ(expr["key"], "kubernetes.io/hostname");
+  EXPECT_EQ(expr["operator"], "In");
+  EXPECT_EQ(expr["values"], json::array({"gpu-d"}));
+  EXPECT_EQ(obj["spec"]["engine"]["runner"]["resources"]["limits"]["nvidia.com/gpu"], 4) << *stored;  // kept
+  EXPECT_EQ(obj["metadata"]["labels"]["autotuner.io/task"], "my-task");
+
+  r = run({"cluster", "place", "-f", isvc, "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Updated InferenceService 'my-task-exp1' in namespace 'autotuner' on node 'gpu-d'\n");
+  EXPECT_EQ(kube->count("PATCH", kItem), 2u);
+  // Only lists of nodes and pods and the server-side apply: what deploy/kubernetes/rbac.yaml grants
+  // (get/list nodes and pods; create and patch the kinds placed), nothing it would refuse.
+  for (const auto& rq : kube->requests()) {
+    const bool list = rq.method == "GET" && (rq.path == "/api/v1/nodes" || rq.path == "/api/v1/pods");
+    EXPECT_TRUE(list || (rq.method == "PATCH" && rq.path == kItem)) << rq.method << " " << rq.target;
+  }
+}
+
 // serve takes the cluster verbs' source options, alone or over --cluster-config.
 TEST_F(ClusterKube, ServeTakesTheSourceOptions) {
   fs::create_directories(dir / "node");
