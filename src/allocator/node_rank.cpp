@@ -40,10 +40,15 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
     return;
   }
   double util_sum = 0, mem_sum = 0, temp_sum = 0, power_sum = 0;
-  unsigned temps = 0, powers = 0;
+  unsigned temps = 0, powers = 0, stale = 0;
   std::uint64_t idle = 0;
   for (const auto& g : m->gpus) {
     if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) continue;
+    // A GPU whose own series stopped counts as one without metrics, even beside fresh GPUs.
+    if (g.observed && o.max_age.count() > 0 && o.now - *g.observed > o.max_age) {
+      ++stale;
+      continue;
+    }
     ++n.gpus_with_metrics;
     util_sum += *g.utilization_pct;
     mem_sum += *g.memory_used_mib / *g.memory_total_mib * 100.0;
@@ -51,7 +56,14 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
     if (g.temperature_c) temp_sum += *g.temperature_c, ++temps;
     if (g.power_w) power_sum += *g.power_w, ++powers;
   }
+  if (stale > 0)
+    n.problems.push_back(fmt::format("{} GPU(s) with metrics older than the {:.0f} s allowed (counted as no metrics)",
+                                     stale, std::chrono::duration<double>(o.max_age).count()));
   if (n.gpus_with_metrics == 0) {
+    if (stale > 0) {
+      n.health = std::min(n.health, NodeHealth::MetricsStale);
+      return;
+    }
     n.problems.push_back("the metrics name no GPU with both utilization and memory");
     n.health = std::min(n.health, NodeHealth::NoMetrics);
     return;

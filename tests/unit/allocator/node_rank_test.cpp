@@ -132,6 +132,34 @@ TEST(Summaries, StaleMetricsCountAsNoMetrics) {
   EXPECT_EQ(find(s, "a").idle_gpu_count, 0u);
 }
 
+TEST(Summaries, AGpuWhoseSeriesStoppedIsStaleBesideFreshOnes) {
+  // Prometheus keeps answering a stopped series for minutes: its own sample time says it is old.
+  FleetFacts f;
+  f.kube = {{kube("a", 2)}};
+  f.metrics = {metrics("a", {{0, 0}, {0, 0}})};
+  f.metrics[0].gpus[0].observed = kNow - 5s;
+  f.metrics[0].gpus[1].observed = kNow - 300s;  // stopped; the node's newest sample is still fresh
+  auto s = summarize(f, opts());
+  const auto& n = find(s, "a");
+  EXPECT_TRUE(n.has_metrics);
+  EXPECT_EQ(n.gpus_with_metrics, 1u);
+  EXPECT_EQ(n.idle_gpu_count, 1u);  // the stale GPU is not counted idle on old numbers
+  EXPECT_EQ(n.health, NodeHealth::Ok);
+  ASSERT_EQ(n.problems.size(), 1u);
+  EXPECT_NE(n.problems[0].find("1 GPU(s) with metrics older than the 60 s allowed"), std::string::npos)
+      << n.problems[0];
+  // Every GPU stale: the node has no metrics (free GPUs counted idle, as for any node without metrics).
+  f.metrics[0].gpus[0].observed = kNow - 120s;
+  s = summarize(f, opts());
+  EXPECT_FALSE(find(s, "a").has_metrics);
+  EXPECT_EQ(find(s, "a").health, NodeHealth::MetricsStale);
+  EXPECT_EQ(find(s, "a").idle_gpu_count, 2u);
+  // max_age 0: never stale.
+  auto o = opts();
+  o.max_age = std::chrono::milliseconds(0);
+  EXPECT_EQ(find(summarize(f, o), "a").gpus_with_metrics, 2u);
+}
+
 TEST(Summaries, HealthIsTheWorstStateAndEveryProblemIsListed) {
   FleetFacts f;
   auto k = kube("a", 2);
