@@ -1,7 +1,8 @@
 #pragma once
 // Placement of Kubernetes manifests on one node: the transformation behind `gpufleet cluster place`.
 //
-// place_manifest() reads one or more documents (YAML, or a single JSON object) and, for each kind that
+// place_manifest() reads one or more documents (YAML, or a single JSON object — a JSON `kind: List`
+// counts each of its items as a document) and, for each kind that
 // runs pods — OME InferenceService, Deployment, StatefulSet, Job, Pod — finds the pod specs, reads how
 // many GPUs they need and, when a node is given, pins them to it:
 //   * a required nodeAffinity match expression `kubernetes.io/hostname In [node]`, merged into every

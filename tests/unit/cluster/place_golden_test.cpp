@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/manifest.hpp"
 
 namespace gf::cluster {
@@ -88,8 +90,38 @@ INSTANTIATE_TEST_SUITE_P(
                       Golden{"isvc_no_engine", "yaml", std::nullopt, 1, GpuSource::Default},
                       Golden{"affinity", "yaml", std::nullopt, 1, GpuSource::Limits},
                       Golden{"multi", "yaml", std::nullopt, 4, GpuSource::Parallel},
-                      Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel}),
+                      Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel},
+                      Golden{"list", "json", std::nullopt, 2, GpuSource::Limits}),
     [](const ::testing::TestParamInfo<Golden>& info) { return info.param.name + "_" + info.param.ext; });
+
+// A JSON List (`kubectl get -o json`): each item is a document of its own, which --apply sends alone.
+TEST(PlaceList, EachItemIsADocument) {
+  const auto input = read_file(kDir / "list.in.json");
+  PlaceOptions opt;
+  opt.node = "gpu-node-1";
+  auto r = place_manifest(input, opt);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->documents.size(), 2u);
+  EXPECT_EQ(r->documents[0].kind, "Deployment");
+  EXPECT_TRUE(r->documents[0].placeable);
+  EXPECT_TRUE(r->documents[0].changed);
+  EXPECT_EQ(r->documents[1].kind, "Service");
+  EXPECT_FALSE(r->documents[1].changed);
+  // The item's own text, pinned, is what --apply sends for it.
+  const auto item = nlohmann::json::parse(r->documents[0].text);
+  EXPECT_EQ(item["kind"], "Deployment");
+  EXPECT_EQ(
+      item["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+          ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
+      "gpu-node-1");
+  auto rq = apply_request(r->documents[0], "default");
+  ASSERT_TRUE(rq) << rq.error().message;
+  EXPECT_EQ(rq->path, "/apis/apps/v1/namespaces/inference/deployments/vllm-qwen?fieldManager=gpufleet");
+  // An item that is not an object names its place in the List.
+  auto bad = place_manifest(R"({"apiVersion": "v1", "kind": "List", "items": [1]})", opt);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("List items[0]"), std::string::npos) << bad.error().message;
+}
 
 // Vendors: an AMD InferenceService keeps its amd.com/gpu and says so (node selection takes only AMD
 // nodes for it); a pod that names no GPU, pinned to an AMD node, gets an amd.com/gpu limit.
