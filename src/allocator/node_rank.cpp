@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <unordered_map>
 
 namespace gf::allocator {
@@ -39,10 +40,15 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
     return;
   }
   double util_sum = 0, mem_sum = 0, temp_sum = 0, power_sum = 0;
-  unsigned temps = 0, powers = 0;
+  unsigned temps = 0, powers = 0, stale = 0;
   std::uint64_t idle = 0;
   for (const auto& g : m->gpus) {
     if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) continue;
+    // A GPU whose own series stopped counts as one without metrics, even beside fresh GPUs.
+    if (g.observed && o.max_age.count() > 0 && o.now - *g.observed > o.max_age) {
+      ++stale;
+      continue;
+    }
     ++n.gpus_with_metrics;
     util_sum += *g.utilization_pct;
     mem_sum += *g.memory_used_mib / *g.memory_total_mib * 100.0;
@@ -50,7 +56,14 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
     if (g.temperature_c) temp_sum += *g.temperature_c, ++temps;
     if (g.power_w) power_sum += *g.power_w, ++powers;
   }
+  if (stale > 0)
+    n.problems.push_back(fmt::format("{} GPU(s) with metrics older than the {:.0f} s allowed (counted as no metrics)",
+                                     stale, std::chrono::duration<double>(o.max_age).count()));
   if (n.gpus_with_metrics == 0) {
+    if (stale > 0) {
+      n.health = std::min(n.health, NodeHealth::MetricsStale);
+      return;
+    }
     n.problems.push_back("the metrics name no GPU with both utilization and memory");
     n.health = std::min(n.health, NodeHealth::NoMetrics);
     return;
@@ -66,6 +79,17 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
   n.from.idle_gpu_count = agent ? "agent: utilization and memory under the thresholds"
                                 : "prometheus: utilization and memory under the thresholds";
   n.from.utilization = agent ? "agent" : "prometheus";
+}
+
+// One vendor's resource when every GPU's model names the same vendor; empty otherwise.
+std::string_view resource_of_models(const core::NodeMetrics& m) {
+  std::string_view found;
+  for (const auto& g : m.gpus) {
+    const auto r = gpu_resource_of_model(g.model);
+    if (r.empty() || (!found.empty() && r != found)) return {};
+    found = r;
+  }
+  return found;
 }
 
 bool ranks_before(const NodeSummary& a, const NodeSummary& b, std::uint64_t required) {
@@ -114,6 +138,17 @@ std::string_view health_name(NodeHealth h) noexcept {
   return "unknown";
 }
 
+std::string_view gpu_resource_of_model(std::string_view model) noexcept {
+  std::string lower;
+  lower.reserve(model.size());
+  for (const char ch : model) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const auto has = [&lower](std::string_view w) { return lower.find(w) != std::string::npos; };
+  const std::string_view l = lower;
+  if (has("nvidia") || l.starts_with("tesla") || has("geforce") || has("quadro")) return "nvidia.com/gpu";
+  if (l.starts_with("amd ") || l == "amd" || has(" amd ") || has("instinct") || has("radeon")) return "amd.com/gpu";
+  return {};
+}
+
 bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
   if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) return false;
   return *g.utilization_pct < t.utilization_pct && *g.memory_used_mib / *g.memory_total_mib * 100.0 < t.memory_pct;
@@ -121,6 +156,7 @@ bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
 
 Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
   Summaries out;
+  out.kube_error = facts.kube_error;
   // node name → index of its first metrics entry
   std::unordered_map<std::string_view, std::size_t> by_node;
   by_node.reserve(facts.metrics.size());
@@ -163,6 +199,8 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
       n.from.allocatable_gpus = "kubernetes: allocatable";
       n.from.requested_gpus = "kubernetes: requests of running pods";
       n.from.free_gpus = "kubernetes: allocatable - requested";
+      n.from.gpu_resource =
+          k.gpu_resource.empty() ? "unknown: no GPU resource on the node" : "kubernetes: node resources";
       if (!k.ready) n.problems.push_back("not Ready"), n.health = NodeHealth::NotReady;
       if (k.unschedulable)
         n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
@@ -195,10 +233,20 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
       n.total_gpus = n.allocatable_gpus = n.free_gpus = m->gpus.size();
       n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
       n.health = NodeHealth::Ok;
-      n.from.total_gpus = "metrics: GPUs seen (no Kubernetes)";
-      n.from.allocatable_gpus = n.from.free_gpus = "= total (no Kubernetes)";
-      n.from.requested_gpus = "none known (no Kubernetes)";
+      if (facts.kube_error) {
+        n.from.total_gpus = "metrics: GPUs seen (Kubernetes did not answer)";
+        n.from.allocatable_gpus = n.from.free_gpus = "= total (Kubernetes did not answer)";
+        n.from.requested_gpus = "unknown (Kubernetes did not answer)";
+        n.problems.push_back("Kubernetes did not answer: Ready, cordon and requested GPUs unknown");
+      } else {
+        n.from.total_gpus = "metrics: GPUs seen (no Kubernetes)";
+        n.from.allocatable_gpus = n.from.free_gpus = "= total (no Kubernetes)";
+        n.from.requested_gpus = "none known (no Kubernetes)";
+      }
       n.gpu_product = first_model(m);
+      n.gpu_resource = std::string(resource_of_models(*m));
+      n.from.gpu_resource = n.gpu_resource.empty() ? "unknown: the GPU model names no vendor"
+                                                   : "inferred from the GPU model names (no Kubernetes)";
       apply_metrics(n, m, o);
     }
   }
@@ -211,11 +259,29 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
   return out;
 }
 
-NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fallback) {
+NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fallback, std::string_view gpu_resource) {
   if (required == 0) required = 1;
   NodeChoice c;
+  c.gpu_resource = std::string(gpu_resource);
+  const std::string of_resource = gpu_resource.empty() ? std::string() : fmt::format(" of {}", gpu_resource);
+  if (s.kube_error) {
+    // Without Kubernetes' answer every node would look Ready, uncordoned and free: no pin on that.
+    c.source_failed = true;
+    c.reason = fmt::format("{}; no node is chosen without Kubernetes (readiness, cordons and requested GPUs unknown)",
+                           *s.kube_error);
+    c.reasoning.push_back("=== GPU Node Selection ===");
+    c.reasoning.push_back(fmt::format("Looking for node with {} idle GPU(s){}...", required, of_resource));
+    c.reasoning.push_back("No suitable node found: " + c.reason);
+    c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
+    c.reasoning.push_back("==========================");
+    return c;
+  }
+  const auto right_resource = [gpu_resource](const NodeSummary& n) {
+    return gpu_resource.empty() || n.gpu_resource == gpu_resource;
+  };
   std::vector<const NodeSummary*> eligible, others;
-  for (const auto& n : s.nodes) (n.ready && n.schedulable && n.free_gpus >= required ? eligible : others).push_back(&n);
+  for (const auto& n : s.nodes)
+    (n.ready && n.schedulable && n.free_gpus >= required && right_resource(n) ? eligible : others).push_back(&n);
   std::sort(eligible.begin(), eligible.end(),
             [required](const NodeSummary* a, const NodeSummary* b) { return ranks_before(*a, *b, required); });
   c.candidates.reserve(s.nodes.size());
@@ -225,11 +291,14 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
     if (!n->ready) why.push_back("not Ready");
     if (!n->schedulable) why.push_back("unschedulable (cordoned)");
     if (n->free_gpus < required) why.push_back(fmt::format("{} free GPU(s) < {}", n->free_gpus, required));
+    if (!right_resource(*n))
+      why.push_back(n->gpu_resource.empty() ? fmt::format("GPU resource unknown, {} asked for", gpu_resource)
+                                            : fmt::format("{}, not {}", n->gpu_resource, gpu_resource));
     c.candidates.push_back({n->name, false, n->idle_gpu_count >= required, fmt::format("{}", fmt::join(why, "; ")), n});
   }
 
   c.reasoning.push_back("=== GPU Node Selection ===");
-  c.reasoning.push_back(fmt::format("Looking for node with {} idle GPU(s)...", required));
+  c.reasoning.push_back(fmt::format("Looking for node with {} idle GPU(s){}...", required, of_resource));
   if (!eligible.empty() && eligible.front()->idle_gpu_count >= required) {
     const auto& n = *eligible.front();
     c.node = n.name;
@@ -243,9 +312,10 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
     for (std::size_t i = 0; i < c.candidates.size() && i < 5; ++i)
       parts.push_back(c.candidates[i].node + ": " + c.candidates[i].why_not);
     if (c.candidates.size() > 5) parts.push_back(fmt::format("and {} more", c.candidates.size() - 5));
-    c.reason = s.nodes.empty() ? std::string("no GPU nodes are known")
-                               : fmt::format("no node can host {} GPU(s) (Ready, schedulable, enough free GPUs): {}",
-                                             required, fmt::join(parts, "; "));
+    c.reason = s.nodes.empty()
+                   ? std::string("no GPU nodes are known")
+                   : fmt::format("no node can host {} GPU(s){} (Ready, schedulable, enough free GPUs{}): {}", required,
+                                 of_resource, gpu_resource.empty() ? "" : ", that resource", fmt::join(parts, "; "));
     c.reasoning.push_back("No suitable node found: " + c.reason);
     c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
   } else if (fallback == Fallback::LeastLoaded) {

@@ -8,7 +8,8 @@
 //   3. then lower mean utilization,
 //   4. then the tightest fit (fewest free GPUs), so large free blocks stay whole for large jobs,
 //   5. then the name, so equal nodes always give the same answer.
-// Only nodes that can host the job are candidates: Ready, schedulable, at least N free GPUs.
+// Only nodes that can host the job are candidates: Ready, schedulable, at least N free GPUs, and the
+// GPU resource (vendor) the job asks for when it names one.
 //
 // A GPU is idle when its utilization is below utilization_pct AND its used memory is below
 // memory_pct of its total (capacity, not NVML's "memory utilization", which is bandwidth). A node
@@ -38,6 +39,11 @@ struct FleetFacts {
   std::optional<std::vector<core::KubeNode>> kube;  // nullopt: no Kubernetes source (metrics only)
   std::vector<core::NodeMetrics> metrics;           // at most one entry per node is used (the first)
   std::vector<std::string> source_errors;           // whole sources that failed ("prometheus http://…: …")
+  // Kubernetes is a configured source and its read failed ("kubernetes: HTTP 401 …"; also in
+  // source_errors). Then `kube` is nullopt, the summaries are the metrics' alone, and no node is chosen:
+  // readiness, cordons and the GPUs pods hold are unknown, and a pin on such partial facts could land
+  // on a cordoned or full node.
+  std::optional<std::string> kube_error;
   std::optional<std::chrono::system_clock::time_point> collected;  // when these facts were gathered
 };
 
@@ -61,14 +67,17 @@ struct Provenance {
   std::string_view requested_gpus;
   std::string_view free_gpus;
   std::string_view idle_gpu_count;
-  std::string_view utilization;  // avg_utilization and avg_memory_usage
+  std::string_view utilization;   // avg_utilization and avg_memory_usage
+  std::string_view gpu_resource;  // "kubernetes: node resources", "inferred from the GPU model", "unknown"
 };
 
 struct NodeSummary {
   std::string name;
   bool in_kubernetes = false;  // Kubernetes reported the node
-  std::string gpu_resource;    // "nvidia.com/gpu"…; empty when unknown
-  std::string gpu_product;     // Kubernetes' product label, else the model metrics name
+  // "nvidia.com/gpu", "amd.com/gpu": Kubernetes' resource for the node's GPUs; without Kubernetes,
+  // inferred from the model names the metrics report (gpu_resource_of_model). Empty when unknown.
+  std::string gpu_resource;
+  std::string gpu_product;  // Kubernetes' product label, else the model metrics name
   std::uint64_t total_gpus = 0;
   std::uint64_t allocatable_gpus = 0;
   std::uint64_t requested_gpus = 0;
@@ -97,11 +106,17 @@ struct NodeSummary {
 struct Summaries {
   std::vector<NodeSummary> nodes;
   std::vector<std::string> unknown_nodes;  // metrics for nodes Kubernetes does not list
+  std::optional<std::string> kube_error;   // FleetFacts::kube_error: select_node chooses no node
 };
 Summaries summarize(const FleetFacts& facts, const RankOptions& options);
 
 // Whether one GPU is idle under the thresholds; false when its utilization or memory is unknown.
 bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept;
+
+// The Kubernetes resource a GPU model name belongs to: "nvidia.com/gpu" for NVIDIA's names ("NVIDIA H100
+// 80GB HBM3", "Tesla V100-SXM2-16GB", GeForce, Quadro), "amd.com/gpu" for AMD's ("AMD Instinct MI300X",
+// "AMD GPU [1002:74a1]", Radeon); empty when the name says neither.
+std::string_view gpu_resource_of_model(std::string_view model) noexcept;
 
 enum class Fallback {
   None,         // no node with enough idle GPUs: no pin, the reason says why (the default)
@@ -119,12 +134,18 @@ struct Candidate {
 struct NodeChoice {
   std::optional<std::string> node;     // nullopt: no pin
   bool fallback_used = false;          // chosen by Fallback::LeastLoaded
+  bool source_failed = false;          // Kubernetes did not answer (Summaries::kube_error): nothing chosen
+  std::string gpu_resource;            // the GPU resource asked for; empty: any
   std::string reason;                  // one sentence: why this node, or why none
   std::vector<std::string> reasoning;  // the seed's lines ("Selected node 'x' for deployment:", …)
   std::vector<Candidate> candidates;   // eligible nodes in rank order, then the others by name
 };
 
-// Chooses the node for a job of `required_gpus` (at least 1).
-NodeChoice select_node(const Summaries& s, std::uint64_t required_gpus, Fallback fallback = Fallback::None);
+// Chooses the node for a job of `required_gpus` (at least 1). `gpu_resource` ("nvidia.com/gpu",
+// "amd.com/gpu") limits the candidates to nodes whose GPUs are that resource: a workload built for one
+// vendor's GPUs never lands on the other's (a node whose resource is unknown is no candidate either).
+// Empty: any GPU node. When s.kube_error is set no node is chosen (source_failed), whatever the rest.
+NodeChoice select_node(const Summaries& s, std::uint64_t required_gpus, Fallback fallback = Fallback::None,
+                       std::string_view gpu_resource = {});
 
 }  // namespace gf::allocator

@@ -127,6 +127,31 @@ Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const Ku
   return s;
 }
 
+bool names_a_source(const ClusterCommand& c) {
+  return c.kubeconfig || c.context || c.in_cluster || c.prometheus || c.agents_file || !c.agents.empty();
+}
+
+Result<std::optional<cluster::FleetSources>> serve_fleet_sources(const ClusterCommand& c, const KubeEnvironment& env) {
+  if (c.config.empty() && !names_a_source(c)) {
+    if (c.node_label || c.max_age_s || c.timeout_s || c.utilization_threshold || c.memory_threshold || c.fallback)
+      return make_error(
+          "the fleet options (--node-label, --max-age, --timeout, --utilization-threshold, --memory-threshold, "
+          "--fallback) need a fleet source: --cluster-config FILE, --kubeconfig FILE, --context NAME, "
+          "--in-cluster, --prometheus URL, --agents FILE or --agent URL");
+    return std::optional<cluster::FleetSources>{};
+  }
+  auto s = configured_sources(c);
+  if (!s) return s.error();
+  if (auto w = wire_kubernetes(*s, env); !w)
+    return make_error(c.config.empty() ? w.error().message : c.config + ": " + w.error().message);
+  if (!s->any())
+    return make_error(
+        c.config +
+        ": names no fleet source (kubernetes, kubeconfig, in_cluster, prometheus, agents_file or agents), and "
+        "no source option is given either");
+  return std::optional<cluster::FleetSources>{std::move(*s)};
+}
+
 Result<cluster::KubeSourceSettings> kube_settings_of(const ClusterCommand& c) {
   auto s = configured_sources(c);
   if (!s) return s.error();
@@ -157,7 +182,10 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
     }
     return kExitError;
   }
-  for (const auto& e : facts->source_errors) print_error("cluster: " + printable(e));
+  // select without Kubernetes' answer ends with one line naming that error (below); the others are printed.
+  const bool select_blocked = c.verb == "select" && facts->kube_error.has_value();
+  for (const auto& e : facts->source_errors)
+    if (!select_blocked || e != *facts->kube_error) print_error("cluster: " + printable(e));
 
   allocator::RankOptions ro;
   ro.idle = src->idle;
@@ -180,7 +208,8 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
       print_gpus(sums, *facts, src->idle);
     return kExitOk;
   }
-  const auto choice = allocator::select_node(sums, c.gpus, src->fallback);
+  const auto choice =
+      allocator::select_node(sums, c.gpus, src->fallback, c.gpu_resource == "any" ? "" : c.gpu_resource);
   if (c.json) {
     std::printf("%s\n", wire::node_choice_json(choice, c.gpus, src->fallback, *facts, q).dump(2).c_str());
   } else {
@@ -189,7 +218,8 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
   std::fflush(stdout);
   if (!choice.node) {
     print_error("cluster select: " + printable(choice.reason));
-    return kExitNoGpus;
+    // A configured source that failed is an error, not "no node qualifies now" (75).
+    return choice.source_failed ? kExitError : kExitNoGpus;
   }
   return kExitOk;
 }

@@ -32,7 +32,8 @@ struct ClusterCommand {
   std::optional<double> utilization_threshold;
   std::optional<double> memory_threshold;
   std::optional<std::string> fallback;
-  unsigned gpus = 1;  // select
+  unsigned gpus = 1;         // select
+  std::string gpu_resource;  // select: "nvidia.com/gpu", "amd.com/gpu"; empty or "any": any GPU node
   bool json = false;
   // place
   std::string manifest;                // -f: a file, or "-" for stdin
@@ -43,9 +44,10 @@ struct ClusterCommand {
   std::optional<std::string> namespace_name;
 };
 
-// Exit codes: 0; 75 (select) no node qualifies, the reason on stderr; 1 every source failed, or (place)
-// an API or I/O error; 2 bad options, config or manifest. `place` exits 0 when selection fails: the
-// manifest goes through unpinned and the Kubernetes scheduler decides.
+// Exit codes: 0; 75 (select) no node qualifies, the reason on stderr; 1 every source failed, (select)
+// the configured Kubernetes source failed (no node is chosen on the other sources' partial facts), or
+// (place) an API or I/O error; 2 bad options, config or manifest. `place` exits 0 when selection fails:
+// the manifest goes through unpinned and the Kubernetes scheduler decides.
 int run_cluster(const GlobalOptions& g, const ClusterCommand& c);
 
 // --- shared by the cluster verbs (cmd_cluster.cpp, cmd_place.cpp) ---
@@ -57,6 +59,12 @@ std::string escape_controls(std::string_view s);
 // is used if the usual search would find one (default_kube_available); else an error listing the
 // options. Kubernetes is wired (FleetSources::kube_nodes). Errors are bad options or config.
 Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env);
+
+// `gpufleet serve`: the fleet view's sources from --cluster-config (c.config) and the same source
+// options as the cluster verbs, the options winning over the file. nullopt when neither names anything
+// (no fleet view); never the default kubeconfig (an agent does not guess one). Errors are bad options
+// or config, a config naming no source, and fleet options given without any source.
+Result<std::optional<cluster::FleetSources>> serve_fleet_sources(const ClusterCommand& c, const KubeEnvironment& env);
 
 // Kubernetes settings of a command that must reach the API server (place --apply): the command line
 // over the config file; the usual search when neither says anything.

@@ -7,6 +7,7 @@
 // used and the reason printed: the Kubernetes scheduler decides, and the exit status stays 0.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,7 +103,9 @@ struct Selection {
   std::vector<std::string> reasoning;  // the seed's lines
   std::vector<std::string> source_errors;
   bool fallback_used = false;
-  bool attempted = false;  // the fleet was asked
+  bool source_failed = false;  // Kubernetes did not answer: nothing chosen from partial facts
+  bool attempted = false;      // the fleet was asked
+  std::string node_resource;   // the chosen node's GPU resource ("amd.com/gpu"); empty: unknown
 };
 
 std::string document_name(const cluster::DocumentPlacement& d) {
@@ -120,6 +123,7 @@ json document_json(const cluster::DocumentPlacement& d, const std::optional<std:
   j["pod_specs"] = d.pod_specs;
   j["node"] = node && d.placeable ? json(*node) : json();
   j["gpus"] = d.gpus;
+  j["gpu_resources"] = d.gpu_resources;
   j["gpus_on_node"] = d.gpus_on_node;
   j["gpu_source"] = std::string(cluster::gpu_source_name(d.gpu_source));
   j["gpu_detail"] = d.gpu_detail;
@@ -146,6 +150,8 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   auto described = cluster::place_manifest(*text, options);
   if (!described) return fail(kExitUsage, described.error().message);
   const unsigned need = described->gpus_on_node();
+  // The GPU resource the manifest asks for decides the vendor: amd.com/gpu only on AMD nodes, and so on.
+  const auto resources = described->gpu_resources();
 
   // --apply: the API server that takes the objects, and every request, are settled before the fleet is
   // asked or anything is sent, so that a wrong kubeconfig or an unwritable kind changes nothing.
@@ -174,6 +180,9 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
     sel.reason = "GPU node selection is off (--no-gpu-selection)";
   } else if (need == 0) {
     sel.reason = "no document runs its pods on a single node, so there is nothing to pin";
+  } else if (resources.size() > 1) {
+    sel.reason = fmt::format("the manifest asks for {} GPUs; no node offers more than one GPU resource",
+                             fmt::join(resources, " and "));
   } else {
     auto src = fleet_sources_of(c, env);
     if (!src)
@@ -197,7 +206,10 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
       ro.now = now;
       ro.max_age = src->max_age;
       const auto sums = allocator::summarize(*facts, ro);
-      auto choice = allocator::select_node(sums, need, src->fallback);
+      auto choice = allocator::select_node(sums, need, src->fallback, resources.empty() ? "" : resources.front());
+      for (const auto& cand : choice.candidates)
+        if (choice.node && cand.node == *choice.node) sel.node_resource = cand.summary->gpu_resource;
+      sel.source_failed = choice.source_failed;
       sel.node = std::move(choice.node);
       sel.reason = std::move(choice.reason);
       sel.reasoning = std::move(choice.reasoning);
@@ -209,6 +221,8 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   std::optional<cluster::PlaceResult> pinned;
   if (sel.node) {
     options.node = sel.node;
+    // A GPU limit added where the manifest asks for none names the node's own resource.
+    if (!sel.node_resource.empty()) options.gpu_resource = sel.node_resource;
     auto p = cluster::place_manifest(*text, options);
     if (!p) return fail(kExitError, "pinning to node '" + *sel.node + "': " + p.error().message);
     pinned = std::move(*p);
@@ -242,6 +256,8 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   out["gpu_selection"] = !c.no_gpu_selection;
   out["required_gpus"] = need;
   out["fallback_used"] = sel.fallback_used;
+  out["source_failed"] = sel.source_failed;
+  out["gpu_resource"] = resources.size() == 1 ? json(resources.front()) : json();
   out["reasoning"] = sel.reasoning;
   out["errors"] = sel.source_errors;
   out["documents"] = json::array();

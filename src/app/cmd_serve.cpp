@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "app/cmd_cluster.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/kube_source.hpp"
@@ -70,14 +71,13 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
     return kExitUsage;
   }
   ServeConfig& c = *cfg;
-  std::optional<cluster::FleetSources> fleet_sources;
-  if (!cmd.cluster_config.empty()) {
-    auto fs = load_cluster_config(cmd.cluster_config, KubeEnvironment::from_process());
-    if (!fs) {
-      print_error(fs.error().message);
-      return kExitUsage;
-    }
-    fleet_sources = std::move(*fs);
+  // The fleet view: --cluster-config and/or the cluster verbs' source options (which win over the file).
+  ClusterCommand fleet_cmd = cmd.fleet;
+  fleet_cmd.config = cmd.cluster_config;
+  auto fleet_sources = serve_fleet_sources(fleet_cmd, KubeEnvironment::from_process());
+  if (!fleet_sources) {
+    print_error(fleet_sources.error().message);
+    return kExitUsage;
   }
   if (c.node_name.empty()) c.node_name = hostname();
   if (c.static_dir.empty()) c.static_dir = default_static_dir();
@@ -195,13 +195,13 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   // The fleet view: refreshed on its own thread; requests rank the cached facts.
   std::unique_ptr<cluster::FleetRefresher> fleet;
   server::ClusterView cluster_view;
-  if (fleet_sources) {
-    fleet = std::make_unique<cluster::FleetRefresher>(*fleet_sources);
+  if (const auto& fsrc = *fleet_sources) {
+    fleet = std::make_unique<cluster::FleetRefresher>(*fsrc);
     cluster_view.latest = [f = fleet.get()] { return f->latest(); };
-    cluster_view.idle = fleet_sources->idle;
-    cluster_view.fallback = fleet_sources->fallback;
-    cluster_view.max_age = fleet_sources->max_age;
-    cluster_view.sources = fleet_sources->describe();
+    cluster_view.idle = fsrc->idle;
+    cluster_view.fallback = fsrc->fallback;
+    cluster_view.max_age = fsrc->max_age;
+    cluster_view.sources = fsrc->describe();
     fleet->start();
   }
   server::add_cluster_routes(router, fleet ? &cluster_view : nullptr, *api.clock);

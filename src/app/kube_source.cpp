@@ -53,14 +53,4 @@ Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& en
   return {};
 }
 
-Result<cluster::FleetSources> load_cluster_config(const std::string& path, const KubeEnvironment& env) {
-  auto s = cluster::load_fleet_sources(path);
-  if (!s) return s.error();
-  if (auto w = wire_kubernetes(*s, env); !w) return make_error(path + ": " + w.error().message);
-  if (!s->any())
-    return make_error(
-        path + ": names no fleet source (kubernetes, kubeconfig, in_cluster, prometheus, agents_file or agents)");
-  return s;
-}
-
 }  // namespace gf::app

@@ -33,8 +33,4 @@ bool default_kube_available(const KubeEnvironment& env);
 // when s.kubernetes is nullopt.
 Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& env);
 
-// `serve --cluster-config FILE`: the file's sources with Kubernetes wired; an error when the file cannot
-// be read, is malformed, or names no source at all (the agent never guesses a kubeconfig).
-Result<cluster::FleetSources> load_cluster_config(const std::string& path, const KubeEnvironment& env);
-
 }  // namespace gf::app

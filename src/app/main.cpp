@@ -27,6 +27,34 @@ here (or, for `backends`, none is); 75 `alloc`/`run`: not enough GPUs (within --
 `run` exit with CMD's status, or 125 when gpufleet failed, 126 when CMD cannot be executed, 127 when
 CMD is not found.)";
 
+// The fleet's source options, the same on every `cluster` verb and on `serve` (its fleet view). A
+// non-empty group puts them under their own heading in the help.
+void add_fleet_source_options(CLI::App* sub, gf::app::ClusterCommand& c, const std::string& group = {}) {
+  const auto in_group = [&group](CLI::Option* o) { return group.empty() ? o : o->group(group); };
+  auto* kubeconfig = in_group(sub->add_option(
+      "--kubeconfig", c.kubeconfig, "Kubernetes: this kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"));
+  in_group(sub->add_option("--context", c.context, "Kubernetes: this kubeconfig context instead of current-context"));
+  in_group(
+      sub->add_flag("--in-cluster", c.in_cluster, "Kubernetes: the pod's service account (KUBERNETES_SERVICE_HOST)"))
+      ->excludes(kubeconfig);
+  in_group(sub->add_option("--prometheus", c.prometheus, "Prometheus base URL (queries dcgm-exporter's metrics)"));
+  in_group(sub->add_option("--node-label", c.node_label, "the label naming the node (default Hostname)"));
+  in_group(
+      sub->add_option("--max-age", c.max_age_s, "seconds after which metrics count as none (default 60; 0: never)"))
+      ->check(CLI::Range(0.0, 86400.0));
+  in_group(sub->add_option("--agents", c.agents_file, "file of gpufleet agent base URLs, one per line (# comments)"));
+  in_group(sub->add_option("--agent", c.agents, "a gpufleet agent's base URL (repeatable)"));
+  in_group(sub->add_option("--timeout", c.timeout_s,
+                           "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)"))
+      ->check(CLI::Range(0.1, 600.0));
+  in_group(sub->add_option("--utilization-threshold", c.utilization_threshold,
+                           "a GPU is idle below this utilization (%, default 30)"))
+      ->check(CLI::Range(0.0, 100.0));
+  in_group(sub->add_option("--memory-threshold", c.memory_threshold,
+                           "... and below this memory use (% of capacity, default 50)"))
+      ->check(CLI::Range(0.0, 100.0));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,8 +248,15 @@ int main(int argc, char** argv) {
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
   serve
       ->add_option("--cluster-config", serve_cmd.cluster_config,
-                   "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select")
+                   "fleet sources (JSON, as cluster --config): adds /api/v1/cluster/nodes, gpus, select; the "
+                   "source options below do the same and win over the file")
       ->check(CLI::ExistingFile);
+  add_fleet_source_options(serve, serve_cmd.fleet, "Fleet view");
+  serve
+      ->add_option("--fallback", serve_cmd.fleet.fallback,
+                   "fleet view: the default fallback of /api/v1/cluster/select (none or least-loaded)")
+      ->check(CLI::IsMember({"none", "least-loaded"}))
+      ->group("Fleet view");
 
   constexpr const char* kClusterFooter =
       R"(Sources (any combination): Kubernetes (--kubeconfig FILE, --context NAME, --in-cluster: GPU capacity,
@@ -240,28 +275,7 @@ service account in a pod) is used if there is one; otherwise the command says wh
     auto* sub = cluster->add_subcommand(name, help);
     sub->add_option("--config", cluster_cmd.config, "JSON file with the same settings (see README, Fleet)")
         ->check(CLI::ExistingFile);
-    auto* kubeconfig = sub->add_option("--kubeconfig", cluster_cmd.kubeconfig,
-                                       "Kubernetes: this kubeconfig file (default: $KUBECONFIG, ~/.kube/config)");
-    sub->add_option("--context", cluster_cmd.context, "Kubernetes: this kubeconfig context instead of current-context");
-    sub->add_flag("--in-cluster", cluster_cmd.in_cluster,
-                  "Kubernetes: the pod's service account (KUBERNETES_SERVICE_HOST)")
-        ->excludes(kubeconfig);
-    sub->add_option("--prometheus", cluster_cmd.prometheus, "Prometheus base URL (queries dcgm-exporter's metrics)");
-    sub->add_option("--node-label", cluster_cmd.node_label, "the label naming the node (default Hostname)");
-    sub->add_option("--max-age", cluster_cmd.max_age_s,
-                    "seconds after which metrics count as none (default 60; 0: never)")
-        ->check(CLI::Range(0.0, 86400.0));
-    sub->add_option("--agents", cluster_cmd.agents_file, "file of gpufleet agent base URLs, one per line (# comments)");
-    sub->add_option("--agent", cluster_cmd.agents, "a gpufleet agent's base URL (repeatable)");
-    sub->add_option("--timeout", cluster_cmd.timeout_s,
-                    "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)")
-        ->check(CLI::Range(0.1, 600.0));
-    sub->add_option("--utilization-threshold", cluster_cmd.utilization_threshold,
-                    "a GPU is idle below this utilization (%, default 30)")
-        ->check(CLI::Range(0.0, 100.0));
-    sub->add_option("--memory-threshold", cluster_cmd.memory_threshold,
-                    "... and below this memory use (% of capacity, default 50)")
-        ->check(CLI::Range(0.0, 100.0));
+    add_fleet_source_options(sub, cluster_cmd);
     sub->add_flag("--json", cluster_cmd.json, "print JSON");
     sub->callback([&cluster_cmd, name] { cluster_cmd.verb = name; });
     return sub;
@@ -274,12 +288,18 @@ service account in a pod) is used if there is one; otherwise the command says wh
       "per node: total, allocatable, requested, free and idle GPUs, utilization, health, and where each came from");
   cluster_verb("gpus", "every GPU with metrics, and the nodes without");
   auto* cluster_select =
-      cluster_verb("select", "the node a job of N GPUs should go to, with the reasoning (exit 75: none qualifies)");
+      cluster_verb("select",
+                   "the node a job of N GPUs should go to, with the reasoning (exit 75: none qualifies; 1: "
+                   "Kubernetes did not answer)");
   cluster_select->add_option("-g,--gpus", cluster_cmd.gpus, "GPUs the job needs")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u));
   cluster_select->add_option("--fallback", cluster_cmd.fallback, kFallbackHelp)
       ->check(CLI::IsMember({"none", "least-loaded"}));
+  cluster_select
+      ->add_option("--gpu-resource", cluster_cmd.gpu_resource,
+                   "only nodes whose GPUs are this Kubernetes resource: nvidia.com/gpu, amd.com/gpu or any (default)")
+      ->check(CLI::IsMember({"nvidia.com/gpu", "amd.com/gpu", "any"}));
   auto* cluster_place =
       cluster_verb("place",
                    "pin a Kubernetes manifest (InferenceService, Deployment, StatefulSet, Job, Pod) to the "

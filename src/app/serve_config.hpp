@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cmd_cluster.hpp"
 #include "core/alerts.hpp"
 #include "core/reclaim.hpp"
 #include "core/result.hpp"
@@ -31,6 +32,7 @@ struct ServeCommand {
   std::vector<std::string> allow_hosts;  // --allow-host: names the Host header may carry
   std::string port_file;
   std::string cluster_config;         // the fleet's sources (JSON): adds the /api/v1/cluster/ routes
+  ClusterCommand fleet;               // the same source options as `gpufleet cluster` (they win over the file)
   std::optional<std::string> socket;  // the agent socket's path, or "none"
 };
 

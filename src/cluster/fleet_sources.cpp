@@ -206,10 +206,12 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
     }
   if (kube.valid()) {
     auto r = kube.get();
-    if (r)
+    if (r) {
       f.kube = std::move(*r);
-    else
-      f.source_errors.push_back("kubernetes: " + r.error().message);
+    } else {
+      f.kube_error = "kubernetes: " + r.error().message;
+      f.source_errors.push_back(*f.kube_error);
+    }
   }
   f.collected = now;
   return f;

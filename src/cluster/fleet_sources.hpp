@@ -63,7 +63,8 @@ Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources ba
 Result<allocator::Fallback> parse_fallback(const std::string& text);
 
 // One round: every source asked at once where it can be. A failing source is recorded in
-// source_errors and the others still count; an error only when the sources cannot even be read
+// source_errors and the others still count (a failing Kubernetes source also in kube_error, which
+// stops node selection: see allocator::FleetFacts); an error only when the sources cannot even be read
 // (no source at all, an unreadable or malformed agents file).
 // Metrics of a node from a reachable agent win over Prometheus; Prometheus wins over an unreachable agent.
 Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now);

@@ -81,6 +81,9 @@ Result<void> place_document(YAML::Node& doc, DocumentPlacement& d, const PlaceOp
     sources.push_back(plan->source);
     details.push_back(fmt::format("{}: {}", spec.path, plan->detail));
     d.notes.insert(d.notes.end(), plan->notes.begin(), plan->notes.end());
+    for (const auto& r : plan->resources)
+      if (std::find(d.gpu_resources.begin(), d.gpu_resources.end(), r) == d.gpu_resources.end())
+        d.gpu_resources.push_back(r);
     if (spec.replicas > 1) {
       d.notes.push_back(fmt::format("{}: {} replicas, all pinned to the one node", spec.path, spec.replicas));
     }
@@ -171,7 +174,41 @@ int json_indent(std::string_view text) {
   return static_cast<int>(std::clamp<std::size_t>(next - nl - 1, 1, 8));
 }
 
+bool is_list(const nlohmann::ordered_json& j) {
+  if (!j.is_object()) return false;
+  const auto kind = j.find("kind"), items = j.find("items");
+  return kind != j.end() && kind->is_string() && kind->get<std::string>() == "List" && items != j.end() &&
+         items->is_array();
+}
+
+// `kind: List` (what `kubectl get -o json` writes): each item is placed as a document of its own (its
+// text is the body --apply sends); the output is the List with the changed items replaced.
+Result<PlaceResult> place_json_list(std::string_view text, const nlohmann::ordered_json& j,
+                                    const PlaceOptions& options) {
+  PlaceResult result;
+  result.format = ManifestFormat::Json;
+  const auto indent = json_indent(text);
+  nlohmann::ordered_json out = j;
+  auto& items = out["items"];
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    YAML::Node doc = json_to_yaml(items[i]);
+    DocumentPlacement d;
+    d.index = i;
+    auto placed = place_document(doc, d, options);
+    if (!placed) return make_error(fmt::format("List items[{}]: {}", i, placed.error().message));
+    if (d.changed) items[i] = yaml_to_json(doc);
+    d.text = items[i].dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n';
+    result.documents.push_back(std::move(d));
+  }
+  if (result.documents.empty()) return make_error("the List holds no items");
+  result.output = result.changed()
+                      ? out.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n'
+                      : std::string(text);
+  return result;
+}
+
 Result<PlaceResult> place_json(std::string_view text, const nlohmann::ordered_json& j, const PlaceOptions& options) {
+  if (is_list(j)) return place_json_list(text, j, options);
   PlaceResult result;
   result.format = ManifestFormat::Json;
   YAML::Node doc = json_to_yaml(j);
@@ -282,6 +319,16 @@ unsigned PlaceResult::gpus_on_node() const {
     if (d.placeable) most = std::max(most, d.gpus_on_node);
   }
   return most;
+}
+
+std::vector<std::string> PlaceResult::gpu_resources() const {
+  std::vector<std::string> out;
+  for (const auto& d : documents) {
+    if (!d.placeable) continue;
+    for (const auto& r : d.gpu_resources)
+      if (std::find(out.begin(), out.end(), r) == out.end()) out.push_back(r);
+  }
+  return out;
 }
 
 Result<PlaceResult> place_manifest(std::string_view text, const PlaceOptions& options) {

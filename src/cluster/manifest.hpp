@@ -1,13 +1,15 @@
 #pragma once
 // Placement of Kubernetes manifests on one node: the transformation behind `gpufleet cluster place`.
 //
-// place_manifest() reads one or more documents (YAML, or a single JSON object) and, for each kind that
+// place_manifest() reads one or more documents (YAML, or a single JSON object — a JSON `kind: List`
+// counts each of its items as a document) and, for each kind that
 // runs pods — OME InferenceService, Deployment, StatefulSet, Job, Pod — finds the pod specs, reads how
 // many GPUs they need and, when a node is given, pins them to it:
 //   * a required nodeAffinity match expression `kubernetes.io/hostname In [node]`, merged into every
 //     existing nodeSelectorTerm (preferred terms, podAffinity and all other fields stay as they are);
-//   * a GPU limit (`nvidia.com/gpu: N`) on containers of pod specs that ask for no GPU at all, because a
-//     pin without a GPU request reserves nothing on the node.
+//   * a GPU limit (`nvidia.com/gpu: N`, or the resource PlaceOptions::gpu_resource names: the chosen
+//     node's) on containers of pod specs that ask for no GPU at all, because a pin without a GPU request
+//     reserves nothing on the node.
 // Other kinds pass through untouched. Without a node nothing is written: the result only describes
 // the need, and the output is the input byte for byte. The usual flow of `cluster place` is therefore
 // two calls: one without a node (to learn `gpus_on_node` for node selection), one with the chosen node.
@@ -50,9 +52,11 @@ enum class GpuSource {
 std::string_view gpu_source_name(GpuSource s);  // "none", "--gpus", "limits", "requests", "parallel", "default"
 
 struct PlaceOptions {
-  std::optional<std::string> node;              // hostname to pin to; nullopt: describe only, change nothing
-  std::optional<unsigned> gpus;                 // GPUs per pod spec, winning over the manifest (--gpus)
-  std::string gpu_resource = "nvidia.com/gpu";  // resource name of an added GPU limit
+  std::optional<std::string> node;  // hostname to pin to; nullopt: describe only, change nothing
+  std::optional<unsigned> gpus;     // GPUs per pod spec, winning over the manifest (--gpus)
+  // Resource name of an added GPU limit: the chosen node's ("amd.com/gpu" on an AMD node). Containers
+  // that already ask for GPUs keep their resource names.
+  std::string gpu_resource = "nvidia.com/gpu";
 };
 
 struct DocumentPlacement {
@@ -63,9 +67,10 @@ struct DocumentPlacement {
   unsigned gpus = 0;          // GPUs one pod of each placed pod spec asks for, summed over the pod specs
   unsigned gpus_on_node = 0;  // the same times each pod spec's replicas: what the node must hold
   GpuSource gpu_source = GpuSource::None;
-  std::string gpu_detail;            // how the count was found, with paths ("…limits.nvidia.com/gpu = 4")
-  std::vector<std::string> changes;  // what was written, one line each, naming the path
-  std::vector<std::string> notes;    // what was left alone on purpose, and warnings
+  std::string gpu_detail;                  // how the count was found, with paths ("…limits.nvidia.com/gpu = 4")
+  std::vector<std::string> gpu_resources;  // GPU resource names its placed pod specs ask for (none: any)
+  std::vector<std::string> changes;        // what was written, one line each, naming the path
+  std::vector<std::string> notes;          // what was left alone on purpose, and warnings
   bool changed = false;
   std::string text;  // this document as written out (YAML, or JSON for JSON input): the body for --apply
 };
@@ -78,6 +83,9 @@ struct PlaceResult {
   bool changed() const;
   // The largest gpus_on_node of the placeable documents: what one node must hold for any of them.
   unsigned gpus_on_node() const;
+  // The GPU resource names the placeable documents ask for, each once, in order of appearance: the
+  // node must offer that resource ("amd.com/gpu" workloads only on AMD nodes). Empty: any GPU node.
+  std::vector<std::string> gpu_resources() const;
 };
 
 // Errors (one line) name the document (1-based, with kind and name when known) and the path: text that

@@ -367,6 +367,11 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
   std::uint64_t manifest_total = 0;
   bool any_limit = false, any_gpu = false;
   std::vector<std::string> found;
+  for (const auto& g : gpus)
+    for (const auto* items : {&g.limits.items, &g.requests.items})
+      for (const auto& item : *items)
+        if (std::find(plan.resources.begin(), plan.resources.end(), item.first) == plan.resources.end())
+          plan.resources.push_back(item.first);
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const auto& g = gpus[i];
     if (g.limits.count) {

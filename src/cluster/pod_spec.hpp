@@ -50,6 +50,7 @@ struct GpuPlan {
   };
   std::vector<Add> adds;  // GPU limits to add when the pod spec is pinned
   std::vector<std::string> notes;
+  std::vector<std::string> resources;  // the GPU resource names its containers ask for, in limits or requests
 };
 Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options);
 

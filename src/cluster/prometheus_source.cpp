@@ -95,7 +95,7 @@ std::vector<std::string> prometheus_queries(const std::string& l) {
           gpu + "(DCGM_FI_DEV_FB_FREE)",
           gpu + "(DCGM_FI_DEV_GPU_TEMP)",
           gpu + "(DCGM_FI_DEV_POWER_USAGE)",
-          fmt::format("max by ({}) (timestamp(DCGM_FI_DEV_GPU_UTIL))", l)};
+          gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))"};
 }
 
 PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
@@ -154,11 +154,13 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     for (auto& g : m.gpus)
       if (const auto it = free_mib.find(&g); it != free_mib.end() && g.memory_used_mib)
         g.memory_total_mib = *g.memory_used_mib + it->second;
+  // Per GPU (a GPU whose series stopped is stale beside fresh ones), and the newest per node.
   for (const auto& s : a.sample_time) {
     const auto it = node_at.find(label(s, node_label));
     if (it == node_at.end() || !std::isfinite(s.value) || s.value < 0 || s.value > 1e11) continue;
     const auto t = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(s.value)));
+    if (auto* g = gpu_of(s, false); g && (!g->observed || t > *g->observed)) g->observed = t;
     auto& observed = out.nodes[it->second].observed;
     if (!observed || t > *observed) observed = t;
   }

@@ -7,7 +7,7 @@
 //   DCGM_FI_DEV_FB_USED, _FB_FREE      framebuffer MiB; total = used + free (dcgm-exporter has no total)
 //   DCGM_FI_DEV_GPU_TEMP               °C (optional: absent series leave it unknown)
 //   DCGM_FI_DEV_POWER_USAGE            W (optional)
-//   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each utilization sample was taken (for --max-age), newest per node
+//   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each GPU's utilization sample was taken (for --max-age, per GPU)
 // Each is wrapped in `max by (<node label>, gpu, UUID[, modelName])`, so Prometheus sends only the labels
 // used here (a third of the bytes of the raw series for 1 000 nodes) and a GPU scraped twice is one GPU.
 //

@@ -39,6 +39,9 @@ struct FleetGpu {
   std::optional<double> memory_total_mib;
   std::optional<double> temperature_c;
   std::optional<double> power_w;
+  // When this GPU's newest sample was taken, where the source says so per GPU (Prometheus); nullopt:
+  // only the node's `observed` is known. A GPU whose series stopped is stale even beside fresh ones.
+  std::optional<std::chrono::system_clock::time_point> observed;
 };
 
 // What one metrics source knows of one node.

@@ -33,7 +33,8 @@ struct Prepared {
 std::optional<Response> prepare(const ClusterView* view, const core::Clock& clock, const Request& req, Prepared& p) {
   if (view == nullptr)
     return error_response(503, "cluster_not_configured",
-                          "this agent has no fleet view: start it with --cluster-config FILE");
+                          "this agent has no fleet view: start it with --cluster-config FILE or the source "
+                          "options (--kubeconfig, --prometheus, --agent, …)");
   p.info.idle = view->idle;
   p.info.max_age = view->max_age;
   p.info.sources = view->sources;
@@ -87,7 +88,14 @@ void add_cluster_routes(Router& r, const ClusterView* view, const core::Clock& c
       else
         return error_response(400, "bad_request", "fallback must be none or least-loaded");
     }
-    const auto choice = allocator::select_node(p.summaries, gpus, fallback);
+    std::string resource;  // empty: any GPU node
+    if (const auto it = req.query.find("gpu_resource"); it != req.query.end() && it->second != "any") {
+      if (it->second != "nvidia.com/gpu" && it->second != "amd.com/gpu")
+        return error_response(400, "bad_request", "gpu_resource must be nvidia.com/gpu, amd.com/gpu or any");
+      resource = it->second;
+    }
+    // When Kubernetes did not answer, the document says so (node null, source_failed, the reason).
+    const auto choice = allocator::select_node(p.summaries, gpus, fallback, resource);
     return json_response(200, wire::node_choice_json(choice, gpus, fallback, *p.facts, p.info));
   });
 }

@@ -2,7 +2,10 @@
 // The fleet routes of `gpufleet serve --cluster-config FILE`:
 //   GET /api/v1/cluster/nodes[?utilization_threshold=&memory_threshold=]
 //   GET /api/v1/cluster/gpus[?utilization_threshold=&memory_threshold=]
-//   GET /api/v1/cluster/select?gpus=N[&utilization_threshold=&memory_threshold=&fallback=none|least-loaded]
+//   GET /api/v1/cluster/select?gpus=N[&utilization_threshold=&memory_threshold=&fallback=none|least-loaded
+//                                     &gpu_resource=nvidia.com/gpu|amd.com/gpu|any]
+//   (200 with "node": null and the reason when no node qualifies, or when the configured Kubernetes
+//   source did not answer — then "source_failed": true and no node is chosen from the other sources)
 // They read the facts a background refresh published (never a fleet query on the request path); only
 // the summaries and the ranking are computed per request, from the cached facts. Without a cluster
 // view (no --cluster-config) the routes exist and answer 503 saying how to turn them on.

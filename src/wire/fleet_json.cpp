@@ -20,6 +20,7 @@ json common(const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
               {"sources", q.sources},
               {"kubernetes", facts.kube.has_value()},
               {"errors", facts.source_errors},
+              {"kubernetes_error", facts.kube_error ? json(*facts.kube_error) : json(nullptr)},
               {"collected", facts.collected ? json(iso8601(*facts.collected)) : json(nullptr)}};
 }
 
@@ -58,7 +59,8 @@ json node_summary_json(const allocator::NodeSummary& n) {
                 {"requested_gpus", std::string(n.from.requested_gpus)},
                 {"free_gpus", std::string(n.from.free_gpus)},
                 {"idle_gpu_count", std::string(n.from.idle_gpu_count)},
-                {"utilization", std::string(n.from.utilization)}}}};
+                {"utilization", std::string(n.from.utilization)},
+                {"gpu_resource", std::string(n.from.gpu_resource)}}}};
 }
 
 json fleet_nodes_json(const allocator::Summaries& s, const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
@@ -79,6 +81,9 @@ json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts&
     const auto it = by_name.find(m.node);
     if (it == by_name.end() || !it->second->has_metrics || it->second->metrics_source != m.source) continue;
     for (const auto& g : m.gpus) {
+      // A GPU whose own series stopped counts as one without metrics (its node's problems say so).
+      if (g.observed && q.max_age.count() > 0 && facts.collected && *facts.collected - *g.observed > q.max_age)
+        continue;
       std::optional<double> usage;
       if (g.memory_used_mib && g.memory_total_mib && *g.memory_total_mib > 0)
         usage = *g.memory_used_mib / *g.memory_total_mib * 100.0;
@@ -131,6 +136,8 @@ json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required, al
   j["required_gpus"] = required;
   j["fallback"] = std::string(fallback_name(fallback));
   j["fallback_used"] = c.fallback_used;
+  j["gpu_resource"] = c.gpu_resource.empty() ? json(nullptr) : json(c.gpu_resource);
+  j["source_failed"] = c.source_failed;
   j["reasoning"] = c.reasoning;
   j["candidates"] = std::move(cands);
   return j;

@@ -25,7 +25,9 @@ nlohmann::json fleet_nodes_json(const allocator::Summaries& s, const allocator::
 nlohmann::json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts& facts,
                                const FleetQueryInfo& q);
 // {"node": NAME or null, "reason": …, "required_gpus": N, "fallback": …, "fallback_used": …,
-//  "reasoning": [...], "candidates": [...], "thresholds": {...}, "errors": [...]}
+//  "gpu_resource": NAME or null (any), "source_failed": true when Kubernetes did not answer and so no
+//  node was chosen, "reasoning": [...], "candidates": [...], "thresholds": {...}, "errors": [...],
+//  "kubernetes_error": the Kubernetes source's error or null}
 nlohmann::json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required_gpus,
                                 allocator::Fallback fallback, const allocator::FleetFacts& facts,
                                 const FleetQueryInfo& q);

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "fakes/kube_standin.hpp"
@@ -182,6 +184,26 @@ struct ClusterKube : ::testing::Test {
   }
 };
 
+// GET url until it answers 200 (the first fleet refresh has landed) or 20 s have passed.
+std::pair<long, std::string> get_when_ready(const std::string& url) {
+  gf::platform::HttpRequest rq;
+  rq.url = url;
+  rq.timeout = 5s;
+  long status = 0;
+  std::string body;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto out = gf::platform::http_perform(rq);
+    if (out.ok()) {
+      status = out.response().status;
+      body = out.response().body;
+      if (status == 200) break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return {status, body};
+}
+
 TEST_F(ClusterKube, NodesFromKubernetesAlone) {
   auto r = run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -285,6 +307,132 @@ TEST_F(ClusterKube, UnauthorizedIsOneLineAndExit1) {
   EXPECT_FALSE(kube->object(kDeploymentItem).has_value());
 }
 
+// Kubernetes is a configured source and refuses (401, 403): an agent still reports its node, but
+// every node would then look Ready, uncordoned and free, so no node is chosen on those partial facts.
+TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
+  fs::create_directories(dir / "agent");
+  Agent agent;
+  ASSERT_TRUE(agent.start(dir / "agent", {"--node-name", "gpu-b"})) << agent.stderr_text();  // gpu-b is cordoned
+  const auto wrong = write_kubeconfig("wrong.yaml", "not-the-token");
+
+  // nodes: what the agent knows, and the error.
+  auto r = run({"cluster", "nodes", "--kubeconfig", wrong, "--agent", agent.url(), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = parse(r.out);
+  ASSERT_NE(node(j, "gpu-b"), nullptr) << r.out;
+  EXPECT_NE(j["kubernetes_error"].get<std::string>().find("401"), std::string::npos) << j["kubernetes_error"];
+  EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
+
+  // select: no node, exit 1 (an error talking to a configured source, not 75), one line naming it.
+  r = run({"cluster", "select", "--kubeconfig", wrong, "--agent", agent.url()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("Selected node"), std::string::npos) << r.out;
+  r = run({"cluster", "select", "--kubeconfig", wrong, "--agent", agent.url(), "--json", "--fallback", "least-loaded"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  j = parse(r.out);
+  EXPECT_TRUE(j["node"].is_null()) << r.out;
+  EXPECT_EQ(j["source_failed"], true);
+  EXPECT_NE(j["reason"].get<std::string>().find("401"), std::string::npos) << j["reason"];
+
+  // place: the manifest unchanged, and why.
+  const auto original = read_text(deployment);
+  r = run({"cluster", "place", "-f", deployment, "--kubeconfig", wrong, "--agent", agent.url()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, original);
+  EXPECT_NE(r.err.find("No node pinned: kubernetes: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the Kubernetes scheduler decides"), std::string::npos) << r.err;
+
+  // 403 on the pods (RBAC without list pods): the same, naming the 403.
+  gf::fakes::KubeStandinConfig cfg;
+  cfg.fixture_json = read_text(GF_FIXTURES_DIR "/kube/cluster.json");
+  cfg.token = kToken;
+  cfg.forbid_pods = true;
+  gf::fakes::KubeStandin forbidding(cfg);
+  const auto forbidden =
+      write_file("forbidden.yaml", "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n    server: " +
+                                       forbidding.url() + "\nusers:\n- name: u\n  user:\n    token: " + kToken +
+                                       "\ncontexts:\n- name: s\n  context: {cluster: s, user: u}\n"
+                                       "current-context: s\n");
+  r = run({"cluster", "select", "--kubeconfig", forbidden, "--agent", agent.url()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("403"), std::string::npos) << r.err;
+  r = run({"cluster", "place", "-f", deployment, "--kubeconfig", forbidden, "--agent", agent.url(), "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  j = parse(r.out);
+  EXPECT_TRUE(j["node"].is_null());
+  EXPECT_EQ(j["source_failed"], true);
+  EXPECT_EQ(j["manifest"], original);
+
+  // serve: the same sources as options; /api/v1/cluster/select answers no node and the reason.
+  fs::create_directories(dir / "view");
+  Agent view;
+  ASSERT_TRUE(view.start(dir / "view", {"--kubeconfig", forbidden, "--agent", agent.url()})) << view.stderr_text();
+  auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/select?gpus=1");
+  ASSERT_EQ(status, 200) << body << view.stderr_text();
+  j = parse(body);
+  EXPECT_TRUE(j["node"].is_null()) << body;
+  EXPECT_EQ(j["source_failed"], true);
+  EXPECT_NE(j["reason"].get<std::string>().find("403"), std::string::npos) << j["reason"];
+  std::tie(status, body) = get_when_ready(view.url() + "/api/v1/cluster/nodes");
+  ASSERT_EQ(status, 200) << body;
+  EXPECT_NE(node(parse(body), "gpu-b"), nullptr) << body;
+  view.stop();
+  agent.stop();
+}
+
+// Vendors: an amd.com/gpu workload goes to AMD nodes only, an nvidia.com/gpu one to NVIDIA nodes, and
+// one that names no GPU gets the chosen node's resource as its limit.
+TEST_F(ClusterKube, PlacementFollowsTheGpuResource) {
+  // amd-1 has the most free GPUs (8), nv-1 has 4.
+  gf::fakes::KubeStandinConfig cfg;
+  cfg.fixture_json = R"({"nodes": [
+    {"metadata": {"name": "amd-1", "labels": {"kubernetes.io/hostname": "amd-1"}},
+     "spec": {}, "status": {"capacity": {"amd.com/gpu": "8"}, "allocatable": {"amd.com/gpu": "8"},
+                            "conditions": [{"type": "Ready", "status": "True"}]}},
+    {"metadata": {"name": "nv-1", "labels": {"kubernetes.io/hostname": "nv-1"}},
+     "spec": {}, "status": {"capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"},
+                            "conditions": [{"type": "Ready", "status": "True"}]}}], "pods": []})";
+  cfg.token = kToken;
+  kube = std::make_unique<gf::fakes::KubeStandin>(cfg);
+  kubeconfig = write_kubeconfig("mixed.yaml", kToken);
+
+  auto r = run({"cluster", "select", "--gpus", "2", "--kubeconfig", kubeconfig, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(parse(r.out)["node"], "amd-1");
+  r = run({"cluster", "select", "--gpus", "2", "--kubeconfig", kubeconfig, "--gpu-resource", "nvidia.com/gpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Selected node: nv-1"), std::string::npos) << r.out;
+  r = run({"cluster", "select", "--gpus", "5", "--kubeconfig", kubeconfig, "--gpu-resource", "nvidia.com/gpu"});
+  EXPECT_EQ(r.exit_code, 75) << r.out;
+  EXPECT_NE(r.err.find("amd-1: amd.com/gpu, not nvidia.com/gpu"), std::string::npos) << r.err;
+  r = run({"cluster", "select", "--kubeconfig", kubeconfig, "--gpu-resource", "intel.com/gpu"});
+  EXPECT_EQ(r.exit_code, 2);
+
+  // The Deployment asks for nvidia.com/gpu: nv-1, though amd-1 has more free GPUs.
+  r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = parse(r.out);
+  EXPECT_EQ(j["node"], "nv-1");
+  EXPECT_EQ(j["gpu_resource"], "nvidia.com/gpu");
+  // An AMD InferenceService: amd-1.
+  r = run({"cluster", "place", "-f", GF_FIXTURES_DIR "/manifests/isvc_amd.in.yaml", "--kubeconfig", kubeconfig});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("- amd-1"), std::string::npos) << r.out;
+  // A pod naming no GPU goes to the best node (amd-1) and its added limit is amd.com/gpu.
+  r = run(
+      {"cluster", "place", "-f", GF_FIXTURES_DIR "/manifests/rocm_pod.in.yaml", "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Created Pod 'rocm-smoke' in namespace 'team-a' on node 'amd-1'\n");
+  const auto stored = kube->object("/api/v1/namespaces/team-a/pods/rocm-smoke");
+  ASSERT_TRUE(stored.has_value());
+  const auto pod = parse(*stored);
+  EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"], 1) << *stored;
+  EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["limits"].contains("nvidia.com/gpu")) << *stored;
+}
+
 TEST_F(ClusterKube, PlacePinsToTheSelectedNode) {
   auto r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -349,6 +497,92 @@ TEST_F(ClusterKube, ApplyCreatesThenUpdates) {
 
   r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--apply"});
   EXPECT_EQ(r.out, "Updated Deployment 'vllm-llama' in namespace 'inference' on node 'gpu-d'\n");
+}
+
+// The seed's flow end to end: an OME InferenceService placed and created through the API server.
+TEST_F(ClusterKube, ApplyCreatesAnInferenceService) {
+  const auto isvc = GF_FIXTURES_DIR "/manifests/isvc.in.yaml";  // 4 GPUs; gpu-d is the node with 4 free
+  auto r = run({"cluster", "place", "-f", isvc, "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Created InferenceService 'my-task-exp1' in namespace 'autotuner' on node 'gpu-d'\n");
+  EXPECT_NE(r.err.find("Selected node 'gpu-d' for deployment:"), std::string::npos) << r.err;
+  constexpr const char* kItem = "/apis/ome.io/v1beta1/namespaces/autotuner/inferenceservices/my-task-exp1";
+  bool applied = false;
+  for (const auto& rq : kube->requests())
+    if (rq.path == kItem)
+      applied = rq.method == "PATCH" && rq.content_type == "application/apply-patch+yaml" &&
+                rq.query.count("fieldManager") && rq.query.at("fieldManager") == "gpufleet";
+  EXPECT_TRUE(applied);
+  const auto stored = kube->object(kItem);
+  ASSERT_TRUE(stored.has_value());
+  const auto obj = parse(*stored);
+  EXPECT_EQ(obj["kind"], "InferenceService");
+  EXPECT_EQ(obj["apiVersion"], "ome.io/v1beta1");
+  const auto& terms = obj["spec"]["engine"]["affinity"]["nodeAffinity"]
+                         ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1u) << *stored;
+  const auto& expr = terms[0]["matchExpressions"][0];
+  EXPECT_EQ(expr["key"], "kubernetes.io/hostname");
+  EXPECT_EQ(expr["operator"], "In");
+  EXPECT_EQ(expr["values"], json::array({"gpu-d"}));
+  EXPECT_EQ(obj["spec"]["engine"]["runner"]["resources"]["limits"]["nvidia.com/gpu"], 4) << *stored;  // kept
+  EXPECT_EQ(obj["metadata"]["labels"]["autotuner.io/task"], "my-task");
+
+  r = run({"cluster", "place", "-f", isvc, "--kubeconfig", kubeconfig, "--apply"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Updated InferenceService 'my-task-exp1' in namespace 'autotuner' on node 'gpu-d'\n");
+  EXPECT_EQ(kube->count("PATCH", kItem), 2u);
+  // Only lists of nodes and pods and the server-side apply: what deploy/kubernetes/rbac.yaml grants
+  // (get/list nodes and pods; create and patch the kinds placed), nothing it would refuse.
+  for (const auto& rq : kube->requests()) {
+    const bool list = rq.method == "GET" && (rq.path == "/api/v1/nodes" || rq.path == "/api/v1/pods");
+    EXPECT_TRUE(list || (rq.method == "PATCH" && rq.path == kItem)) << rq.method << " " << rq.target;
+  }
+}
+
+// serve takes the cluster verbs' source options, alone or over --cluster-config.
+TEST_F(ClusterKube, ServeTakesTheSourceOptions) {
+  fs::create_directories(dir / "node");
+  Agent node_agent;
+  ASSERT_TRUE(node_agent.start(dir / "node", {"--node-name", "gpu-d"})) << node_agent.stderr_text();
+
+  fs::create_directories(dir / "view");
+  Agent view;
+  ASSERT_TRUE(view.start(dir / "view", {"--agent", node_agent.url()})) << view.stderr_text();
+  auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/nodes");
+  ASSERT_EQ(status, 200) << body << view.stderr_text();
+  auto j = parse(body);
+  const auto* d = node(j, "gpu-d");
+  ASSERT_NE(d, nullptr) << body;
+  EXPECT_EQ((*d)["metrics_source"], "agent");
+  EXPECT_EQ((*d)["has_metrics"], true);
+  EXPECT_EQ(j["kubernetes"], false);  // no kubeconfig is guessed by an agent
+  view.stop();
+
+  // Options win over the file; sources add up (the file's Kubernetes, the option's agent).
+  const auto cfg = write_file("fleet.json", R"({"kubeconfig": "kubeconfig.yaml", "utilization_threshold": 10})");
+  fs::create_directories(dir / "view2");
+  Agent view2;
+  ASSERT_TRUE(view2.start(dir / "view2",
+                          {"--cluster-config", cfg, "--agent", node_agent.url(), "--utilization-threshold", "95"}))
+      << view2.stderr_text();
+  std::tie(status, body) = get_when_ready(view2.url() + "/api/v1/cluster/nodes");
+  ASSERT_EQ(status, 200) << body << view2.stderr_text();
+  j = parse(body);
+  EXPECT_EQ(j["thresholds"]["utilization"], 95.0);
+  EXPECT_EQ(j["kubernetes"], true);
+  d = node(j, "gpu-d");
+  ASSERT_NE(d, nullptr) << body;
+  EXPECT_EQ((*d)["in_kubernetes"], true);
+  EXPECT_EQ((*d)["metrics_source"], "agent");
+  view2.stop();
+
+  // Fleet options without any source are a mistake, said before anything starts.
+  auto r = run({"--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--no-history", "--db", (dir / "x.db").string(),
+                "--max-age", "5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("need a fleet source"), std::string::npos) << r.err;
+  node_agent.stop();
 }
 
 TEST_F(ClusterKube, ApplyUsesTheContextNamespaceAndStdin) {
@@ -416,21 +650,7 @@ TEST_F(ClusterKube, ServeClusterConfigReadsKubernetes) {
   const auto cfg = write_file("fleet.json", R"({"kubeconfig": "kubeconfig.yaml", "refresh_interval_s": 1})");
   Agent agent;
   ASSERT_TRUE(agent.start(dir, {"--cluster-config", cfg})) << agent.stderr_text();
-  gf::platform::HttpRequest rq;
-  rq.url = agent.url() + "/api/v1/cluster/select?gpus=3";
-  rq.timeout = 5s;
-  long status = 0;
-  std::string body;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;  // until the first refresh has landed
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto out = gf::platform::http_perform(rq);
-    if (out.ok()) {
-      status = out.response().status;
-      body = out.response().body;
-      if (status == 200) break;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+  const auto [status, body] = get_when_ready(agent.url() + "/api/v1/cluster/select?gpus=3");
   ASSERT_EQ(status, 200) << body << agent.stderr_text();
   EXPECT_EQ(parse(body)["node"], "gpu-d");
   agent.stop();

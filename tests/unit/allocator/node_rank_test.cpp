@@ -132,6 +132,34 @@ TEST(Summaries, StaleMetricsCountAsNoMetrics) {
   EXPECT_EQ(find(s, "a").idle_gpu_count, 0u);
 }
 
+TEST(Summaries, AGpuWhoseSeriesStoppedIsStaleBesideFreshOnes) {
+  // Prometheus keeps answering a stopped series for minutes: its own sample time says it is old.
+  FleetFacts f;
+  f.kube = {{kube("a", 2)}};
+  f.metrics = {metrics("a", {{0, 0}, {0, 0}})};
+  f.metrics[0].gpus[0].observed = kNow - 5s;
+  f.metrics[0].gpus[1].observed = kNow - 300s;  // stopped; the node's newest sample is still fresh
+  auto s = summarize(f, opts());
+  const auto& n = find(s, "a");
+  EXPECT_TRUE(n.has_metrics);
+  EXPECT_EQ(n.gpus_with_metrics, 1u);
+  EXPECT_EQ(n.idle_gpu_count, 1u);  // the stale GPU is not counted idle on old numbers
+  EXPECT_EQ(n.health, NodeHealth::Ok);
+  ASSERT_EQ(n.problems.size(), 1u);
+  EXPECT_NE(n.problems[0].find("1 GPU(s) with metrics older than the 60 s allowed"), std::string::npos)
+      << n.problems[0];
+  // Every GPU stale: the node has no metrics (free GPUs counted idle, as for any node without metrics).
+  f.metrics[0].gpus[0].observed = kNow - 120s;
+  s = summarize(f, opts());
+  EXPECT_FALSE(find(s, "a").has_metrics);
+  EXPECT_EQ(find(s, "a").health, NodeHealth::MetricsStale);
+  EXPECT_EQ(find(s, "a").idle_gpu_count, 2u);
+  // max_age 0: never stale.
+  auto o = opts();
+  o.max_age = std::chrono::milliseconds(0);
+  EXPECT_EQ(find(summarize(f, o), "a").gpus_with_metrics, 2u);
+}
+
 TEST(Summaries, HealthIsTheWorstStateAndEveryProblemIsListed) {
   FleetFacts f;
   auto k = kube("a", 2);
@@ -282,6 +310,98 @@ TEST(Selection, ReasoningUsesTheSeedsLines) {
   const auto d = select_node(summarize(g, opts()), 1);
   EXPECT_NE(std::find(d.reasoning.begin(), d.reasoning.end(), "  - Avg Utilization: 12.5%"), d.reasoning.end());
   EXPECT_NE(std::find(d.reasoning.begin(), d.reasoning.end(), "  - Avg Memory Usage: 25.0%"), d.reasoning.end());
+}
+
+TEST(Selection, GpuResourceKeepsEachVendorOnItsOwnNodes) {
+  // A mixed fleet: the AMD node is the best by the seed's order (most idle GPUs), then NVIDIA's.
+  FleetFacts f;
+  auto amd = kube("amd-big", 8);
+  amd.gpu_resource = "amd.com/gpu";
+  auto amd_cordoned = kube("amd-cordoned", 8);
+  amd_cordoned.gpu_resource = "amd.com/gpu";
+  amd_cordoned.unschedulable = true;
+  f.kube = {{amd, amd_cordoned, kube("nv-small", 4), kube("nv-busy", 4, 3)}};
+  const auto s = summarize(f, opts());
+  EXPECT_EQ(find(s, "amd-big").from.gpu_resource, "kubernetes: node resources");
+
+  auto c = select_node(s, 2);  // any: the 8 idle AMD GPUs win
+  EXPECT_EQ(c.node.value_or(""), "amd-big");
+  EXPECT_TRUE(c.gpu_resource.empty());
+  c = select_node(s, 2, Fallback::None, "nvidia.com/gpu");
+  EXPECT_EQ(c.node.value_or(""), "nv-small");
+  EXPECT_EQ(c.gpu_resource, "nvidia.com/gpu");
+  EXPECT_EQ(c.reasoning[1], "Looking for node with 2 idle GPU(s) of nvidia.com/gpu...");
+  for (const auto& cand : c.candidates)
+    if (cand.node.rfind("amd", 0) == 0) {
+      EXPECT_FALSE(cand.eligible) << cand.node;
+      EXPECT_NE(cand.why_not.find("amd.com/gpu, not nvidia.com/gpu"), std::string::npos) << cand.why_not;
+    }
+  c = select_node(s, 2, Fallback::None, "amd.com/gpu");
+  EXPECT_EQ(c.node.value_or(""), "amd-big");
+  // 5 AMD GPUs fit on amd-big only; with the NVIDIA resource nothing fits, and the fallback cannot help.
+  EXPECT_EQ(select_node(s, 5, Fallback::None, "amd.com/gpu").node.value_or(""), "amd-big");
+  c = select_node(s, 5, Fallback::LeastLoaded, "nvidia.com/gpu");
+  EXPECT_FALSE(c.node);
+  EXPECT_NE(c.reason.find("no node can host 5 GPU(s) of nvidia.com/gpu"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("amd-big: amd.com/gpu, not nvidia.com/gpu"), std::string::npos) << c.reason;
+}
+
+TEST(Selection, WithoutKubernetesTheVendorComesFromTheModelName) {
+  EXPECT_EQ(gpu_resource_of_model("NVIDIA H100 80GB HBM3"), "nvidia.com/gpu");
+  EXPECT_EQ(gpu_resource_of_model("Tesla V100-SXM2-16GB"), "nvidia.com/gpu");
+  EXPECT_EQ(gpu_resource_of_model("AMD Instinct MI300X"), "amd.com/gpu");
+  EXPECT_EQ(gpu_resource_of_model("AMD GPU [1002:74a1]"), "amd.com/gpu");
+  EXPECT_EQ(gpu_resource_of_model("Radeon Pro W7900"), "amd.com/gpu");
+  EXPECT_EQ(gpu_resource_of_model("Simulated H100 80GB HBM3"), "");
+  EXPECT_EQ(gpu_resource_of_model(""), "");
+
+  FleetFacts f;
+  f.metrics = {metrics("nv", {{0, 0}, {0, 0}}), metrics("mi", {{0, 0}, {0, 0}, {0, 0}}), metrics("sim", {{0, 0}})};
+  for (auto& g : f.metrics[0].gpus) g.model = "NVIDIA A100-SXM4-80GB";
+  for (auto& g : f.metrics[1].gpus) g.model = "AMD Instinct MI250X";
+  for (auto& g : f.metrics[2].gpus) g.model = "Simulated H100";
+  const auto s = summarize(f, opts());
+  EXPECT_EQ(find(s, "nv").gpu_resource, "nvidia.com/gpu");
+  EXPECT_EQ(find(s, "mi").gpu_resource, "amd.com/gpu");
+  EXPECT_EQ(find(s, "sim").gpu_resource, "");
+  EXPECT_EQ(select_node(s, 1).node.value_or(""), "mi");  // any: three idle GPUs
+  EXPECT_EQ(select_node(s, 1, Fallback::None, "nvidia.com/gpu").node.value_or(""), "nv");
+  const auto c = select_node(s, 1, Fallback::None, "nvidia.com/gpu");
+  const auto sim =
+      std::find_if(c.candidates.begin(), c.candidates.end(), [](const Candidate& x) { return x.node == "sim"; });
+  ASSERT_NE(sim, c.candidates.end());
+  EXPECT_FALSE(sim->eligible);
+  EXPECT_NE(sim->why_not.find("GPU resource unknown"), std::string::npos) << sim->why_not;
+  // A node whose GPUs name two vendors has no single resource.
+  f.metrics[0].gpus[1].model = "AMD Instinct MI250X";
+  EXPECT_EQ(find(summarize(f, opts()), "nv").gpu_resource, "");
+}
+
+TEST(Selection, NoNodeIsChosenWhenKubernetesDidNotAnswer) {
+  // Kubernetes failed: only metrics are left, and they make every node look Ready, uncordoned and free.
+  FleetFacts f;
+  f.metrics = {metrics("a", {{0, 0}, {0, 0}}), metrics("b", {{90, 90}})};
+  f.kube_error = "kubernetes: HTTP 401 Unauthorized from https://api:6443 (check the credentials)";
+  f.source_errors.push_back(*f.kube_error);
+  const auto s = summarize(f, opts());
+  ASSERT_EQ(s.nodes.size(), 2u);  // what is known is still summarized
+  EXPECT_EQ(find(s, "a").idle_gpu_count, 2u);
+  EXPECT_EQ(find(s, "a").from.requested_gpus, "unknown (Kubernetes did not answer)");
+  ASSERT_TRUE(s.kube_error);
+  for (auto fb : {Fallback::None, Fallback::LeastLoaded}) {
+    const auto c = select_node(s, 1, fb);
+    EXPECT_FALSE(c.node);
+    EXPECT_TRUE(c.source_failed);
+    EXPECT_FALSE(c.fallback_used);
+    EXPECT_EQ(c.reason.rfind(*f.kube_error, 0), 0u) << c.reason;
+    EXPECT_NE(std::find(c.reasoning.begin(), c.reasoning.end(), "No node pinned: the Kubernetes scheduler decides."),
+              c.reasoning.end());
+  }
+  // Without the error the same metrics choose a node.
+  f.kube_error.reset();
+  const auto c = select_node(summarize(f, opts()), 1);
+  EXPECT_EQ(c.node.value_or(""), "a");
+  EXPECT_FALSE(c.source_failed);
 }
 
 TEST(Selection, EmptyFleetSaysSo) {

@@ -171,6 +171,54 @@ spec:
   EXPECT_EQ(back["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].as<int>(), 2);
 }
 
+TEST(Place, GpuResourcesAreTheNamesTheManifestAsksFor) {
+  // Two documents: an NVIDIA deployment and an AMD pod (a request without a limit counts as well).
+  auto r = place_manifest(R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nv}
+spec:
+  template:
+    spec:
+      containers:
+      - name: c
+        resources: {limits: {nvidia.com/gpu: 1}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: amd}
+spec:
+  containers:
+  - name: c
+    resources: {requests: {amd.com/gpu: 2}}
+)",
+                          PlaceOptions{});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->documents.at(0).gpu_resources, std::vector<std::string>{"nvidia.com/gpu"});
+  EXPECT_EQ(r->documents.at(1).gpu_resources, std::vector<std::string>{"amd.com/gpu"});
+  EXPECT_EQ(r->gpu_resources(), (std::vector<std::string>{"nvidia.com/gpu", "amd.com/gpu"}));
+  // The request without a limit gets its limit under its own name, whatever the option says.
+  auto opt = on_node();
+  opt.gpu_resource = "nvidia.com/gpu";
+  r = place_manifest(R"(apiVersion: v1
+kind: Pod
+metadata: {name: amd}
+spec:
+  containers:
+  - name: c
+    resources: {requests: {amd.com/gpu: 2}}
+)",
+                     opt);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto back = YAML::Load(r->output);
+  EXPECT_EQ(back["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"].as<int>(), 2);
+  EXPECT_FALSE(back["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]);
+  // No GPU named anywhere: any node.
+  r = place_manifest("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n",
+                     PlaceOptions{});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->gpu_resources().empty());
+}
+
 TEST(Place, ExistingPinToAnotherNodeIsReported) {
   auto r = place_manifest(R"(apiVersion: v1
 kind: Pod

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <nlohmann/json.hpp>
+
 #include "cluster/manifest.hpp"
 
 namespace gf::cluster {
@@ -88,8 +90,76 @@ INSTANTIATE_TEST_SUITE_P(
                       Golden{"isvc_no_engine", "yaml", std::nullopt, 1, GpuSource::Default},
                       Golden{"affinity", "yaml", std::nullopt, 1, GpuSource::Limits},
                       Golden{"multi", "yaml", std::nullopt, 4, GpuSource::Parallel},
-                      Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel}),
+                      Golden{"deployment", "json", std::nullopt, 4, GpuSource::Parallel},
+                      Golden{"list", "json", std::nullopt, 2, GpuSource::Limits}),
     [](const ::testing::TestParamInfo<Golden>& info) { return info.param.name + "_" + info.param.ext; });
+
+// A JSON List (`kubectl get -o json`): each item is a document of its own, which --apply sends alone.
+TEST(PlaceList, EachItemIsADocument) {
+  const auto input = read_file(kDir / "list.in.json");
+  PlaceOptions opt;
+  opt.node = "gpu-node-1";
+  auto r = place_manifest(input, opt);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->documents.size(), 2u);
+  EXPECT_EQ(r->documents[0].kind, "Deployment");
+  EXPECT_TRUE(r->documents[0].placeable);
+  EXPECT_TRUE(r->documents[0].changed);
+  EXPECT_EQ(r->documents[1].kind, "Service");
+  EXPECT_FALSE(r->documents[1].changed);
+  // The item's own text, pinned, is what --apply sends for it.
+  const auto item = nlohmann::json::parse(r->documents[0].text);
+  EXPECT_EQ(item["kind"], "Deployment");
+  EXPECT_EQ(
+      item["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+          ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0],
+      "gpu-node-1");
+  auto rq = apply_request(r->documents[0], "default");
+  ASSERT_TRUE(rq) << rq.error().message;
+  EXPECT_EQ(rq->path, "/apis/apps/v1/namespaces/inference/deployments/vllm-qwen?fieldManager=gpufleet");
+  // An item that is not an object names its place in the List.
+  auto bad = place_manifest(R"({"apiVersion": "v1", "kind": "List", "items": [1]})", opt);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("List items[0]"), std::string::npos) << bad.error().message;
+}
+
+// Vendors: an AMD InferenceService keeps its amd.com/gpu and says so (node selection takes only AMD
+// nodes for it); a pod that names no GPU, pinned to an AMD node, gets an amd.com/gpu limit.
+struct VendorGolden {
+  std::string in, out;
+  std::string node_resource;                    // PlaceOptions::gpu_resource: the chosen node's
+  std::vector<std::string> manifest_resources;  // PlaceResult::gpu_resources()
+  unsigned gpus_on_node;
+};
+void PrintTo(const VendorGolden& g, std::ostream* os) { *os << g.out; }
+
+class PlaceVendorGolden : public ::testing::TestWithParam<VendorGolden> {};
+
+TEST_P(PlaceVendorGolden, MatchesExpectedOutput) {
+  const auto& g = GetParam();
+  const auto input = read_file(kDir / g.in);
+  PlaceOptions opt;
+  auto described = place_manifest(input, opt);  // the first pass of `cluster place`: no node yet
+  ASSERT_TRUE(described) << described.error().message;
+  EXPECT_EQ(described->gpu_resources(), g.manifest_resources);
+  EXPECT_EQ(described->gpus_on_node(), g.gpus_on_node);
+  opt.node = "gpu-node-1";
+  opt.gpu_resource = g.node_resource;
+  auto r = place_manifest(input, opt);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto out_path = kDir / g.out;
+  if (std::getenv("GF_UPDATE_GOLDEN")) std::ofstream(out_path, std::ios::binary) << r->output;
+  EXPECT_EQ(r->output, read_file(out_path)) << "placed output differs from " << out_path;
+  EXPECT_EQ(r->output.find("nvidia.com/gpu"), std::string::npos) << r->output;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Vendors, PlaceVendorGolden,
+    ::testing::Values(VendorGolden{"isvc_amd.in.yaml", "isvc_amd.out.yaml", "amd.com/gpu", {"amd.com/gpu"}, 2},
+                      VendorGolden{"rocm_pod.in.yaml", "rocm_pod.out.yaml", "amd.com/gpu", {}, 1}),
+    [](const ::testing::TestParamInfo<VendorGolden>& info) {
+      return info.param.in.substr(0, info.param.in.find('.'));
+    });
 
 }  // namespace
 }  // namespace gf::cluster

@@ -78,7 +78,14 @@ TEST(PrometheusJoin, OneNodePerHostnameGpusByUuid) {
   EXPECT_FALSE(n1.gpus[1].temperature_c);
   ASSERT_TRUE(n1.observed);  // the newest sample
   EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(n1.observed->time_since_epoch()).count(), 1700000010);
+  // … and each GPU's own, for staleness per GPU.
+  ASSERT_TRUE(n1.gpus[0].observed && n1.gpus[1].observed);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(n1.gpus[0].observed->time_since_epoch()).count(),
+            1700000000);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(n1.gpus[1].observed->time_since_epoch()).count(),
+            1700000010);
   EXPECT_FALSE(f.nodes[1].observed);
+  EXPECT_FALSE(f.nodes[1].gpus[0].observed);
   EXPECT_TRUE(f.warnings.empty());
 }
 
@@ -96,7 +103,7 @@ TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   ASSERT_EQ(q.size(), 6u);
   EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
   EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE)");
-  EXPECT_EQ(q[5], "max by (kubernetes_node) (timestamp(DCGM_FI_DEV_GPU_UTIL))");
+  EXPECT_EQ(q[5], "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");  // per GPU
   EXPECT_TRUE(valid_label_name("Hostname"));
   EXPECT_TRUE(valid_label_name("_a9"));
   EXPECT_FALSE(valid_label_name("9a"));

@@ -126,6 +126,55 @@ TEST(ClusterRoutes, MetricsAgeByTheRoutesClock) {
   EXPECT_EQ(a.j["node"], "busy") << a.j;
 }
 
+TEST(ClusterRoutes, SelectByGpuResourceAndNoPinWhenKubernetesFailed) {
+  auto mixed = std::make_shared<allocator::FleetFacts>();
+  mixed->kube.emplace();
+  for (auto [name, resource] : {std::pair{"amd-1", "amd.com/gpu"}, std::pair{"nv-1", "nvidia.com/gpu"}}) {
+    core::KubeNode k;
+    k.name = name;
+    k.gpu_resource = resource;
+    k.gpu_capacity = k.gpu_allocatable = 4;
+    k.ready = true;
+    mixed->kube->push_back(k);
+  }
+  std::shared_ptr<const allocator::FleetFacts> facts = mixed;
+  ClusterView view;
+  view.latest = [&facts] { return facts; };
+  Router router;
+  add_cluster_routes(router, &view);
+
+  auto a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}});
+  EXPECT_EQ(a.j["node"], "amd-1");  // equal nodes: the name decides
+  EXPECT_TRUE(a.j["gpu_resource"].is_null());
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}, {"gpu_resource", "nvidia.com/gpu"}});
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["node"], "nv-1");
+  EXPECT_EQ(a.j["gpu_resource"], "nvidia.com/gpu");
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}, {"gpu_resource", "amd.com/gpu"}});
+  EXPECT_EQ(a.j["node"], "amd-1");
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}, {"gpu_resource", "any"}});
+  EXPECT_EQ(a.j["node"], "amd-1");
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "2"}, {"gpu_resource", "intel.com/gpu"}});
+  EXPECT_EQ(a.status, 400u);
+
+  // Kubernetes did not answer this round: metrics alone never choose a node.
+  auto failed = std::make_shared<allocator::FleetFacts>(*fleet());
+  failed->kube_error = "kubernetes: HTTP 403 Forbidden: cannot list pods";
+  failed->source_errors.push_back(*failed->kube_error);
+  facts = failed;
+  a = get(router, "/api/v1/cluster/select", {{"gpus", "1"}});
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_TRUE(a.j["node"].is_null());
+  EXPECT_EQ(a.j["source_failed"], true);
+  EXPECT_NE(a.j["reason"].get<std::string>().find("HTTP 403"), std::string::npos) << a.j["reason"];
+  EXPECT_EQ(a.j["kubernetes_error"], *failed->kube_error);
+  // The nodes document still shows what the metrics know, and the error.
+  a = get(router, "/api/v1/cluster/nodes");
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["nodes"].size(), 2u);
+  EXPECT_EQ(a.j["errors"][0], *failed->kube_error);
+}
+
 TEST(ClusterRoutes, WithoutAViewTheyAnswer503) {
   Router router;
   add_cluster_routes(router, nullptr);
