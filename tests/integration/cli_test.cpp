@@ -139,8 +139,9 @@ TEST_F(Cli, MonitorErrors) {
 
 TEST_F(Cli, MonitorWritesOutputFile) {
   const std::string path = ::testing::TempDir() + "gf-monitor-" + std::to_string(::getpid()) + ".json";
-  // No "--" is needed when the command has no options of its own.
-  auto r = run({"--backend", "sim", "monitor", "-n", "0.05", "-o", path, "--no-series", "sleep", "0.2"});
+  // No "--" is needed when the command has no options of its own. The command runs for 20 intervals, so
+  // two samples arrive even on a loaded machine.
+  auto r = run({"--backend", "sim", "monitor", "-n", "0.05", "-o", path, "--no-series", "sleep", "1"});
   EXPECT_EQ(r.exit_code, 0);
   auto text = gf::platform::run_process({"cat", path});
   ASSERT_TRUE(text);
