@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "platform/fs.hpp"
+#include "platform/users.hpp"
 
 namespace gf::store {
 
@@ -57,7 +58,8 @@ std::string owner_text(uid_t uid) { return user_name(uid) + " (uid " + std::to_s
 // `<db>-shm` and `<db>-journal` there by name, following links and without O_EXCL, so whoever else
 // can write the directory can plant them (or swap them in after any check of ours) and steer what we
 // write. A sticky bit does not help: it stops others from removing our files, not from creating the
-// names we are about to use. Owned by another user, it could be made writable at any time.
+// names we are about to use. Owned by another user, it could be made writable at any time. Writable by
+// its owner's private group only (0775 under a umask of 002) it is still the owner's alone.
 Result<void> check_store_dir(const std::string& store, const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
@@ -66,7 +68,9 @@ Result<void> check_store_dir(const std::string& store, const std::string& dir) {
     return make_error(ErrorKind::Permission, "the store " + store + " is in " + dir + ", a directory owned by " +
                                                  owner_text(st.st_uid) +
                                                  ": refusing it (the store's directory must be root's or ours)");
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  const bool others_write =
+      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !platform::is_private_group(st.st_gid, st.st_uid));
+  if (others_write) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return make_error(ErrorKind::Permission,

@@ -62,5 +62,25 @@ TEST(Users, SupplementaryMembersAreMembersAndOthersAreNot) {
   }
 }
 
+// The user-private-group scheme: gf-test-b's own group (useradd makes one named after it) is private
+// to it; the same group is not private to gf-test-a, and a group with a member is no one's.
+TEST(Users, PrivateGroupIsTheAccountsOwnAndNoOneElses) {
+  std::string why;
+  const auto a = test::test_user("gf-test-a", &why);
+  const auto b = a ? test::test_user("gf-test-b", &why) : std::nullopt;
+  if (!a || !b) GTEST_SKIP() << why;
+  if (!test::test_group("gf-test-admins", {b->name}, &why)) GTEST_SKIP() << why;
+  if (group_name(b->gid) != b->name) GTEST_SKIP() << "useradd made no group named after gf-test-b here";
+  EXPECT_TRUE(is_private_group(b->gid, b->uid));
+  EXPECT_FALSE(is_private_group(b->gid, a->uid));
+  ::group gr{};
+  ::group* res = nullptr;
+  char buf[16384];
+  ASSERT_EQ(::getgrnam_r("gf-test-admins", &gr, buf, sizeof buf, &res), 0);
+  ASSERT_NE(res, nullptr);
+  EXPECT_FALSE(is_private_group(res->gr_gid, b->uid)) << "not named after gf-test-b";
+  EXPECT_FALSE(is_private_group(4000000000u, b->uid));
+}
+
 }  // namespace
 }  // namespace gf::platform

@@ -2,6 +2,7 @@
 // used to be written, a store owned by another user was opened by root, and new stores were 0644.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "platform/subprocess.hpp"
+#include "platform/users.hpp"
 #include "store/node_store.hpp"
 #include "store/sqlite.hpp"
 #include "support/test_users.hpp"
@@ -135,7 +137,7 @@ TEST_F(StoreFiles, ALeaseOperationDoesNotWriteThroughAPlantedWakeUpLink) {
 // creates next to the store by name (-wal, -shm, -journal), following links. Refused whether or not
 // the directory is sticky, naming the directory and its mode, before anything is created in it.
 TEST_F(StoreFiles, AStoreInADirectoryOthersCanWriteIsRefused) {
-  for (const unsigned mode : {0777u, 01777u, 0775u}) {
+  for (const unsigned mode : {0777u, 01777u}) {
     const auto dir = base / ("open-" + std::to_string(mode));
     fs::create_directories(dir);
     ASSERT_EQ(::chmod(dir.c_str(), static_cast<mode_t>(mode)), 0);
@@ -154,6 +156,38 @@ TEST_F(StoreFiles, AStoreInADirectoryOthersCanWriteIsRefused) {
   fs::create_directories(mine);
   ASSERT_EQ(::chmod(mine.c_str(), 0755), 0);
   EXPECT_TRUE(Db::open((mine / "gf.db").string()));
+}
+
+// Group-writable: refused when the group has other users in it, accepted when it is the owner's own
+// private group (0775 is what a umask of 002 makes under the user-private-group scheme).
+TEST_F(StoreFiles, AGroupWritableDirectoryIsRefusedUnlessTheGroupIsTheOwnersOwn) {
+  std::string why;
+  const auto b = gf::test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  const auto shared = base / "team";
+  fs::create_directories(shared);
+  ASSERT_EQ(::chown(shared.c_str(), 0, b->gid), 0);  // root's directory, gf-test-b's group may write
+  ASSERT_EQ(::chmod(shared.c_str(), 0775), 0);
+  auto s = Db::open((shared / "gf.db").string());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("other users can write (mode 0775)"), std::string::npos) << s.error().message;
+
+  const auto own = base / "own-group";
+  fs::create_directories(own);
+  ASSERT_EQ(::chown(own.c_str(), b->uid, b->gid), 0);
+  ASSERT_EQ(::chmod(own.c_str(), 0775), 0);
+  if (!platform::is_private_group(b->gid, b->uid)) GTEST_SKIP() << "gf-test-b has no private group here";
+  // Opened as gf-test-b itself (the directory is its own): a child that drops to its uid.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
+    ::_exit(Db::open((own / "gf.db").string()) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "gf-test-b could not open a store in its own 0775 "
+                                                                "directory of its private group";
 }
 
 // A directory another user owns (even one only they can write) could be opened up by them at any time.
