@@ -6,12 +6,13 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <optional>
 
 #include "app/child_run.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/render.hpp"
+#include "platform/output_file.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/sampler.hpp"
 #include "wire/json.hpp"
@@ -38,6 +39,17 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
     print_error(sampler.error().message);
     return kExitUsage;
   }
+  // --output is opened before CMD runs, like a shell's `>`: a file we may not write (a link, someone
+  // else's file) is refused now rather than after a long run, and never written through.
+  std::optional<platform::OutputFile> output;
+  if (!m.output.empty() && ctx.monitor->has_backend()) {
+    auto f = platform::OutputFile::open(m.output, 0644);
+    if (!f) {
+      print_error("--output: " + f.error().message);
+      return kExitMonitorFailed;
+    }
+    output = std::move(*f);
+  }
   if (ctx.monitor->has_backend()) (*sampler)->start();
 
   const ChildOutcome child = run_foreground_child(m.argv);
@@ -55,10 +67,8 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
     doc["exit_code"] = code;
     doc["backend"] = ctx.monitor->backend_name();
     const std::string text = doc.dump(2) + "\n";
-    if (!m.output.empty()) {
-      std::ofstream out(m.output);
-      out << text;
-      if (!out) print_error("cannot write " + m.output);
+    if (output) {
+      if (auto w = output->write(text); !w) print_error(w.error().message);
     } else {
       std::fputs(text.c_str(), stdout);
     }

@@ -136,7 +136,8 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   });
 
   // The node's arbiter: the one writer of leases, the queue and job records while the agent runs. It
-  // decides on the loop's published reading (younger than two intervals), else one fresh read.
+  // decides only on the loop's published reading, never on a driver query of its own: with a slow
+  // nvidia-smi, requests wait for the loop's next reading instead of every request waiting on the driver.
   std::unique_ptr<node::Arbiter> arbiter;
   if (jobs) {
     if (auto st = store::NodeStore::open(c.db); !st) {
@@ -148,16 +149,14 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
         if (!p) return {nullptr, {}};
         return {p->snapshot, p->taken};
       };
-      rs.fresh = [&agent]() -> Result<core::SnapshotPtr> {
-        auto p = agent.fresh();
-        if (!p) return p.error();
-        return (*p)->snapshot;
-      };
       if (auto t = ctx.monitor->topology(); t) rs.topology = std::move(*t);
       node::ArbiterOptions ao2;
       ao2.max_user_priority = c.max_user_priority;
       ao2.max_gpus_per_user = c.max_gpus_per_user;
-      ao2.reading_max_age = 2 * c.interval;
+      // Leases themselves come from the store under the arbiter's lock; the reading only says how
+      // loaded the GPUs are from outside gpufleet, for which a few seconds is recent enough. A loop
+      // that has published nothing for that long has a driver that is slow or not answering.
+      ao2.reading_max_age = std::max(2 * c.interval, std::chrono::milliseconds(5000));
       ao2.recheck = std::max(c.interval, std::chrono::milliseconds(250));  // the queue meets each new reading
       arbiter = std::make_unique<node::Arbiter>(std::move(*st), std::move(rs), ao2);
       if (auto r = arbiter->recover(); !r)

@@ -49,7 +49,11 @@ Arbiter::Arbiter(std::unique_ptr<core::JobStore> store, ReadingSource source, Ar
                  const core::Clock& clock)
     : store_(std::move(store)), source_(std::move(source)), options_(std::move(options)), clock_(clock) {
   scheduler::SnapshotSource src;
-  src.fresh = [this] { return reading(); };
+  // The reading try_now() took (under mu_); the allocator never asks the driver.
+  src.fresh = [this]() -> Result<core::SnapshotPtr> {
+    if (decision_reading_) return decision_reading_;
+    return make_error(ErrorKind::NotReady, "no reading of the GPUs to decide on");
+  };
   src.topology = source_.topology;
   allocator_ = std::make_unique<scheduler::NodeAllocator>(*store_, std::move(src), clock_);
   next_recheck_ = clock_.now() + options_.recheck;
@@ -57,18 +61,21 @@ Arbiter::Arbiter(std::unique_ptr<core::JobStore> store, ReadingSource source, Ar
 
 Arbiter::~Arbiter() = default;
 
-core::SnapshotPtr Arbiter::cached_reading() {
-  if (!source_.latest) return nullptr;
+Result<core::SnapshotPtr> Arbiter::reading() const {
+  if (!source_.latest) return make_error(ErrorKind::NotReady, "the agent has no reading of the GPUs to decide on");
   auto [snap, taken] = source_.latest();
-  if (!snap) return nullptr;
-  if (clock_.now() - taken > options_.reading_max_age) return nullptr;
+  if (!snap)
+    return make_error(ErrorKind::NotReady,
+                      "no reading of the GPUs yet: the agent's first driver query has not "
+                      "finished");
+  const auto age = clock_.now() - taken;
+  if (age > options_.reading_max_age)
+    return make_error(ErrorKind::NotReady,
+                      fmt::format("the agent's latest reading of the GPUs is {:.1f} s old and decisions need one "
+                                  "younger than {:.1f} s: the driver is slow or not answering",
+                                  std::chrono::duration<double>(age).count(),
+                                  std::chrono::duration<double>(options_.reading_max_age).count()));
   return snap;
-}
-
-Result<core::SnapshotPtr> Arbiter::reading() {
-  if (auto s = cached_reading()) return s;
-  if (!source_.fresh) return make_error(ErrorKind::NotReady, "no reading of the GPUs yet");
-  return source_.fresh();
 }
 
 Result<std::size_t> Arbiter::recover() {
@@ -156,8 +163,7 @@ Result<unsigned> Arbiter::held_by(std::uint32_t uid) {
 }
 
 Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const AcquireRequest& r,
-                                                      core::LeaseOwner& owner, bool& refused_by_quota) {
-  refused_by_quota = false;
+                                                      const core::LeaseOwner& owner) const {
   if (r.gpus < 1 || r.gpus > 1024) return make_error(ErrorKind::Invalid, "gpus must be from 1 to 1024");
   if (r.max_utilization_pct > 100) return make_error(ErrorKind::Invalid, "max_utilization_pct must be 0 to 100");
   if (r.priority > options_.max_user_priority && !peer.admin)
@@ -165,15 +171,10 @@ Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const Ac
                       fmt::format("priority {} is above {}, the most a user may ask for (max_user_priority); only "
                                   "root or the admin group may",
                                   r.priority, options_.max_user_priority));
-  if (options_.max_gpus_per_user > 0) {
-    if (r.gpus > options_.max_gpus_per_user)
-      return make_error(ErrorKind::Unavailable, fmt::format("{} GPU(s) is more than the quota of {} per user "
-                                                            "(max_gpus_per_user)",
-                                                            r.gpus, options_.max_gpus_per_user));
-    auto held = held_by(peer.uid);
-    if (!held) return held.error();
-    refused_by_quota = *held + r.gpus > options_.max_gpus_per_user;
-  }
+  if (options_.max_gpus_per_user > 0 && r.gpus > options_.max_gpus_per_user)
+    return make_error(ErrorKind::Unavailable, fmt::format("{} GPU(s) is more than the quota of {} per user "
+                                                          "(max_gpus_per_user)",
+                                                          r.gpus, options_.max_gpus_per_user));
   scheduler::AllocationRequest ar;
   ar.gpus = r.gpus;
   ar.min_memory_mib = r.min_memory_mib;
@@ -208,9 +209,23 @@ Result<void> Arbiter::meetable(const scheduler::AllocationRequest& ar) {
   return {};
 }
 
-Result<std::optional<scheduler::Allocation>> Arbiter::try_now(const scheduler::AllocationRequest& ar, std::string& why,
-                                                              std::vector<core::Lease>* holders) {
-  return allocator_->attempt(ar, "", why, holders, nullptr);
+Result<Arbiter::Attempt> Arbiter::try_now(const scheduler::AllocationRequest& ar) {
+  Attempt out;
+  auto snap = reading();
+  if (!snap) {
+    out.refusal = snap.error();
+    return out;
+  }
+  decision_reading_ = *snap;
+  std::string why;
+  auto got = allocator_->attempt(ar, "", why, &out.holders, nullptr);
+  decision_reading_.reset();
+  if (!got) return got.error();
+  if (*got)
+    out.granted = std::move(*got);
+  else
+    out.refusal = make_error(ErrorKind::Unavailable, why);
+  return out;
 }
 
 namespace {
@@ -218,6 +233,15 @@ std::string quota_text(const Peer& p, unsigned max) {
   return fmt::format("{} would hold more than {} GPU(s), the quota per user (max_gpus_per_user)", p.user, max);
 }
 }  // namespace
+
+Result<void> Arbiter::within_quota(const Peer& peer, unsigned gpus) {
+  if (options_.max_gpus_per_user == 0) return {};
+  auto held = held_by(peer.uid);
+  if (!held) return held.error();
+  if (*held + gpus > options_.max_gpus_per_user)
+    return make_error(ErrorKind::Unavailable, quota_text(peer, options_.max_gpus_per_user));
+  return {};
+}
 
 Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, std::int64_t request_id,
                                                               const AcquireRequest& r) {
@@ -258,10 +282,11 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
     owner.pid = peer.pid;
     owner.start_time = proc.start_time(peer.pid).value_or(0);
   }
-  bool over_quota = false;
-  auto ar = prepare(peer, r, owner, over_quota);
+  auto ar = prepare(peer, r, owner);
   if (!ar) return ar.error();
   if (auto m = meetable(*ar); !m) return m.error();
+  auto quota = within_quota(peer, r.gpus);
+  if (!quota && quota.error().kind != ErrorKind::Unavailable) return quota.error();
 
   Waiting w;
   w.seq = next_seq_++;
@@ -281,25 +306,24 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
       w.last.ahead = 1;
       break;
     }
-  if (over_quota) {
+  if (!quota) {
     w.quota_held = true;
-    w.last.why = quota_text(peer, options_.max_gpus_per_user);
-    if (r.wait.count() <= 0) return make_error(ErrorKind::Unavailable, "quota: " + w.last.why);
+    w.last.why = quota.error().message;
+    if (r.wait.count() <= 0) return with_context("quota: ", quota.error());
   } else if (!blocked) {
-    std::string why;
-    std::vector<core::Lease> holders;
-    auto got = try_now(*ar, why, &holders);
+    auto got = try_now(*ar);
     if (!got) return got.error();
-    if (*got) {
-      track((*got)->lease, r.tie == core::LeaseTie::Connection ? c : 0, std::move(watch));
-      return got;
+    if (got->granted) {
+      track(got->granted->lease, r.tie == core::LeaseTie::Connection ? c : 0, std::move(watch));
+      return std::move(got->granted);
     }
+    // Not now: too few GPUs qualify (Unavailable), or no recent reading to decide on (NotReady).
     if (r.wait.count() <= 0) {
-      const std::string held = holders_text(holders);
-      return make_error(ErrorKind::Unavailable, why + (held.empty() ? "" : "\nholders: " + held));
+      const std::string held = holders_text(got->holders);
+      return make_error(got->refusal.kind, got->refusal.message + (held.empty() ? "" : "\nholders: " + held));
     }
-    w.last.why = why;
-    w.last.holders = std::move(holders);
+    w.last.why = got->refusal.message;
+    w.last.holders = std::move(got->holders);
   }
   if (r.wait.count() <= 0) return make_error(ErrorKind::Unavailable, w.last.why);
   const auto now = clock_.now();
@@ -324,24 +348,22 @@ Result<scheduler::Allocation> Arbiter::acquire_for(const Peer& peer, const Acqui
   req.tie = core::LeaseTie::Process;
   auto w = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
   if (!w && w.error().kind == ErrorKind::NotFound) return make_error(ErrorKind::Invalid, w.error().message);
-  bool over_quota = false;
-  auto ar = prepare(peer, req, owner, over_quota);
+  auto ar = prepare(peer, req, owner);
   if (!ar) return ar.error();
   if (auto m = meetable(*ar); !m) return m.error();
-  if (over_quota) return make_error(ErrorKind::Unavailable, "quota: " + quota_text(peer, options_.max_gpus_per_user));
+  if (auto quota = within_quota(peer, req.gpus); !quota)
+    return quota.error().kind == ErrorKind::Unavailable ? with_context("quota: ", quota.error()) : quota.error();
   // The HTTP API takes no place in the queue: when others wait, they go first.
   if (!queue_.empty())
     return make_error(ErrorKind::Unavailable, fmt::format("{} acquire(s) are waiting in the queue", queue_.size()));
-  std::string why;
-  std::vector<core::Lease> holders;
-  auto got = try_now(*ar, why, &holders);
+  auto got = try_now(*ar);
   if (!got) return got.error();
-  if (!*got) {
-    const std::string held = holders_text(holders);
-    return make_error(ErrorKind::Unavailable, why + (held.empty() ? "" : "\nholders: " + held));
+  if (!got->granted) {
+    const std::string held = holders_text(got->holders);
+    return make_error(got->refusal.kind, got->refusal.message + (held.empty() ? "" : "\nholders: " + held));
   }
-  track((*got)->lease, 0, w ? std::optional<platform::PidWatch>(std::move(*w)) : std::nullopt);
-  return std::move(**got);
+  track(got->granted->lease, 0, w ? std::optional<platform::PidWatch>(std::move(*w)) : std::nullopt);
+  return std::move(*got->granted);
 }
 
 Result<void> Arbiter::cancel(ConnectionId c, std::int64_t request_id) {
@@ -457,6 +479,16 @@ Result<std::optional<core::Job>> Arbiter::job(const std::string& id) {
 
 void Arbiter::serve_queue() {
   if (queue_.empty()) return;
+  // No recent reading: nobody is served until the agent's loop publishes one (tick() and
+  // reading_published() come back here); the waiters are told why.
+  if (auto r = reading(); !r) {
+    for (auto& w : queue_)
+      if (!w.quota_held) {
+        w.last.why = r.error().message;
+        w.last.ahead = 0;
+      }
+    return;
+  }
   std::map<std::uint32_t, unsigned> held;  // per uid, read once per pass when there is a quota
   bool blocked = false;
   std::string blocker;
@@ -501,28 +533,25 @@ void Arbiter::serve_queue() {
       }
       if (pw) watch = std::move(*pw);
     }
-    bool over = false;
-    auto ar = prepare(peer, w.req, owner, over);
+    auto ar = prepare(peer, w.req, owner);
     if (ar) ar->job_id = w.shown.id;
-    std::string why;
-    std::vector<core::Lease> holders;
-    auto got = ar ? try_now(*ar, why, &holders) : Result<std::optional<scheduler::Allocation>>(ar.error());
-    if (!got || *got) {
+    auto got = ar ? try_now(*ar) : Result<Attempt>(ar.error());
+    if (!got || got->granted) {
       if (conn->second.sink) {
         if (!got)
           conn->second.sink->refused(w.request_id, got.error());
         else
-          conn->second.sink->granted(w.request_id, **got);
+          conn->second.sink->granted(w.request_id, *got->granted);
       }
       if (got) {
         held[peer.uid] += w.req.gpus;
-        track((*got)->lease, w.req.tie == core::LeaseTie::Connection ? w.conn : 0, std::move(watch));
+        track(got->granted->lease, w.req.tie == core::LeaseTie::Connection ? w.conn : 0, std::move(watch));
       }
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    w.last.why = why;
-    w.last.holders = std::move(holders);
+    w.last.why = got->refusal.message;
+    w.last.holders = std::move(got->holders);
     w.last.ahead = 0;
     blocked = true;
     blocker = fmt::format("{} ({} GPU(s), priority {})", w.shown.name.empty() ? w.shown.id : w.shown.name, w.shown.gpus,

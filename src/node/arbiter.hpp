@@ -10,8 +10,10 @@
 // on tick(), which the transport calls on a short timer: tick() also ends expired waits, sends each
 // waiter's progress at least once a second and ends leases whose watched process is gone.
 //
-// Decisions read the agent's latest published reading when it is recent (ReadingSource), else one
-// fresh read: never a driver query per decision when the agent's loop is running.
+// Decisions read only the agent's latest published reading (ReadingSource); the arbiter never queries
+// the driver, so a slow or hung nvidia-smi never holds its lock (and with it every release, listing
+// and other user's request). When that reading is older than reading_max_age, nothing is granted: a
+// queued acquire waits for the next reading, a now-or-never one is refused NotReady naming the age.
 //
 // Transport-free and on a core::Clock, so tests drive it on a fake clock.
 // Thread-safety: every public member may be called from any thread (one lock). ConnectionSink methods
@@ -88,17 +90,17 @@ class ConnectionSink {
 struct ArbiterOptions {
   int max_user_priority = 0;                        // above: admins only
   unsigned max_gpus_per_user = 0;                   // 0: no quota
-  std::chrono::milliseconds reading_max_age{2000};  // older published readings mean one fresh read
+  std::chrono::milliseconds reading_max_age{2000};  // older: no decision until the next published reading
   std::chrono::milliseconds progress_every{1000};
   std::chrono::milliseconds recheck{2000};  // re-serve the queue for load from outside gpufleet
   std::string proc_root = "/proc";          // where a peer's parent and start times are read
 };
 
 // Where decisions get their reading. latest: the agent's last published snapshot and when it was
-// taken (may be empty, or return a null snapshot before the first one); fresh: one driver query.
+// taken, on the arbiter's clock (a null snapshot before the first one). It must return at once: it
+// is called under the arbiter's lock, so it reads what the agent's loop published, never the driver.
 struct ReadingSource {
   std::function<std::pair<core::SnapshotPtr, std::chrono::steady_clock::time_point>()> latest;
-  std::function<Result<core::SnapshotPtr>()> fresh;
   core::Topology topology;
 };
 
@@ -176,12 +178,24 @@ class Arbiter {
     std::optional<platform::PidWatch> watch;  // process-tied
   };
 
-  Result<scheduler::AllocationRequest> prepare(const Peer& peer, const AcquireRequest& r, core::LeaseOwner& owner,
-                                               bool& refused_by_quota);
+  // One decision now: the lease, or why not and who holds what.
+  struct Attempt {
+    std::optional<scheduler::Allocation> granted;
+    Error refusal;  // when not granted: Unavailable (too few GPUs qualify), NotReady (no recent reading)
+    std::vector<core::Lease> holders;
+  };
+
+  // Checks the request against the rules that never change while it waits (sizes, the priority
+  // ceiling, a request larger than the quota) and builds it. Errors: Invalid, Permission, Unavailable.
+  Result<scheduler::AllocationRequest> prepare(const Peer& peer, const AcquireRequest& r,
+                                               const core::LeaseOwner& owner) const;
+  // Unavailable, naming the quota, when the peer's user would hold more than max_gpus_per_user with
+  // `gpus` more; Failed when the store cannot say.
+  Result<void> within_quota(const Peer& peer, unsigned gpus);
   // Invalid when no set of this node's GPUs (by the latest reading) could ever meet the request.
   Result<void> meetable(const scheduler::AllocationRequest& ar);
-  Result<std::optional<scheduler::Allocation>> try_now(const scheduler::AllocationRequest& ar, std::string& why,
-                                                       std::vector<core::Lease>* holders);
+  // An error only when the store failed.
+  Result<Attempt> try_now(const scheduler::AllocationRequest& ar);
   // GPUs held by uid in active leases (nullopt: the store failed).
   Result<unsigned> held_by(std::uint32_t uid);
   void track(const core::Lease& lease, ConnectionId conn, std::optional<platform::PidWatch> watch);
@@ -189,8 +203,8 @@ class Arbiter {
   void tell_owner(const std::optional<std::uint32_t>& uid, ConnectionId conn,
                   const std::function<void(ConnectionSink&)>& f);
   void serve_queue();
-  core::SnapshotPtr cached_reading();
-  Result<core::SnapshotPtr> reading();
+  // The latest published reading when it is younger than reading_max_age; else NotReady saying why.
+  Result<core::SnapshotPtr> reading() const;
 
   std::unique_ptr<core::JobStore> store_;
   ReadingSource source_;
@@ -205,6 +219,7 @@ class Arbiter {
   std::vector<Waiting> queue_;  // serving order: priority (higher first), then seq
   std::map<std::string, Live> live_;
   std::chrono::steady_clock::time_point next_recheck_{};
+  core::SnapshotPtr decision_reading_;  // what the allocator decides on during one try_now()
 };
 
 }  // namespace gf::node

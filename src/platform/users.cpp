@@ -40,4 +40,22 @@ bool user_in_group(std::uint32_t uid, const std::string& group) {
   return false;
 }
 
+bool is_private_group(std::uint32_t gid, std::uint32_t uid) {
+  std::vector<char> buf(16384);
+  ::group gr{};
+  ::group* gres = nullptr;
+  if (::getgrgid_r(static_cast<gid_t>(gid), &gr, buf.data(), buf.size(), &gres) != 0 || !gres || !gres->gr_name)
+    return false;
+  passwd pw{};
+  passwd* res = nullptr;
+  std::vector<char> pbuf(16384);
+  if (::getpwuid_r(static_cast<uid_t>(uid), &pw, pbuf.data(), pbuf.size(), &res) != 0 || !res || !res->pw_name)
+    return false;
+  const std::string user = res->pw_name;
+  if (user != gres->gr_name) return false;
+  for (char** m = gres->gr_mem; m && *m; ++m)
+    if (user != *m) return false;
+  return true;
+}
+
 }  // namespace gf::platform

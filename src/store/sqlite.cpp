@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "platform/fs.hpp"
+#include "platform/users.hpp"
 
 namespace gf::store {
 
@@ -50,14 +52,68 @@ Result<void> check_or_create_store_file(const std::string& path) {
   return {};
 }
 
+std::string owner_text(uid_t uid) { return user_name(uid) + " (uid " + std::to_string(uid) + ")"; }
+
+// The store's directory must be writable by nobody but root and us. SQLite creates `<db>-wal`,
+// `<db>-shm` and `<db>-journal` there by name, following links and without O_EXCL, so whoever else
+// can write the directory can plant them (or swap them in after any check of ours) and steer what we
+// write. A sticky bit does not help: it stops others from removing our files, not from creating the
+// names we are about to use. Owned by another user, it could be made writable at any time. Writable by
+// its owner's private group only (0775 under a umask of 002) it is still the owner's alone.
+Result<void> check_store_dir(const std::string& store, const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return make_error("cannot open the store " + store + ": its directory " + dir + ": " + std::strerror(errno));
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    return make_error(ErrorKind::Permission, "the store " + store + " is in " + dir + ", a directory owned by " +
+                                                 owner_text(st.st_uid) +
+                                                 ": refusing it (the store's directory must be root's or ours)");
+  const bool others_write =
+      (st.st_mode & S_IWOTH) != 0 || ((st.st_mode & S_IWGRP) != 0 && !platform::is_private_group(st.st_gid, st.st_uid));
+  if (others_write) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return make_error(ErrorKind::Permission,
+                      "the store " + store + " is in " + dir + ", a directory other users can write (mode " + mode +
+                          "): refusing it (they could plant its -wal and -shm files); use a directory only its "
+                          "owner can write, such as the default");
+  }
+  return {};
+}
+
+// SQLite's companion files, when they exist, must be regular files of ours too: a link or someone
+// else's file there would be written through (the -wal is replayed into the store, the -shm mapped).
+Result<void> check_companions(const std::string& path) {
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string f = path + suffix;
+    struct stat st {};
+    if (::lstat(f.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      return make_error("cannot open the store " + path + ": " + f + ": " + std::strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode))
+      return make_error(ErrorKind::Permission, "the store's " + f +
+                                                   " is a symbolic link: refusing it (remove it "
+                                                   "if the store is yours)");
+    if (!S_ISREG(st.st_mode))
+      return make_error(ErrorKind::Permission, "the store's " + f + " is not a regular file: refusing it");
+    if (st.st_uid != ::geteuid())
+      return make_error(ErrorKind::Permission,
+                        "the store's " + f + " is owned by " + owner_text(st.st_uid) + ", not by us: refusing it");
+  }
+  return {};
+}
+
 }  // namespace
 
 Result<Db> Db::open(const std::string& path) {
-  const auto dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty())
-    if (auto made = platform::make_dirs(dir.string(), 0700); !made)
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty())
+    if (auto made = platform::make_dirs(parent.string(), 0700); !made)
       return make_error("cannot open the store " + path + ": " + made.error().message);
+  if (auto ok = check_store_dir(path, parent.empty() ? "." : parent.string()); !ok) return ok.error();
   if (auto ok = check_or_create_store_file(path); !ok) return ok.error();
+  if (auto ok = check_companions(path); !ok) return ok.error();
   sqlite3* db = nullptr;
   // NOFOLLOW: SQLite itself also refuses a path that is (or became) a symbolic link.
   const int rc =

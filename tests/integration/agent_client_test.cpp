@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -227,23 +228,33 @@ TEST_F(AgentClient, DbWithAnAgentIsRefusedBecauseItWouldBypassIt) {
 }
 
 // Finding "a frozen agent blocks every CLI command for 30 s": an agent that greets and then never
-// answers, and one that never even greets, both end in "not answering" and exit 1.
+// answers, and one that never even greets, both end in "not answering" and exit 1, within 10 s (the
+// CLI's own limits are 3 s to connect and 5 s of silence; 10 s bounds the hang, it is no timing).
 TEST_F(AgentClient, SilentAgentIsNotAnswering) {
+  unsetenv("GPUFLEET_AGENT_TIMEOUT");
   StandInAgent agent(sock, [](const json&) { return std::vector<std::string>{}; });
   ASSERT_TRUE(agent.ok());
+  const auto start = std::chrono::steady_clock::now();
   auto r = gf({"leases"});
+  const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("the agent at " + sock + " is not answering"), std::string::npos) << r.err;
+  EXPECT_LT(took, 10s) << "the CLI gave up after " << std::chrono::duration<double>(took).count() << " s";
 }
 
 TEST_F(AgentClient, AgentThatNeverGreetsIsNotAnswering) {
+  unsetenv("GPUFLEET_AGENT_TIMEOUT");
   StandInAgent agent(
       sock, [](const json&) { return std::vector<std::string>{}; }, /*greet=*/false);
   ASSERT_TRUE(agent.ok());
+  const auto start = std::chrono::steady_clock::now();
   auto r = gf({"jobs"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("is not answering"), std::string::npos) << r.err;
+  EXPECT_LT(took, 10s) << "the CLI gave up after " << std::chrono::duration<double>(took).count() << " s";
 }
 
 TEST_F(AgentClient, MalformedLineIsAnErrorNotACrash) {

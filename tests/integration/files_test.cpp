@@ -220,9 +220,11 @@ TEST_F(Files, PortFileIsNotWrittenThroughAPlantedTemporary) {
   EXPECT_EQ(agent.stop(), 0);
 }
 
-// The critical finding end to end: the store's directory writable by a second user, who plants
-// `<db>.changed` as a link to a root-owned file; an unauthenticated GET /api/v1/leases makes the agent
-// reap and notify. The file must keep its content and mode.
+// The critical finding end to end: the store's directory was writable by a second user, who planted
+// `<db>.changed` as a link to a root-owned file (the directory is private again when the agent starts:
+// a store in a directory others can write is refused outright, see the next test); an
+// unauthenticated GET /api/v1/leases makes the agent reap and notify. The file must keep its content
+// and mode.
 TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
   std::string why;
   const auto b = gf::test::test_user("gf-test-b", &why);
@@ -232,7 +234,6 @@ TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
   fs::create_directories(store_dir);
   fs::create_directories(secret);
   ::chmod(dir.c_str(), 0755);
-  ::chmod(store_dir.c_str(), 0777);
   const auto victim = secret / "victim";
   std::ofstream(victim) << "root's data\n";
   ::chmod(victim.c_str(), 0600);
@@ -245,8 +246,10 @@ TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
       {"sh", "-c", std::string(GF_BINARY) + " --backend sim alloc --gpus 1 --db " + db + " >/dev/null"},
       gf::platform::RunOptions{30s});
   ASSERT_TRUE(alloc && alloc->exit_code == 0) << (alloc ? alloc->err : alloc.error().message);
+  ::chmod(store_dir.c_str(), 0777);
   auto ln = gf::platform::run_process(b->as({"ln", "-sfn", victim.string(), db + ".changed"}), {});
   ASSERT_TRUE(ln && ln->exit_code == 0) << (ln ? ln->err : ln.error().message);
+  ::chmod(store_dir.c_str(), 0755);
 
   Agent agent;
   const auto pf = secret / "port";
@@ -261,6 +264,61 @@ TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// Review of issue 12: a store in a directory other users can write (sticky or not) is refused, one line
+// naming the directory, exit 1: they could plant its -wal and -shm files, which SQLite opens by name.
+// A -wal planted as a link next to a store in a private directory is refused too, naming it.
+TEST_F(Files, StoreInADirectoryOthersCanWriteIsRefused) {
+  const auto open_dir = dir / "shared";
+  fs::create_directories(open_dir);
+  ::chmod(open_dir.c_str(), 01777);
+  auto r = run({GF_BINARY, "--backend", "sim", "leases", "--db", (open_dir / "gf.db").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(one_line(r.err)) << r.err;
+  EXPECT_NE(r.err.find(open_dir.string() + ", a directory other users can write (mode 1777)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(open_dir / "gf.db"));
+
+  const auto victim = dir / "victim";
+  std::ofstream(victim) << "keep me\n";
+  ASSERT_EQ(run({GF_BINARY, "--backend", "sim", "leases", "--db", db}).exit_code, 0);
+  fs::remove(db + "-wal");
+  fs::create_symlink(victim, db + "-wal");
+  r = run({GF_BINARY, "--backend", "sim", "leases", "--db", db});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(db + "-wal is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(victim), "keep me\n");
+}
+
+// Review of issue 12: `monitor --output FILE` wrote through a link planted at FILE (an std::ofstream).
+// Now FILE is checked before CMD runs: a link is refused with exit 125, CMD never runs, the link's
+// target keeps its contents; a plain FILE gets the report.
+TEST_F(Files, MonitorOutputIsNotWrittenThroughALink) {
+  const auto victim = dir / "victim";
+  std::ofstream(victim) << "keep me\n";
+  ::chmod(victim.c_str(), 0600);
+  const auto link = dir / "report.json";
+  fs::create_symlink(victim, link);
+  const auto ran = dir / "ran";
+  auto r =
+      run({GF_BINARY, "--backend", "sim", "monitor", "-n", "0.1", "-o", link.string(), "--", "touch", ran.string()});
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_NE(r.err.find(link.string() + " is a symbolic link"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(ran)) << "the command ran although its report could not be written";
+  EXPECT_EQ(slurp(victim), "keep me\n");
+  EXPECT_TRUE(fs::is_symlink(link));
+
+  const auto plain = dir / "plain.json";
+  r = run({GF_BINARY, "--backend", "sim", "monitor", "-n", "0.1", "-o", plain.string(), "--", "touch", ran.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(ran));
+  const auto doc = json::parse(slurp(plain), nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << slurp(plain);
+  EXPECT_EQ(doc["exit_code"], 0);
+  struct stat st {};
+  ASSERT_EQ(::lstat(plain.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0022, 0u) << "not writable by others";
 }
 
 // Control characters (issue 12, medium): text from processes and users reached ps, status, jobs, show

@@ -63,4 +63,48 @@ inline std::optional<TestUser> test_user(const std::string& name, std::string* w
   return std::nullopt;
 }
 
+// The group `name` (it must start with "gf-test-"), created when missing, with `members` (test users)
+// added to it as supplementary members in /etc/group (what getgrouplist reads). false, with *why
+// saying so, when not root or groupadd/gpasswd fail.
+inline bool test_group(const std::string& name, const std::vector<std::string>& members, std::string* why) {
+  static std::mutex mu;
+  std::lock_guard lock(mu);
+  if (name.rfind("gf-test-", 0) != 0) {
+    if (why) *why = "test groups are named gf-test-*";
+    return false;
+  }
+  if (::geteuid() != 0) {
+    if (why) *why = "needs root to create the Unix group " + name + " (run the suite as root)";
+    return false;
+  }
+  ::group gr{};
+  ::group* res = nullptr;
+  char buf[16384];
+  if (getgrnam_r(name.c_str(), &gr, buf, sizeof buf, &res) != 0 || !res) {
+    const int rc = std::system(("groupadd --system " + name + " >/dev/null 2>&1").c_str());
+    if (getgrnam_r(name.c_str(), &gr, buf, sizeof buf, &res) != 0 || !res) {
+      if (why) *why = "cannot create the Unix group " + name + " (groupadd exit " + std::to_string(rc) + ")";
+      return false;
+    }
+  }
+  for (const auto& m : members) {
+    if (m.rfind("gf-test-", 0) != 0) {
+      if (why) *why = "only test users join test groups";
+      return false;
+    }
+    bool already = false;
+    for (char** p = res->gr_mem; p && *p; ++p) already |= m == *p;
+    if (already) continue;
+    // Retried: another test process may hold /etc/group's lock for a moment.
+    const int rc = std::system(("for i in 1 2 3 4 5 6 7 8 9 10; do gpasswd -a " + m + " " + name +
+                                " >/dev/null 2>&1 && exit 0; sleep 0.2; done; exit 1")
+                                   .c_str());
+    if (rc != 0) {
+      if (why) *why = "cannot add " + m + " to " + name + " (gpasswd exit " + std::to_string(rc) + ")";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace gf::test

@@ -8,6 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "node/agent.hpp"
+#include "sampler/hub.hpp"
+#include "sampler/monitor.hpp"
 #include "store/node_store.hpp"
 #include "support/agent_rig.hpp"
 #include "support/fake_clock.hpp"
@@ -38,8 +45,8 @@ struct ArbiterTest : ::testing::Test {
   test::TempDir dir;
   test::FakeClock clock;
   core::SnapshotPtr snap;
-  int fresh_calls = 0;
-  std::chrono::steady_clock::time_point taken{};  // when the "published" reading was taken
+  // When the "published" reading was taken; nullopt: just now (an agent whose loop keeps publishing).
+  std::optional<std::chrono::steady_clock::time_point> taken;
   ArbiterOptions options;
   std::unique_ptr<Arbiter> arb;
 
@@ -55,12 +62,7 @@ struct ArbiterTest : ::testing::Test {
     auto st = store::NodeStore::open((dir.path / "gf.db").string(), alive, clock);
     ASSERT_TRUE(st) << st.error().message;
     ReadingSource rs;
-    taken = clock.now();
-    rs.latest = [this] { return std::pair{snap, taken}; };
-    rs.fresh = [this]() -> Result<core::SnapshotPtr> {
-      ++fresh_calls;
-      return snap;
-    };
+    rs.latest = [this] { return std::pair{snap, taken.value_or(clock.now())}; };
     arb = std::make_unique<Arbiter>(std::move(*st), std::move(rs), options, clock);
   }
   static AcquireRequest one(unsigned gpus = 1) {
@@ -71,18 +73,125 @@ struct ArbiterTest : ::testing::Test {
   }
 };
 
-TEST_F(ArbiterTest, DecidesOnThePublishedReadingNotADriverQuery) {
+// Review of issue 12 ("fresh driver reads never on the path of a lease decision"): the arbiter decides
+// on the published reading only. When it is older than reading_max_age, a now-or-never acquire is
+// refused NotReady saying how old it is, a waiting one is queued and told why, and the next published
+// reading serves it.
+TEST_F(ArbiterTest, AStaleReadingQueuesOrRefusesNotReadyAndTheNextOneServes) {
   make();
   auto rec = std::make_shared<Recorder>();
   auto c = arb->connect(kAlice, rec);
   auto got = arb->acquire(c, 1, one());
   ASSERT_TRUE(got) << got.error().message;
   ASSERT_TRUE(*got);
-  EXPECT_EQ(fresh_calls, 0);
-  clock.advance(5s);  // the published reading is now stale: one fresh read
+
+  taken = clock.now();
+  clock.advance(5s);  // the loop published nothing since: the reading is 5 s old (the limit is 2 s)
   got = arb->acquire(c, 2, one());
-  ASSERT_TRUE(got && *got);
-  EXPECT_EQ(fresh_calls, 1);
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error().kind, ErrorKind::NotReady);
+  EXPECT_NE(got.error().message.find("5.0 s old"), std::string::npos) << got.error().message;
+  AcquireRequest patient = one();
+  patient.wait = 1h;
+  got = arb->acquire(c, 3, patient);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_FALSE(*got) << "queued, not granted on a stale reading";
+  ASSERT_EQ(arb->waiting().size(), 1u);
+  arb->tick();
+  ASSERT_FALSE(rec->waits.empty());
+  EXPECT_NE(rec->waits.back().second.why.find("s old"), std::string::npos) << rec->waits.back().second.why;
+  EXPECT_TRUE(rec->granted_ids.empty());
+
+  taken = clock.now();  // the loop publishes again
+  arb->reading_published();
+  ASSERT_EQ(rec->granted_ids.size(), 1u);
+  EXPECT_EQ(rec->granted_ids[0].first, 3);
+  EXPECT_TRUE(arb->waiting().empty());
+}
+
+// The same through the real agent on a fake clock, its driver hung at a gate: the loop's query and a
+// `?fresh=1` request are both stuck in the driver, and the arbiter still answers at once (a queued
+// acquire, a NotReady refusal, a release and a listing) without ever querying the driver itself. Once
+// the driver answers, the loop's reading serves the queue.
+TEST_F(ArbiterTest, AHungDriverNeverHoldsUpTheArbiter) {
+  auto st = std::make_shared<test::ScriptedBackend::State>();
+  {
+    std::lock_guard lock(st->mu);
+    st->next.gpus = {test::make_gpu(0, 0), test::make_gpu(1, 0)};
+    st->next.backend = "scripted";
+  }
+  sampler::MonitorOptions mo;
+  mo.cache_ttl = 0ms;
+  sampler::Monitor monitor(std::make_unique<test::ScriptedBackend>(st), clock, mo);
+  sampler::SampleHub hub(monitor, clock, sampler::SampleHub::Drive::Manual);
+  AgentOptions ao;
+  ao.interval = 1s;
+  ao.writer_thread = false;
+  ao.alert_rules = {};
+  Agent agent(monitor, hub, nullptr, nullptr, ao, clock);
+  agent.start();  // the first reading, published now
+  ASSERT_TRUE(agent.latest());
+
+  auto store =
+      store::NodeStore::open((dir.path / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+  ASSERT_TRUE(store) << store.error().message;
+  ReadingSource rs;
+  rs.latest = [&agent]() -> std::pair<core::SnapshotPtr, std::chrono::steady_clock::time_point> {
+    auto p = agent.latest();
+    if (!p) return {nullptr, {}};
+    return {p->snapshot, p->taken};
+  };
+  Arbiter arbiter(std::move(*store), std::move(rs), options, clock);
+  auto rec = std::make_shared<Recorder>();
+  auto c = arbiter.connect(kAlice, rec);
+  auto first = arbiter.acquire(c, 1, one());
+  ASSERT_TRUE(first && *first) << (first ? "queued" : first.error().message);
+  const std::string lease = (*first)->lease.id;
+
+  st->close_gate();
+  const int queries_before = st->queries.load();
+  clock.advance(3s);
+  std::thread loop([&] { hub.step(clock.now()); });  // the loop's collection, stuck in the driver
+  std::thread fresh([&] { (void)agent.fresh(); });   // a ?fresh=1 request, stuck behind it
+  struct Release {                                   // whatever happens below, the threads end
+    std::function<void()> f;
+    ~Release() { f(); }
+  } release_driver{[&] {
+    st->open_gate();
+    if (loop.joinable()) loop.join();
+    if (fresh.joinable()) fresh.join();
+  }};
+  ASSERT_TRUE(test::eventually([&] { return st->held.load() == 1; })) << "the driver was never asked";
+
+  // Each call runs on its own thread, bounded: a call stuck behind the driver fails the test (the gate
+  // is then opened so that the call, and the test, end) instead of hanging it.
+  auto bounded = [&](auto f) {
+    auto fut = std::async(std::launch::async, std::move(f));
+    const bool answered = fut.wait_for(10s) == std::future_status::ready;
+    if (!answered) st->open_gate();
+    return answered;
+  };
+  Result<std::optional<scheduler::Allocation>> now_or_never = make_error("not called");
+  EXPECT_TRUE(bounded([&] { now_or_never = arbiter.acquire(c, 2, one()); })) << "acquire waited on the driver";
+  ASSERT_FALSE(now_or_never);
+  EXPECT_EQ(now_or_never.error().kind, ErrorKind::NotReady) << now_or_never.error().message;
+  AcquireRequest patient = one();
+  patient.wait = 1h;
+  Result<std::optional<scheduler::Allocation>> queued = make_error("not called");
+  EXPECT_TRUE(bounded([&] { queued = arbiter.acquire(c, 3, patient); }));
+  ASSERT_TRUE(queued) << queued.error().message;
+  EXPECT_FALSE(*queued);
+  EXPECT_TRUE(bounded([&] { EXPECT_TRUE(arbiter.leases(false)); }));
+  EXPECT_TRUE(bounded([&] { EXPECT_TRUE(arbiter.release(kAlice, lease)); }));
+  EXPECT_TRUE(bounded([&] { arbiter.tick(); }));
+  EXPECT_TRUE(rec->granted_ids.empty()) << "nothing is granted on a 3 s old reading";
+  EXPECT_EQ(st->queries.load() - queries_before, 1) << "only the loop's collection reached the driver";
+
+  release_driver.f();
+  arbiter.reading_published();
+  ASSERT_EQ(rec->granted_ids.size(), 1u) << "the loop's new reading serves the queue";
+  EXPECT_EQ(rec->granted_ids[0].first, 3);
+  agent.stop();
 }
 
 // Finding "user B releases user A's lease": the owner is the peer, and another uid is refused.

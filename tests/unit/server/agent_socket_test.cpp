@@ -85,7 +85,7 @@ struct AgentSocketTest : ::testing::Test {
     auto snap = std::make_shared<core::Snapshot>();
     for (unsigned i = 0; i < 2; ++i) snap->gpus.push_back(test::make_gpu(i, 0, 1000));
     node::ReadingSource rs;
-    rs.fresh = [snap]() -> Result<core::SnapshotPtr> { return core::SnapshotPtr(snap); };
+    rs.latest = [snap] { return std::pair{core::SnapshotPtr(snap), std::chrono::steady_clock::now()}; };
     arbiter = std::make_unique<node::Arbiter>(std::move(*st), std::move(rs));
     path = (dir.path / "run" / "agent.sock").string();
     AgentSocketOptions o;

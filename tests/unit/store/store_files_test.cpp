@@ -2,13 +2,16 @@
 // used to be written, a store owned by another user was opened by root, and new stores were 0644.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "platform/subprocess.hpp"
+#include "platform/users.hpp"
 #include "store/node_store.hpp"
 #include "store/sqlite.hpp"
 #include "support/test_users.hpp"
@@ -87,9 +90,10 @@ TEST_F(StoreFiles, AStoreOwnedByAnotherUserIsRefused) {
   EXPECT_EQ(s.error().kind, ErrorKind::Permission);
 }
 
-// The wake-up file through the store (issue 12, the critical finding): a user who can write the
-// store's directory plants `<db>.changed` as a link to a root-owned file; a lease taken and released
-// by the (root) store must leave that file as it was.
+// The wake-up file through the store (issue 12, the critical finding): a user who could write the
+// store's directory planted `<db>.changed` as a link to a root-owned file (the directory has since
+// been made private, or the store would be refused: see below); a lease taken and released by the
+// (root) store must leave that file as it was.
 TEST_F(StoreFiles, ALeaseOperationDoesNotWriteThroughAPlantedWakeUpLink) {
   std::string why;
   const auto b = gf::test::test_user("gf-test-b", &why);
@@ -106,6 +110,7 @@ TEST_F(StoreFiles, ALeaseOperationDoesNotWriteThroughAPlantedWakeUpLink) {
   const auto db = store_dir / "gf.db";
   auto ln = platform::run_process(b->as({"ln", "-s", victim.string(), db.string() + ".changed"}), {});
   ASSERT_TRUE(ln && ln->exit_code == 0) << (ln ? ln->err : ln.error().message);
+  ::chmod(store_dir.c_str(), 0755);
 
   auto s = NodeStore::open(db.string(), [](const core::LeaseOwner&) { return true; });
   ASSERT_TRUE(s) << s.error().message;
@@ -126,6 +131,129 @@ TEST_F(StoreFiles, ALeaseOperationDoesNotWriteThroughAPlantedWakeUpLink) {
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+// Review of issue 12: a store directory other users can write lets them plant the files SQLite
+// creates next to the store by name (-wal, -shm, -journal), following links. Refused whether or not
+// the directory is sticky, naming the directory and its mode, before anything is created in it.
+TEST_F(StoreFiles, AStoreInADirectoryOthersCanWriteIsRefused) {
+  for (const unsigned mode : {0777u, 01777u}) {
+    const auto dir = base / ("open-" + std::to_string(mode));
+    fs::create_directories(dir);
+    ASSERT_EQ(::chmod(dir.c_str(), static_cast<mode_t>(mode)), 0);
+    const auto db = dir / "gf.db";
+    auto s = Db::open(db.string());
+    ASSERT_FALSE(s) << std::oct << mode;
+    EXPECT_EQ(s.error().kind, ErrorKind::Permission);
+    EXPECT_NE(s.error().message.find(dir.string() + ", a directory other users can write"), std::string::npos)
+        << s.error().message;
+    char text[8];
+    std::snprintf(text, sizeof text, "%04o", mode);
+    EXPECT_NE(s.error().message.find(text), std::string::npos) << s.error().message;
+    EXPECT_FALSE(fs::exists(db)) << "nothing is created in a refused directory";
+  }
+  const auto mine = base / "private";
+  fs::create_directories(mine);
+  ASSERT_EQ(::chmod(mine.c_str(), 0755), 0);
+  EXPECT_TRUE(Db::open((mine / "gf.db").string()));
+}
+
+// Group-writable: refused when the group has other users in it, accepted when it is the owner's own
+// private group (0775 is what a umask of 002 makes under the user-private-group scheme).
+TEST_F(StoreFiles, AGroupWritableDirectoryIsRefusedUnlessTheGroupIsTheOwnersOwn) {
+  std::string why;
+  const auto b = gf::test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  const auto shared = base / "team";
+  fs::create_directories(shared);
+  ASSERT_EQ(::chown(shared.c_str(), 0, b->gid), 0);  // root's directory, gf-test-b's group may write
+  ASSERT_EQ(::chmod(shared.c_str(), 0775), 0);
+  auto s = Db::open((shared / "gf.db").string());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("other users can write (mode 0775)"), std::string::npos) << s.error().message;
+
+  const auto own = base / "own-group";
+  fs::create_directories(own);
+  ASSERT_EQ(::chown(own.c_str(), b->uid, b->gid), 0);
+  ASSERT_EQ(::chmod(own.c_str(), 0775), 0);
+  if (!platform::is_private_group(b->gid, b->uid)) GTEST_SKIP() << "gf-test-b has no private group here";
+  // Opened as gf-test-b itself (the directory is its own): a child that drops to its uid.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
+    ::_exit(Db::open((own / "gf.db").string()) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "gf-test-b could not open a store in its own 0775 "
+                                                                "directory of its private group";
+}
+
+// A directory another user owns (even one only they can write) could be opened up by them at any time.
+TEST_F(StoreFiles, AStoreInADirectoryAnotherUserOwnsIsRefused) {
+  std::string why;
+  const auto b = gf::test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  const auto dir = base / "theirs";
+  fs::create_directories(dir);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(dir.c_str(), b->uid, b->gid), 0);
+  auto s = Db::open((dir / "gf.db").string());
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().kind, ErrorKind::Permission);
+  EXPECT_NE(s.error().message.find("owned by gf-test-b"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find(dir.string()), std::string::npos) << s.error().message;
+}
+
+// The -wal, -shm and -journal files next to the store: a link there (to someone's database, or to a
+// file root owns) is refused, naming it, and its target is left as it was.
+TEST_F(StoreFiles, APlantedWalLinkIsRefusedAndItsTargetUntouched) {
+  const auto db = base / "gf.db";
+  {
+    auto t = Db::open(db.string());
+    ASSERT_TRUE(t) << t.error().message;
+  }
+  const auto victim = base / "victim";
+  std::ofstream(victim) << "keep me\n";
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const auto planted = base / (std::string("gf.db") + suffix);
+    fs::remove(planted);
+    fs::create_symlink(victim, planted);
+    auto s = Db::open(db.string());
+    ASSERT_FALSE(s) << suffix;
+    EXPECT_EQ(s.error().kind, ErrorKind::Permission);
+    EXPECT_NE(s.error().message.find(planted.string() + " is a symbolic link"), std::string::npos) << s.error().message;
+    EXPECT_EQ(slurp(victim), "keep me\n");
+    fs::remove(planted);
+  }
+  const auto fifo = base / "gf.db-shm";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto s = Db::open(db.string());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find(fifo.string() + " is not a regular file"), std::string::npos) << s.error().message;
+  fs::remove(fifo);
+  EXPECT_TRUE(Db::open(db.string())) << "with the planted files gone the store opens again";
+}
+
+// A regular -wal that another user made (before the directory was private, or by a store moved in):
+// SQLite would replay it into the store. Refused, naming the file and its owner; left as it was.
+TEST_F(StoreFiles, AWalOwnedByAnotherUserIsRefused) {
+  std::string why;
+  const auto b = gf::test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  const auto db = base / "gf.db";
+  {
+    auto t = Db::open(db.string());
+    ASSERT_TRUE(t) << t.error().message;
+  }
+  const auto wal = base / "gf.db-wal";
+  std::ofstream(wal) << "forged frames";
+  ASSERT_EQ(::chown(wal.c_str(), b->uid, b->gid), 0);
+  auto s = NodeStore::open(db.string());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find(wal.string() + " is owned by gf-test-b"), std::string::npos) << s.error().message;
+  EXPECT_EQ(slurp(wal), "forged frames");
 }
 
 }  // namespace
