@@ -217,14 +217,14 @@ Result<Arbiter::Attempt> Arbiter::try_now(const scheduler::AllocationRequest& ar
     return out;
   }
   decision_reading_ = *snap;
-  std::string why;
-  auto got = allocator_->attempt(ar, "", why, &out.holders, nullptr);
+  auto got = allocator_->attempt(ar, "");
   decision_reading_.reset();
   if (!got) return got.error();
-  if (*got)
-    out.granted = std::move(*got);
+  out.holders = std::move(got->holders);
+  if (got->granted)
+    out.granted = std::move(got->granted);
   else
-    out.refusal = make_error(ErrorKind::Unavailable, why);
+    out.refusal = make_error(ErrorKind::Unavailable, got->why_not);
   return out;
 }
 

@@ -30,31 +30,29 @@ std::string holders_text(const std::vector<core::Lease>& active) {
 
 }  // namespace
 
-Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest& req, const std::string& waiter_id,
-                                                         std::string& why_not, std::vector<core::Lease>* holders,
-                                                         std::size_t* ahead_out) {
-  std::optional<Allocation> got;
+Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& req, const std::string& waiter_id) {
+  Attempt out;
   core::LeaseRequest lr{req.job_id, req.name, req.owner, waiter_id, req.tie};
   auto lease = store_.acquire(
       lr,
       [&](const std::vector<core::Lease>& active,
           const std::vector<core::Waiter>& ahead) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
-        if (holders) *holders = active;
-        if (ahead_out) *ahead_out = ahead.size();
+        out.holders = active;
+        out.ahead = ahead.size();
         if (!ahead.empty()) {
-          why_not = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
-                                ahead.front().name.empty() ? ahead.front().id : ahead.front().name, ahead.front().gpus,
-                                ahead.front().priority);
+          out.why_not = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
+                                    ahead.front().name.empty() ? ahead.front().id : ahead.front().name,
+                                    ahead.front().gpus, ahead.front().priority);
           return std::optional<std::vector<core::LeasedGpu>>();
         }
         auto snap = source_.fresh();
         if (!snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end of a wait
-          why_not = "cannot read the GPUs: " + snap.error().message;
+          out.why_not = "cannot read the GPUs: " + snap.error().message;
           return std::optional<std::vector<core::LeasedGpu>>();
         }
         auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
         if (!sel) {
-          why_not = sel.error().message;
+          out.why_not = sel.error().message;
           return std::optional<std::vector<core::LeasedGpu>>();
         }
         std::vector<core::LeasedGpu> gpus;
@@ -64,21 +62,23 @@ Result<std::optional<Allocation>> NodeAllocator::attempt(const AllocationRequest
             if (g.index == i) uuid = g.uuid;
           gpus.push_back({i, uuid});
         }
-        got = Allocation{{}, std::move(*sel), *snap};
+        out.granted = Allocation{{}, std::move(*sel), *snap};
         return std::optional<std::vector<core::LeasedGpu>>(std::move(gpus));
       });
   if (!lease) return lease.error();
-  if (!*lease) return std::optional<Allocation>();
-  got->lease = std::move(**lease);
-  return got;
+  if (!*lease) {
+    out.granted.reset();
+    return out;
+  }
+  out.granted->lease = std::move(**lease);
+  return out;
 }
 
 Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req) {
-  std::string why;
-  auto r = attempt(req, "", why, nullptr, nullptr);
+  auto r = attempt(req, "");
   if (!r) return r.error();
-  if (!*r) return make_error(ErrorKind::Unavailable, why);
-  return std::move(**r);
+  if (!r->granted) return make_error(ErrorKind::Unavailable, r->why_not);
+  return std::move(*r->granted);
 }
 
 Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts) {
@@ -96,17 +96,19 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
   const auto max_wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 100));
   const auto deadline = start + std::min(opts.timeout, max_wait);
   for (;;) {
-    std::string why;
-    WaitProgress p;
-    auto r = attempt(req, w.id, why, &p.holders, &p.ahead);
+    auto r = attempt(req, w.id);
     if (!r) {
       (void)store_.dequeue(w.id);
       return r.error();
     }
-    if (*r) return std::move(**r);  // the store dequeued us with the lease
+    if (r->granted) return std::move(*r->granted);  // the store dequeued us with the lease
     const auto now = clock_.now();
+    WaitProgress p;
+    p.holders = std::move(r->holders);
+    p.ahead = r->ahead;
     p.waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-    p.why_not = why;
+    p.why_not = r->why_not;
+    const std::string& why = p.why_not;
     const bool cancelled = opts.cancel && opts.cancel->load();
     if (now >= deadline || cancelled) {
       (void)store_.dequeue(w.id);

@@ -76,12 +76,19 @@ class NodeAllocator {
   // driver query is retried until the deadline; a store failure ends the wait at once (Failed).
   Result<Allocation> wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts);
 
-  // One decision inside the store's write lock: nullopt with why_not filled when the GPUs are not
-  // available now. waiter_id names the caller's row in the store's queue (empty: not queued; the
-  // node's arbiter keeps its own queue and calls this for the waiter it serves).
-  Result<std::optional<Allocation>> attempt(const AllocationRequest& req, const std::string& waiter_id,
-                                            std::string& why_not, std::vector<core::Lease>* holders,
-                                            std::size_t* ahead);
+  // What one decision found: the allocation, or why not now, with the leases held and the waiters
+  // ahead as the store saw them inside its lock.
+  struct Attempt {
+    std::optional<Allocation> granted;
+    std::string why_not;  // set when granted is empty
+    std::vector<core::Lease> holders;
+    std::size_t ahead = 0;
+  };
+  // One decision inside the store's write lock. The error is a failure of the store (the GPUs not
+  // being available now is an Attempt without a grant). waiter_id names the caller's row in the
+  // store's queue (empty: not queued; the node's arbiter keeps its own queue and calls this for the
+  // waiter it serves).
+  Result<Attempt> attempt(const AllocationRequest& req, const std::string& waiter_id);
 
  private:
   core::LeaseStore& store_;
