@@ -199,7 +199,7 @@ TEST_F(NvidiaSmiBackendTest, HungProcessQueryCostsOnlyTheProcessList) {
   EXPECT_EQ(s->gpus.size(), 8u);
   for (const auto& g : s->gpus) EXPECT_TRUE(g.processes.empty());
   EXPECT_FALSE(s->process_visibility.complete);
-  EXPECT_THAT(s->process_visibility.message, HasSubstr("did not answer within 2000 ms"));
+  EXPECT_THAT(s->process_visibility.message, HasSubstr("did not answer within 2 s"));
 }
 
 TEST_F(NvidiaSmiBackendTest, FailingNvidiaSmiGivesItsFirstLine) {
