@@ -26,6 +26,7 @@
 #include "server/security.hpp"
 #include "server/socketio.hpp"
 #include "server/ws_hub.hpp"
+#include "store/checkpointer.hpp"
 #include "store/history.hpp"
 #include "store/node_store.hpp"
 #include "wire/alert_config.hpp"
@@ -87,6 +88,12 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   Context ctx = open_context(g);
   if (report_unusable_backend(ctx)) return kExitNoBackend;
   raise_fd_limit();
+
+  // WAL checkpoints on a thread of their own (store/checkpointer.hpp), so that no lease, release or
+  // history batch waits for the disk; started before the stores open their connections. When it
+  // cannot start, the store's own open says why and the connections checkpoint as SQLite does.
+  std::unique_ptr<store::WalCheckpointer> checkpointer;
+  if (auto ck = store::WalCheckpointer::start(c.db)) checkpointer = std::move(*ck);
 
   // The stores: leases/jobs and history share one SQLite file (WAL); history has a writer connection
   // (the batch thread) and a reader (requests).

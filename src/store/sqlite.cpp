@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -20,6 +21,8 @@
 namespace gf::store {
 
 namespace {
+
+std::atomic<bool> g_automatic_checkpoints{true};
 
 std::string user_name(uid_t uid) {
   passwd pw{};
@@ -137,8 +140,13 @@ Result<Db> Db::open(const std::string& path) {
     }
     if (!r) return make_error("cannot set up the store " + path + ": " + r.error().message);
   }
+  if (!g_automatic_checkpoints.load())
+    if (auto r = out.exec("PRAGMA wal_autocheckpoint=0"); !r)
+      return make_error("cannot set up the store " + path + ": " + r.error().message);
   return out;
 }
+
+void set_automatic_checkpoints(bool on) noexcept { g_automatic_checkpoints.store(on); }
 
 Db::~Db() {
   if (db_) sqlite3_close(db_);

@@ -15,6 +15,11 @@ namespace gf::store {
 
 class Stmt;
 
+// Whether connections opened from now on checkpoint the WAL themselves (SQLite's default: inside the
+// commit that takes it past 1000 pages) or leave it to a WalCheckpointer (store/checkpointer.hpp).
+// Process-wide; only the agent turns it off, and only while its checkpointer runs.
+void set_automatic_checkpoints(bool on) noexcept;
+
 class Db {
  public:
   // Opens (creating) the database file and its directory; WAL mode, synchronous=NORMAL, busy timeout.

@@ -1,0 +1,67 @@
+#include "store/checkpointer.hpp"
+
+#include <sqlite3.h>
+
+#include <cstdio>
+
+namespace gf::store {
+
+Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::start(const std::string& path,
+                                                                std::chrono::milliseconds period) {
+  auto db = Db::open(path);
+  if (!db) return db.error();
+  return std::unique_ptr<WalCheckpointer>(new WalCheckpointer(std::move(*db), period));
+}
+
+WalCheckpointer::WalCheckpointer(Db db, std::chrono::milliseconds period) : db_(std::move(db)), period_(period) {
+  set_automatic_checkpoints(false);
+  thread_ = std::thread([this] { run(); });
+}
+
+WalCheckpointer::~WalCheckpointer() {
+  {
+    std::lock_guard l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  set_automatic_checkpoints(true);
+  checkpoint();  // what the last commits left in the WAL
+}
+
+std::size_t WalCheckpointer::done() const {
+  std::lock_guard l(mu_);
+  return done_;
+}
+
+std::size_t WalCheckpointer::failed() const {
+  std::lock_guard l(mu_);
+  return failed_;
+}
+
+void WalCheckpointer::run() {
+  std::unique_lock l(mu_);
+  while (!cv_.wait_for(l, period_, [this] { return stop_; })) {
+    l.unlock();
+    checkpoint();
+    l.lock();
+  }
+}
+
+void WalCheckpointer::checkpoint() {
+  // PASSIVE: never waits for readers or writers; copies the frames no reader still needs.
+  const int rc = sqlite3_wal_checkpoint_v2(db_.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  std::lock_guard l(mu_);
+  if (rc == SQLITE_OK || rc == SQLITE_BUSY) {
+    ++done_;
+    return;
+  }
+  ++failed_;
+  if (!said_) {
+    said_ = true;
+    std::fprintf(stderr, "gpufleet: WAL checkpoint of %s failed: %s (retried every %lld ms)\n", db_.path().c_str(),
+                 db_.error().c_str(), static_cast<long long>(period_.count()));
+  }
+}
+
+}  // namespace gf::store

@@ -1,0 +1,71 @@
+// WAL checkpoints on the agent's own thread: while a WalCheckpointer runs, the connections this process
+// opens leave checkpoints to it (so no commit waits for the disk), and it keeps the WAL short.
+#include "store/checkpointer.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "store/sqlite.hpp"
+
+namespace gf::store {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct WalCheckpointerTest : ::testing::Test {
+  fs::path dir, path;
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("gf-ckpt-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    path = dir / "store.db";
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::int64_t autocheckpoint_of_a_new_connection() const {
+    auto db = Db::open(path.string());
+    EXPECT_TRUE(db) << db.error().message;
+    auto st = db->prepare("PRAGMA wal_autocheckpoint");
+    EXPECT_TRUE(st);
+    auto row = st->step();
+    EXPECT_TRUE(row && *row);
+    return st->int64(0);
+  }
+};
+
+TEST_F(WalCheckpointerTest, ConnectionsOpenedWhileItRunsLeaveCheckpointsToIt) {
+  EXPECT_EQ(autocheckpoint_of_a_new_connection(), 1000);  // SQLite's default
+  {
+    auto ck = WalCheckpointer::start(path.string(), 20ms);
+    ASSERT_TRUE(ck) << ck.error().message;
+    EXPECT_EQ(autocheckpoint_of_a_new_connection(), 0);
+  }
+  EXPECT_EQ(autocheckpoint_of_a_new_connection(), 1000);  // back once it stops
+}
+
+TEST_F(WalCheckpointerTest, KeepsTheWalShort) {
+  auto ck = WalCheckpointer::start(path.string(), 10ms);
+  ASSERT_TRUE(ck) << ck.error().message;
+  auto db = Db::open(path.string());  // automatic checkpoints off: only the thread checkpoints
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)"));
+  // Ten rounds of ~300 pages: 3 000 pages written in all. Without checkpoints the WAL would hold them
+  // all (12 MB and more); checkpointed between rounds, each round starts the WAL over.
+  for (int round = 0; round < 10; ++round) {
+    ASSERT_TRUE(db->exec("BEGIN IMMEDIATE"));
+    for (int i = 0; i < 300; ++i) ASSERT_TRUE(db->exec("INSERT INTO t VALUES (randomblob(4000))"));
+    ASSERT_TRUE(db->exec("COMMIT"));
+    const auto before = (*ck)->done();
+    for (int i = 0; i < 1000 && (*ck)->done() < before + 2; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_GE((*ck)->done(), before + 2) << "the checkpoint thread did not run within 10 s";
+  }
+  EXPECT_EQ((*ck)->failed(), 0u);
+  EXPECT_LT(fs::file_size(dir / "store.db-wal"), 4u * 1024 * 1024);
+}
+
+}  // namespace
+}  // namespace gf::store
