@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The dashboard's pure modules without a browser: the per-GPU page's time ranges (web/src/ranges.ts) and the
-// live charts' series store (web/src/series.ts). Each file is transpiled with the TypeScript compiler the
-// build already uses (no type check: `npm run build` does that) into a temp dir and imported.
+// The dashboard's pure modules without a browser: the per-GPU page's time ranges (web/src/ranges.ts), the
+// live charts' series store (web/src/series.ts), and the stylesheet's structure. Each file is transpiled
+// with the TypeScript compiler the build already uses (no type check: `npm run build` does that) into a
+// temp dir and imported.
 //
 //   node web/tests/units.test.mjs
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -109,6 +110,31 @@ try {
     assert(thin[0][0] === full[0][0] && thin[0].at(-1) === full[0].at(-1), 'first and last times kept');
     assert(thin[1].at(-1) === full[1].at(-1) && thin[2].at(-1) === full[2].at(-1), 'the newest row is the raw one');
     assert(s.toAlignedThin([0], 5000)[0] === full[0], 'no thinning when the rows fit');
+  });
+
+  await check('styles.css: every rule is closed (no rule nested in another by a missing brace)', async () => {
+    // A rule left open once swallowed the rest of the sheet as nested rules: the cards' content-visibility,
+    // the focus ring and the narrow-screen rules silently stopped applying.
+    const css = readFileSync(join(webDir, 'src', 'styles.css'), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+    const stack = [];
+    let line = 1;
+    let head = '';
+    for (const ch of css) {
+      if (ch === '\n') line++;
+      if (ch === '{') {
+        const sel = head.trim();
+        const parent = stack.at(-1);
+        assert(parent === undefined || parent.startsWith('@'), `line ${line}: "${sel}" opens inside "${parent}"`);
+        stack.push(sel);
+        head = '';
+      } else if (ch === '}') {
+        assert(stack.length > 0, `line ${line}: a } closes nothing`);
+        stack.pop();
+        head = '';
+      } else if (ch === ';') head = '';
+      else head += ch;
+    }
+    assert(stack.length === 0, `unclosed: ${stack.join(' > ')}`);
   });
 } catch (e) {
   results.failed++;
