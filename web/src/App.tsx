@@ -350,6 +350,9 @@ export function App() {
   const alertsEl = useMemo(() => <Alerts firing={firingList} recent={recent} now={now} error={alertsErr} />, [firingList, recent, now, alertsErr]);
   const leasesEl = useMemo(() => <Leases doc={leases} error={leasesErr} now={now} />, [leases, leasesErr, now]);
   const jobsEl = useMemo(() => <Jobs jobs={jobs} error={jobsErr} now={now} />, [jobs, jobsErr, now]);
+  // chooseCharted reads only fields and charted: the element made with them stays right until they change.
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  const pickerEl = useMemo(() => fields && <ChartPicker fields={fields} charted={charted} onChange={chooseCharted} />, [fields, charted]);
 
   return (
     <>
@@ -419,7 +422,7 @@ export function App() {
         {fieldsErr && <p class="banner error">{fieldsErr}</p>}
         <div class="charts-head">
           <h2 class="charts-title">Last hour</h2>
-          {fields && <ChartPicker fields={fields} charted={charted} onChange={chooseCharted} />}
+          {pickerEl}
           {band && (
             <p class="muted charts-note" id="band-note">
               {chartGpus.length} GPUs: each chart draws the range across all of them (band), their mean, and a line for{' '}
