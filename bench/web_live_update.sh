@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The dashboard's cost per live update with 64 simulated GPUs (bench/RESULTS.md, "Dashboard"), and the
 # bundle's gzipped size. Runs the browser test that measures it (web/tests/gpupage.test.mjs: an agent with
-# --sim-gpus 64 updating every 500 ms, the four charts seeded with 3600 rows per GPU) and prints its
-# figures. Needs build/gpufleet and web/dist (make web); GF_BINARY overrides the binary, GF_DIST the
+# --sim-gpus 64 updating every 500 ms, its alert rules off, the four charts seeded with 3600 rows per GPU,
+# an hour of 1 s samples: the charts' whole window) and prints its figures with the load average. Needs build/gpufleet and web/dist (make web); GF_BINARY overrides the binary, GF_DIST the
 # dashboard served (another commit's build, for a before/after).
 set -euo pipefail
 cd "$(dirname "$0")/.."

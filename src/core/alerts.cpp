@@ -105,6 +105,13 @@ std::optional<AlertKind> alert_kind_from_name(std::string_view name) noexcept {
   return std::nullopt;
 }
 
+bool AlertQuery::matches(const Alert& a) const noexcept {
+  if (gpu && a.gpu_index != *gpu) return false;
+  if (until && a.started_at >= *until) return false;
+  if (since && a.resolved_at && *a.resolved_at < *since) return false;
+  return true;
+}
+
 AlertRule default_alert_rule(AlertKind k) {
   using std::chrono::seconds;
   AlertRule r;

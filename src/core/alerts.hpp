@@ -57,6 +57,7 @@
 // - started_at is the wall time of the sample on which the alert fired (as Prometheus' StartsAt).
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -117,6 +118,24 @@ struct Alert {
   double threshold = 0;
   std::chrono::system_clock::time_point started_at{};
   std::optional<std::chrono::system_clock::time_point> resolved_at;  // set on the Resolved event only
+};
+
+// Which alert episodes a read wants: the newest `limit` of one GPU (or all) that overlap [since, until).
+// An episode overlaps when it started before `until` and had not ended before `since`; one still firing
+// overlaps every range that ends after its start. A bound left out is open.
+struct AlertQuery {
+  std::size_t limit = 100;
+  std::optional<unsigned> gpu;
+  std::optional<std::chrono::system_clock::time_point> since;
+  std::optional<std::chrono::system_clock::time_point> until;
+
+  // The newest n episodes of every GPU, at any time.
+  static AlertQuery newest(std::size_t n) {
+    AlertQuery q;
+    q.limit = n;
+    return q;
+  }
+  bool matches(const Alert& a) const noexcept;
 };
 
 struct AlertEvent {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iterator>
 
 #include "platform/log.hpp"
 #include "wire/json.hpp"
@@ -194,16 +195,18 @@ std::vector<core::Alert> Agent::firing() const {
   return engine_.firing();
 }
 
-Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
+Result<std::vector<core::Alert>> Agent::recent_alerts(const core::AlertQuery& q) {
+  const std::size_t limit = q.limit;
   if (history_reader_) {
     std::lock_guard lock(reader_mu_);
-    auto stored = history_reader_->recent_alerts(limit);
+    auto stored = history_reader_->recent_alerts(q);
     if (!stored) return stored.error();
     // Episodes not written yet (the current batch) come from memory.
     std::vector<core::Alert> out;
     {
       std::lock_guard l(mu_);
       for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it) {
+        if (!q.matches(*it)) continue;
         const bool in_store =
             std::any_of(stored->begin(), stored->end(), [&](const core::Alert& a) { return same_episode(a, *it); });
         if (!in_store) out.push_back(*it);
@@ -215,15 +218,25 @@ Result<std::vector<core::Alert>> Agent::recent_alerts(std::size_t limit) {
       for (const auto& m : recent_)
         if (same_episode(m, a)) a = m;
     }
-    out.insert(out.end(), stored->begin(), stored->end());
+    // A copy from memory may have resolved before q's range.
+    std::copy_if(stored->begin(), stored->end(), std::back_inserter(out),
+                 [&](const core::Alert& a) { return q.matches(a); });
     std::stable_sort(out.begin(), out.end(),
                      [](const core::Alert& a, const core::Alert& b) { return a.started_at > b.started_at; });
     if (out.size() > limit) out.resize(limit);
     return out;
   }
   std::lock_guard lock(mu_);
-  std::vector<core::Alert> out(recent_.rbegin(), recent_.rend());
-  if (out.size() > limit) out.resize(limit);
+  std::vector<core::Alert> out;
+  for (auto it = recent_.rbegin(); it != recent_.rend() && out.size() < limit; ++it)
+    if (q.matches(*it)) out.push_back(*it);
+  return out;
+}
+
+std::vector<core::Alert> Agent::firing(const core::AlertQuery& q) const {
+  std::vector<core::Alert> out;
+  for (auto& a : firing())
+    if (q.matches(a)) out.push_back(std::move(a));
   return out;
 }
 

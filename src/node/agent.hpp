@@ -97,8 +97,11 @@ class Agent {
   std::shared_ptr<const std::string> render(const core::Snapshot& s) const;
 
   std::vector<core::Alert> firing() const;
-  // Recent alert episodes, newest first: from the store when there is one, else from memory.
-  Result<std::vector<core::Alert>> recent_alerts(std::size_t limit);
+  // Those firing now that match q (its GPU; started before its until). q.limit does not apply.
+  std::vector<core::Alert> firing(const core::AlertQuery& q) const;
+  // Recent alert episodes that match q, newest first, at most q.limit: from the store when there is one
+  // (filtered by its query), else from memory.
+  Result<std::vector<core::Alert>> recent_alerts(const core::AlertQuery& q);
   const std::vector<core::AlertRule>& alert_rules() const noexcept { return options_.alert_rules; }
 
   Result<std::vector<core::HistoryPoint>> history(unsigned gpu, core::Field field,

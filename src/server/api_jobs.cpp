@@ -256,6 +256,11 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     auto q = job_query(req, 100);
     if (!q) return error_response(ErrorKind::Invalid, q.error().message);
+    // ?task=NAME: that task's totals only (the dashboard's heading over a task's runs).
+    if (auto t = text_param(req, "task", 200); !t)
+      return error_response(ErrorKind::Invalid, t.error().message);
+    else
+      q->task = *t;
     auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.task_totals(*q); });
     if (!page) return error_response(page.error(), "store_error");
     return json_response(200, wire::tasks_json(c->node_name, *page, q->limit, q->offset));

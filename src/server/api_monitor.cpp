@@ -375,13 +375,31 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     return json_response(200, wire::history_json(*metric, c->node_name, *since, *until, step, series));
   });
 
+  // ?gpu=N: that GPU's episodes only; ?since=&until= (the history route's syntax): those that overlap the
+  // range. The store filters, so a GPU's episodes of last month are found however many newer ones the
+  // other GPUs had. Without a filter: the newest `limit` episodes of all GPUs, as before.
   r.add(Method::Get, "/api/v1/alerts", Access::Read, Exec::Blocking, [c](const Request& req) {
+    using std::chrono::system_clock;
     auto limit = query_int(req, "limit", 1, 10000);
     if (!limit) return error_response(ErrorKind::Invalid, limit.error().message);
-    auto recent = c->agent->recent_alerts(static_cast<std::size_t>(limit->value_or(100)));
+    auto gpu = query_int(req, "gpu", 0, 100000);
+    if (!gpu) return error_response(ErrorKind::Invalid, gpu.error().message);
+    core::AlertQuery q;
+    q.limit = static_cast<std::size_t>(limit->value_or(100));
+    if (*gpu) q.gpu = static_cast<unsigned>(**gpu);
+    const auto now = c->clock->wall_now();
+    for (const char* key : {"since", "until"}) {
+      if (!req.query.count(key)) continue;
+      auto t = parse_time(req.query.at(key), now);
+      if (!t) return error_response(ErrorKind::Invalid, std::string(key) + ": " + t.error().message);
+      (key[0] == 's' ? q.since : q.until) = *t;
+    }
+    if (q.since && q.until && *q.until <= *q.since)
+      return error_response(ErrorKind::Invalid, "until must be after since");
+    auto recent = c->agent->recent_alerts(q);
     if (!recent) return error_response(recent.error(), "store_error");
     return json_response(200,
-                         wire::alerts_doc_json(c->node_name, c->agent->firing(), *recent, c->agent->alert_rules()));
+                         wire::alerts_doc_json(c->node_name, c->agent->firing(q), *recent, c->agent->alert_rules()));
   });
 
   r.add(Method::Get, "/api/v1/availability", Access::Read, Exec::Blocking, [c](const Request& req) {

@@ -12,7 +12,9 @@ namespace {
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
-constexpr std::int64_t kSchemaVersion = 1;
+// 2: alerts_gpu_started (GET /api/v1/alerts?gpu=N reads one GPU's episodes by it). The schema text is all
+// IF NOT EXISTS: a version bump runs it again over a version-1 file and adds what is new.
+constexpr std::int64_t kSchemaVersion = 2;
 constexpr std::int64_t kMinuteMs = 60'000;
 constexpr std::int64_t kHourMs = 3'600'000;
 
@@ -81,7 +83,8 @@ std::string schema_sql() {
   s += "CREATE TABLE IF NOT EXISTS alerts(alert_id TEXT NOT NULL, started_ms INTEGER NOT NULL, kind TEXT NOT NULL,"
        " gpu INTEGER NOT NULL, uuid TEXT NOT NULL, severity TEXT NOT NULL, message TEXT NOT NULL,"
        " value REAL NOT NULL, threshold REAL NOT NULL, resolved_ms INTEGER, PRIMARY KEY(alert_id, started_ms));\n"
-       "CREATE INDEX IF NOT EXISTS alerts_started ON alerts(started_ms);\n";
+       "CREATE INDEX IF NOT EXISTS alerts_started ON alerts(started_ms);\n"
+       "CREATE INDEX IF NOT EXISTS alerts_gpu_started ON alerts(gpu, started_ms);\n";
   return s;
 }
 
@@ -384,12 +387,18 @@ Result<void> HistoryStore::record_alerts(const std::vector<core::AlertEvent>& ev
   return txn.commit();
 }
 
-Result<std::vector<core::Alert>> HistoryStore::recent_alerts(std::size_t limit) {
+Result<std::vector<core::Alert>> HistoryStore::recent_alerts(const core::AlertQuery& q) {
+  // ?2 gpu, ?3 since, ?4 until (ms); NULL leaves that bound open.
   auto st = db_.prepare(
       "SELECT alert_id, started_ms, kind, gpu, uuid, severity, message, value, threshold, resolved_ms FROM alerts"
+      " WHERE (?2 IS NULL OR gpu = ?2) AND (?4 IS NULL OR started_ms < ?4)"
+      " AND (?3 IS NULL OR resolved_ms IS NULL OR resolved_ms >= ?3)"
       " ORDER BY started_ms DESC LIMIT ?1");
   if (!st) return st.error();
-  st->bind(1, static_cast<std::int64_t>(limit));
+  st->bind(1, static_cast<std::int64_t>(std::min<std::size_t>(q.limit, 1u << 30)));
+  if (q.gpu) st->bind(2, static_cast<std::int64_t>(*q.gpu));
+  if (q.since) st->bind(3, to_ms(*q.since));
+  if (q.until) st->bind(4, to_ms(*q.until));
   std::vector<core::Alert> out;
   for (;;) {
     auto row = st->step();

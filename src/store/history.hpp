@@ -67,8 +67,10 @@ class HistoryStore final : public core::MetricHistory {
 
   // Alert episodes: a Fired event inserts one, its Resolved event completes it. One transaction.
   Result<void> record_alerts(const std::vector<core::AlertEvent>& events) override;
-  // The newest `limit` episodes, newest first (resolved_at set on those that ended).
-  Result<std::vector<core::Alert>> recent_alerts(std::size_t limit) override;
+  // The newest `q.limit` episodes of q's GPU (all when none) that overlap q's range, newest first
+  // (resolved_at set on those that ended). The filter is the query's WHERE clause, so an old episode of
+  // one GPU is found however many newer ones the other GPUs have.
+  Result<std::vector<core::Alert>> recent_alerts(const core::AlertQuery& q) override;
 
   const std::string& path() const noexcept { return db_.path(); }
   std::string location() const override { return db_.path(); }

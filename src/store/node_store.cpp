@@ -437,13 +437,14 @@ constexpr const char* kJobColumns =
     "id, name, status, command, exit_code, started_ms, ended_ms, lease_id, record, owner_pid, owner_start, owner_uid, "
     "owner_user, task";
 
-// The WHERE clause of a job query and its parameters (bound in order from ?1).
+// The WHERE clause of a job query and its parameters (bound in order from ?1); task totals count runs of
+// every status, so they leave the status out.
 struct JobFilter {
   std::string where;
   std::vector<std::string> text;
   std::optional<std::int64_t> uid;
 };
-JobFilter job_filter(const core::JobQuery& q, bool with_status_task) {
+JobFilter job_filter(const core::JobQuery& q, bool with_status) {
   JobFilter f;
   std::vector<std::string> terms;
   auto add = [&](const char* column, const std::string& v) {
@@ -451,10 +452,8 @@ JobFilter job_filter(const core::JobQuery& q, bool with_status_task) {
     f.text.push_back(v);
     terms.push_back(fmt::format("{} = ?{}", column, f.text.size()));
   };
-  if (with_status_task) {
-    add("status", q.status);
-    add("task", q.task);
-  }
+  if (with_status) add("status", q.status);
+  add("task", q.task);
   add("owner_user", q.user);
   if (q.uid) {
     f.uid = std::int64_t{*q.uid};

@@ -3,7 +3,9 @@
 // It serves the API contract from the sim backend's real document (`gpufleet --backend sim status --json`,
 // run once per second), the real field table (`gpufleet fields --json`, read once: the same document the
 // agent serves at /api/v1/fields, so the mock cannot drift from it) and web/dist as static files, with a
-// small WebSocket server of its own.
+// small WebSocket server of its own. The job record is made up (a running job, task grids, a run without
+// monitoring data and one without GPUs) and served like the agent's: a paged, filtered /api/v1/jobs,
+// /api/v1/jobs/{id} (and its alias /api/v1/experiments/{id}) and /api/v1/tasks, for the experiments pages.
 //
 //   node dev/mock-server.mjs [--port 9401] [--host 127.0.0.1] [--static dist] [--binary ../build/gpufleet]
 //   MOCK_LOST=1   report the last GPU as lost (null readings), to see how the UI marks it
@@ -31,7 +33,7 @@ const { values: opt } = parseArgs({
   },
 });
 const staticRoot = resolve(opt.static);
-const WINDOW_MS = 15 * 60 * 1000;
+const WINDOW_MS = 60 * 60 * 1000; // the live charts' hour
 
 // --- the document ------------------------------------------------------------------------------------
 let doc = null; // latest snapshot document
@@ -172,18 +174,135 @@ const leases = () => ({
   leases: [{ id: 'l-7f3a', name: 'train-llama', job_id: 'j-0042', gpus: [{ index: 0, uuid: doc?.gpus?.[0]?.uuid ?? null }],
     owner: { pid: 31337, user: 'alice' }, created_at: new Date(started - 3600e3).toISOString(), released_at: null }],
 });
-const jobs = () => ({
-  jobs: [
-    { id: 'j-0042', name: 'train-llama', status: 'running', command: ['python3', 'train.py', '--model', 'llama-3-8b'],
-      gpu_info: { model: 'Simulated H100 80GB HBM3', count: 1, device_ids: ['0'], gpu_info: { indices: [0] } },
-      started_at: new Date(started - 3600e3).toISOString(), ended_at: null },
-    { id: 'j-0041', name: 'eval', status: 'succeeded', exit_code: 0, command: ['python3', 'eval.py'],
-      gpu_info: { model: 'Simulated H100 80GB HBM3', count: 2, gpu_info: { indices: [1, 2] } },
-      started_at: new Date(started - 7200e3).toISOString(), ended_at: new Date(started - 6900e3).toISOString() },
-    { id: 'j-0040', name: 'sweep', status: 'failed', exit_code: 1, command: ['bash', 'sweep.sh'],
-      started_at: new Date(started - 9000e3).toISOString(), ended_at: new Date(started - 8990e3).toISOString() },
-  ],
-});
+
+// The job record (GET /api/v1/jobs, /api/v1/jobs/{id}, /api/v1/tasks), shaped like the agent's: the seed's
+// record (gpu_info, metrics.gpu_monitoring with its statistics and samples) plus the row's columns. Made up
+// once: a running job, a task grid of 14 runs, another user's task, a run without monitoring data and one
+// without GPUs, so every case of the experiments pages shows.
+const MODEL = 'Simulated H100 80GB HBM3';
+const iso = (ms) => new Date(ms).toISOString();
+function monitoring(gpus, startMs, seconds, base) {
+  const n = Math.max(2, Math.min(120, Math.round(seconds)));
+  const gpu_stats = {};
+  const series = {};
+  const stat = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return { mean: xs.reduce((a, b) => a + b, 0) / xs.length, min: s[0], max: s[s.length - 1], p95: s[Math.min(s.length - 1, Math.ceil(0.95 * s.length) - 1)] };
+  };
+  for (const g of gpus) {
+    const t = Array.from({ length: n }, (_, i) => (i * seconds) / (n - 1));
+    const util = t.map((_, i) => Math.round(Math.max(0, Math.min(100, base + 25 * Math.sin(i / 7 + g)))));
+    const mem = util.map((u) => Math.round(20000 + u * 500));
+    const temp = util.map((u) => Math.round(40 + u / 3));
+    const power = util.map((u) => Math.round((80 + u * 3) * 10) / 10);
+    series[g] = { t, utilization: util, memory_used_mb: mem, temperature_c: temp, power_draw_w: power };
+    gpu_stats[g] = { name: MODEL, uuid: `GPU-mock-${g}`, sample_count: n, utilization: stat(util), memory_used_mb: stat(mem),
+      memory_usage_percent: stat(mem.map((m) => (m / 81559) * 100)), temperature_c: stat(temp), power_draw_w: stat(power),
+      energy_joules: stat(power).mean * seconds };
+  }
+  // The sampler starts after the launch and stops at the exit: the monitored time is a little shorter.
+  return { sample_count: n * gpus.length, monitoring_duration_seconds: Math.max(0, seconds - 0.4), gpu_stats, series, start_ms: startMs };
+}
+function jobRecord({ id, name, task = null, user = 'alice', uid = 1000, status, exit, startMs, seconds, gpus, command, base = 60, mon = true }) {
+  const endMs = seconds === null ? null : startMs + seconds * 1000;
+  const rec = { id, name, task, user, uid, status, exit_code: exit ?? null, command, started_at: iso(startMs), ended_at: endMs === null ? null : iso(endMs),
+    duration_seconds: seconds, lease_id: gpus.length ? `l-${id}` : undefined };
+  if (gpus.length)
+    rec.gpu_info = { model: MODEL, count: gpus.length, device_ids: gpus.map(String), world_size: 1,
+      gpu_info: { count: gpus.length, indices: gpus, allocation_method: 'most_available', why: `the ${gpus.length} most available GPUs` } };
+  else rec.error = 'not enough GPUs';
+  if (mon && gpus.length && seconds !== null) {
+    const { start_ms: _s, ...m } = monitoring(gpus, startMs, seconds, base);
+    rec.metrics = { gpu_monitoring: m };
+  }
+  return rec;
+}
+const jobRecords = [
+  jobRecord({ id: 'j-0042', name: 'train-llama', status: 'running', startMs: started - 3600e3, seconds: null, gpus: [0],
+    command: ['python3', 'train.py', '--model', 'llama-3-8b'] }),
+  ...Array.from({ length: 14 }, (_, i) =>
+    jobRecord({ id: `j-${String(41 - i).padStart(4, '0')}`, name: `sweep [lr=${(i + 1) * 1e-4}]`, task: 'sweep', status: i % 5 === 3 ? 'failed' : 'succeeded',
+      exit: i % 5 === 3 ? 1 : 0, startMs: started - 7200e3 - i * 600e3, seconds: 300 + i * 10, gpus: [i % 4], base: 40 + i * 3,
+      command: ['python3', 'train.py', `--lr=${(i + 1) * 1e-4}`] })),
+  ...Array.from({ length: 3 }, (_, i) =>
+    jobRecord({ id: `j-${String(27 - i).padStart(4, '0')}`, name: `eval ${i}`, task: 'eval', user: 'bob', uid: 1001, status: 'succeeded', exit: 0,
+      startMs: started - 20000e3 - i * 900e3, seconds: 120, gpus: [1, 2], base: 20, command: ['python3', 'eval.py', `--shard=${i}`] })),
+  jobRecord({ id: 'j-0024', name: 'smoke', status: 'succeeded', exit: 0, startMs: started - 30000e3, seconds: 2, gpus: [3], mon: false, command: ['true'] }),
+  jobRecord({ id: 'j-0023', name: 'too-big', status: 'no_gpus', startMs: started - 31000e3, seconds: 0, gpus: [], command: ['python3', 'big.py'] }),
+];
+const byNewest = () => [...jobRecords].sort((a, b) => Date.parse(b.started_at) - Date.parse(a.started_at));
+/** A running job's duration and GPU-hours count up to now, as the agent's do. */
+const withNow = (j) => (j.status === 'running' ? { ...j, duration_seconds: null } : j);
+
+function pageOf(q, defaultLimit) {
+  const limit = q.has('limit') ? Number(q.get('limit')) : defaultLimit;
+  const offset = q.has('offset') ? Number(q.get('offset')) : 0;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) return { error: 'query parameter limit must be an integer in [1, 1000]' };
+  if (!Number.isInteger(offset) || offset < 0) return { error: 'query parameter offset must be a non-negative integer' };
+  return { limit, offset };
+}
+const ownerMatches = (j, q) => (!q.get('user') || j.user === q.get('user')) && (!q.get('uid') || String(j.uid) === q.get('uid'));
+
+function jobsRoute(q) {
+  const p = pageOf(q, 200);
+  if (p.error) return [400, { error: 'invalid', message: p.error }];
+  const status = q.get('status');
+  const list = byNewest().filter((j) => (!status || j.status === status) && (!q.get('task') || j.task === q.get('task')) && ownerMatches(j, q));
+  const series = q.get('series') !== 'false' && q.get('series') !== '0';
+  const jobs = list.slice(p.offset, p.offset + p.limit).map((j) => {
+    const out = withNow(j);
+    if (series || !out.metrics) return out;
+    const { series: _drop, ...mon } = out.metrics.gpu_monitoring;
+    return { ...out, metrics: { gpu_monitoring: { ...mon, has_series: true } } };
+  });
+  return [200, { node: doc?.node ?? null, jobs, total: list.length, limit: p.limit, offset: p.offset }];
+}
+
+function tasksRoute(q) {
+  const p = pageOf(q, 100);
+  if (p.error) return [400, { error: 'invalid', message: p.error }];
+  const groups = new Map();
+  for (const j of byNewest()) {
+    if (!j.task || !ownerMatches(j, q) || (q.get('task') && j.task !== q.get('task'))) continue;
+    const k = `${j.task}\u0000${j.uid}\u0000${j.user}`;
+    const t = groups.get(k) ?? { task: j.task, user: j.user, uid: j.uid, runs: 0, succeeded: 0, failed: 0, running: 0, gpu_hours: 0, last_started_at: j.started_at };
+    t.runs++;
+    if (j.status === 'succeeded' || j.status === 'failed' || j.status === 'running') t[j.status]++;
+    const end = j.ended_at ? Date.parse(j.ended_at) : Date.now();
+    t.gpu_hours += ((j.gpu_info?.count ?? 0) * (end - Date.parse(j.started_at))) / 3.6e6;
+    groups.set(k, t);
+  }
+  const tasks = [...groups.values()].map((t) => ({ ...t, gpu_hours: Math.round(t.gpu_hours * 1e4) / 1e4 }));
+  return [200, { node: doc?.node ?? null, tasks: tasks.slice(p.offset, p.offset + p.limit), total: tasks.length, limit: p.limit, offset: p.offset }];
+}
+
+function oneJob(id) {
+  const j = jobRecords.find((x) => x.id === id);
+  return j ? [200, withNow(j)] : [404, { error: 'not_found', message: `no job ${id} (see GET /api/v1/jobs)` }];
+}
+
+/** The history route's time syntax: epoch seconds, ISO 8601, or a duration before now (90s, 15m, 6h, 7d). */
+function parseWhen(text, now) {
+  const d = /^(\d+)(s|m|h|d)$/.exec(text);
+  if (d) return now - Number(d[1]) * { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 }[d[2]];
+  if (/^\d+(\.\d+)?$/.test(text)) return Number(text) * 1000;
+  const t = Date.parse(text);
+  return Number.isNaN(t) ? null : t;
+}
+
+/** GET /api/v1/alerts with the agent's filters: gpu, since, until (episodes that overlap the range), limit. */
+function alertsRoute(q) {
+  const now = Date.now();
+  const since = q.has('since') ? parseWhen(q.get('since'), now) : -Infinity;
+  const until = q.has('until') ? parseWhen(q.get('until'), now) : Infinity;
+  if (since === null || until === null) return [400, { error: 'invalid', message: 'since/until: epoch seconds, ISO 8601 or a duration (15m)' }];
+  if (until <= since) return [400, { error: 'invalid', message: 'until must be after since' }];
+  const gpu = q.has('gpu') ? Number(q.get('gpu')) : null;
+  const limit = q.has('limit') ? Number(q.get('limit')) : 100;
+  const match = (a) =>
+    (gpu === null || a.gpu_index === gpu) && Date.parse(a.started_at) < until && (a.resolved_at === null || Date.parse(a.resolved_at) >= since);
+  return [200, { firing: [...firing.values()].filter(match), recent: recent.filter(match).slice(0, limit), rules: [] }];
+}
 
 function summary() {
   const gs = doc?.gpus ?? [];
@@ -191,7 +310,10 @@ function summary() {
   const avg = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
   const busiest = gs.reduce((b, g) => (g.utilization ?? -1) > (b?.utilization ?? -1) ? g : b, null);
   return { timestamp: doc?.timestamp, node: doc?.node, backend: doc?.backend, simulated: doc?.simulated === true, gpu_count: gs.length,
-    available_gpus: gs.filter((g) => (g.availability_score ?? 0) > 0.5).length, busy_gpus: gs.filter((g) => (g.utilization ?? 0) > 50).length,
+    // The agent's rule (src/core/policy.hpp): a GPU that reports its utilization is available at ≤ 50 %, busy
+    // above; a lost one is neither.
+    available_gpus: gs.filter((g) => g.health === 'ok' && typeof g.utilization === 'number' && g.utilization <= 50).length,
+    busy_gpus: gs.filter((g) => g.health === 'ok' && typeof g.utilization === 'number' && g.utilization > 50).length,
     lost_gpus: gs.filter((g) => g.health !== 'ok').length,
     memory: { total: nums((g) => g.memory?.total).reduce((a, b) => a + b, 0), used: nums((g) => g.memory?.used).reduce((a, b) => a + b, 0),
       free: nums((g) => g.memory?.free).reduce((a, b) => a + b, 0) },
@@ -333,9 +455,10 @@ const server = createServer((req, res) => {
     '/api/v1/monitoring/gpu-metrics': () => (doc ? [200, doc] : [503, { error: 'unavailable', message: 'no sample yet' }]),
     '/api/gpu/summary': () => [200, summary()],
     '/api/v1/history': () => history(u.searchParams),
-    '/api/v1/alerts': () => [200, { firing: [...firing.values()], recent, rules: [] }],
+    '/api/v1/alerts': () => alertsRoute(u.searchParams),
     '/api/v1/leases': () => [200, leases()],
-    '/api/v1/jobs': () => [200, jobs()],
+    '/api/v1/jobs': () => jobsRoute(u.searchParams),
+    '/api/v1/tasks': () => tasksRoute(u.searchParams),
     '/api/health': () => [200, { status: 'ok', backend: doc?.backend ?? null }],
     '/api/v1/fields': () => [200, fieldsDoc],
     '/api/openapi.json': () => [200, { openapi: '3.0.3', paths: { '/api/v1/cluster/nodes': {}, '/api/v1/cluster/gpus': {}, '/api/v1/cluster/select': {} } }],
@@ -349,6 +472,8 @@ const server = createServer((req, res) => {
     '/api/v1/cluster/select': () => fleetRoute(() => fleetSelect(u.searchParams)),
   };
   if (routes[u.pathname]) return sendJson(res, ...routes[u.pathname]());
+  const job = /^\/api\/v1\/(?:jobs|experiments)\/([A-Za-z0-9._-]{1,64})$/.exec(u.pathname);
+  if (job) return sendJson(res, ...oneJob(job[1]));
   const one = /^\/api\/v1\/gpus\/(\d{1,6})$/.exec(u.pathname);
   if (one) {
     const g = doc?.gpus.find((x) => x.index === Number(one[1]));

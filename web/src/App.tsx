@@ -1,7 +1,8 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type FieldsDoc, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
 import { Alerts } from './components/Alerts';
-import { Chart } from './components/Chart';
+import { BAND_TOP, Chart, LINES_MAX_GPUS } from './components/Chart';
+import { ChartPicker } from './components/ChartPicker';
 import { ClusterView, useClusterRoutes, ViewTabs, viewOfRoute } from './components/Cluster';
 import { ExperimentsView } from './components/Experiments';
 import { GpuPage } from './components/GpuPage';
@@ -9,7 +10,8 @@ import { GpuCard } from './components/GpuCard';
 import { Header, PERIODS_MS } from './components/Header';
 import { Processes } from './components/Processes';
 import { Jobs, Leases } from './components/Work';
-import { useRoute } from './router';
+import { fmtClock } from './format';
+import { href, navigate, useRoute } from './router';
 import { SeriesStore } from './series';
 
 interface MetricDef {
@@ -23,15 +25,29 @@ interface MetricDef {
   fmt: (v: number) => string;
 }
 
-/** Which history metrics get a chart, in this order: a layout choice. What each one is (its label, unit and
- *  where a GPU document carries it) comes from the agent's field table, GET /api/v1/fields. */
-const CHARTED: ChartMetric[] = ['utilization', 'memory_used', 'temperature', 'power'];
+/** The charts a first visit shows, by history metric name: a layout choice. Which metrics can be charted,
+ *  and what each one is (label, unit, where a GPU document carries it), comes from the agent's field table
+ *  (GET /api/v1/fields, every field with a history_metric); the chart picker offers all of them and keeps
+ *  the choice in localStorage. */
+const DEFAULT_CHARTED: ChartMetric[] = ['utilization', 'memory_used', 'temperature', 'power'];
+const CHARTED_KEY = 'gpufleet.charts';
 
-function chartMetrics(doc: FieldsDoc): MetricDef[] {
+function initialCharted(): ChartMetric[] {
+  try {
+    const saved: unknown = JSON.parse(localStorage.getItem(CHARTED_KEY) ?? 'null');
+    if (Array.isArray(saved) && saved.every((x) => typeof x === 'string')) return saved as string[];
+  } catch {
+    // a value written by hand: the default
+  }
+  return DEFAULT_CHARTED;
+}
+
+/** The charted metrics' definitions, in the field table's order. */
+export function chartMetrics(doc: FieldsDoc, charted: ChartMetric[]): MetricDef[] {
   const out: MetricDef[] = [];
-  for (const metric of CHARTED) {
-    const f = doc.fields.find((x) => x.historyMetric === metric);
-    if (!f) continue; // an agent that does not keep this metric
+  for (const f of doc.fields) {
+    const metric = f.historyMetric;
+    if (!metric || !charted.includes(metric)) continue;
     const title = f.label.charAt(0).toUpperCase() + f.label.slice(1);
     if (f.unit === 'MiB') {
       // Memory reads better in GiB at chart scale.
@@ -51,6 +67,21 @@ function chartMetrics(doc: FieldsDoc): MetricDef[] {
     }
   }
   return out;
+}
+
+/** What the processes table shows, as a string: it is rebuilt only when this changes. */
+function processSignature(gpus: Gpu[]): string {
+  let s = '';
+  for (const g of gpus)
+    for (const p of g.processes) s += `${g.index}/${p.pid}/${p.memoryMib}/${p.name}/${p.user}/${p.container}/${p.command}\n`;
+  return s;
+}
+
+/** `lines=3,7` in the node view's URL: the GPUs picked for a line of their own in band charts. */
+function parseLines(q: string | null): number[] {
+  if (!q) return [];
+  const out = q.split(',').map(Number).filter((n) => Number.isInteger(n) && n >= 0);
+  return [...new Set(out)].sort((a, b) => a - b);
 }
 
 const POLL_MS = 10_000;
@@ -111,11 +142,21 @@ export function App() {
   const [fields, setFields] = useState<FieldsDoc | null>(null);
   const [fieldsErr, setFieldsErr] = useState<string | null>(null);
   const [alertsErr, setAlertsErr] = useState<string | null>(null);
-  const metrics = useMemo(() => (fields ? chartMetrics(fields) : []), [fields]);
+  const [charted, setCharted] = useState<ChartMetric[]>(initialCharted);
+  const metrics = useMemo(() => (fields ? chartMetrics(fields, charted) : []), [fields, charted]);
   // Handlers set up once at mount read the chart list through this ref.
   const metricsRef = useRef<MetricDef[]>([]);
   metricsRef.current = metrics;
-  const stores = useMemo(() => new Map(CHARTED.map((m) => [m, new SeriesStore()])), []);
+  const chartedRef = useRef(charted);
+  chartedRef.current = charted;
+  // One store per charted metric, made when it is charted and dropped when it is not (only charted
+  // metrics are fed from the live stream; charting one again seeds it from history).
+  const stores = useMemo(() => new Map<ChartMetric, SeriesStore>(), []);
+  const storeOf = (m: ChartMetric) => {
+    let st = stores.get(m);
+    if (!st) stores.set(m, (st = new SeriesStore()));
+    return st;
+  };
   const linkRef = useRef<LiveLink | null>(null);
   // Time of the first live sample of the current connection, and of the last live sample overall:
   // history is merged only before the first (so it never interleaves with live points), and after a
@@ -124,14 +165,18 @@ export function App() {
   const lastLive = useRef<number | null>(null);
 
   const bump = () => setVersion((v) => v + 1);
+  const latestSnap = useRef<Snapshot | null>(null);
+  const frame = useRef<number | null>(null);
 
-  const loadHistory = async (since: string, after: number, before: () => number, list: MetricDef[] = metricsRef.current) => {
+  /** Merges the history since `since` of `list`'s metrics into their stores: points after `after` and
+   *  before `before(metric)` (where the live points of that store begin). */
+  const loadHistory = async (since: string, after: number, before: (m: ChartMetric) => number, list: MetricDef[] = metricsRef.current) => {
     const docs = await Promise.allSettled(list.map((m) => api.history(m.metric, since)));
     docs.forEach((d, i) => {
       if (d.status !== 'fulfilled') return;
       const { metric, scale = 1 } = list[i];
-      const store = stores.get(metric)!;
-      const until = before();
+      const store = storeOf(metric);
+      const until = before(metric);
       for (const s of d.value.series)
         for (const p of s.points) if (p.t > after && p.t < until) store.put(p.t, s.gpu, p.v === null ? null : p.v * scale);
       store.prune();
@@ -169,13 +214,21 @@ export function App() {
     }
     lastLive.current = s.t;
     for (const m of metricsRef.current) {
-      const store = stores.get(m.metric)!;
+      const store = storeOf(m.metric);
       for (const g of s.gpus) store.put(s.t, g.index, m.pick(g));
       store.prune();
     }
-    setSnap(s);
-    setLoadErr(null);
-    bump();
+    // The page shows the update in the next animation frame: the cards, tables and the charts' redraw
+    // (drawn in the same render) land in one frame, painted once; updates that arrive faster than frames
+    // (or while the tab is hidden) are folded into the latest.
+    latestSnap.current = s;
+    if (frame.current === null)
+      frame.current = requestAnimationFrame(() => {
+        frame.current = null;
+        setSnap(latestSnap.current);
+        setLoadErr(null);
+        bump();
+      });
   };
 
   const onAlert = (a: Alert) => {
@@ -216,7 +269,7 @@ export function App() {
         .then((doc) => {
           setFields(doc);
           setFieldsErr(null);
-          void loadHistory('15m', -Infinity, () => liveFrom.current, chartMetrics(doc));
+          void loadHistory('1h', -Infinity, () => liveFrom.current, chartMetrics(doc, chartedRef.current));
         })
         .catch((e) => {
           setFieldsErr(`cannot read the metric list (/api/v1/fields): ${errText(e)}; retrying`);
@@ -255,15 +308,51 @@ export function App() {
     linkRef.current?.setPeriod(ms);
   };
 
+  /** Charts `next` (history metric names) from now on, and remembers it. */
+  const chooseCharted = (next: ChartMetric[]) => {
+    const added = next.filter((m) => !charted.includes(m));
+    for (const m of charted) if (!next.includes(m)) stores.delete(m);
+    setCharted(next);
+    localStorage.setItem(CHARTED_KEY, JSON.stringify(next));
+    // A newly charted metric: its hour of history, up to its first live point.
+    if (fields && added.length)
+      void loadHistory('1h', -Infinity, (m) => stores.get(m)?.firstT ?? Infinity, chartMetrics(fields, added));
+  };
+
   const gpus = snap?.gpus ?? [];
-  const chartGpus = useMemo(() => {
+  // The same array while the GPU set stays the same: the charts compare it to decide on their shape.
+  const chartGpusKey = useMemo(() => {
     const set = new Set<number>(gpus.map((g) => g.index));
     for (const s of stores.values()) for (const g of s.gpus) set.add(g);
-    return [...set].sort((a, b) => a - b);
+    return [...set].sort((a, b) => a - b).join(',');
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [version]);
-  const firingList = [...firing.values()].sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0));
-  const now = Date.now();
+  const chartGpus = useMemo(() => (chartGpusKey ? chartGpusKey.split(',').map(Number) : []), [chartGpusKey]);
+  const band = chartGpus.length > LINES_MAX_GPUS;
+  const linesQuery = view === 'node' ? route.query.get('lines') : null;
+  const picked = useMemo(() => parseLines(linesQuery), [linesQuery]);
+  /** Picks (or unpicks) a GPU for a line of its own in the band charts; the pick is in the URL. */
+  const toggleLine = (index: number) => {
+    const next = picked.includes(index) ? picked.filter((g) => g !== index) : [...picked, index].sort((a, b) => a - b);
+    navigate(href([], { lines: next.length ? next.join(',') : undefined }), true);
+  };
+  const firingList = useMemo(() => [...firing.values()].sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0)), [firing]);
+  // The panels below the charts say "5s ago": whole seconds are enough. They are built again only when
+  // their data or that second changes, not on every live update (with 64 GPUs, diffing them each time was
+  // a large part of an update's script).
+  const now = Math.floor(Date.now() / 1000) * 1000;
+  const processKey = processSignature(gpus);
+  const processesEl = useMemo(
+    () => <Processes gpus={gpus} visibilityMessage={snap?.processVisibilityMessage ?? null} />,
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [processKey, snap?.processVisibilityMessage],
+  );
+  const alertsEl = useMemo(() => <Alerts firing={firingList} recent={recent} now={now} error={alertsErr} />, [firingList, recent, now, alertsErr]);
+  const leasesEl = useMemo(() => <Leases doc={leases} error={leasesErr} now={now} />, [leases, leasesErr, now]);
+  const jobsEl = useMemo(() => <Jobs jobs={jobs} error={jobsErr} now={now} />, [jobs, jobsErr, now]);
+  // chooseCharted reads only fields and charted: the element made with them stays right until they change.
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  const pickerEl = useMemo(() => fields && <ChartPicker fields={fields} charted={charted} onChange={chooseCharted} />, [fields, charted]);
 
   return (
     <>
@@ -278,7 +367,7 @@ export function App() {
       />
       <ViewTabs view={view} clusterRoutes={clusterRoutes} />
       {view === 'cluster' && <ClusterView />}
-      {view === 'experiments' && <ExperimentsView route={route} dark={dark} />}
+      {view === 'experiments' && <ExperimentsView route={route} dark={dark} fields={fields} />}
       {view === 'gpu' && <GpuPage route={route} snap={snap} fields={fields} dark={dark} />}
       {view === 'node' && (
       <main>
@@ -319,20 +408,46 @@ export function App() {
           ) : gpus.length === 0 ? (
             <p class="empty">No GPUs reported by the {snap.backend ?? ''} backend.</p>
           ) : (
-            gpus.map((g) => <GpuCard key={g.uuid ?? g.index} gpu={g} fields={fields} />)
+            gpus.map((g) => (
+              <GpuCard
+                key={g.uuid ?? g.index}
+                gpu={g}
+                fields={fields}
+                charted={band ? picked.includes(g.index) : null}
+                onChartToggle={toggleLine}
+              />
+            ))
           )}
         </section>
         {fieldsErr && <p class="banner error">{fieldsErr}</p>}
-        <section id="charts" class="charts" aria-label="last 15 minutes">
+        <div class="charts-head">
+          <h2 class="charts-title">Last hour</h2>
+          {pickerEl}
+          {band && (
+            <p class="muted charts-note" id="band-note">
+              {chartGpus.length} GPUs: each chart draws the range across all of them (band), their mean, and a line for{' '}
+              {picked.length ? (
+                <>
+                  the GPUs picked on their cards ({picked.join(', ')}) · <a href={href([])}>clear</a>
+                </>
+              ) : (
+                <>the {BAND_TOP} highest (pick others with ◉ on a card)</>
+              )}
+              ; every GPU's own history is on its page.
+            </p>
+          )}
+        </div>
+        <section id="charts" class="charts" aria-label="last hour">
           {metrics.map((m) => (
             <Chart
               key={m.metric}
               id={`chart-${m.metric}`}
               title={m.title}
               unit={m.unit}
-              store={stores.get(m.metric)!}
+              store={storeOf(m.metric)}
               version={version}
               gpus={chartGpus}
+              picked={picked}
               yMax={m.yMax}
               fmtValue={m.fmt}
               dark={dark}
@@ -340,17 +455,17 @@ export function App() {
           ))}
         </section>
         <div class="two-col">
-          <Processes gpus={gpus} visibilityMessage={snap?.processVisibilityMessage ?? null} />
-          <Alerts firing={firingList} recent={recent} now={now} error={alertsErr} />
+          {processesEl}
+          {alertsEl}
         </div>
         <div class="two-col">
-          <Leases doc={leases} error={leasesErr} now={now} />
-          <Jobs jobs={jobs} error={jobsErr} now={now} />
+          {leasesEl}
+          {jobsEl}
         </div>
       </main>
       )}
       <footer class="foot">
-        gpufleet agent dashboard · {view === 'node' ? 'charts show the last 15 minutes · ' : ''}{snap ? `last sample ${new Date(snap.t).toLocaleTimeString([], { hour12: false })}` : ''}
+        gpufleet agent dashboard · {view === 'node' ? 'charts show the last hour · ' : ''}{snap ? `last sample ${fmtClock(snap.t)}` : ''}
       </footer>
     </>
   );

@@ -1,7 +1,7 @@
 // The experiments pages' reading of job records (GET /api/v1/jobs, /api/v1/jobs/{id}, /api/v1/tasks):
 // what the seed's GPU column, summary box, stats table and charts show, plus what the seed lacked
 // (energy, p95, the lease, the efficiency line). Pure functions: the views only render their results.
-import { arr, getJson, num, obj, parseTime, str, type Json } from './api';
+import { arr, getJson, num, obj, parseTime, str, type FieldsDoc, type Json } from './api';
 
 export const PAGE_SIZE = 25;
 export const STATUSES = ['waiting', 'running', 'succeeded', 'failed', 'no_gpus', 'interrupted', 'lost'];
@@ -217,16 +217,67 @@ export function efficiency(e: Experiment, now = Date.now()): { gpuHours: number;
 export interface ListQuery {
   status?: string;
   user?: string;
+  /** The owner's uid (a task group's runs: the owner of that row of totals). */
+  uid?: number;
   task?: string;
   page: number;
+  /** Runs per page (default PAGE_SIZE). */
+  limit?: number;
 }
 
 export function listUrl(q: ListQuery): string {
-  const p = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String((Math.max(1, q.page) - 1) * PAGE_SIZE), series: 'false' });
+  const limit = q.limit ?? PAGE_SIZE;
+  const p = new URLSearchParams({ limit: String(limit), offset: String((Math.max(1, q.page) - 1) * limit), series: 'false' });
   if (q.status) p.set('status', q.status);
   if (q.user) p.set('user', q.user);
+  if (q.uid !== undefined) p.set('uid', String(q.uid));
   if (q.task) p.set('task', q.task);
   return `api/v1/jobs?${p.toString()}`;
+}
+
+/** Tasks per page of the grouped view, and the newest runs shown under each. */
+export const TASKS_PER_PAGE = 10;
+export const RUNS_PER_TASK = 10;
+
+export interface TaskQuery {
+  user?: string;
+  /** One task's rows only (one per owner). */
+  task?: string;
+  page: number;
+  limit?: number;
+}
+
+export function tasksUrl(q: TaskQuery): string {
+  const limit = q.limit ?? TASKS_PER_PAGE;
+  const p = new URLSearchParams({ limit: String(limit), offset: String((Math.max(1, q.page) - 1) * limit) });
+  if (q.user) p.set('user', q.user);
+  if (q.task) p.set('task', q.task);
+  return `api/v1/tasks?${p.toString()}`;
+}
+
+/**
+ * The metrics of a run record (the seed's keys under metrics.gpu_monitoring) and the field of the agent's
+ * table (GET /api/v1/fields) each one is, for its label, its unit and its history metric (a running
+ * job's live series). Memory is recorded as a share of the total (memory_usage_percent): its unit is %.
+ */
+export interface RunMetric {
+  id: 'utilization' | 'memory' | 'temperature' | 'power';
+  field: string;
+  /** The unit when it is not the field's. */
+  unit?: string;
+  yMax?: number;
+}
+export const RUN_METRICS: RunMetric[] = [
+  { id: 'utilization', field: 'utilization', yMax: 100 },
+  { id: 'memory', field: 'memory.used', unit: '%', yMax: 100 },
+  { id: 'temperature', field: 'temperature' },
+  { id: 'power', field: 'power_usage' },
+];
+
+/** A run metric's label and unit from the field table (until it has arrived: the metric's id, no unit). */
+export function runMetricMeta(m: RunMetric, fields: FieldsDoc | null): { label: string; unit: string; historyMetric: string | null } {
+  const f = fields?.fields.find((x) => x.key === m.field);
+  return { label: f?.label ?? m.id, unit: m.unit ?? f?.unit ?? '', historyMetric: f?.historyMetric ?? null };
 }
 
 export const expApi = {
@@ -239,10 +290,8 @@ export const expApi = {
       offset: num(d.offset) ?? 0,
     };
   },
-  tasks: async (user: string | undefined, page: number, signal?: AbortSignal): Promise<{ tasks: TaskTotals[]; total: number }> => {
-    const p = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String((Math.max(1, page) - 1) * PAGE_SIZE) });
-    if (user) p.set('user', user);
-    const d = obj(await getJson(`api/v1/tasks?${p.toString()}`, signal));
+  tasks: async (q: TaskQuery, signal?: AbortSignal): Promise<{ tasks: TaskTotals[]; total: number }> => {
+    const d = obj(await getJson(tasksUrl(q), signal));
     return {
       total: num(d.total) ?? 0,
       tasks: arr(d.tasks).map((x) => {
@@ -261,5 +310,6 @@ export const expApi = {
       }),
     };
   },
-  one: async (id: string, signal?: AbortSignal) => readExperiment(await getJson(`api/v1/experiments/${encodeURIComponent(id)}`, signal)),
+  /** One run: the job's record (GET /api/v1/jobs/{id}; /api/v1/experiments/{id} is the seeds' alias). */
+  one: async (id: string, signal?: AbortSignal) => readExperiment(await getJson(`api/v1/jobs/${encodeURIComponent(id)}`, signal)),
 };

@@ -7,9 +7,25 @@ export function fmtNum(v: number | null | undefined, digits = 0, unit = ''): str
   return v.toFixed(digits) + unit;
 }
 
+// Intl formatters are made once: toLocaleString() builds one per call, and with 64 GPUs the tables that
+// re-render on every live update made that the largest script cost of an update.
+const intFmt = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const clockFmt = new Intl.DateTimeFormat([], { hour: 'numeric', minute: '2-digit', second: '2-digit', hour12: false });
+const dayFmt = new Intl.DateTimeFormat([], { hour12: false, month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+
+/** 12345.6 → "12,346". */
+export function fmtInt(v: number): string {
+  return intFmt.format(Math.round(v));
+}
+
+/** The time of day, 24 h ("13:05:09"). */
+export function fmtClock(ms: number): string {
+  return clockFmt.format(ms);
+}
+
 export function fmtMib(v: number | null | undefined): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return NA;
-  return `${Math.round(v).toLocaleString('en-US')} MiB`;
+  return `${fmtInt(v)} MiB`;
 }
 
 export function pct(part: number | null, whole: number | null): number | null {
@@ -18,12 +34,11 @@ export function pct(part: number | null, whole: number | null): number | null {
 }
 
 export function fmtTime(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined) return NA;
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return NA;
   const d = new Date(ms);
-  const sameDay = new Date().toDateString() === d.toDateString();
-  return sameDay
-    ? d.toLocaleTimeString([], { hour12: false })
-    : d.toLocaleString([], { hour12: false, month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  const today = new Date();
+  const sameDay = d.getFullYear() === today.getFullYear() && d.getMonth() === today.getMonth() && d.getDate() === today.getDate();
+  return sameDay ? clockFmt.format(d) : dayFmt.format(d);
 }
 
 export function fmtAgo(ms: number | null | undefined, now = Date.now()): string {

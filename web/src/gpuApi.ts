@@ -54,9 +54,13 @@ export const gpuApi = {
     if (q.until !== undefined) p.set('until', q.until);
     return readGpuHistory(await getJson(`api/v1/history?${p.toString()}`, signal), gpu);
   },
-  /** Firing and recent episodes of one GPU (the endpoint has no GPU filter: it is applied here). */
-  episodes: async (gpu: number, signal?: AbortSignal): Promise<Alert[]> => {
-    const d = obj(await getJson('api/v1/alerts?limit=1000', signal));
+  /** One GPU's alert episodes that overlap the range (firing and recent), oldest first: the agent filters
+   *  them in its store (?gpu, ?since, ?until), so an episode of a 30-day range is found however many newer
+   *  ones the other GPUs had. */
+  episodes: async (gpu: number, range: { since: string; until?: string }, signal?: AbortSignal): Promise<Alert[]> => {
+    const p = new URLSearchParams({ gpu: String(gpu), since: range.since, limit: '1000' });
+    if (range.until !== undefined) p.set('until', range.until);
+    const d = obj(await getJson(`api/v1/alerts?${p.toString()}`, signal));
     const byKey = new Map<string, Alert>();
     for (const a of [...arr(d.firing), ...arr(d.recent)].map((x) => readAlert(x))) {
       if (a.gpuIndex !== gpu || a.startedAt === null) continue;

@@ -3,17 +3,29 @@
 // live points (first load, or the gap after a reconnect) is merged in by time.
 import type uPlot from 'uplot';
 
-export const WINDOW_MS = 15 * 60 * 1000;
+/** What the live charts hold: the last hour. */
+export const WINDOW_MS = 60 * 60 * 1000;
 
 // Column form, as uPlot takes it: one array of times and one array of values per GPU, all the same
 // length. toAligned hands these arrays out as they are (no copy per update: with 64 GPUs and thousands of
 // rows, rebuilding them on every update cost more than the whole rest of an update).
 type Value = number | null | undefined; // undefined: no sample of that GPU at that time
 
+/** How a column is thinned into two rows per bucket: its min and max in the order they happened (a line:
+ *  spikes stay), its min twice (a band's lower edge) or its max twice (its upper edge). */
+type Thin = 'minmax' | 'min' | 'max';
+
 export class SeriesStore {
   private ts: number[] = []; // epoch ms, ascending
   private xs: number[] = []; // the same times in seconds (uPlot's x)
   private cols = new Map<number, Value[]>();
+  private colList: Value[][] = []; // the same columns, for loops
+  // Across all GPUs, per row: min, mean and max of the values present. Valid for the first
+  // aggMin.length rows; a put truncates them to its row, aggregate() extends them to every row. Live
+  // updates only append, so each redraw folds in the few new rows, not the whole window.
+  private aggMin: Value[] = [];
+  private aggMean: Value[] = [];
+  private aggMax: Value[] = [];
 
   /** Sets the value of `gpu` at time `t` (ms), inserting a row where needed. */
   put(t: number, gpu: number, value: number | null): void {
@@ -22,6 +34,8 @@ export class SeriesStore {
     if (!col) {
       col = new Array<Value>(ts.length).fill(undefined);
       this.cols.set(gpu, col);
+      this.colList.push(col);
+      this.dropAggregates(0);
     }
     // Live points arrive in order: the common case is an append or the last row.
     let i = ts.length;
@@ -35,6 +49,7 @@ export class SeriesStore {
       }
       i = lo;
     }
+    this.dropAggregates(i);
     if (i < ts.length && ts[i] === t) {
       col[i] = value;
       return;
@@ -42,13 +57,17 @@ export class SeriesStore {
     if (i === ts.length) {
       ts.push(t);
       this.xs.push(t / 1000);
-      for (const c of this.cols.values()) c.push(undefined);
+      for (const c of this.colList) c.push(undefined);
     } else {
       ts.splice(i, 0, t);
       this.xs.splice(i, 0, t / 1000);
-      for (const c of this.cols.values()) c.splice(i, 0, undefined);
+      for (const c of this.colList) c.splice(i, 0, undefined);
     }
     col[i] = value;
+  }
+
+  private dropAggregates(from: number): void {
+    if (this.aggMin.length > from) this.aggMin.length = this.aggMean.length = this.aggMax.length = from;
   }
 
   /** Drops rows older than the window, measured back from the newest row: the agent's clock, not the
@@ -64,7 +83,9 @@ export class SeriesStore {
     if (!n || n < Math.max(1, this.ts.length >> 6)) return;
     this.ts.splice(0, n);
     this.xs.splice(0, n);
-    for (const c of this.cols.values()) c.splice(0, n);
+    for (const c of this.colList) c.splice(0, n);
+    const kept = Math.min(n, this.aggMin.length);
+    for (const a of [this.aggMin, this.aggMean, this.aggMax]) a.splice(0, kept);
   }
 
   get gpus(): number[] {
@@ -80,8 +101,78 @@ export class SeriesStore {
     return this.ts.length ? this.ts[this.ts.length - 1] - this.ts[0] : 0;
   }
 
+  get firstT(): number | null {
+    return this.ts.length ? this.ts[0] : null;
+  }
+
   get lastT(): number | null {
     return this.ts.length ? this.ts[this.ts.length - 1] : null;
+  }
+
+  /** Brings the across-GPU min/mean/max up to the newest row (only the rows changed since last time). */
+  private aggregate(): void {
+    const n = this.ts.length;
+    const cols = this.colList;
+    for (let r = this.aggMin.length; r < n; r++) {
+      let lo = Infinity;
+      let hi = -Infinity;
+      let sum = 0;
+      let count = 0;
+      let sawNull = false;
+      for (let c = 0; c < cols.length; c++) {
+        const v = cols[c][r];
+        if (v === undefined) continue;
+        if (v === null) {
+          sawNull = true;
+          continue;
+        }
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+        sum += v;
+        count++;
+      }
+      const none = sawNull ? null : undefined;
+      this.aggMin.push(count ? lo : none);
+      this.aggMax.push(count ? hi : none);
+      this.aggMean.push(count ? sum / count : none);
+    }
+  }
+
+  /**
+   * The `k` GPUs with the highest mean over the newest `rows` rows (GPUs without a value there last),
+   * ties to the lower index: the lines a band chart draws when nobody picked any.
+   */
+  top(k: number, rows: number): number[] {
+    const n = this.ts.length;
+    const from = Math.max(0, n - rows);
+    const score: [number, number][] = [];
+    for (const [g, col] of this.cols) {
+      let sum = 0;
+      let count = 0;
+      for (let i = from; i < n; i++) {
+        const v = col[i];
+        if (typeof v === 'number') (sum += v), count++;
+      }
+      score.push([g, count ? sum / count : -Infinity]);
+    }
+    score.sort((a, b) => b[1] - a[1] || a[0] - b[0]);
+    return score.slice(0, k).map(([g]) => g);
+  }
+
+  /**
+   * A band chart's data: x, then the mean, min and max across every GPU, then one column per GPU in
+   * `lines`. With more than `maxRows` rows it is thinned like toAlignedThin (the band's edges keep
+   * each bucket's extreme: its lower edge the min, its upper edge the max).
+   */
+  toAlignedBand(lines: number[], maxRows: number): uPlot.AlignedData {
+    this.aggregate();
+    const cols: [ArrayLike<Value>, Thin][] = [
+      [this.aggMean, 'minmax'],
+      [this.aggMin, 'min'],
+      [this.aggMax, 'max'],
+      ...lines.map((g): [ArrayLike<Value>, Thin] => [this.column(g), 'minmax']),
+    ];
+    return this.thin(cols, maxRows);
   }
 
   /**
@@ -92,9 +183,20 @@ export class SeriesStore {
    * than that anyway, but it reads every row to find out.
    */
   toAlignedThin(gpus: number[], maxRows: number): uPlot.AlignedData {
+    return this.thin(
+      gpus.map((g): [ArrayLike<Value>, Thin] => [this.column(g), 'minmax']),
+      maxRows,
+    );
+  }
+
+  private column(g: number): Value[] {
+    return this.cols.get(g) ?? new Array<Value>(this.ts.length).fill(undefined);
+  }
+
+  private thin(cols: [ArrayLike<Value>, Thin][], maxRows: number): uPlot.AlignedData {
     const n = this.ts.length;
     const buckets = Math.floor(maxRows / 2);
-    if (buckets < 1 || n <= maxRows) return this.toAligned(gpus);
+    if (buckets < 1 || n <= maxRows) return [this.xs, ...cols.map(([c]) => c)] as uPlot.AlignedData;
     const t0 = this.ts[0];
     const width = (this.ts[n - 1] - t0) / buckets || 1;
     // Bucket bounds: rows [starts[b], starts[b+1]) of all but the newest row.
@@ -114,10 +216,8 @@ export class SeriesStore {
       xs[2 * b + 1] = this.xs[starts[b + 1] - 1];
     }
     xs[2 * m] = this.xs[n - 1];
-    const cols = gpus.map((g) => {
-      const src = this.cols.get(g);
-      const out = new Array<Value>(2 * m + 1).fill(undefined);
-      if (!src) return out;
+    const out = cols.map(([src, how]) => {
+      const o = new Array<Value>(2 * m + 1).fill(undefined);
       for (let b = 0; b < m; b++) {
         let lo = Infinity;
         let hi = -Infinity;
@@ -135,22 +235,25 @@ export class SeriesStore {
           if (v > hi) (hi = v), (hiAt = i);
         }
         if (lo === Infinity) {
-          if (sawNull) out[2 * b] = out[2 * b + 1] = null;
+          if (sawNull) o[2 * b] = o[2 * b + 1] = null;
           continue;
         }
-        out[2 * b] = loAt <= hiAt ? lo : hi;
-        out[2 * b + 1] = loAt <= hiAt ? hi : lo;
+        if (how === 'min') o[2 * b] = o[2 * b + 1] = lo;
+        else if (how === 'max') o[2 * b] = o[2 * b + 1] = hi;
+        else {
+          o[2 * b] = loAt <= hiAt ? lo : hi;
+          o[2 * b + 1] = loAt <= hiAt ? hi : lo;
+        }
       }
-      out[2 * m] = src[n - 1];
-      return out;
+      o[2 * m] = src[n - 1];
+      return o;
     });
-    return [xs, ...cols] as uPlot.AlignedData;
+    return [xs, ...out] as uPlot.AlignedData;
   }
 
   /** uPlot's column form: x in seconds, then one column per GPU in `gpus` order. The arrays are the
    *  store's own: they change with the next put, so hand them to uPlot again (setData) after each change. */
   toAligned(gpus: number[]): uPlot.AlignedData {
-    const cols = gpus.map((g) => this.cols.get(g) ?? new Array<Value>(this.ts.length).fill(undefined));
-    return [this.xs, ...cols] as uPlot.AlignedData;
+    return [this.xs, ...gpus.map((g) => this.column(g))] as uPlot.AlignedData;
   }
 }

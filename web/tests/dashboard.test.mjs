@@ -180,13 +180,29 @@ async function main() {
     await until('link state live', async () => (await page.locator('#link-state').getAttribute('data-state')) === 'live', 10_000);
   });
 
-  await check('card readings are numbers or n/a, never NaN/undefined', async () => {
+  const fieldsDoc = await (await fetch(`${base}/api/v1/fields`)).json();
+  const fieldOf = (key) => fieldsDoc.fields.find((f) => f.key === key);
+
+  await check('card readings are numbers or n/a, never NaN/undefined; units from /api/v1/fields', async () => {
     const text = await page.locator('#gpus').innerText();
     assert(!/NaN|undefined|null/.test(text), `cards contain: ${/.{0,30}(NaN|undefined|null).{0,30}/.exec(text)?.[0]}`);
-    const util = await page.locator('.gpu-card .value.util').first().textContent();
+    // The units come with the field table, which may arrive just after the first reading.
+    const util = await until('utilization with its unit', async () => {
+      const t = await page.locator('.gpu-card .value.util').first().textContent();
+      return t?.endsWith(` ${fieldOf('utilization').unit}`) ? t : null;
+    }, 5000);
     assert(/^\d+ %$/.test(util ?? ''), `GPU 0 utilization reads "${util}"`);
     const mem = await page.locator('.gpu-card .value.mem').first().textContent();
-    assert(/MiB \/ [\d,]+ MiB$/.test(mem ?? ''), `GPU 0 memory reads "${mem}"`);
+    assert(new RegExp(`${fieldOf('memory.used').unit} / [\\d,]+ ${fieldOf('memory.total').unit}$`).test(mem ?? ''), `GPU 0 memory reads "${mem}"`);
+  });
+
+  await check('card labels are the field table\'s labels', async () => {
+    const card = page.locator('.gpu-card').first();
+    const labels = await card.locator('.meter .label, .stat .label').allTextContents();
+    for (const key of ['utilization', 'memory.used', 'temperature', 'power_usage', 'fan_speed', 'performance_state', 'availability_score'])
+      assert(labels.includes(fieldOf(key).label), `no "${fieldOf(key).label}" (${key}) among ${JSON.stringify(labels)}`);
+    const temp = await card.locator('.stat', { hasText: fieldOf('temperature').label }).locator('.value').textContent();
+    assert(temp === 'n/a' || temp.endsWith(` ${fieldOf('temperature').unit}`), `temperature reads "${temp}"`);
   });
 
   await check('a missing value says why in its tooltip (GPU 2 of the demo has no fan)', async () => {
@@ -209,6 +225,26 @@ async function main() {
     const xs = await page.evaluate(() => document.querySelectorAll('#chart-utilization .u-legend .u-series').length);
     assert(xs === gpuCount + 1, `legend has ${xs} rows for ${gpuCount} GPUs`);
     console.log(`#    utilization chart: ${before} → ${after} points`);
+  });
+
+  await check('the charted metrics are chosen from the field table\'s history metrics, and the choice is kept', async () => {
+    const historic = fieldsDoc.fields.filter((f) => f.history_metric);
+    await page.locator('#chart-picker summary').click();
+    const boxes = page.locator('#chart-picker input[type="checkbox"]');
+    assert((await boxes.count()) === historic.length, `${await boxes.count()} choices for ${historic.length} history metrics`);
+    const names = await boxes.evaluateAll((els) => els.map((e) => e.name));
+    assert(JSON.stringify(names) === JSON.stringify(historic.map((f) => f.history_metric)), `choices ${JSON.stringify(names)}`);
+    const fan = historic.find((f) => f.key === 'fan_speed');
+    await page.locator(`#chart-picker input[name="${fan.history_metric}"]`).check();
+    await until('the fan chart', async () => (await page.locator(`#chart-${fan.history_metric} canvas`).count()) === 1, 5000);
+    const title = (await page.locator(`#chart-${fan.history_metric}`).locator('xpath=..').locator('figcaption').textContent()) ?? '';
+    assert(title.toLowerCase().startsWith(fan.label.toLowerCase()) && title.includes(fan.unit), `fan chart titled "${title}"`);
+    await page.reload();
+    await until('5 charts after a reload', async () => (await page.locator('#charts .chart-plot canvas').count()) === 5, 10_000);
+    await page.locator('#chart-picker summary').click();
+    await page.locator(`#chart-picker input[name="${fan.history_metric}"]`).uncheck();
+    await until('4 charts again', async () => (await page.locator('#charts .chart-plot canvas').count()) === 4, 5000);
+    await until('the link live again', async () => (await page.locator('#link-state').getAttribute('data-state')) === 'live', 10_000);
   });
 
   await check('the history endpoint seeded all four charts (HTTP 200)', async () => {
@@ -266,6 +302,51 @@ async function main() {
       const viaWs = wsFrames.some((f) => /^\{"event":"[a-z_]+_alert"/.test(f) && f.includes('"firing"'));
       if (loadedAfterS < ALERT_AFTER_S - 1) assert(viaWs, 'no *_alert frame came over the WebSocket');
       else console.log(`#    the page loaded ${loadedAfterS.toFixed(1)} s after the agent started: the alert may have come from GET /api/v1/alerts`);
+    });
+  }
+
+  if (useMock) {
+    // `npm run mock` serves what the experiments pages read, shaped like the agent's documents.
+    await check('mock: /api/gpu/summary counts available as utilization ≤ 50 %, as the agent does', async () => {
+      const [sum, d] = await Promise.all([(await fetch(`${base}/api/gpu/summary`)).json(), (await fetch(`${base}/api/v1/monitoring/gpu-metrics`)).json()]);
+      const ok = d.gpus.filter((g) => g.health === 'ok' && typeof g.utilization === 'number');
+      // The two reads are a second apart at most: compare with the document the summary was made from.
+      assert(sum.available_gpus + sum.busy_gpus === ok.length, `available ${sum.available_gpus} + busy ${sum.busy_gpus} of ${ok.length}`);
+      assert(sum.available_gpus === ok.filter((g) => g.utilization <= 50).length || sum.timestamp !== d.timestamp, `available ${sum.available_gpus}`);
+    });
+
+    await check('mock: the experiments list is paged by the server, with the GPU column\'s three cases', async () => {
+      const first = await (await fetch(`${base}/api/v1/jobs?limit=25&offset=0&series=false`)).json();
+      await page.goto(`${base}/#/experiments`);
+      const rows = page.locator('#exp-table tbody tr');
+      await until('rows', async () => (await rows.count()) === Math.min(25, first.total), 5000);
+      assert((await page.locator('#exp-list h2 .count').textContent()) === String(first.total), 'total');
+      const cell = (id) => page.locator(`#exp-table tr[data-id="${id}"] td.gpu-col`).innerText();
+      const withMon = first.jobs.find((j) => j.gpu_info && j.metrics?.gpu_monitoring);
+      const noMon = first.jobs.find((j) => j.gpu_info && !j.metrics);
+      const noGpu = first.jobs.find((j) => !j.gpu_info);
+      assert((await cell(withMon.id)).trim() === `${withMon.gpu_info.count} (${withMon.gpu_info.model.replace(/^NVIDIA\s+/, '')}) 📊`, `with data: "${await cell(withMon.id)}"`);
+      assert(!(await cell(noMon.id)).includes('📊'), `without data: "${await cell(noMon.id)}"`);
+      assert((await cell(noGpu.id)).trim() === 'N/A', `without GPUs: "${await cell(noGpu.id)}"`);
+      const paged = await (await fetch(`${base}/api/v1/jobs?limit=5&offset=5&status=succeeded`)).json();
+      assert(paged.jobs.length === 5 && paged.offset === 5 && paged.jobs.every((j) => j.status === 'succeeded'), 'paging and status filter');
+    });
+
+    await check('mock: tasks grouped with their totals, and one run\'s detail from /api/v1/jobs/{id}', async () => {
+      const tasks = await (await fetch(`${base}/api/v1/tasks`)).json();
+      await page.goto(`${base}/#/experiments?view=tasks`);
+      const groups = page.locator('#task-groups .task-group');
+      await until('task groups', async () => (await groups.count()) === tasks.tasks.length, 5000);
+      const t = tasks.tasks[0];
+      const g = page.locator(`.task-group[data-task="${t.task}"]`);
+      assert((await g.locator('.task-total[data-k="runs"] strong').textContent()) === String(t.runs), 'runs');
+      await until('its runs', async () => (await g.locator('tbody tr').count()) === Math.min(10, t.runs), 5000);
+      const id = await g.locator('tbody tr').first().getAttribute('data-id');
+      const rec = await (await fetch(`${base}/api/v1/jobs/${id}`)).json();
+      await page.goto(`${base}/#/experiments/${id}`);
+      await until('the detail', async () => (await page.locator('#exp-detail').getAttribute('data-id')) === id, 5000);
+      assert((await page.locator('#sum-samples').textContent()) === String(rec.metrics.gpu_monitoring.sample_count), 'samples');
+      await until('4 charts', async () => (await page.locator('.exp-charts canvas').count()) === 4, 5000);
     });
   }
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env node
-// Browser test of the experiments pages against the real agent: `gpufleet serve` on the sim backend, one
-// run recorded by `gpufleet run` through the agent (2 GPUs, sampled), and records written over the agent's
-// socket for the cases a run cannot make on demand (GPUs but no monitoring data, no GPUs, a task grid of
-// 26 older runs to page through). Plain node; prints `N passed, N failed` last; exits non-zero on a failure.
+// Browser test of the experiments pages against the real agent on the fake NVML (tests/fakes/fake_nvml.cpp):
+// `gpufleet serve` reading three GPUs whose readings never change, one run recorded by `gpufleet run`
+// through the agent (2 GPUs, sampled), and records written over the agent's socket for the cases a run
+// cannot make on demand (GPUs but no monitoring data, no GPUs, a task grid of 26 older runs to page
+// through). The detail's numbers are checked against the scenario (a constant reading has that value as its
+// mean, min, max and p95) and against the record. Plain node; prints `N passed, N failed` last; exits
+// non-zero on a failure.
 //
-//   GF_BINARY=build/gpufleet node web/tests/experiments.test.mjs
+//   GF_BINARY=build/gpufleet GF_FAKE_NVML=build/tests/libnvidia-ml-fake.so node web/tests/experiments.test.mjs
 //   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -20,6 +23,23 @@ const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
 const dist = join(webDir, 'dist');
 const binary = resolve(process.env.GF_BINARY ?? join(repo, 'build/gpufleet'));
+const fakeNvml = resolve(process.env.GF_FAKE_NVML ?? join(repo, 'build/tests/libnvidia-ml-fake.so'));
+// Three GPUs whose readings never change (as python/tests/conftest.py's): GPU 0 idle, GPU 1 half used,
+// GPU 2 busy (above the 50 % ceiling: a run is never given it).
+const SCENARIO = {
+  driver_version: '535.0',
+  cuda_driver_version: 12020,
+  gpus: [
+    [1000, 10, 40, 100.0],
+    [40000, 30, 50, 200.0],
+    [80000, 90, 70, 350.0],
+  ].map(([used, util, temp, power], i) => ({
+    uuid: `GPU-00000000-0000-4000-8000-00000000000${i + 1}`, name: 'NVIDIA A100-SXM4-80GB', pci_bus_id: `00000000:0${i + 1}:00.0`,
+    memory_total_mib: 81920, memory_used_mib: used, utilization_gpu_pct: util, utilization_memory_pct: 5, temperature_c: temp,
+    power_draw_w: power, power_limit_w: 400.0,
+  })),
+};
+let nvmlEnv = null; // the environment that makes gpufleet (agent or CLI) read the fake NVML
 const chromiumPath = process.env.GF_CHROMIUM ?? '/usr/bin/chromium';
 const OVERALL_TIMEOUT_MS = 150_000;
 const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
@@ -69,8 +89,8 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 
 async function startAgent(socket) {
   const portFile = join(tmp, 'port');
-  agent = spawn(binary, ['serve', '--backend', 'sim', '--listen', '127.0.0.1:0', '--static', dist, '--port-file', portFile, '--db',
-    join(tmp, 'db'), '--socket', socket], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+  agent = spawn(binary, ['serve', '--backend', 'nvml', '--interval', '0.2', '--listen', '127.0.0.1:0', '--static', dist, '--port-file', portFile,
+    '--db', join(tmp, 'db'), '--socket', socket], { stdio: ['ignore', 'pipe', 'pipe'], env: nvmlEnv });
   const keep = (d) => {
     agentLog = (agentLog + d).slice(-8000);
   };
@@ -130,7 +150,7 @@ function putJobs(socket, jobs) {
 
 function runCli(args) {
   return new Promise((res) => {
-    const p = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    const p = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env: nvmlEnv });
     let out = '';
     let err = '';
     p.stdout.on('data', (d) => (out += d));
@@ -146,7 +166,11 @@ async function main() {
   const require = createRequire(join(webDir, 'package.json'));
   const { chromium } = require('playwright-core');
 
+  if (!existsSync(fakeNvml)) throw new SetupError(`no fake NVML at ${fakeNvml} (cmake --build build --target fake_nvml; ctest sets GF_FAKE_NVML)`);
   tmp = mkdtempSync(join(tmpdir(), 'gf-exp-test-'));
+  const scenario = join(tmp, 'scenario.json');
+  writeFileSync(scenario, JSON.stringify(SCENARIO));
+  nvmlEnv = { ...process.env, NO_COLOR: '1', GPUFLEET_NVML_LIBRARY: fakeNvml, FAKE_NVML_SCENARIO: scenario };
   const socket = join(tmp, 'agent.sock');
   const base = await startAgent(socket);
   console.log(`# agent at ${base}`);
@@ -170,12 +194,12 @@ async function main() {
       record: { error: 'not enough GPUs' } },
   ]);
   await putJobs(socket, fillers);
-  const run = await runCli(['--backend', 'sim', '--socket', socket, 'run', '--gpus', '2', '--min-memory-mb', '1000', '-n', '0.1',
+  const run = await runCli(['--backend', 'nvml', '--socket', socket, 'run', '--gpus', '2', '--min-memory-mb', '1000', '-n', '0.1',
     '--name', 'bench', '--', 'sh', '-c', 'sleep 1.5; exit 3']);
   if (run.code !== 3) throw new SetupError(`gpufleet run exited ${run.code}: ${run.err}`);
   const benchId = /job ([0-9a-zA-Z._-]+) /.exec(run.err)?.[1];
   if (!benchId) throw new SetupError(`no job id in: ${run.err}`);
-  const bench = await getJson(`/api/v1/experiments/${benchId}`);
+  const bench = await getJson(`/api/v1/jobs/${benchId}`);
   const mon = bench.metrics?.gpu_monitoring;
   if (!mon?.series || Object.keys(mon.series).length !== 2) throw new SetupError(`the run has no 2-GPU series: ${JSON.stringify(mon)?.slice(0, 300)}`);
   const total = FILLERS + 3;
@@ -184,6 +208,7 @@ async function main() {
   const ctx = await browser.newContext({ viewport: { width: 1300, height: 1000 } });
   const pageErrors = [];
   const jobRequests = [];
+  const oneRequests = [];
   const watch = (p) => {
     p.on('pageerror', (e) => pageErrors.push(e.message));
     // The injected 500 below is logged by Chromium itself as a failed resource: not the page's error.
@@ -191,6 +216,7 @@ async function main() {
     p.on('request', (r) => {
       const u = new URL(r.url());
       if (u.pathname === '/api/v1/jobs') jobRequests.push(u.searchParams);
+      if (/^\/api\/v1\/(jobs|experiments)\/./.test(u.pathname)) oneRequests.push(u.pathname);
     });
   };
   const page = await ctx.newPage();
@@ -208,9 +234,14 @@ async function main() {
     assert(last?.get('limit') === String(PAGE_SIZE) && last?.get('offset') === '0' && last?.get('series') === 'false', `request ${last}`);
   });
 
+  await check('the run got the two idle GPUs of the scenario (not the busy one)', async () => {
+    assert(JSON.stringify(bench.gpu_info.gpu_info.indices) === '[0,1]', `indices ${JSON.stringify(bench.gpu_info.gpu_info.indices)}`);
+    assert(bench.gpu_info.model === SCENARIO.gpus[0].name, `model ${bench.gpu_info.model}`);
+  });
+
   await check('the GPU column: count, model without the vendor word, 📊 with data', async () => {
     const text = (await gpuCell(benchId).innerText()).trim();
-    assert(text === `2 (${bench.gpu_info.model.replace(/^NVIDIA\s+/, '')}) 📊`, `bench reads "${text}"`);
+    assert(text === '2 (A100-SXM4-80GB) 📊', `bench reads "${text}"`);
     const mark = gpuCell(benchId).locator('.mon-mark');
     assert((await mark.getAttribute('title')) === 'GPU monitoring data available', 'mark title');
   });
@@ -259,17 +290,37 @@ async function main() {
     await until('the filter again', async () => /status=failed/.test(page.url()) && (await rows.count()) === failed);
   });
 
-  await check('grouped by task: the totals of all the task\'s runs', async () => {
+  const nFailed = fillers.filter((f) => f.status === 'failed').length;
+  const hours = fillers.reduce((a, f) => a + (f.ended_at_ms - f.started_at_ms) / 3.6e6, 0);
+  const totalsOf = async (scope) => {
+    const k = async (key) => (await scope.locator(`.task-total[data-k="${key}"] strong`).textContent())?.trim();
+    return { runs: await k('runs'), succeeded: await k('succeeded'), failed: await k('failed'), gpuHours: await k('gpu-hours') };
+  };
+  const wantTotals = { runs: String(FILLERS), succeeded: String(FILLERS - nFailed), failed: String(nFailed), gpuHours: hours.toFixed(2) };
+
+  await check('grouped by task: the task\'s runs under its heading, with the totals of all its runs', async () => {
     await page.goto(`${base}/#/experiments?view=tasks`);
-    const row = page.locator('#task-table tbody tr');
-    await until('a task row', async () => (await row.count()) === 1);
-    const cells = (await row.first().locator('td').allInnerTexts()).map((s) => s.trim());
-    const nFailed = fillers.filter((f) => f.status === 'failed').length;
-    const hours = fillers.reduce((a, f) => a + (f.ended_at_ms - f.started_at_ms) / 3.6e6, 0);
-    // task, its owner (a task name is not unique across users: each owner's runs are a row), the totals.
-    assert(cells[0] === 'sweep' && cells[1] !== '' && cells[2] === String(FILLERS), `cells ${cells}`);
-    assert(cells[3] === String(FILLERS - nFailed) && cells[4] === String(nFailed), `succeeded/failed ${cells}`);
-    assert(cells[6] === hours.toFixed(2), `GPU-hours ${cells[6]} vs ${hours.toFixed(2)}`);
+    const group = page.locator('#task-groups .task-group');
+    await until('one task group', async () => (await group.count()) === 1);
+    assert((await group.getAttribute('data-task')) === 'sweep', `group ${await group.getAttribute('data-task')}`);
+    assert(((await group.locator('h3').textContent()) ?? '').startsWith('sweep'), 'heading');
+    const got = await totalsOf(group);
+    assert(JSON.stringify(got) === JSON.stringify(wantTotals), `totals ${JSON.stringify(got)}, want ${JSON.stringify(wantTotals)}`);
+    // Its newest runs beneath (the record's, newest first), and a link to all of them.
+    await until('10 runs under the heading', async () => (await group.locator('tbody tr').count()) === 10);
+    const ids = await group.locator('tbody tr').evaluateAll((trs) => trs.map((t) => t.dataset.id));
+    const newest = (await getJson('/api/v1/jobs?task=sweep&limit=10&series=false')).jobs.map((j) => j.id);
+    assert(JSON.stringify(ids) === JSON.stringify(newest), `runs ${ids} vs ${newest}`);
+    assert((await group.locator('tbody td:nth-child(2)').allInnerTexts()).every((t) => t.trim() === 'sweep'), 'a run of another task');
+    const more = group.locator('.more a');
+    assert(((await more.textContent()) ?? '').includes(`all ${FILLERS} runs`), `link "${await more.textContent()}"`);
+    await more.click();
+    await until('the list of the task', async () => /task=sweep/.test(page.url()) && (await rows.count()) === PAGE_SIZE);
+    // Filtered to the task, the list carries the same totals at its head.
+    const head = page.locator('#list-task-totals');
+    await head.waitFor({ timeout: 5000 });
+    const again = await totalsOf(head);
+    assert(JSON.stringify(again) === JSON.stringify(wantTotals), `list totals ${JSON.stringify(again)}`);
   });
 
   // A deep link opened cold: a new page, straight to the run.
@@ -282,10 +333,60 @@ async function main() {
     assert((await detail.locator('#exp-detail').getAttribute('data-id')) === benchId, 'another run');
   });
 
-  await check('the summary box and stats table equal the record', async () => {
-    const f1 = (v) => (v === null || v === undefined ? 'n/a' : v.toFixed(1));
+  await check('the detail was read from /api/v1/jobs/{id} (the alias /api/v1/experiments/{id} is the seeds\')', async () => {
+    assert(oneRequests.includes(`/api/v1/jobs/${benchId}`), `requests ${JSON.stringify(oneRequests)}`);
+    assert(!oneRequests.some((p) => p.startsWith('/api/v1/experiments/')), `requests ${JSON.stringify(oneRequests)}`);
+  });
+
+  await check('the summary box: the monitoring duration, the job\'s beside it when it differs, the samples', async () => {
+    const s1 = (v) => `${v.toFixed(1)} s`;
     assert((await detail.locator('#sum-samples').textContent()) === String(mon.sample_count), 'sample count');
-    assert((await detail.locator('#sum-duration').textContent()) === `${bench.duration_seconds.toFixed(1)} s`, 'duration');
+    assert(typeof mon.monitoring_duration_seconds === 'number', `the record has no monitoring duration: ${JSON.stringify(mon).slice(0, 200)}`);
+    const shown = await detail.locator('#sum-duration').textContent();
+    assert(shown === s1(mon.monitoring_duration_seconds), `duration "${shown}" vs monitoring ${mon.monitoring_duration_seconds}`);
+    const job = detail.locator('#sum-job-duration');
+    console.log(`#    monitored ${mon.monitoring_duration_seconds} s of a ${bench.duration_seconds} s job`);
+    if (s1(mon.monitoring_duration_seconds) !== s1(bench.duration_seconds)) {
+      assert((await job.textContent()) === s1(bench.duration_seconds), `job duration "${await job.textContent()}" vs ${bench.duration_seconds}`);
+      const labels = await detail.locator('#exp-summary .muted').allTextContents();
+      assert(labels.includes('monitoring duration') && labels.includes('job duration'), `labels ${JSON.stringify(labels)}`);
+    } else {
+      assert((await job.count()) === 0, 'a second duration equal to the first');
+    }
+  });
+
+  await check('the stats table shows the scenario\'s readings (constant: mean = min = max = p95)', async () => {
+    // The run's GPUs are 0 and 1; memory is a share of the 81920 MiB total.
+    const want = {
+      0: { utilization: 10, memory: (1000 / 81920) * 100, temperature: 40, power: 100 },
+      1: { utilization: 30, memory: (40000 / 81920) * 100, temperature: 50, power: 200 },
+    };
+    for (const [gpu, metrics] of Object.entries(want))
+      for (const [metric, v] of Object.entries(metrics)) {
+        const cell = detail.locator(`#exp-stats td.stat[data-gpu="${gpu}"][data-metric="${metric}"]`);
+        const f = v.toFixed(1);
+        const got = [await cell.locator('.mean').textContent(), await cell.locator('.range').textContent(), await cell.locator('.p95').textContent()];
+        assert(JSON.stringify(got) === JSON.stringify([f, `${f}–${f}`, `p95 ${f}`]), `GPU ${gpu} ${metric}: ${JSON.stringify(got)}, want ${f}`);
+      }
+    assert((await detail.locator('#exp-stats tbody tr').count()) === 2, 'rows');
+    const model = await detail.locator('#exp-stats tbody tr').first().locator('td').nth(1).textContent();
+    assert(model === 'A100-SXM4-80GB', `model "${model}"`);
+  });
+
+  await check('the stats table\'s and the charts\' labels and units come from /api/v1/fields', async () => {
+    const fields = (await getJson('/api/v1/fields')).fields;
+    const f = (key) => fields.find((x) => x.key === key);
+    const heads = await detail.locator('#exp-stats thead th').allTextContents();
+    for (const [metric, key, unit] of [['utilization', 'utilization', f('utilization').unit], ['memory', 'memory.used', '%'], ['temperature', 'temperature', f('temperature').unit], ['power', 'power_usage', f('power_usage').unit]]) {
+      const th = (await detail.locator(`#exp-stats thead th[data-metric="${metric}"]`).textContent())?.trim();
+      assert(th === `${f(key).label} ${unit}`, `${metric} header "${th}" among ${JSON.stringify(heads)}`);
+      const cap = (await detail.locator(`#chart-${metric}`).locator('xpath=..').locator('figcaption').textContent())?.trim() ?? '';
+      assert(cap.toLowerCase() === `${f(key).label} ${unit}`.toLowerCase(), `${metric} chart "${cap}"`);
+    }
+  });
+
+  await check('the stats table equals the record (p95, min–max, energy)', async () => {
+    const f1 = (v) => (v === null || v === undefined ? 'n/a' : v.toFixed(1));
     const keys = { utilization: 'utilization', memory: 'memory_usage_percent', temperature: 'temperature_c', power: 'power_draw_w' };
     let compared = 0;
     for (const [gpu, st] of Object.entries(mon.gpu_stats)) {
@@ -341,8 +442,8 @@ async function main() {
 
   await check('a running job\'s detail polls and its series grows', async () => {
     let err = '';
-    liveRun = spawn(binary, ['--backend', 'sim', '--socket', socket, 'run', '--gpus', '1', '--min-memory-mb', '1000', '-n', '0.2',
-      '--name', 'live', '--', 'sleep', '30'], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, NO_COLOR: '1' } });
+    liveRun = spawn(binary, ['--backend', 'nvml', '--socket', socket, 'run', '--gpus', '1', '--min-memory-mb', '1000', '-n', '0.2',
+      '--name', 'live', '--', 'sleep', '30'], { stdio: ['ignore', 'ignore', 'pipe'], env: nvmlEnv });
     liveRun.stderr.on('data', (d) => (err += d));
     const id = await until('the live job id', () => /job ([0-9a-zA-Z._-]+) on GPU/.exec(err)?.[1], 15_000);
     await page.goto(`${base}/#/experiments/${id}`);
@@ -364,6 +465,26 @@ async function main() {
     assert(((await err.textContent()) ?? '').includes('injected failure'), `reads "${await err.textContent()}"`);
     await page.unroute('**/api/v1/jobs?**');
     await until('the list back', async () => (await rows.count()) > 0 && (await err.count()) === 0, 15_000);
+  });
+
+  await check('a render error in the experiments view shows in place of it (header kept) and "try again" recovers', async () => {
+    await page.goto(`${base}/#/`);
+    await page.locator('.gpu-card').first().waitFor({ timeout: 10_000 });
+    // A browser without ResizeObserver: the run's charts throw while they are built.
+    await page.evaluate(() => {
+      window.__ro = window.ResizeObserver;
+      window.ResizeObserver = undefined;
+    });
+    await page.evaluate((id) => (location.hash = `#/experiments/${id}`), benchId);
+    await until('the error message', async () => (await page.locator('#experiments .render-error').count()) === 1, 10_000);
+    const text = (await page.locator('.render-error').textContent()) ?? '';
+    assert(/experiments view failed to draw/.test(text), `message "${text}"`);
+    assert((await page.locator('header.top #node-name').count()) === 1, 'the header went too');
+    assert((await page.locator('nav.views').count()) === 1, 'the view tabs went too');
+    await page.evaluate(() => (window.ResizeObserver = window.__ro));
+    await page.locator('.render-error button').click();
+    await until('the charts after "try again"', async () => (await page.locator('.exp-charts canvas').count()) === 4, 10_000);
+    assert((await page.locator('.render-error').count()) === 0, 'the message stayed');
   });
 
   await check('no errors in the pages', async () => {

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The dashboard's pure modules without a browser: the per-GPU page's time ranges (web/src/ranges.ts) and the
-// live charts' series store (web/src/series.ts). Each file is transpiled with the TypeScript compiler the
-// build already uses (no type check: `npm run build` does that) into a temp dir and imported.
+// The dashboard's pure modules without a browser: the per-GPU page's time ranges (web/src/ranges.ts), the
+// live charts' series store (web/src/series.ts), and the stylesheet's structure. Each file is transpiled
+// with the TypeScript compiler the build already uses (no type check: `npm run build` does that) into a
+// temp dir and imported.
 //
 //   node web/tests/units.test.mjs
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -74,6 +75,10 @@ try {
     assert(s.toAligned([1])[1][1] === null, 'null (no reading) is kept apart from undefined (no sample)');
   });
 
+  await check('the live window is an hour', async () => {
+    assert(WINDOW_MS === 3_600_000, `WINDOW_MS ${WINDOW_MS}`);
+  });
+
   await check('SeriesStore.prune: keeps the window, cuts in chunks of 1/64 of it', async () => {
     const s = new SeriesStore();
     const step = 1000;
@@ -84,11 +89,12 @@ try {
     for (let i = n; i < n + 5; i++) s.put(i * step, 0, i);
     s.prune();
     assert(s.length === n + 5, `5 overdue rows wait for a chunk: ${s.length}`);
-    for (let i = n + 5; i < n + 40; i++) s.put(i * step, 0, i);
+    const last = n + 5 + Math.ceil(n / 64) + 5;
+    for (let i = n + 5; i <= last; i++) s.put(i * step, 0, i);
     s.prune();
     assert(s.length === n, `after a chunk the window is exact again: ${s.length}`);
-    // Newest row at n + 39 s: the window starts 900 s before it.
-    const oldest = n + 39 - WINDOW_MS / step;
+    // The window (an hour) starts WINDOW_MS before the newest row.
+    const oldest = last - WINDOW_MS / step;
     assert(s.toAligned([0])[0][0] === oldest, `oldest row ${s.toAligned([0])[0][0]} s, want ${oldest} s`);
   });
 
@@ -109,6 +115,90 @@ try {
     assert(thin[0][0] === full[0][0] && thin[0].at(-1) === full[0].at(-1), 'first and last times kept');
     assert(thin[1].at(-1) === full[1].at(-1) && thin[2].at(-1) === full[2].at(-1), 'the newest row is the raw one');
     assert(s.toAlignedThin([0], 5000)[0] === full[0], 'no thinning when the rows fit');
+  });
+
+  await check('SeriesStore.toAlignedBand: min, mean and max across GPUs per row, then the picked lines', async () => {
+    const s = new SeriesStore();
+    s.put(1000, 0, 10);
+    s.put(1000, 1, 30);
+    s.put(1000, 2, null); // no reading: not part of the range
+    s.put(2000, 0, 50);
+    s.put(2000, 1, 70);
+    s.put(2000, 2, 90);
+    s.put(3000, 2, null);
+    const [xs, mean, min, max, l1] = s.toAlignedBand([1], 100);
+    assert(JSON.stringify(xs) === '[1,2,3]', `xs ${JSON.stringify(xs)}`);
+    assert(JSON.stringify(mean) === '[20,70,null]', `mean ${JSON.stringify(mean)}`);
+    assert(JSON.stringify(min) === '[10,50,null]' && JSON.stringify(max) === '[30,90,null]', `min ${JSON.stringify(min)} max ${JSON.stringify(max)}`);
+    assert(l1[0] === 30 && l1[1] === 70 && l1[2] === undefined, `line of GPU 1 ${JSON.stringify(l1)}`);
+    // A later put changes the aggregates of its row only; an inserted row shifts them with the data.
+    s.put(2000, 0, 0);
+    s.put(1500, 1, 5);
+    const [xs2, mean2, min2, max2] = s.toAlignedBand([], 100);
+    assert(JSON.stringify(xs2) === '[1,1.5,2,3]', `xs ${JSON.stringify(xs2)}`);
+    assert(JSON.stringify(min2) === '[10,5,0,null]' && JSON.stringify(max2) === '[30,5,90,null]', `min ${JSON.stringify(min2)} max ${JSON.stringify(max2)}`);
+    assert(Math.abs(mean2[2] - 160 / 3) < 1e-9 && mean2[1] === 5, `mean ${JSON.stringify(mean2)}`);
+  });
+
+  await check('SeriesStore.toAlignedBand: thinned, the band keeps each bucket\'s extremes; prune keeps it aligned', async () => {
+    const s = new SeriesStore();
+    const n = WINDOW_MS / 1000 + 200;
+    for (let i = 0; i < n; i++) for (let g = 0; g < 16; g++) s.put(i * 1000, g, i === 1900 && g === 5 ? 100 : i === 2500 && g === 9 ? -1 : (g + i) % 20);
+    s.toAlignedBand([], 100); // aggregates computed once, then pruned with the rows
+    s.prune();
+    const full = s.toAlignedBand([5], 100000);
+    const [xs, mean, min, max, l5] = s.toAlignedBand([5], 400);
+    assert(xs.length <= 401, `${xs.length} rows`);
+    assert(Math.max(...max) === 100 && Math.min(...min) === -1, `band ${Math.min(...min)}..${Math.max(...max)}`);
+    assert(Math.max(...l5) === 100, 'the picked line keeps its spike');
+    // Every bucket's lower edge is the min of all GPUs in it: never above the mean, the mean never above max.
+    assert(xs.every((_, i) => min[i] <= mean[i] && mean[i] <= max[i]), 'min <= mean <= max');
+    // The aggregates after a prune equal ones computed from scratch.
+    const fresh = new SeriesStore();
+    const [fx, , fmin, fmax] = full;
+    for (let i = 0; i < fx.length; i++) for (let g = 0; g < 16; g++) fresh.put(fx[i] * 1000, g, s.toAligned([g])[1][i]);
+    const again = fresh.toAlignedBand([], 100000);
+    assert(JSON.stringify(again[2]) === JSON.stringify(fmin) && JSON.stringify(again[3]) === JSON.stringify(fmax), 'pruned aggregates drifted from the data');
+  });
+
+  await check('SeriesStore.top: the GPUs with the highest recent mean, ties to the lower index', async () => {
+    const s = new SeriesStore();
+    for (let i = 0; i < 100; i++) {
+      s.put(i * 1000, 0, 10);
+      s.put(i * 1000, 1, i < 50 ? 99 : 0); // busy long ago, idle lately
+      s.put(i * 1000, 2, 50);
+      s.put(i * 1000, 3, 50);
+      s.put(i * 1000, 4, 80);
+      if (i % 2) s.put(i * 1000, 5, null);
+    }
+    assert(JSON.stringify(s.top(3, 30)) === '[4,2,3]', `top ${JSON.stringify(s.top(3, 30))}`);
+    assert(s.top(1, 100)[0] === 4 && s.top(2, 100)[1] === 2, `over 100 rows ${JSON.stringify(s.top(3, 100))}`);
+    assert(s.top(10, 30).at(-1) === 5, 'a GPU without values comes last');
+  });
+
+  await check('styles.css: every rule is closed (no rule nested in another by a missing brace)', async () => {
+    // A rule left open once swallowed the rest of the sheet as nested rules: the cards' content-visibility,
+    // the focus ring and the narrow-screen rules silently stopped applying.
+    const css = readFileSync(join(webDir, 'src', 'styles.css'), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+    const stack = [];
+    let line = 1;
+    let head = '';
+    for (const ch of css) {
+      if (ch === '\n') line++;
+      if (ch === '{') {
+        const sel = head.trim();
+        const parent = stack.at(-1);
+        assert(parent === undefined || parent.startsWith('@'), `line ${line}: "${sel}" opens inside "${parent}"`);
+        stack.push(sel);
+        head = '';
+      } else if (ch === '}') {
+        assert(stack.length > 0, `line ${line}: a } closes nothing`);
+        stack.pop();
+        head = '';
+      } else if (ch === ';') head = '';
+      else head += ch;
+    }
+    assert(stack.length === 0, `unclosed: ${stack.join(' > ')}`);
   });
 } catch (e) {
   results.failed++;

@@ -55,7 +55,7 @@ class JobStore : public LeaseStore {
   virtual Result<std::vector<Job>> jobs(std::size_t limit) = 0;  // newest first
   // A filtered page of jobs, newest first, with the count of all matching.
   virtual Result<JobPage> jobs_page(const JobQuery& q) = 0;
-  // Tasks with their totals (q.task, q.status unused; q.user/q.uid filter the runs counted).
+  // Tasks with their totals (q.status unused; q.task: that task only; q.user/q.uid filter the runs counted).
   virtual Result<TaskPage> task_totals(const JobQuery& q) = 0;
   // How many jobs are in each status ("running", "succeeded", …).
   virtual Result<std::map<std::string, std::uint64_t>> job_counts() = 0;

@@ -40,8 +40,8 @@ class MetricHistory {
                                                   std::chrono::seconds step) = 0;
   // Alert episodes: a Fired event opens one, its Resolved event completes it.
   virtual Result<void> record_alerts(const std::vector<AlertEvent>& events) = 0;
-  // The newest `limit` episodes, newest first.
-  virtual Result<std::vector<Alert>> recent_alerts(std::size_t limit) = 0;
+  // The newest `q.limit` episodes that match q (its GPU, overlapping its time range), newest first.
+  virtual Result<std::vector<Alert>> recent_alerts(const AlertQuery& q) = 0;
   // Where the history lives, for people (a file path); empty when it has no such place.
   virtual std::string location() const = 0;
 };

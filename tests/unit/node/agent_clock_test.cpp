@@ -43,7 +43,9 @@ class RecordingHistory final : public core::MetricHistory {
     log_->alert_events += events.size();
     return {};
   }
-  Result<std::vector<core::Alert>> recent_alerts(std::size_t) override { return std::vector<core::Alert>{}; }
+  Result<std::vector<core::Alert>> recent_alerts(const core::AlertQuery&) override {
+    return std::vector<core::Alert>{};
+  }
   std::string location() const override { return "test history"; }
 
  private:

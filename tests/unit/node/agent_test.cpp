@@ -159,7 +159,7 @@ TEST(Agent, WithoutHistoryAlertsComeFromMemoryAndHistoryIsRefused) {
   rig.make_agent(ao);
   rig.agent->start();
   ASSERT_TRUE(eventually([&] { return rig.agent->firing().size() == 1; }));  // GPU 1 is at 80 %
-  auto recent = rig.agent->recent_alerts(10);
+  auto recent = rig.agent->recent_alerts(core::AlertQuery::newest(10));
   ASSERT_TRUE(recent);
   ASSERT_EQ(recent->size(), 1u);
   EXPECT_EQ((*recent)[0].gpu_index, 1u);
@@ -226,16 +226,16 @@ TEST_F(AgentHistoryTest, AlertFiresResolvesAndIsStoredOnce) {
 
   // Once the batch thread has written the episode, store and memory agree on one episode.
   ASSERT_TRUE(eventually([&] {
-    auto r = rig.agent->recent_alerts(10);
+    auto r = rig.agent->recent_alerts(core::AlertQuery::newest(10));
     return r && r->size() == 1 && (*r)[0].resolved_at;
   }));
   ASSERT_TRUE(eventually([&] { return rig.agent->counters().history_batches >= 2; }));
-  auto recent = rig.agent->recent_alerts(10);
+  auto recent = rig.agent->recent_alerts(core::AlertQuery::newest(10));
   ASSERT_TRUE(recent);
   EXPECT_EQ(recent->size(), 1u) << "an episode in both the store and memory is listed once";
 
   rig.agent->stop();
-  recent = rig.agent->recent_alerts(10);
+  recent = rig.agent->recent_alerts(core::AlertQuery::newest(10));
   ASSERT_TRUE(recent);
   ASSERT_EQ(recent->size(), 1u);
   EXPECT_EQ((*recent)[0].id, fired.alert.id);
@@ -244,7 +244,7 @@ TEST_F(AgentHistoryTest, AlertFiresResolvesAndIsStoredOnce) {
   // The store itself holds the resolved episode.
   auto reader = store::HistoryStore::open(db());
   ASSERT_TRUE(reader);
-  auto stored = (*reader)->recent_alerts(10);
+  auto stored = (*reader)->recent_alerts(core::AlertQuery::newest(10));
   ASSERT_TRUE(stored);
   ASSERT_EQ(stored->size(), 1u);
   EXPECT_EQ((*stored)[0].id, fired.alert.id);

@@ -12,6 +12,7 @@
 
 #include "rig.hpp"
 #include "server/api_cluster.hpp"
+#include "store/history.hpp"
 #include "store/node_store.hpp"
 #include "support/fake_clock.hpp"
 #include "wire/json.hpp"
@@ -443,6 +444,85 @@ TEST_F(ApiTest, AlertsListFiringRecentAndRules) {
   EXPECT_EQ(get("/api/v1/alerts?limit=5").status, 200u);
 }
 
+// ?gpu, ?since and ?until narrow both lists in the store's query: the per-GPU page asks for its GPU and
+// range only, and finds an old episode however many newer ones the other GPUs have.
+TEST_F(ApiTest, AlertsFilterByGpuAndTimeRange) {
+  using std::chrono::seconds;
+  using TP = std::chrono::system_clock::time_point;
+  constexpr std::int64_t t0 = 1'700'000'000;  // 2023-11-14T22:13:20Z
+  auto episode = [](unsigned gpu, std::int64_t start_s, std::optional<std::int64_t> end_s) {
+    core::AlertEvent e;
+    e.alert.id = fmt::format("high_temperature_alert:GPU-{}", gpu);
+    e.alert.kind = core::AlertKind::HighTemperature;
+    e.alert.gpu_index = gpu;
+    e.alert.gpu_uuid = fmt::format("GPU-{}", gpu);
+    e.alert.severity = "critical";
+    e.alert.message = fmt::format("episode of GPU {} at {}", gpu, start_s);
+    e.alert.started_at = TP(seconds(start_s));
+    if (end_s) e.alert.resolved_at = TP(seconds(*end_s));
+    return e;
+  };
+  {
+    auto h = store::HistoryStore::open(db());
+    ASSERT_TRUE(h) << h.error().message;
+    std::vector<core::AlertEvent> fired, resolved;
+    fired.push_back(episode(2, t0, t0 + 600));  // GPU 2, ten minutes, long ago
+    for (int i = 0; i < 30; ++i) fired.push_back(episode(0, t0 + 86400 + i * 60, t0 + 86400 + i * 60 + 30));
+    for (auto e : fired) {
+      if (!e.alert.resolved_at) continue;
+      e.type = core::AlertEvent::Type::Resolved;
+      resolved.push_back(e);
+    }
+    for (auto& e : fired) e.alert.resolved_at.reset();
+    ASSERT_TRUE((*h)->record_alerts(fired));
+    ASSERT_TRUE((*h)->record_alerts(resolved));
+  }
+  auto r = get("/api/v1/alerts?limit=10");
+  ASSERT_EQ(r.status, 200u) << r;
+  ASSERT_EQ(r.j.at("recent").size(), 10u);
+  for (const auto& a : r.j["recent"]) EXPECT_EQ(a.at("gpu_index"), 0) << "GPU 2's episode is not among the newest 10";
+
+  r = get("/api/v1/alerts?limit=10&gpu=2");
+  ASSERT_EQ(r.status, 200u) << r;
+  ASSERT_EQ(r.j.at("recent").size(), 1u) << r;
+  EXPECT_EQ(r.j["recent"][0].at("gpu_index"), 2);
+  EXPECT_EQ(r.j["recent"][0].at("message"), fmt::format("episode of GPU 2 at {}", t0));
+
+  // A range overlapping the episode (epoch seconds, then ISO 8601) finds it; one after it does not.
+  r = get(fmt::format("/api/v1/alerts?gpu=2&since={}&until={}", t0 + 300, t0 + 3600));
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("recent").size(), 1u) << r;
+  r = get("/api/v1/alerts?gpu=2&since=2023-11-14T22:00:00Z&until=2023-11-14T22:20:00Z");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("recent").size(), 1u) << r;
+  r = get(fmt::format("/api/v1/alerts?gpu=2&since={}", t0 + 601));
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("recent").empty()) << r;
+  // GPU 0's episodes in its first five minutes; none of them before t0 + 1 day.
+  r = get(fmt::format("/api/v1/alerts?gpu=0&since={}&until={}", t0 + 86400, t0 + 86400 + 300));
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("recent").size(), 5u) << r;
+  r = get(fmt::format("/api/v1/alerts?gpu=0&until={}", t0 + 86400));
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("recent").empty()) << r;
+  // A duration: all of these are years ago.
+  r = get("/api/v1/alerts?since=7d");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("recent").empty()) << r;
+  // A GPU without episodes.
+  r = get("/api/v1/alerts?gpu=1");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_TRUE(r.j.at("recent").empty()) << r;
+  EXPECT_TRUE(r.j.at("firing").empty()) << r;
+
+  for (const char* bad :
+       {"gpu=x", "gpu=-1", "since=soon", "until=yesterday", "since=100&until=50", "since=10&until=10"}) {
+    r = get(std::string("/api/v1/alerts?") + bad);
+    EXPECT_EQ(r.status, 400u) << bad << ": " << r;
+    EXPECT_FALSE(r.message().empty()) << bad;
+  }
+}
+
 // ---- availability ------------------------------------------------------------------------------
 
 TEST_F(ApiTest, AvailabilityExplainsEachGpu) {
@@ -665,6 +745,13 @@ TEST_F(ApiTest, JobsPagesFiltersAndTasks) {
   EXPECT_DOUBLE_EQ(t.at("gpu_hours").get<double>(), 2.0);
   EXPECT_EQ(get("/api/v1/tasks?user=bob").j.at("tasks")[0].at("runs"), 1);
   EXPECT_EQ(get("/api/v1/tasks?limit=0").status, 400u);
+  // One task's rows: the heading the dashboard puts over that task's runs.
+  r = get("/api/v1/tasks?task=grid&user=alice");
+  ASSERT_EQ(r.status, 200u) << r;
+  ASSERT_EQ(r.j.at("tasks").size(), 1u) << r;
+  EXPECT_EQ(r.j["tasks"][0].at("runs"), 2);
+  EXPECT_EQ(get("/api/v1/tasks?task=other").j.at("total"), 0);
+  EXPECT_EQ(get("/api/v1/tasks?task=a%01b").status, 400u);
 }
 
 TEST_F(ApiTest, Estimate) {

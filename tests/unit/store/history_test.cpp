@@ -1,10 +1,13 @@
 #include "store/history.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -411,7 +414,7 @@ TEST_F(HistoryTest, AlertEpisodesAreStoredFiredThenResolved) {
   resolved.alert.resolved_at = at(kH0 + 60'000);
   ASSERT_TRUE(s->record_alerts({resolved}));
 
-  auto got = s->recent_alerts(10);
+  auto got = s->recent_alerts(core::AlertQuery::newest(10));
   ASSERT_TRUE(got) << got.error().message;
   ASSERT_EQ(got->size(), 2u);
   EXPECT_EQ((*got)[0].started_at, at(kH0 + 600'000));  // newest first
@@ -425,9 +428,84 @@ TEST_F(HistoryTest, AlertEpisodesAreStoredFiredThenResolved) {
   EXPECT_DOUBLE_EQ(first.value, 70);
   ASSERT_TRUE(first.resolved_at);
   EXPECT_EQ(*first.resolved_at, at(kH0 + 60'000));
-  auto one = s->recent_alerts(1);
+  auto one = s->recent_alerts(core::AlertQuery::newest(1));
   ASSERT_TRUE(one);
   EXPECT_EQ(one->size(), 1u);
+}
+
+// The filters of GET /api/v1/alerts are the store query's: one GPU's episodes that overlap a range, found
+// even when every other GPU has many newer ones (the newest `limit` of all GPUs would miss them).
+TEST_F(HistoryTest, AlertEpisodesFilteredByGpuAndTimeInTheQuery) {
+  auto s = open();
+  ASSERT_TRUE(s);
+  auto episode = [](unsigned gpu, std::int64_t start_ms, std::optional<std::int64_t> end_ms) {
+    core::AlertEvent e;
+    e.alert.id = fmt::format("high_gpu_usage_alert:GPU-{}", gpu);
+    e.alert.kind = core::AlertKind::HighGpuUsage;
+    e.alert.gpu_index = gpu;
+    e.alert.gpu_uuid = fmt::format("GPU-{}", gpu);
+    e.alert.severity = "warning";
+    e.alert.started_at = at(start_ms);
+    if (end_ms) e.alert.resolved_at = at(*end_ms);
+    return e;
+  };
+  std::vector<core::AlertEvent> fired, resolved;
+  // GPU 3: one old episode (an hour long, resolved), one still firing.
+  fired.push_back(episode(3, kH0, kH0 + 3'600'000));
+  fired.push_back(episode(3, kH0 + 20 * 3'600'000, std::nullopt));
+  // GPU 0: 50 newer episodes, a minute each.
+  for (int i = 0; i < 50; ++i)
+    fired.push_back(episode(0, kH0 + 2 * 3'600'000 + i * 120'000, kH0 + 2 * 3'600'000 + i * 120'000 + 60'000));
+  for (auto e : fired)
+    if (e.alert.resolved_at) {
+      e.type = core::AlertEvent::Type::Resolved;
+      resolved.push_back(e);
+    }
+  for (auto& e : fired) e.alert.resolved_at.reset();
+  ASSERT_TRUE(s->record_alerts(fired));
+  ASSERT_TRUE(s->record_alerts(resolved));
+
+  core::AlertQuery q = core::AlertQuery::newest(10);
+  auto all = s->recent_alerts(q);
+  ASSERT_TRUE(all) << all.error().message;
+  ASSERT_EQ(all->size(), 10u);
+  EXPECT_EQ((*all)[0].gpu_index, 3u);  // the one still firing is the newest
+  EXPECT_TRUE(std::none_of(all->begin() + 1, all->end(), [](const core::Alert& a) { return a.gpu_index == 3; }));
+
+  q.gpu = 3;
+  auto mine = s->recent_alerts(q);
+  ASSERT_TRUE(mine);
+  ASSERT_EQ(mine->size(), 2u);
+  EXPECT_EQ((*mine)[0].started_at, at(kH0 + 20 * 3'600'000));
+  EXPECT_EQ((*mine)[1].started_at, at(kH0));
+  ASSERT_TRUE((*mine)[1].resolved_at);
+
+  // A range inside the old episode finds it (it overlaps), not the one that started later.
+  q.since = at(kH0 + 1'800'000);
+  q.until = at(kH0 + 2'000'000);
+  auto inside = s->recent_alerts(q);
+  ASSERT_TRUE(inside);
+  ASSERT_EQ(inside->size(), 1u);
+  EXPECT_EQ((*inside)[0].started_at, at(kH0));
+  // A range after the old one ended and before the firing one started: nothing.
+  q.since = at(kH0 + 3'600'001);
+  q.until = at(kH0 + 10 * 3'600'000);
+  auto between = s->recent_alerts(q);
+  ASSERT_TRUE(between);
+  EXPECT_TRUE(between->empty());
+  // Open-ended since: the firing episode overlaps any range that ends after its start.
+  q.until.reset();
+  auto later = s->recent_alerts(q);
+  ASSERT_TRUE(later);
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_FALSE((*later)[0].resolved_at);
+  // Until alone: episodes that started before it.
+  q.since.reset();
+  q.until = at(kH0 + 2 * 3'600'000 + 120'000 * 3);
+  q.gpu.reset();
+  auto before = s->recent_alerts(q);
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->size(), 4u);  // GPU 3's old one and GPU 0's first three
 }
 
 TEST_F(HistoryTest, SharesItsFileWithTheNodeStore) {

@@ -297,6 +297,17 @@ TEST_F(StoreTest, TaskTotalsSumEveryRunNotAPage) {
   t = s->task_totals(q);
   ASSERT_EQ(t->tasks.size(), 1u);
   EXPECT_EQ(t->tasks[0].task, "other");
+  // One task: its totals over every status (q.status is not a filter of the totals).
+  q.user.clear();
+  q.task = "sweep";
+  q.status = "failed";
+  t = s->task_totals(q);
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->total, 1u);
+  ASSERT_EQ(t->tasks.size(), 1u);
+  EXPECT_EQ(t->tasks[0].runs, 1500u);
+  q.task = "none such";
+  EXPECT_EQ(s->task_totals(q)->total, 0u);
 }
 
 // Review of issue 14: two records with absurd times made SUM() overflow, and /api/v1/tasks failed for

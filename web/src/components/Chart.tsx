@@ -1,9 +1,16 @@
-// One uPlot line chart: x = time, one series per GPU. The chart is created once per GPU set and
-// colour scheme, then fed with setData; its width follows the container.
-import { useEffect, useRef } from 'preact/hooks';
+// One live uPlot chart: x = time over the last hour. Up to LINES_MAX_GPUS GPUs it draws one line per
+// GPU. With more it draws the range across all GPUs as a band (min to max), their mean, and lines for a
+// few GPUs: those picked on the cards, else the BAND_TOP with the highest recent values (re-chosen at
+// most once a minute). 64 lines per chart cost most of a live update to draw and cannot be told apart
+// anyway; every GPU's own history is on its page.
+//
+// The uPlot instance is created once per shape (line GPUs, or band) and colour scheme, then fed with
+// setData; a change of the band's lines adds and removes series on the same instance. Its width follows
+// the container (ResizeObserver only, no layout reads per update).
+import { useEffect, useLayoutEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { gpuColor } from '../format';
+import { fmtClock, gpuColor } from '../format';
 import type { SeriesStore } from '../series';
 
 export interface ChartProps {
@@ -13,8 +20,10 @@ export interface ChartProps {
   store: SeriesStore;
   /** Bumped whenever the store changes. */
   version: number;
-  /** GPU indices to draw, in order. */
+  /** Every GPU with data, in order. */
   gpus: number[];
+  /** GPUs picked for a line of their own when the chart draws a band (empty: the busiest). */
+  picked: number[];
   /** Fixed y range (e.g. 0-100 for %); otherwise from the data, starting at 0. */
   yMax?: number;
   fmtValue: (v: number) => string;
@@ -22,9 +31,20 @@ export interface ChartProps {
 }
 
 const HEIGHT = 180;
-/** The longest a live update waits for its redraw. */
-const MAX_BATCH_MS = 2000;
-const LIVE_LEGEND_MAX_GPUS = 16;
+/** Above this many GPUs a chart draws a band with a few lines instead of a line per GPU. */
+export const LINES_MAX_GPUS = 8;
+/** Lines a band chart draws when none are picked. */
+export const BAND_TOP = 3;
+/** The most picked lines a band chart draws. */
+const PICKED_MAX = 8;
+/** How often a band chart may re-choose its busiest GPUs, and over how many of the newest rows. */
+const RESELECT_MS = 60_000;
+const RESELECT_ROWS = 300;
+/** How long after its redraw was due a chart draws without waiting for another update. */
+const FALLBACK_MS = 3000;
+/** The longest a live update waits for its redraw (an hour over ~650 px is ~5.5 s per pixel; the cards
+ *  above the charts show every update's values). */
+const MAX_BATCH_MS = 5000;
 
 function latest(col: ArrayLike<number | null | undefined>): number | null {
   for (let i = col.length - 1; i >= 0; i--) if (col[i] !== undefined) return col[i] ?? null;
@@ -35,21 +55,55 @@ function cssVar(name: string): string {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
 }
 
-export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, dark }: ChartProps) {
+const sameList = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+export function Chart({ id, title, unit, store, version, gpus, picked, yMax, fmtValue, dark }: ChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
-  const gpuKey = gpus.join(',');
+  const band = gpus.length > LINES_MAX_GPUS;
+  // Line mode: the GPUs drawn. Band mode: the GPUs with a line of their own (series 4, 5, …).
+  const lines = useRef<number[]>([]);
+  const chosenAt = useRef(0);
+  const shapeKey = band ? 'band' : gpus.join(',');
+  const gpusRef = useRef(gpus);
+  gpusRef.current = gpus;
+  const pickedRef = useRef(picked);
+  pickedRef.current = picked;
+  const fmtRef = useRef(fmtValue);
+  fmtRef.current = fmtValue;
+
+  // Under the cursor: that sample; elsewhere: the latest, so the legend reads as "now".
+  const legendValue = (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
+    if (idx === null) v = latest(u.data[sidx]);
+    return v === null || v === undefined ? 'n/a' : fmtRef.current(v);
+  };
+  const lineSeries = (g: number): uPlot.Series => ({ label: `GPU ${g}`, stroke: gpuColor(g), width: 1, points: { show: false }, value: legendValue });
 
   useEffect(() => {
     const el = box.current;
     if (!el) return;
     const axisStroke = cssVar('--muted');
     const grid = { stroke: cssVar('--grid'), width: 1 };
+    const edge = cssVar('--band-edge');
+    const xSeries: uPlot.Series = {
+      label: 'time',
+      value: (_u: uPlot, v: number | null, _s: number, idx: number | null) =>
+        idx === null || v === null ? 'latest' : fmtClock(v * 1000),
+    };
+    lines.current = band ? [] : [...gpusRef.current];
+    chosenAt.current = 0;
+    const series: uPlot.Series[] = band
+      ? [
+          xSeries,
+          { label: `mean of ${gpusRef.current.length}`, stroke: cssVar('--text'), width: 1.5, points: { show: false }, value: legendValue },
+          { label: 'min', stroke: edge, width: 1, points: { show: false }, value: legendValue },
+          { label: 'max', stroke: edge, width: 1, points: { show: false }, value: legendValue },
+        ]
+      : [xSeries, ...lines.current.map(lineSeries)];
     const opts: uPlot.Options = {
       width: Math.max(200, el.clientWidth),
       height: HEIGHT,
-      // With many GPUs a legend that follows every update rewrites a cell per GPU per chart each time.
-      legend: { show: true, live: gpus.length <= LIVE_LEGEND_MAX_GPUS },
+      legend: { show: true, live: true },
       cursor: { drag: { x: false, y: false } },
       scales: {
         x: { time: true },
@@ -57,30 +111,18 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
       },
       axes: [
         { stroke: axisStroke, grid, ticks: grid },
-        { stroke: axisStroke, grid, ticks: grid, size: 64, values: (_u, vals) => vals.map((v) => fmtValue(v)) },
+        { stroke: axisStroke, grid, ticks: grid, size: 64, values: (_u, vals) => vals.map((v) => fmtRef.current(v)) },
       ],
-      series: [
-        {
-          label: 'time',
-          value: (_u: uPlot, v: number | null, _s: number, idx: number | null) =>
-            idx === null || v === null ? 'latest' : new Date(v * 1000).toLocaleTimeString([], { hour12: false }),
-        },
-        ...gpus.map((g) => ({
-          label: `GPU ${g}`,
-          stroke: gpuColor(g),
-          width: 1,
-          points: { show: false },
-          // Under the cursor: that sample; elsewhere: the latest sample, so the legend reads as "now".
-          value: (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
-            if (idx === null) v = latest(u.data[sidx]);
-            return v === null || v === undefined ? 'n/a' : fmtValue(v);
-          },
-        })),
-      ],
+      series,
+      bands: band ? [{ series: [3, 2], fill: cssVar('--band-fill') }] : undefined,
     };
-    const u = new uPlot(opts, store.toAligned(gpus), el);
+    const empty = [[], ...series.slice(1).map(() => [])] as unknown as uPlot.AlignedData;
+    const u = new uPlot(opts, empty, el);
     plot.current = u;
-    el.dataset.points = String(store.length);
+    el.dataset.mode = band ? 'band' : 'lines';
+    el.dataset.lines = lines.current.join(',');
+    stale.current = true;
+    draw(true);
     const ro = new ResizeObserver(() => u.setSize({ width: Math.max(200, el.clientWidth), height: HEIGHT }));
     ro.observe(el);
     return () => {
@@ -90,44 +132,94 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     };
     // The store's data goes in through setData below; the chart is rebuilt only when its shape changes.
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [gpuKey, dark, yMax]);
+  }, [shapeKey, dark, yMax]);
+
+  /** The lines a band chart should draw now. */
+  const wantedLines = (now: number): number[] => {
+    const p = pickedRef.current.filter((g) => gpusRef.current.includes(g)).slice(0, PICKED_MAX);
+    if (p.length) {
+      chosenAt.current = 0; // when the pick is cleared, choose the busiest at once
+      return p;
+    }
+    if (chosenAt.current && now - chosenAt.current < RESELECT_MS) return lines.current;
+    // Chosen from no data (the first update), the choice is made again at the next redraw.
+    chosenAt.current = store.length > 1 ? now : 0;
+    return store.top(BAND_TOP, RESELECT_ROWS).sort((a, b) => a - b);
+  };
 
   // A chart scrolled out of view is not redrawn: with many GPUs the redraw is most of an update's cost.
   // It catches up (one setData) when it comes back into view. In view, it is redrawn at most once per
-  // pixel of time (the data's span over the plot's width, ~1.4 s for 15 minutes on 650 px): a redraw
-  // sooner would move nothing on screen. Updates in between are batched into the next redraw.
+  // pixel of time (the data's span over the plot's width: ~5.5 s for an hour on 650 px, capped at 5 s), in
+  // the frame of the first update after that: a redraw sooner would move nothing on screen, and a redraw
+  // in a frame of its own would cost a second frame. Updates in between are batched.
   const visible = useRef(true);
   const stale = useRef(false);
   const lastDraw = useRef(0);
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
-  const redraw = () => {
+  const frame = useRef<number | null>(null);
+  function draw(force = false) {
     const u = plot.current;
     if (!u) return;
-    if (!visible.current) {
+    if (!visible.current && !force) {
       stale.current = true;
       return;
     }
     stale.current = false;
     lastDraw.current = performance.now();
-    u.setData(store.toAlignedThin(gpus, Math.max(200, Math.round((2 * u.bbox.width) / (uPlot.pxRatio || 1)))));
+    // About a row per pixel (each bucket of two pixels gives its min and its max, so spikes stay).
+    const maxRows = Math.max(200, Math.round(u.bbox.width / (uPlot.pxRatio || 1)));
+    if (!band) {
+      u.setData(store.toAlignedThin(lines.current, maxRows));
+    } else {
+      const want = wantedLines(Date.now());
+      u.batch(() => {
+        if (!sameList(want, lines.current)) {
+          for (let i = u.series.length - 1; i >= 4; i--) u.delSeries(i);
+          for (const g of want) u.addSeries(lineSeries(g));
+          lines.current = want;
+          if (box.current) box.current.dataset.lines = want.join(',');
+        }
+        u.setData(store.toAlignedBand(lines.current, maxRows));
+      });
+    }
+    if (box.current) box.current.dataset.drawn = String(u.data[0].length);
+  }
+  const drawRef = useRef(draw);
+  drawRef.current = draw;
+  const drawSoon = () => {
+    if (frame.current !== null) return;
+    frame.current = requestAnimationFrame(() => {
+      frame.current = null;
+      drawRef.current();
+    });
   };
-  const redrawRef = useRef(redraw);
-  redrawRef.current = redraw;
+
   useEffect(() => {
     const el = box.current;
     if (!el || typeof IntersectionObserver === 'undefined') return;
     const io = new IntersectionObserver((entries) => {
       visible.current = entries[entries.length - 1].isIntersecting;
-      if (visible.current && stale.current) redrawRef.current();
+      if (visible.current && stale.current) drawSoon();
     });
     io.observe(el);
     return () => {
       io.disconnect();
       if (timer.current) clearTimeout(timer.current);
+      if (frame.current !== null) cancelAnimationFrame(frame.current);
     };
+    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
 
+  // A new pick is drawn at once.
+  const pickedKey = picked.join(',');
   useEffect(() => {
+    if (band) drawSoon();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [pickedKey]);
+
+  // A layout effect: the redraw due with this update happens in the same task as the render (the app
+  // renders live updates in an animation frame), so cards and charts are painted in one frame.
+  useLayoutEffect(() => {
     if (box.current) box.current.dataset.points = String(store.length);
     const u = plot.current;
     if (!u) return;
@@ -138,18 +230,24 @@ export function Chart({ id, title, unit, store, version, gpus, yMax, fmtValue, d
     const widthPx = u.bbox.width / (uPlot.pxRatio || 1);
     const pixelMs = widthPx > 0 ? Math.min(MAX_BATCH_MS, store.spanMs / widthPx) : 0;
     const wait = lastDraw.current + pixelMs - performance.now();
-    if (wait <= 0) redraw();
-    else if (timer.current === null)
+    if (wait <= 0) {
+      if (frame.current !== null) cancelAnimationFrame(frame.current), (frame.current = null);
+      if (timer.current !== null) clearTimeout(timer.current), (timer.current = null);
+      draw();
+    } else if (timer.current === null)
+      // Normally a later update draws (in its own frame, with the cards); this is for when none comes.
       timer.current = setTimeout(() => {
         timer.current = null;
-        redrawRef.current();
-      }, wait);
+        drawSoon();
+      }, wait + FALLBACK_MS);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [version]);
 
   return (
     <figure class="chart">
       <figcaption>
         {title} <span class="unit">{unit}</span>
+        {band && <span class="muted chart-note"> · band: min–max of {gpus.length} GPUs</span>}
       </figcaption>
       <div class="chart-plot" id={id} ref={box} data-points="0" />
     </figure>

@@ -1,23 +1,33 @@
 // The experiments pages: `#/experiments` (recorded runs, newest first, paged and filtered on the server,
-// the filters in the URL), `#/experiments?view=tasks` (runs grouped under their task with its totals)
-// and `#/experiments/ID` (one run: the seed's GPU Monitoring section, energy, p95, lease, efficiency).
+// the filters in the URL; filtered to one task, that task's totals head the list), `#/experiments?view=tasks`
+// (each task grid under its heading with its totals and its newest runs) and `#/experiments/ID` (one run:
+// the seed's GPU Monitoring section, energy, p95, lease, efficiency). "Experiments" is the seeds' word for
+// the pages; what they read are jobs (GET /api/v1/jobs, /api/v1/jobs/{id}, /api/v1/tasks). Labels and units
+// of the metrics come from the agent's field table (GET /api/v1/fields).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
-import { api } from '../api';
+import { api, type FieldsDoc } from '../api';
 import {
   efficiency,
   expApi,
   modelLabel,
   PAGE_SIZE,
+  RUN_METRICS,
+  RUNS_PER_TASK,
+  runMetricMeta,
   STATUSES,
+  TASKS_PER_PAGE,
   type Experiment,
   type ListQuery,
   type MetricStat,
+  type RunMetric,
   type RunSeries,
+  type TaskTotals,
 } from '../experiments';
 import { fmtDuration, fmtNum, fmtTime, gpuColor, NA } from '../format';
 import { href, navigate, type Route } from '../router';
+import { ErrorBoundary } from './ErrorBoundary';
 
 const RETRY_MS = 5000;
 
@@ -63,13 +73,26 @@ function LoadError({ error, retry }: { error: string; retry: () => void }) {
   );
 }
 
-export function ExperimentsView({ route, dark }: { route: Route; dark: boolean }) {
-  const id = route.path[1];
+interface ViewProps {
+  route: Route;
+  dark: boolean;
+  fields: FieldsDoc | null;
+}
+
+/** A render error below shows in place of the view (the header and tabs stay), with "try again". */
+export function ExperimentsView(props: ViewProps) {
   return (
     <main id="experiments" class="experiments">
-      {id ? <Detail id={id} dark={dark} /> : route.query.get('view') === 'tasks' ? <Tasks route={route} /> : <List route={route} />}
+      <ErrorBoundary what="The experiments view">
+        <ExperimentsBody {...props} />
+      </ErrorBoundary>
     </main>
   );
+}
+
+function ExperimentsBody({ route, dark, fields }: ViewProps) {
+  const id = route.path[1];
+  return id ? <Detail id={id} dark={dark} fields={fields} /> : route.query.get('view') === 'tasks' ? <Tasks route={route} /> : <List route={route} />;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -88,6 +111,12 @@ function queryOf(route: Route): ListQuery {
 function listHref(q: ListQuery): string {
   return href(['experiments'], { status: q.status, user: q.user, task: q.task, page: q.page > 1 ? q.page : undefined });
 }
+
+function tasksHref(q: ListQuery): string {
+  return href(['experiments'], { view: 'tasks', user: q.user, task: q.task, page: q.page > 1 ? q.page : undefined });
+}
+
+const ownerOf = (t: { user: string | null; uid: number | null }) => t.user ?? (t.uid !== null ? `uid ${t.uid}` : NA);
 
 /** The seed's GPU column: "2 (H100 80GB HBM3) 📊", or "N/A" for a run without GPUs. */
 export function GpuCell({ e }: { e: Experiment }) {
@@ -116,7 +145,10 @@ function Filters({ q, grouped }: { q: ListQuery; grouped: boolean }) {
   const [task, setTask] = useState(q.task ?? '');
   useEffect(() => setUser(q.user ?? ''), [q.user]);
   useEffect(() => setTask(q.task ?? ''), [q.task]);
-  const apply = (next: Partial<ListQuery>) => navigate(listHref({ ...q, ...next, page: 1 }));
+  const apply = (next: Partial<ListQuery>) => {
+    const to = { ...q, ...next, page: 1 };
+    navigate(grouped ? tasksHref(to) : listHref(to));
+  };
   return (
     <form
       class="exp-filters"
@@ -125,17 +157,19 @@ function Filters({ q, grouped }: { q: ListQuery; grouped: boolean }) {
         apply({ user: user.trim() || undefined, task: task.trim() || undefined });
       }}
     >
-      <label>
-        status{' '}
-        <select id="filter-status" value={q.status ?? ''} onChange={(ev) => apply({ status: (ev.target as HTMLSelectElement).value || undefined })}>
-          <option value="">any</option>
-          {STATUSES.map((s) => (
-            <option value={s} key={s}>
-              {s}
-            </option>
-          ))}
-        </select>
-      </label>
+      {!grouped && (
+        <label>
+          status{' '}
+          <select id="filter-status" value={q.status ?? ''} onChange={(ev) => apply({ status: (ev.target as HTMLSelectElement).value || undefined })}>
+            <option value="">any</option>
+            {STATUSES.map((s) => (
+              <option value={s} key={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
       <label>
         user <input id="filter-user" value={user} maxLength={64} onInput={(ev) => setUser((ev.target as HTMLInputElement).value)} />
       </label>
@@ -151,8 +185,8 @@ function Filters({ q, grouped }: { q: ListQuery; grouped: boolean }) {
   );
 }
 
-function Pager({ page, total, to }: { page: number; total: number; to: (page: number) => string }) {
-  const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
+function Pager({ page, total, to, perPage = PAGE_SIZE }: { page: number; total: number; to: (page: number) => string; perPage?: number }) {
+  const pages = Math.max(1, Math.ceil(total / perPage));
   return (
     <nav class="pager" aria-label="pages">
       {page > 1 ? (
@@ -176,65 +210,105 @@ function Pager({ page, total, to }: { page: number; total: number; to: (page: nu
   );
 }
 
+/** Runs as table rows: id/name, task, status, user, start, duration, exit, command, the GPU column. */
+function RunsTable({ jobs, id }: { jobs: Experiment[]; id?: string }) {
+  return (
+    <div class="table-wrap">
+      <table id={id} class="exp-table">
+        <thead>
+          <tr>
+            <th>id / name</th>
+            <th>task</th>
+            <th>status</th>
+            <th>user</th>
+            <th>start</th>
+            <th>duration</th>
+            <th class="num">exit</th>
+            <th>command</th>
+            <th>GPUs</th>
+          </tr>
+        </thead>
+        <tbody>
+          {jobs.map((e) => (
+            <tr key={e.id} data-id={e.id}>
+              <td>
+                <a class="mono" href={href(['experiments', e.id])}>
+                  {e.id}
+                </a>
+                {e.name && <div class="muted">{e.name}</div>}
+              </td>
+              <td>{e.task ? <a href={listHref({ page: 1, task: e.task })}>{e.task}</a> : <span class="muted">—</span>}</td>
+              <td class="nowrap">
+                <StatusBadge status={e.status} />
+              </td>
+              <td>{e.user ?? (e.uid !== null ? `uid ${e.uid}` : NA)}</td>
+              <td class="nowrap" title={e.startedAt !== null ? new Date(e.startedAt).toISOString() : ''}>
+                {fmtTime(e.startedAt)}
+              </td>
+              <td class="nowrap">{e.endedAt === null ? (e.status === 'running' ? 'running' : NA) : fmtDuration(e.startedAt, e.endedAt)}</td>
+              <td class="num">{e.exitCode ?? NA}</td>
+              <td class="command" title={e.command ?? ''}>
+                {e.command ?? NA}
+              </td>
+              <GpuCell e={e} />
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** A task's totals over all its runs (from the store, not from a page of them). */
+function TaskTotalsLine({ t }: { t: TaskTotals }) {
+  const item = (k: string, v: string, label: string) => (
+    <span class="task-total" data-k={k}>
+      <strong>{v}</strong> {label}
+    </span>
+  );
+  return (
+    <p class="task-totals">
+      {item('runs', String(t.runs), t.runs === 1 ? 'run' : 'runs')} · {item('succeeded', String(t.succeeded), 'succeeded')} ·{' '}
+      {item('failed', String(t.failed), 'failed')}
+      {t.running > 0 && <> · {item('running', String(t.running), 'running')}</>} · {item('gpu-hours', fmtNum(t.gpuHours, 2), 'GPU-hours')}
+      {t.lastStartedAt !== null && <span class="muted"> · last started {fmtTime(t.lastStartedAt)}</span>}
+    </p>
+  );
+}
+
 function List({ route }: { route: Route }) {
   const q = queryOf(route);
   const { data, stale, error, retry } = useLoad(listHref(q), (s) => expApi.page(q, s));
   const page = data ?? stale;
+  // Filtered to one task: its totals head the list (one row per owner of a task of that name).
+  const totals = useLoad(q.task ? `totals:${q.task}:${q.user ?? ''}` : 'none', (s) =>
+    q.task ? expApi.tasks({ task: q.task, user: q.user, page: 1, limit: 20 }, s) : Promise.resolve(null),
+  );
   return (
     <section class="panel" id="exp-list">
       <h2>
         Experiments {page && <span class="count">{page.total}</span>}
       </h2>
       <Filters q={q} grouped={false} />
+      {q.task && totals.data && totals.data.tasks.length > 0 && (
+        <div id="list-task-totals" class="task-head">
+          {totals.data.tasks.map((t) => (
+            <div key={`${t.uid ?? ''}\u0000${t.user ?? ''}`} data-task={t.task}>
+              <h3>
+                {t.task} <span class="muted">· {ownerOf(t)}</span>
+              </h3>
+              <TaskTotalsLine t={t} />
+            </div>
+          ))}
+        </div>
+      )}
       {error && <LoadError error={error} retry={retry} />}
       {page === null ? (
         !error && <p class="empty">Loading…</p>
       ) : page.jobs.length === 0 ? (
         <p class="empty">No runs match.</p>
       ) : (
-        <div class="table-wrap">
-          <table id="exp-table">
-            <thead>
-              <tr>
-                <th>id / name</th>
-                <th>task</th>
-                <th>status</th>
-                <th>user</th>
-                <th>start</th>
-                <th>duration</th>
-                <th class="num">exit</th>
-                <th>command</th>
-                <th>GPUs</th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.jobs.map((e) => (
-                <tr key={e.id} data-id={e.id}>
-                  <td>
-                    <a class="mono" href={href(['experiments', e.id])}>
-                      {e.id}
-                    </a>
-                    {e.name && <div class="muted">{e.name}</div>}
-                  </td>
-                  <td>{e.task ? <a href={listHref({ page: 1, task: e.task })}>{e.task}</a> : <span class="muted">—</span>}</td>
-                  <td class="nowrap">
-                    <StatusBadge status={e.status} />
-                  </td>
-                  <td>{e.user ?? (e.uid !== null ? `uid ${e.uid}` : NA)}</td>
-                  <td class="nowrap" title={e.startedAt !== null ? new Date(e.startedAt).toISOString() : ''}>
-                    {fmtTime(e.startedAt)}
-                  </td>
-                  <td class="nowrap">{e.endedAt === null ? (e.status === 'running' ? 'running' : NA) : fmtDuration(e.startedAt, e.endedAt)}</td>
-                  <td class="num">{e.exitCode ?? NA}</td>
-                  <td class="command" title={e.command ?? ''}>
-                    {e.command ?? NA}
-                  </td>
-                  <GpuCell e={e} />
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <RunsTable jobs={page.jobs} id="exp-table" />
       )}
       {page && <Pager page={q.page} total={page.total} to={(p) => listHref({ ...q, page: p })} />}
     </section>
@@ -244,10 +318,40 @@ function List({ route }: { route: Route }) {
 // ---------------------------------------------------------------------------------------------------
 // Grouped by task
 
+/** One task grid: its heading and totals, and its newest runs (all of them through the filtered list). */
+function TaskGroup({ t }: { t: TaskTotals }) {
+  const runsOf: ListQuery = { task: t.task, user: t.user ?? undefined, uid: t.uid ?? undefined, page: 1, limit: RUNS_PER_TASK };
+  const key = `group:${t.task}:${t.uid ?? ''}:${t.user ?? ''}:${t.runs}:${t.lastStartedAt ?? ''}`;
+  const { data, stale, error, retry } = useLoad(key, (s) => expApi.page(runsOf, s));
+  const page = data ?? stale;
+  const all = listHref({ task: t.task, user: t.user ?? undefined, page: 1 });
+  return (
+    <section class="task-group" data-task={t.task} data-user={t.user ?? ''}>
+      <h3>
+        <a href={all}>{t.task}</a> <span class="muted">· {ownerOf(t)}</span>
+      </h3>
+      <TaskTotalsLine t={t} />
+      {error && <LoadError error={error} retry={retry} />}
+      {page === null ? (
+        !error && <p class="empty">Loading…</p>
+      ) : (
+        <>
+          <RunsTable jobs={page.jobs} />
+          {page.total > page.jobs.length && (
+            <p class="more">
+              <a href={all}>all {page.total} runs of {t.task} →</a>
+            </p>
+          )}
+        </>
+      )}
+    </section>
+  );
+}
+
 function Tasks({ route }: { route: Route }) {
   const q = queryOf(route);
-  const key = href(['experiments'], { view: 'tasks', user: q.user, page: q.page });
-  const { data, stale, error, retry } = useLoad(key, (s) => expApi.tasks(q.user, q.page, s));
+  const key = tasksHref(q);
+  const { data, stale, error, retry } = useLoad(key, (s) => expApi.tasks({ user: q.user, task: q.task, page: q.page }, s));
   const doc = data ?? stale;
   return (
     <section class="panel" id="exp-tasks">
@@ -261,40 +365,13 @@ function Tasks({ route }: { route: Route }) {
           No task runs recorded (<code>gpufleet task run TASK.json -- CMD</code>).
         </p>
       ) : (
-        <div class="table-wrap">
-          <table id="task-table">
-            <thead>
-              <tr>
-                <th>task</th>
-                <th>user</th>
-                <th class="num">runs</th>
-                <th class="num">succeeded</th>
-                <th class="num">failed</th>
-                <th class="num">running</th>
-                <th class="num">GPU-hours</th>
-                <th>last start</th>
-              </tr>
-            </thead>
-            <tbody>
-              {doc.tasks.map((t) => (
-                <tr key={`${t.task}\u0000${t.uid ?? ''}\u0000${t.user ?? ''}`}>
-                  <td>
-                    <a href={listHref({ page: 1, task: t.task, user: t.user ?? q.user })}>{t.task}</a>
-                  </td>
-                  <td>{t.user ?? (t.uid !== null ? `uid ${t.uid}` : NA)}</td>
-                  <td class="num">{t.runs}</td>
-                  <td class="num">{t.succeeded}</td>
-                  <td class="num">{t.failed}</td>
-                  <td class="num">{t.running}</td>
-                  <td class="num">{fmtNum(t.gpuHours, 2)}</td>
-                  <td class="nowrap">{fmtTime(t.lastStartedAt)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+        <div id="task-groups">
+          {doc.tasks.map((t) => (
+            <TaskGroup key={`${t.task}\u0000${t.uid ?? ''}\u0000${t.user ?? ''}`} t={t} />
+          ))}
         </div>
       )}
-      {doc && <Pager page={q.page} total={doc.total} to={(p) => href(['experiments'], { view: 'tasks', user: q.user, page: p })} />}
+      {doc && <Pager page={q.page} total={doc.total} perPage={TASKS_PER_PAGE} to={(p) => tasksHref({ ...q, page: p })} />}
     </section>
   );
 }
@@ -317,23 +394,26 @@ function StatCell({ s, unit, metric, gpu }: { s: MetricStat; unit: string; metri
   );
 }
 
-/** While a run is going its record has no samples yet: the node's history of the leased GPUs since its start. */
-async function liveSeries(e: Experiment, signal: AbortSignal): Promise<RunSeries[]> {
+/** While a run is going its record has no samples yet: the node's history of the leased GPUs since its
+ *  start (the history metrics of the run metrics' fields). */
+async function liveSeries(e: Experiment, fields: FieldsDoc | null, signal: AbortSignal): Promise<RunSeries[]> {
   const leases = await api.leases(signal);
   const lease = leases.leases.find((l) => l.id === e.leaseId || l.jobId === e.id);
   const gpus = lease?.gpus ?? e.gpuIndices;
   if (!gpus.length || e.startedAt === null) return [];
   const since = String(Math.floor(e.startedAt / 1000));
-  const [util, mem, temp, power, snap] = await Promise.all([
-    api.history('utilization', since, signal),
-    api.history('memory_used', since, signal),
-    api.history('temperature', since, signal),
-    api.history('power', since, signal),
-    api.snapshot(signal),
-  ]);
+  const metricOf = (id: RunMetric['id']) => runMetricMeta(RUN_METRICS.find((m) => m.id === id)!, fields).historyMetric;
+  const read = (id: RunMetric['id']) => {
+    const m = metricOf(id);
+    return m ? api.history(m, since, signal) : Promise.resolve(null);
+  };
+  const [util, mem, temp, power, snap] = await Promise.all([read('utilization'), read('memory'), read('temperature'), read('power'), api.snapshot(signal)]);
+  const points = (doc: typeof util, g: number) => doc?.series.find((s) => s.gpu === g)?.points ?? [];
   return gpus.map((g) => {
-    const pts = util.series.find((s) => s.gpu === g)?.points ?? [];
-    const at = (doc: typeof util) => new Map((doc.series.find((s) => s.gpu === g)?.points ?? []).map((p) => [p.t, p.v]));
+    // The time axis: the first metric the agent keeps.
+    const pts = [util, mem, temp, power].map((d) => points(d, g)).find((p) => p.length) ?? [];
+    const at = (doc: typeof util) => new Map(points(doc, g).map((p) => [p.t, p.v]));
+    const u = at(util);
     const m = at(mem);
     const tc = at(temp);
     const pw = at(power);
@@ -341,7 +421,7 @@ async function liveSeries(e: Experiment, signal: AbortSignal): Promise<RunSeries
     return {
       index: g,
       t: pts.map((p) => p.t / 1000),
-      utilization: pts.map((p) => p.v),
+      utilization: pts.map((p) => u.get(p.t) ?? null),
       memoryPct: pts.map((p) => {
         const v = m.get(p.t) ?? null;
         return v === null || !total ? null : (v / total) * 100;
@@ -352,12 +432,12 @@ async function liveSeries(e: Experiment, signal: AbortSignal): Promise<RunSeries
   });
 }
 
-function Detail({ id, dark }: { id: string; dark: boolean }) {
+function Detail({ id, dark, fields }: { id: string; dark: boolean; fields: FieldsDoc | null }) {
   const { data, error, retry } = useLoad(
     `detail:${id}`,
     async (s) => {
       const e = await expApi.one(id, s);
-      const live = e.status === 'running' && e.series.length === 0 ? await liveSeries(e, s) : null;
+      const live = e.status === 'running' && e.series.length === 0 ? await liveSeries(e, fields, s) : null;
       return { e, live };
     },
     (v) => (v.e.status === 'running' || v.e.status === 'waiting' ? 3000 : undefined),
@@ -374,13 +454,61 @@ function Detail({ id, dark }: { id: string; dark: boolean }) {
       {e === null ? (
         !error && <p class="empty">Loading…</p>
       ) : (
-        <ExperimentDetail e={e} live={doc?.live ?? null} dark={dark} />
+        <ExperimentDetail e={e} live={doc?.live ?? null} dark={dark} fields={fields} />
       )}
     </>
   );
 }
 
-function ExperimentDetail({ e, live, dark }: { e: Experiment; live: RunSeries[] | null; dark: boolean }) {
+/** The summary box's durations: the seed's (how long the GPUs were monitored) and, when it differs, the job's. */
+function Durations({ e }: { e: Experiment }) {
+  const s = (v: number) => `${fmtNum(v, 1)} s`;
+  const mon = e.monitoringS;
+  const job = e.durationS;
+  if (mon === null)
+    return (
+      <div>
+        <span class="muted">duration</span> <strong id="sum-duration">{job !== null ? s(job) : 'running'}</strong>
+      </div>
+    );
+  if (job === null || s(job) === s(mon))
+    return (
+      <div>
+        <span class="muted">duration</span> <strong id="sum-duration">{s(mon)}</strong>
+      </div>
+    );
+  return (
+    <>
+      <div>
+        <span class="muted">monitoring duration</span> <strong id="sum-duration">{s(mon)}</strong>
+      </div>
+      <div>
+        <span class="muted">job duration</span> <strong id="sum-job-duration">{s(job)}</strong>
+      </div>
+    </>
+  );
+}
+
+const pick: Record<RunMetric['id'], (s: RunSeries) => (number | null)[]> = {
+  utilization: (s) => s.utilization,
+  memory: (s) => s.memoryPct,
+  temperature: (s) => s.temperature,
+  power: (s) => s.power,
+};
+
+const statOf: Record<RunMetric['id'], (g: Experiment['stats'][number]) => MetricStat> = {
+  utilization: (g) => g.utilization,
+  memory: (g) => g.memoryPct,
+  temperature: (g) => g.temperature,
+  power: (g) => g.power,
+};
+
+const capital = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+function ExperimentDetail({ e, live, dark, fields }: { e: Experiment; live: RunSeries[] | null; dark: boolean; fields: FieldsDoc | null }) {
+  const metrics = RUN_METRICS.map((m) => ({ m, ...runMetricMeta(m, fields) }));
+  // Energy is shown in Wh (the record and the driver count J and mJ).
+  const energyLabel = fields?.fields.find((f) => f.key === 'energy_consumption_mj')?.label ?? 'energy';
   const eff = efficiency(e);
   const series = live ?? e.series;
   const energy = e.stats.map((g) => g.energyWh).filter((v): v is number => v !== null);
@@ -447,14 +575,12 @@ function ExperimentDetail({ e, live, dark }: { e: Experiment; live: RunSeries[] 
       ) : (
         <>
           <div class="summary-box" id="exp-summary">
-            <div>
-              <span class="muted">duration</span> <strong id="sum-duration">{e.durationS !== null ? `${fmtNum(e.durationS, 1)} s` : 'running'}</strong>
-            </div>
+            <Durations e={e} />
             <div>
               <span class="muted">samples</span> <strong id="sum-samples">{e.sampleCount ?? (live ? live[0]?.t.length ?? 0 : NA)}</strong>
             </div>
             <div>
-              <span class="muted">energy</span>{' '}
+              <span class="muted">{energyLabel}</span>{' '}
               <strong id="sum-energy">{energy.length ? `${fmtNum(energy.reduce((a, b) => a + b, 0), 2)} Wh` : NA}</strong>
             </div>
           </div>
@@ -465,11 +591,12 @@ function ExperimentDetail({ e, live, dark }: { e: Experiment; live: RunSeries[] 
                   <tr>
                     <th>GPU ID</th>
                     <th>model</th>
-                    <th class="num">utilization %</th>
-                    <th class="num">memory %</th>
-                    <th class="num">temperature °C</th>
-                    <th class="num">power W</th>
-                    <th class="num">energy Wh</th>
+                    {metrics.map(({ m, label, unit }) => (
+                      <th class="num" key={m.id} data-metric={m.id}>
+                        {label} {unit}
+                      </th>
+                    ))}
+                    <th class="num">{energyLabel} Wh</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -477,10 +604,9 @@ function ExperimentDetail({ e, live, dark }: { e: Experiment; live: RunSeries[] 
                     <tr key={g.index} data-gpu={g.index}>
                       <td>{g.index}</td>
                       <td title={g.uuid ?? ''}>{modelLabel(g.name) ?? NA}</td>
-                      <StatCell s={g.utilization} unit="" metric="utilization" gpu={g.index} />
-                      <StatCell s={g.memoryPct} unit="" metric="memory" gpu={g.index} />
-                      <StatCell s={g.temperature} unit="" metric="temperature" gpu={g.index} />
-                      <StatCell s={g.power} unit="" metric="power" gpu={g.index} />
+                      {metrics.map(({ m }) => (
+                        <StatCell key={m.id} s={statOf[m.id](g)} unit="" metric={m.id} gpu={g.index} />
+                      ))}
                       <td class="num energy" data-gpu={g.index} title={g.energyFromSeries ? 'integrated from the power samples' : 'from the driver'}>
                         {fmtNum(g.energyWh, 2)}
                       </td>
@@ -493,10 +619,9 @@ function ExperimentDetail({ e, live, dark }: { e: Experiment; live: RunSeries[] 
           {e.seriesOmitted && <p class="note">Samples not kept: {e.seriesOmitted}.</p>}
           {series.length > 0 && (
             <div class="exp-charts">
-              <RunChart id="chart-utilization" title="Utilization" unit="%" series={series} pick={(s) => s.utilization} yMax={100} dark={dark} />
-              <RunChart id="chart-memory" title="Memory" unit="%" series={series} pick={(s) => s.memoryPct} yMax={100} dark={dark} />
-              <RunChart id="chart-temperature" title="Temperature" unit="°C" series={series} pick={(s) => s.temperature} dark={dark} />
-              <RunChart id="chart-power" title="Power" unit="W" series={series} pick={(s) => s.power} dark={dark} />
+              {metrics.map(({ m, label, unit }) => (
+                <RunChart key={m.id} id={`chart-${m.id}`} title={capital(label)} unit={unit} series={series} pick={pick[m.id]} yMax={m.yMax} dark={dark} />
+              ))}
             </div>
           )}
         </>

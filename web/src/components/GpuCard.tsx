@@ -1,6 +1,6 @@
 import { Component } from 'preact';
 import type { FieldsDoc, Gpu } from '../api';
-import { fmtMib, fmtNum, gpuColor, NA, pct } from '../format';
+import { fmtInt, fmtNum, gpuColor, NA, pct } from '../format';
 import { href } from '../router';
 
 function Bar({ value, label }: { value: number | null; label: string }) {
@@ -38,6 +38,9 @@ function Stat({ label, value, cls, title }: { label: string; value: string; cls?
 interface CardProps {
   gpu: Gpu;
   fields: FieldsDoc | null;
+  /** With band charts (many GPUs): whether this GPU is picked for a line of its own; null: no control. */
+  charted?: boolean | null;
+  onChartToggle?: (index: number) => void;
 }
 
 /**
@@ -52,7 +55,7 @@ export class GpuCard extends Component<CardProps, { near: boolean }> {
     this.io?.disconnect();
     this.io = null;
     if (!el || typeof IntersectionObserver === 'undefined') return;
-    this.io = new IntersectionObserver((entries) => this.setState({ near: entries[entries.length - 1].isIntersecting }), { rootMargin: '200px' });
+    this.io = new IntersectionObserver((entries) => this.setState({ near: entries[entries.length - 1].isIntersecting }), { rootMargin: '0px' });
     this.io.observe(el);
   };
 
@@ -65,20 +68,41 @@ export class GpuCard extends Component<CardProps, { near: boolean }> {
   }
 
   render() {
-    return <GpuCardBody gpu={this.props.gpu} fields={this.props.fields} cardRef={this.observe} />;
+    return <GpuCardBody {...this.props} cardRef={this.observe} />;
   }
 }
 
-function GpuCardBody({ gpu, fields, cardRef }: CardProps & { cardRef: (el: Element | null) => void }) {
+/** A field's label and unit from the agent's table; until it has arrived, the key and no unit. */
+function meta(doc: FieldsDoc | null, key: string): { label: string; unit: string } {
+  const f = doc?.fields.find((x) => x.key === key);
+  return { label: f?.label ?? key, unit: f?.unit ?? '' };
+}
+
+/** " %", " °C": a unit after a number ("" for none). */
+const sp = (unit: string) => (unit ? ` ${unit}` : '');
+
+function GpuCardBody({ gpu, fields, charted, onChartToggle, cardRef }: CardProps & { cardRef: (el: Element | null) => void }) {
   const lost = gpu.health !== 'ok';
   const tip = (...keys: string[]) => why(gpu, fields, keys);
+  const m = (key: string) => meta(fields, key);
+  const util = m('utilization');
+  const memUsed = m('memory.used');
+  const memTotal = m('memory.total');
+  const temp = m('temperature');
+  const power = m('power_usage');
+  const fan = m('fan_speed');
+  const sm = m('clock_speeds.graphics');
+  const memClock = m('clock_speeds.memory');
+  const pstate = m('performance_state');
+  const avail = m('availability_score');
   const memPct = pct(gpu.memoryUsedMib, gpu.memoryTotalMib);
-  const power =
-    gpu.powerW === null && gpu.powerLimitW === null ? NA : `${fmtNum(gpu.powerW, 0)} / ${fmtNum(gpu.powerLimitW, 0)} W`;
+  const powerText =
+    gpu.powerW === null && gpu.powerLimitW === null ? NA : `${fmtNum(gpu.powerW, 0)} / ${fmtNum(gpu.powerLimitW, 0)}${sp(power.unit)}`;
   const clocks =
     gpu.graphicsClockMhz === null && gpu.memoryClockMhz === null
       ? NA
-      : `${fmtNum(gpu.graphicsClockMhz)} / ${fmtNum(gpu.memoryClockMhz)} MHz`;
+      : `${fmtNum(gpu.graphicsClockMhz)} / ${fmtNum(gpu.memoryClockMhz)}${sp(sm.unit)}`;
+  const amount = (v: number | null, unit: string) => (v === null ? NA : `${fmtInt(v)}${sp(unit)}`);
   return (
     <article class={`gpu-card ${lost ? 'lost' : ''}`} data-gpu-index={gpu.index} data-health={gpu.health} ref={cardRef}>
       <header>
@@ -89,6 +113,17 @@ function GpuCardBody({ gpu, fields, cardRef }: CardProps & { cardRef: (el: Eleme
         <span class="gpu-name" title={gpu.uuid ?? ''}>
           {gpu.name ?? NA}
         </span>
+        {charted !== null && charted !== undefined && onChartToggle && (
+          <button
+            type="button"
+            class="pick-line"
+            aria-pressed={charted}
+            title={charted ? `GPU ${gpu.index} has a line of its own in the charts: click to drop it` : `draw GPU ${gpu.index} as a line of its own in the charts`}
+            onClick={() => onChartToggle(gpu.index)}
+          >
+            {charted ? '◉' : '○'}
+          </button>
+        )}
         <span class={`badge health ${lost ? 'bad' : 'ok'}`} title={gpu.healthMessage ?? ''}>
           {lost ? gpu.health.toUpperCase() : 'ok'}
         </span>
@@ -96,34 +131,34 @@ function GpuCardBody({ gpu, fields, cardRef }: CardProps & { cardRef: (el: Eleme
       {lost && gpu.healthMessage && <p class="health-message">{gpu.healthMessage}</p>}
       <div class="meter">
         <div class="meter-head">
-          <span class="label">utilization</span>
+          <span class="label">{util.label}</span>
           <span class="value util" title={tip('utilization') || undefined}>
-            {fmtNum(gpu.utilizationPct, 0, ' %')}
+            {fmtNum(gpu.utilizationPct, 0, sp(util.unit))}
           </span>
         </div>
-        <Bar value={gpu.utilizationPct} label="utilization" />
+        <Bar value={gpu.utilizationPct} label={util.label} />
       </div>
       <div class="meter">
         <div class="meter-head">
-          <span class="label">memory</span>
+          <span class="label">{memUsed.label}</span>
           <span class="value mem" title={tip('memory.used', 'memory.total') || undefined}>
-            {fmtMib(gpu.memoryUsedMib)} / {fmtMib(gpu.memoryTotalMib)}
+            {amount(gpu.memoryUsedMib, memUsed.unit)} / {amount(gpu.memoryTotalMib, memTotal.unit)}
           </span>
         </div>
-        <Bar value={memPct} label="memory used" />
+        <Bar value={memPct} label={memUsed.label} />
       </div>
       <div class="stats">
         <Stat
-          label="temperature"
-          value={fmtNum(gpu.temperatureC, 0, ' °C')}
+          label={temp.label}
+          value={fmtNum(gpu.temperatureC, 0, sp(temp.unit))}
           cls={gpu.temperatureC !== null && gpu.temperatureC >= 85 ? 'hot' : ''}
           title={tip('temperature')}
         />
-        <Stat label="power" value={power} title={tip('power_usage', 'power_limit')} />
-        <Stat label="fan" value={fmtNum(gpu.fanPct, 0, ' %')} title={tip('fan_speed')} />
-        <Stat label="clocks (sm / mem)" value={clocks} title={tip('clock_speeds.graphics', 'clock_speeds.memory')} />
-        <Stat label="perf state" value={gpu.performanceState ?? NA} title={tip('performance_state')} />
-        <Stat label="availability" value={fmtNum(gpu.availabilityScore, 2)} title={tip('availability_score')} />
+        <Stat label={power.label} value={powerText} title={tip('power_usage', 'power_limit')} />
+        <Stat label={fan.label} value={fmtNum(gpu.fanPct, 0, sp(fan.unit))} title={tip('fan_speed')} />
+        <Stat label={`${sm.label} / ${memClock.label}`} value={clocks} title={tip('clock_speeds.graphics', 'clock_speeds.memory')} />
+        <Stat label={pstate.label} value={gpu.performanceState ?? NA} title={tip('performance_state')} />
+        <Stat label={avail.label} value={fmtNum(gpu.availabilityScore, 2)} title={tip('availability_score')} />
       </div>
     </article>
   );

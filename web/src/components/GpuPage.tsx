@@ -217,7 +217,15 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
     [index, rangeKey, metrics],
     refreshMs,
   );
-  const eps = useResource((signal) => (index === null ? Promise.resolve([]) : gpuApi.episodes(index, signal)), [index], 30_000);
+  // Only this GPU's episodes in this range, filtered by the agent.
+  const eps = useResource(
+    (signal) =>
+      index === null
+        ? Promise.resolve([])
+        : gpuApi.episodes(index, range.kind === 'preset' ? { since: range.key } : { since: String(range.fromS), until: String(range.toS) }, signal),
+    [index, rangeKey],
+    30_000,
+  );
 
   const now = hist.data?.at ?? Date.now();
   const [from, to] = bounds(range, now);
