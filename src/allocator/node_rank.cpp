@@ -244,9 +244,15 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
         n.from.requested_gpus = "none known (no Kubernetes)";
       }
       n.gpu_product = first_model(m);
-      n.gpu_resource = std::string(resource_of_models(*m));
-      n.from.gpu_resource = n.gpu_resource.empty() ? "unknown: the GPU model names no vendor"
-                                                   : "inferred from the GPU model names (no Kubernetes)";
+      if (!m->gpu_resource.empty()) {
+        n.gpu_resource = m->gpu_resource;
+        n.from.gpu_resource = "the agent's backend (no Kubernetes)";
+      } else {
+        n.gpu_resource = std::string(resource_of_models(*m));
+        n.from.gpu_resource = n.gpu_resource.empty()
+                                  ? "unknown: the GPU model names no vendor (any resource may go there)"
+                                  : "inferred from the GPU model names (no Kubernetes)";
+      }
       apply_metrics(n, m, o);
     }
   }
@@ -276,8 +282,11 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
     c.reasoning.push_back("==========================");
     return c;
   }
+  // A node is refused for a resource only when it is known to have another one. Unknown happens only
+  // without Kubernetes (there a node without a GPU resource has no free GPUs anyway): model names such as
+  // "A100-SXM4-40GB" name no vendor, and dcgm-exporter's series do not say it either.
   const auto right_resource = [gpu_resource](const NodeSummary& n) {
-    return gpu_resource.empty() || n.gpu_resource == gpu_resource;
+    return gpu_resource.empty() || n.gpu_resource.empty() || n.gpu_resource == gpu_resource;
   };
   std::vector<const NodeSummary*> eligible, others;
   for (const auto& n : s.nodes)
@@ -291,9 +300,7 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
     if (!n->ready) why.push_back("not Ready");
     if (!n->schedulable) why.push_back("unschedulable (cordoned)");
     if (n->free_gpus < required) why.push_back(fmt::format("{} free GPU(s) < {}", n->free_gpus, required));
-    if (!right_resource(*n))
-      why.push_back(n->gpu_resource.empty() ? fmt::format("GPU resource unknown, {} asked for", gpu_resource)
-                                            : fmt::format("{}, not {}", n->gpu_resource, gpu_resource));
+    if (!right_resource(*n)) why.push_back(fmt::format("{}, not {}", n->gpu_resource, gpu_resource));
     c.candidates.push_back({n->name, false, n->idle_gpu_count >= required, fmt::format("{}", fmt::join(why, "; ")), n});
   }
 

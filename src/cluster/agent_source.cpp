@@ -120,6 +120,10 @@ Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::strin
   core::NodeMetrics m;
   m.source = "agent";
   m.agent_url = std::string(base_url);
+  if (const auto b = str(j, "backend"); b == "nvml" || b == "nvidia-smi")
+    m.gpu_resource = "nvidia.com/gpu";
+  else if (b == "amdgpu")
+    m.gpu_resource = "amd.com/gpu";
   m.node = str(j, "node");
   if (m.node.empty()) m.node = url_host(base_url);
   if (const auto ts = str(j, "timestamp"); !ts.empty()) {

@@ -49,6 +49,9 @@ struct NodeMetrics {
   std::string node;
   std::string source;     // "prometheus", "agent"
   std::string agent_url;  // the node's agent (dashboard link); empty when unknown
+  // The GPUs' Kubernetes resource as the source knows it ("nvidia.com/gpu" from an agent whose backend
+  // is NVML or nvidia-smi, "amd.com/gpu" from amdgpu); empty when the source does not say.
+  std::string gpu_resource;
   std::vector<FleetGpu> gpus;
   std::optional<std::chrono::system_clock::time_point> observed;  // newest sample time
   std::string error;  // why there are no metrics (agent unreachable …); empty when fine

@@ -367,11 +367,27 @@ TEST(Selection, WithoutKubernetesTheVendorComesFromTheModelName) {
   EXPECT_EQ(select_node(s, 1).node.value_or(""), "mi");  // any: three idle GPUs
   EXPECT_EQ(select_node(s, 1, Fallback::None, "nvidia.com/gpu").node.value_or(""), "nv");
   const auto c = select_node(s, 1, Fallback::None, "nvidia.com/gpu");
-  const auto sim =
-      std::find_if(c.candidates.begin(), c.candidates.end(), [](const Candidate& x) { return x.node == "sim"; });
-  ASSERT_NE(sim, c.candidates.end());
-  EXPECT_FALSE(sim->eligible);
-  EXPECT_NE(sim->why_not.find("GPU resource unknown"), std::string::npos) << sim->why_not;
+  const auto of = [&c](const char* node) {
+    return std::find_if(c.candidates.begin(), c.candidates.end(),
+                        [node](const Candidate& x) { return x.node == node; });
+  };
+  // Known to be AMD: refused. Unknown (the model names no vendor): not refused for it.
+  ASSERT_NE(of("mi"), c.candidates.end());
+  EXPECT_FALSE(of("mi")->eligible);
+  EXPECT_EQ(of("mi")->why_not, "amd.com/gpu, not nvidia.com/gpu");
+  ASSERT_NE(of("sim"), c.candidates.end());
+  EXPECT_TRUE(of("sim")->eligible);
+  // With two GPUs only "nv" has room; asked for AMD, "sim" (unknown) is the one left.
+  EXPECT_EQ(select_node(s, 2, Fallback::None, "amd.com/gpu").node.value_or(""), "mi");
+  f.metrics[1].gpus.pop_back();
+  f.metrics[1].gpus.pop_back();
+  EXPECT_EQ(select_node(summarize(f, opts()), 1, Fallback::None, "nvidia.com/gpu").node.value_or(""), "nv");
+  EXPECT_EQ(select_node(summarize(f, opts()), 1, Fallback::None, "amd.com/gpu").node.value_or(""), "mi");
+  // An agent says which backend read its GPUs: that settles a model name without a vendor word.
+  f.metrics[2].gpu_resource = "amd.com/gpu";
+  const auto s2 = summarize(f, opts());
+  EXPECT_EQ(find(s2, "sim").gpu_resource, "amd.com/gpu");
+  EXPECT_EQ(find(s2, "sim").from.gpu_resource, "the agent's backend (no Kubernetes)");
   // A node whose GPUs name two vendors has no single resource.
   f.metrics[0].gpus[1].model = "AMD Instinct MI250X";
   EXPECT_EQ(find(summarize(f, opts()), "nv").gpu_resource, "");

@@ -163,10 +163,18 @@ TEST(AgentDocument, NodeGpusAndTime) {
   ASSERT_TRUE(m->observed);
   EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(m->observed->time_since_epoch()).count(),
             1767323045250);
+  EXPECT_EQ(m->gpu_resource, "");  // the simulator names no vendor
   // Without "node": the URL's host.
   m = parse_agent_document(R"({"gpus":[]})", "http://gpu-7:9401");
   ASSERT_TRUE(m);
   EXPECT_EQ(m->node, "gpu-7");
+  // The backend that read the GPUs says whose they are.
+  for (auto [backend, resource] : {std::pair{"nvml", "nvidia.com/gpu"}, std::pair{"nvidia-smi", "nvidia.com/gpu"},
+                                   std::pair{"amdgpu", "amd.com/gpu"}, std::pair{"other", ""}}) {
+    m = parse_agent_document(std::string(R"({"backend":")") + backend + R"(","gpus":[]})", "http://x");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->gpu_resource, resource) << backend;
+  }
   EXPECT_FALSE(parse_agent_document(R"({"gpus":{}})", "http://x"));
   EXPECT_FALSE(parse_agent_document(R"({"gpus":[{"index":-1}]})", "http://x"));
   EXPECT_FALSE(parse_agent_document(R"({"timestamp":"yesterday","gpus":[]})", "http://x"));
