@@ -388,12 +388,17 @@ Result<void> HistoryStore::record_alerts(const std::vector<core::AlertEvent>& ev
 }
 
 Result<std::vector<core::Alert>> HistoryStore::recent_alerts(const core::AlertQuery& q) {
-  // ?2 gpu, ?3 since, ?4 until (ms); NULL leaves that bound open.
-  auto st = db_.prepare(
+  // The WHERE clause names only the filters given (from fixed text; the values are bound), so that
+  // SQLite's planner sees "gpu = ?" and walks alerts_gpu_started for one GPU instead of every newer
+  // episode of the node: "(?2 IS NULL OR gpu = ?2)" can use no index. ?2 gpu, ?3 since, ?4 until (ms).
+  std::string sql =
       "SELECT alert_id, started_ms, kind, gpu, uuid, severity, message, value, threshold, resolved_ms FROM alerts"
-      " WHERE (?2 IS NULL OR gpu = ?2) AND (?4 IS NULL OR started_ms < ?4)"
-      " AND (?3 IS NULL OR resolved_ms IS NULL OR resolved_ms >= ?3)"
-      " ORDER BY started_ms DESC LIMIT ?1");
+      " WHERE 1";
+  if (q.gpu) sql += " AND gpu = ?2";
+  if (q.until) sql += " AND started_ms < ?4";
+  if (q.since) sql += " AND (resolved_ms IS NULL OR resolved_ms >= ?3)";
+  sql += " ORDER BY started_ms DESC LIMIT ?1";
+  auto st = db_.prepare(sql);
   if (!st) return st.error();
   st->bind(1, static_cast<std::int64_t>(std::min<std::size_t>(q.limit, 1u << 30)));
   if (q.gpu) st->bind(2, static_cast<std::int64_t>(*q.gpu));
