@@ -479,8 +479,8 @@ Result<std::optional<core::Job>> Arbiter::job(const std::string& id) {
 
 void Arbiter::serve_queue() {
   if (queue_.empty()) return;
-  // No recent reading: nobody is served until the agent's loop publishes one (tick() and
-  // reading_published() come back here); the waiters are told why.
+  // No recent reading: nobody is served until the agent's loop publishes one; tick() comes back here
+  // at every recheck (in serve: the collection interval, at least 250 ms). The waiters are told why.
   if (auto r = reading(); !r) {
     for (auto& w : queue_)
       if (!w.quota_held) {

@@ -14,8 +14,8 @@ Result<std::unique_ptr<WalCheckpointer>> WalCheckpointer::start(const std::strin
 }
 
 WalCheckpointer::WalCheckpointer(Db db, std::chrono::milliseconds period) : db_(std::move(db)), period_(period) {
-  set_automatic_checkpoints(false);
   thread_ = std::thread([this] { run(); });
+  set_automatic_checkpoints(false);  // only once the thread runs: a thread that cannot start leaves them on
 }
 
 WalCheckpointer::~WalCheckpointer() {
