@@ -6,14 +6,45 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "platform/users.hpp"
 
 namespace gf::platform {
 
+namespace {
+
+// The descriptor a name for an already open stream stands for ("/dev/stdout", "/dev/fd/3"), or -1.
+// Those names are links (to /proc/self/fd/N), which O_NOFOLLOW would refuse; they name what the caller's
+// shell opened for it, so they are used as they are, by a duplicate of the descriptor.
+int inherited_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  constexpr std::string_view fd_dir = "/dev/fd/";
+  if (!path.starts_with(fd_dir) || path.size() == fd_dir.size() || path.size() > fd_dir.size() + 4) return -1;
+  int n = 0;
+  for (const char c : std::string_view(path).substr(fd_dir.size())) {
+    if (c < '0' || c > '9') return -1;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
 Result<OutputFile> OutputFile::open(const std::string& path, unsigned mode) {
   if (path.empty()) return make_error(ErrorKind::Invalid, "no output file named");
+  if (const int inherited = inherited_descriptor(path); inherited >= 0) {
+    const int fd = ::fcntl(inherited, F_DUPFD_CLOEXEC, 3);
+    if (fd < 0) return make_error(ErrorKind::Failed, "cannot write " + path + ": " + std::strerror(errno));
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
+      ::close(fd);
+      return make_error(ErrorKind::Failed, "cannot write " + path + ": not open for writing");
+    }
+    return OutputFile(fd, path, false);  // written as a stream: never truncated (the shell may have said >>)
+  }
   // No O_TRUNC: nothing is changed before the file is known to be one we may write. O_NONBLOCK: a
   // FIFO planted there would otherwise hold the open until someone reads it.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,

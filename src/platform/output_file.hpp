@@ -4,7 +4,9 @@
 // component is never a link that is followed (O_NOFOLLOW), and an existing file is written only when it
 // is a regular file of ours (or root's) with no other hard link, or a FIFO or character device of ours
 // or root's (/dev/null, a terminal). A new file is created with `mode` less the umask. Opening never
-// blocks: a FIFO without a reader is an error. Errors name the file.
+// blocks: a FIFO without a reader is an error. /dev/stdout, /dev/stderr and /dev/fd/N name streams the
+// caller already holds: they are written through a duplicate of that descriptor, never truncated.
+// Errors name the file.
 // Thread-compatible: one thread uses an OutputFile at a time.
 #include <string>
 #include <string_view>

@@ -2,6 +2,7 @@
 // std::ofstream, which follows a link planted at FILE and truncates whatever it points to, as root too.
 #include "platform/output_file.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -35,6 +36,28 @@ struct OutputFileTest : ::testing::Test {
   }
   void TearDown() override { fs::remove_all(base); }
 };
+
+TEST_F(OutputFileTest, DevFdNamesTheStreamAlreadyOpenAndAppendsToIt) {
+  // /dev/fd/N is a link (to /proc/self/fd/N) that O_NOFOLLOW would refuse: it is written through a
+  // duplicate of N instead, and a file opened for appending is not truncated.
+  const auto f = base / "log.json";
+  { std::ofstream(f) << "before\n"; }
+  const int fd = ::open(f.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  {
+    auto out = OutputFile::open("/dev/fd/" + std::to_string(fd));
+    ASSERT_TRUE(out) << out.error().message;
+    ASSERT_TRUE(out->write("after\n"));
+  }
+  ::close(fd);
+  EXPECT_EQ(slurp(f), "before\nafter\n");
+  const int ro = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  EXPECT_FALSE(OutputFile::open("/dev/fd/" + std::to_string(ro)));  // not open for writing
+  ::close(ro);
+  EXPECT_FALSE(OutputFile::open("/dev/fd/9999"));  // no such descriptor
+  EXPECT_TRUE(OutputFile::open("/dev/stdout"));
+}
 
 TEST_F(OutputFileTest, ANewFileIsCreatedWithTheModeLessTheUmask) {
   const auto f = base / "report.json";
