@@ -200,7 +200,8 @@ Result<PlaceResult> place_json_list(std::string_view text, const nlohmann::order
     d.text = items[i].dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n';
     result.documents.push_back(std::move(d));
   }
-  if (result.documents.empty()) return make_error("the List holds no items");
+  // An empty List (what `kubectl get … -o json` writes when nothing matches) has nothing to pin and
+  // passes through as it came.
   result.output = result.changed()
                       ? out.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + '\n'
                       : std::string(text);

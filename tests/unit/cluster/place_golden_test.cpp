@@ -121,6 +121,13 @@ TEST(PlaceList, EachItemIsADocument) {
   auto bad = place_manifest(R"({"apiVersion": "v1", "kind": "List", "items": [1]})", opt);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("List items[0]"), std::string::npos) << bad.error().message;
+  // An empty List (kubectl's answer when nothing matches) has nothing to pin and passes through as is.
+  const std::string empty = "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": []\n}\n";
+  auto none = place_manifest(empty, opt);
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->documents.empty());
+  EXPECT_FALSE(none->changed());
+  EXPECT_EQ(none->output, empty);
 }
 
 // Vendors: an AMD InferenceService keeps its amd.com/gpu and says so (node selection takes only AMD
