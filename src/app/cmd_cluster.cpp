@@ -192,7 +192,7 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
   ro.now = now;
   ro.max_age = src->max_age;
   const auto sums = allocator::summarize(*facts, ro);
-  wire::FleetQueryInfo q{src->idle, src->max_age, src->describe()};
+  wire::FleetQueryInfo q{src->idle, src->max_age, src->describe(), now};
 
   if (c.verb == "nodes") {
     if (c.json)

@@ -49,6 +49,7 @@ std::optional<Response> prepare(const ClusterView* view, const core::Clock& cloc
   allocator::RankOptions o;
   o.idle = p.info.idle;
   o.now = clock.wall_now();
+  p.info.now = o.now;
   o.max_age = view->max_age;
   p.summaries = allocator::summarize(*p.facts, o);
   return std::nullopt;

@@ -82,8 +82,8 @@ json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts&
     if (it == by_name.end() || !it->second->has_metrics || it->second->metrics_source != m.source) continue;
     for (const auto& g : m.gpus) {
       // A GPU whose own series stopped counts as one without metrics (its node's problems say so).
-      if (g.observed && q.max_age.count() > 0 && facts.collected && *facts.collected - *g.observed > q.max_age)
-        continue;
+      const auto now = q.now ? q.now : facts.collected;
+      if (g.observed && q.max_age.count() > 0 && now && *now - *g.observed > q.max_age) continue;
       std::optional<double> usage;
       if (g.memory_used_mib && g.memory_total_mib && *g.memory_total_mib > 0)
         usage = *g.memory_used_mib / *g.memory_total_mib * 100.0;

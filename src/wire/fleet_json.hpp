@@ -4,6 +4,7 @@
 // (total_gpus, allocatable_gpus, idle_gpu_count, avg_utilization, …); percentages are 0..100 rounded
 // to 0.1, memory in MiB; an unknown value is null, never 0.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "allocator/node_rank.hpp"
@@ -15,6 +16,9 @@ struct FleetQueryInfo {
   allocator::IdleThresholds idle;
   std::chrono::milliseconds max_age{60000};
   std::vector<std::string> sources;  // "prometheus http://…", "agents (3)"
+  // "Now" of the summaries (RankOptions::now): a GPU's series older than max_age at this time counts as
+  // no metrics in the GPU list as in the node summaries. Unset: the facts' collection time.
+  std::optional<std::chrono::system_clock::time_point> now;
 };
 
 nlohmann::json node_summary_json(const allocator::NodeSummary& n);

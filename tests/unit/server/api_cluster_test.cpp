@@ -126,6 +126,28 @@ TEST(ClusterRoutes, MetricsAgeByTheRoutesClock) {
   EXPECT_EQ(a.j["node"], "busy") << a.j;
 }
 
+// A GPU whose own series stopped leaves the GPU list by the routes' clock, as it leaves the node
+// summaries, even while the facts' collection time stands still (a stalled refresh).
+TEST(ClusterRoutes, AStaleGpuLeavesTheGpuListByTheRoutesClock) {
+  test::FakeClock clock;
+  auto f = std::make_shared<allocator::FleetFacts>(*fleet(clock.wall_now()));
+  for (auto& m : f->metrics)
+    for (auto& g : m.gpus) g.observed = clock.wall_now();
+  std::shared_ptr<const allocator::FleetFacts> facts = f;
+  ClusterView view;
+  view.latest = [&facts] { return facts; };
+  view.max_age = std::chrono::seconds(60);
+  Router router;
+  add_cluster_routes(router, &view, clock);
+  auto a = get(router, "/api/v1/cluster/gpus");
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["gpus"].size(), 6u) << a.j;
+  clock.advance(std::chrono::seconds(61));
+  a = get(router, "/api/v1/cluster/gpus");
+  ASSERT_EQ(a.status, 200u);
+  EXPECT_EQ(a.j["gpus"].size(), 0u) << a.j;
+}
+
 TEST(ClusterRoutes, SelectByGpuResourceAndNoPinWhenKubernetesFailed) {
   auto mixed = std::make_shared<allocator::FleetFacts>();
   mixed->kube.emplace();
