@@ -1369,6 +1369,11 @@ TEST_F(Serve, RefusalsComeFromTheHeaderBeforeAnyBodyIsRead) {
 // states made one per accepted connection pinned one page of the burst each; the agent now makes them
 // before the first connection (bench/RESULTS.md). A bound on what stays, not a timing.
 TEST_F(Serve, MemoryOfABurstOfIdleConnectionsIsGivenBack) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers keep freed memory in quarantine and shadow it: the agent's RSS says nothing about
+  // what it gives back. The plain build (make test) and bench/idle_connections.sh measure it.
+  GTEST_SKIP() << "resident memory is not meaningful under a sanitizer";
+#endif
   rlimit rl{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
   constexpr int kConnections = 1500;

@@ -79,8 +79,17 @@ struct SharedNode : ::testing::Test {
     auto pid = gf::platform::spawn_inheriting(argv);
     ASSERT_TRUE(pid) << pid.error().message;
     agent = *pid;
-    ASSERT_TRUE(eventually([&] { return fs::exists(sock) && gf({"leases"}).exit_code == 0; }))
-        << "the agent did not start listening on " << sock;
+    // A bound, not a timer: under ASan on a loaded 2-core machine the agent's first answer can take many seconds.
+    std::string last;
+    ASSERT_TRUE(eventually(
+        [&] {
+          if (!fs::exists(sock)) return false;
+          const auto r = gf({"leases"});
+          last = r.out + r.err;
+          return r.exit_code == 0;
+        },
+        60s))
+        << "the agent did not start answering on " << sock << "; the CLI said: " << last;
   }
   void stop_agent() {
     if (agent > 0) {
@@ -266,7 +275,7 @@ TEST_F(SharedNode, FrozenAgentIsNotAnswering) {
 TEST_F(SharedNode, TheAdminGroupMayWhatOthersMayNot) {
   std::string why;
   if (!gf::test::test_group("gf-test-admins", {b->name}, &why)) GTEST_SKIP() << why;
-  restart_with_config(R"({"admin_group": "gf-test-admins", "max_user_priority": 0})");
+  ASSERT_NO_FATAL_FAILURE(restart_with_config(R"({"admin_group": "gf-test-admins", "max_user_priority": 0})"));
   const std::vector<std::string> high{"run", "--gpus", "1", "--priority", "5", "--wait", "0", "--", "true"};
   auto bya = gf(high, &*a);
   EXPECT_EQ(bya.exit_code, 1) << bya.err;
@@ -293,7 +302,7 @@ TEST_F(SharedNode, TheAdminGroupMayWhatOthersMayNot) {
 // holds 2 GPUs is refused a third at once (exit 75, naming the quota) and queued for it with --wait,
 // while another user still gets one; when the first user's lease ends, the queued run goes.
 TEST_F(SharedNode, PerUserQuotaFromTheConfigRefusesOrQueues) {
-  restart_with_config(R"({"max_gpus_per_user": 2})");
+  ASSERT_NO_FATAL_FAILURE(restart_with_config(R"({"max_gpus_per_user": 2})"));
   auto [pid, lease] = holder(*a, 2);
   ASSERT_FALSE(lease.empty());
   auto now = gf({"run", "--gpus", "1", "--wait", "0", "--", "true"}, &*a);
@@ -325,8 +334,9 @@ TEST_F(SharedNode, PerUserQuotaFromTheConfigRefusesOrQueues) {
 // Done-when (idle-lease reclaim) through the real agent: the CLI attached to its lease (`run`) prints
 // the agent's reclaim warning on stderr, then that the lease ended, while its command runs on.
 TEST_F(SharedNode, TheCliAttachedToAnIdleLeaseHearsTheReclaimWarning) {
-  restart_with_config(R"({"reclaim": {"enabled": true, "utilization_threshold_pct": 5, "idle_for": 1, "grace": 1}})",
-                      {"--interval", "0.2"});
+  ASSERT_NO_FATAL_FAILURE(restart_with_config(
+      R"({"reclaim": {"enabled": true, "utilization_threshold_pct": 5, "idle_for": 1, "grace": 1}})",
+      {"--interval", "0.2"}));
   // The simulator's GPUs stay at 0 % and run no process of gf-test-a: the lease is idle throughout.
   auto r = gf({"run", "--gpus", "1", "--name", "idle", "--", "sleep", "6"}, &*a);
   EXPECT_EQ(r.exit_code, 0) << r.err;
