@@ -31,7 +31,10 @@ std::string holders_text(const std::vector<core::Lease>& active) {
 }  // namespace
 
 Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& req, const std::string& waiter_id) {
-  Attempt out;
+  // Built in place and returned by name on every path: moving an Attempt (its optional Allocation) into
+  // the Result makes GCC 12 at -O3 report the payload as maybe-uninitialized.
+  Result<Attempt> result{Attempt{}};
+  Attempt& out = *result;
   core::LeaseRequest lr{req.job_id, req.name, req.owner, waiter_id, req.tie};
   auto lease = store_.acquire(
       lr,
@@ -65,13 +68,15 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
         out.granted = Allocation{{}, std::move(*sel), *snap};
         return std::optional<std::vector<core::LeasedGpu>>(std::move(gpus));
       });
-  if (!lease) return lease.error();
-  if (!*lease) {
-    out.granted.reset();
-    return out;
+  if (!lease) {
+    result = lease.error();
+    return result;
   }
-  out.granted->lease = std::move(**lease);
-  return out;
+  if (!*lease)
+    out.granted.reset();
+  else
+    out.granted->lease = std::move(**lease);
+  return result;
 }
 
 Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req) {
