@@ -46,9 +46,9 @@ asan: deps web
 	@cmake --build build-asan -j $(JOBS)
 	@ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# The tests of the threaded areas under ThreadSanitizer (ctest label `threads`: the agent's loop and its
-# servers, the sampler hub, the store's checkpointer, the cluster's fetches, the integration tests against
-# the agent binary); only their targets are built. halt_on_error: the first race fails its test;
+# The tests of the threaded areas under ThreadSanitizer (ctest labels `threads`: the agent's loop and its
+# servers, the sampler hub, the store's checkpointer, the cluster's fetches; `integration` and `python`:
+# the agent binary under real clients); only their targets are built. halt_on_error: the first race fails its test;
 # tests/tsan.supp names races outside our code.
 TSAN_TARGETS = gpufleet fake_nvml fake_nvml_old gf_integration_tests \
   $(addprefix gf_test_,platform launch node sampler scheduler server store cluster)
@@ -56,7 +56,7 @@ tsan: deps web
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_TSAN=ON -DGF_WERROR=ON -DGF_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
 	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L threads
+	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L '^(threads|integration|python)$$'
 
 # A packager's build: plain `-DCMAKE_BUILD_TYPE=Release`, in a folder of its own, warnings as errors. CI
 # does not need it: `make test` builds the same configuration.
