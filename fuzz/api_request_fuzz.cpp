@@ -84,6 +84,9 @@ struct World {
     ctx.jobs = jobs.get();
     ctx.version = "fuzz";
     ctx.node_name = "fuzz";
+    // The routes judge staleness by this interval: it must be the agent's, or a fuzz run longer than two
+    // default intervals turns every seed route into its "reading is stale" 500.
+    ctx.interval = ao.interval;
     ctx.started = std::chrono::steady_clock::now();
     gs::add_monitoring_routes(router, ctx);
     gs::add_job_routes(router, ctx);
