@@ -11,6 +11,8 @@
 #include "sampler/monitor.hpp"
 #include "wire/json.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 using namespace gf;

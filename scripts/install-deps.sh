@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [--ci]   (--ci adds what only CI needs: clang for the fuzzers, clang-tidy, clang-format)
 set -euo pipefail
 
-pkgs=(g++ make cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
+pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
       libyaml-cpp-dev                      # manifests (cluster place) and kubeconfig
       sqlite3                              # tests read the agent's store as root (tests/integration/shared_node_test.cpp)
       libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,6 +1,7 @@
 #pragma once
-// HttpServer: HTTP/1.1 (keep-alive) and WebSocket on one port, over Boost.Beast — the only part of
-// gpufleet that knows Beast, kept in one translation unit (it is slow to compile). One I/O thread
+// HttpServer: HTTP/1.1 (keep-alive) and WebSocket on one port, over Boost.Beast — with the agent socket,
+// the only part of gpufleet that knows Beast, kept behind this header in three translation units
+// (server/beast_server.hpp says which does what; Beast is slow to compile). One I/O thread
 // serves every connection; handlers that may block (store) run on a small worker pool, requests for a
 // fresh driver reading on a pool of their own (a flood of them never delays the store's requests), and
 // hand their response back to the I/O thread. A request's header is read first (into a buffer bounded
@@ -69,7 +70,7 @@ class HttpServer {
 
   std::size_t connections() const;
 
-  struct Impl;  // opaque (http_server.cpp); public only so that the sessions there can name it
+  struct Impl;  // opaque (server/beast_server.hpp); public only so that the sessions can name it
 
  private:
   std::shared_ptr<Impl> impl_;

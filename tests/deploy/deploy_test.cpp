@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -29,6 +29,8 @@
 #include "platform/subprocess.hpp"
 #include "support/test_users.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -24,6 +24,8 @@
 #include "platform/http_client.hpp"
 #include "platform/subprocess.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -9,6 +9,8 @@
 #include "fakes/docker_standin.hpp"
 #include "platform/subprocess.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -9,6 +9,8 @@
 
 #include "platform/subprocess.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;

@@ -24,6 +24,8 @@
 #include "platform/subprocess.hpp"
 #include "support/test_users.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

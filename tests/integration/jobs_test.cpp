@@ -16,6 +16,8 @@
 #include "platform/child.hpp"
 #include "platform/subprocess.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

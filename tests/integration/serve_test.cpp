@@ -35,6 +35,8 @@
 
 #include "platform/subprocess.hpp"
 
+#include "gf_test_paths.hpp"
+
 extern char** environ;
 
 namespace {

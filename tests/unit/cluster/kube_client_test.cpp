@@ -12,6 +12,8 @@
 
 #include "fakes/kube_standin.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::cluster {
 namespace {
 

@@ -9,6 +9,8 @@
 
 #include "cluster/kube_client.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::cluster {
 namespace {
 

@@ -13,6 +13,8 @@
 
 #include "cluster/manifest.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::cluster {
 namespace {
 

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "gf_test_paths.hpp"
+
 namespace gf::platform {
 namespace {
 

@@ -9,6 +9,8 @@
 #include "platform/child.hpp"
 #include "platform/fs.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::platform {
 namespace {
 

@@ -9,6 +9,8 @@
 #include "support/fake_clock.hpp"
 #include "support/scripted_backend.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::sampler {
 namespace {
 

@@ -8,6 +8,8 @@
 #include "scheduler/estimate.hpp"
 #include "scheduler/model_size.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::scheduler {
 namespace {
 

@@ -13,6 +13,8 @@
 
 #include "core/ports/clock.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends {
 namespace {
 

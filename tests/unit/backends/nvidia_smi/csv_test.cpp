@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends::nvidia_smi {
 namespace {
 

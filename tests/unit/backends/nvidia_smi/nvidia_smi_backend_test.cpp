@@ -17,6 +17,8 @@
 
 #include "core/ports/clock.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends {
 namespace {
 

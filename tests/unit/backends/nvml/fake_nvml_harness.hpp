@@ -17,6 +17,8 @@
 #include "core/ports/clock.hpp"
 #include "platform/dynlib.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends::nvml_test {
 
 // A clock that always says the same time, so snapshots' timestamps can be checked.

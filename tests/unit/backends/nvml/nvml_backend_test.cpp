@@ -8,6 +8,8 @@
 #include "core/fields.hpp"
 #include "fake_nvml_harness.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends::nvml_test {
 namespace {
 

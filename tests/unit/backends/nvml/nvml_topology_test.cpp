@@ -8,6 +8,8 @@
 #include "backends/nvml/nvml_topology.hpp"
 #include "fake_nvml_harness.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends::nvml_test {
 namespace {
 

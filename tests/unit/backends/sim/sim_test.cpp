@@ -10,6 +10,8 @@
 
 #include "support/fake_clock.hpp"
 
+#include "gf_test_paths.hpp"
+
 namespace gf::backends {
 namespace {
 

@@ -1,0 +1,558 @@
+// An HTTP/1.1 connection: reads a request's header (bounded), answers what it can refuse from the
+// header alone, reads an authorised request's body, runs its route (on a worker when it may block),
+// serves the dashboard's files, Socket.IO's handshake and long-polling, and decides each WebSocket
+// upgrade before handing the stream to server/websocket.cpp.
+#include <utility>  // before asio (GCC 12, see STACK.md)
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/span_body.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "platform/log.hpp"
+#include "server/beast_server.hpp"
+#include "server/handshake.hpp"
+#include "server/static_files.hpp"
+
+namespace gf::server {
+
+namespace websocket = beast::websocket;
+
+namespace {
+
+Method method_of(http::verb v) {
+  switch (v) {
+    case http::verb::get: return Method::Get;
+    case http::verb::head: return Method::Head;
+    case http::verb::post: return Method::Post;
+    case http::verb::put: return Method::Put;
+    case http::verb::delete_: return Method::Delete;
+    case http::verb::patch: return Method::Patch;
+    case http::verb::options: return Method::Options;
+    default: return Method::Other;
+  }
+}
+
+bool is_api_path(std::string_view p) {
+  return p == "/metrics" || p == "/api" || p.rfind("/api/", 0) == 0 || p == "/ws";
+}
+
+class HttpSession final : public HttpConnection, public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(std::shared_ptr<HttpServer::Impl> srv, tcp::socket&& socket, std::string address)
+      : srv_(std::move(srv)), stream_(std::move(socket)), address_(std::move(address)) {
+    ++srv_->connections;
+  }
+  ~HttpSession() override {
+    srv_->release_address(address_);
+    --srv_->connections;
+  }
+
+  void start() { do_read(); }
+
+  void force_close() override {
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+  }
+
+  void close_if_idle() override {
+    if (busy_) return;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  bool idle() const override { return !busy_ && !evicted_ && stream_.socket().is_open(); }
+  std::chrono::steady_clock::time_point idle_since() const override { return idle_since_; }
+  void evict() override {
+    evicted_ = true;
+    force_close();
+  }
+
+ private:
+  void do_read() {
+    busy_ = false;
+    unread_body_ = false;
+    idle_since_ = std::chrono::steady_clock::now();
+    body_parser_.reset();
+    req_ = Request{};
+    route_ = nullptr;
+    sio_post_.reset();
+    // Before a request is authorised, a connection holds this buffer (a few hundred bytes while idle,
+    // at most about header_limit) and the header parser; nothing of a body.
+    if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    buffer_.max_size(std::max(srv_->opts.header_limit + 1024, buffer_.size() + 1024));
+    header_parser_.emplace();
+    header_parser_->header_limit(static_cast<std::uint32_t>(srv_->opts.header_limit));
+    header_parser_->body_limit(srv_->opts.body_limit);  // a Content-Length beyond it is refused at once
+    // A trickling (slowloris) or silent client is closed: a new connection gets header_timeout (within
+    // request_timeout) to send its header, a kept-alive one keep_alive_timeout to start the next.
+    stream_.expires_after(requests_ == 0 ? std::min(srv_->opts.header_timeout, srv_->opts.request_timeout)
+                                         : srv_->opts.keep_alive_timeout);
+    http::async_read_header(stream_, buffer_, *header_parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // Read errors that end the connection without an answer; true when handled.
+  bool closed_by(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::error::bad_descriptor) {
+      close();
+      return true;
+    }
+    return false;
+  }
+
+  void on_header(beast::error_code ec) {
+    if (closed_by(ec)) return;
+    unread_body_ = true;  // until the header parsed: what the client still sends is read and dropped
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      reply(error_response(431, "request_header_fields_too_large",
+                           "the request's header is larger than " + std::to_string(srv_->opts.header_limit) + " bytes"),
+            false, false);
+      return;
+    }
+    if (ec == http::error::body_limit) {
+      reply(error_response(413, "payload_too_large",
+                           "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
+            false, false);
+      return;
+    }
+    if (ec) {
+      if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+        reply(error_response(400, "bad_request", "malformed HTTP request: " + ec.message()), false, false);
+      } else {
+        close();
+      }
+      return;
+    }
+    busy_ = true;
+    ++requests_;
+    auto& msg = header_parser_->get();
+    // A body announced and not read leaves the connection unusable for a next request: whoever
+    // answers without reading it closes the connection.
+    unread_body_ = !header_parser_->is_done();
+    keep_alive_ = msg.keep_alive() && !srv_->draining;
+    head_ = msg.method() == http::verb::head;
+
+    req_.method = method_of(msg.method());
+    req_.target = std::string(msg.target());
+    const auto q = req_.target.find('?');
+    if (!url_decode(std::string_view(req_.target).substr(0, q), req_.path, false) || req_.path.empty() ||
+        req_.path.front() != '/' ||
+        (q != std::string::npos && !parse_query(std::string_view(req_.target).substr(q + 1), req_.query))) {
+      answer(error_response(400, "bad_request", "malformed request target"));
+      return;
+    }
+    // DNS rebinding: a page whose name was re-pointed at this machine still sends its own name.
+    const auto host = msg.find(http::field::host);
+    if (host == msg.end() && msg.version() >= 11) {
+      answer(error_response(400, "bad_request", "an HTTP/1.1 request needs a Host header"));
+      return;
+    }
+    if (host != msg.end() &&
+        !host_allowed(std::string_view(host->value().data(), host->value().size()), srv_->host_names)) {
+      answer(error_response(421, "misdirected_request",
+                            "this agent does not answer to the host name '" + std::string(host->value()) +
+                                "' (use its address, localhost, or add the name with --allow-host)"));
+      return;
+    }
+    if (auto it = msg.find(http::field::authorization); it != msg.end()) req_.authorization = std::string(it->value());
+    if (auto it = msg.find(http::field::content_type); it != msg.end()) req_.content_type = std::string(it->value());
+
+    if (srv_->sio && (req_.path == "/socket.io/" || req_.path == "/socket.io")) {
+      socketio();
+      return;
+    }
+    if (websocket::is_upgrade(msg)) {
+      upgrade();
+      return;
+    }
+    if (srv_->draining) {
+      answer(error_response(503, "shutting_down", "the agent is stopping"));
+      return;
+    }
+    if (!is_api_path(req_.path)) {
+      serve_static();
+      return;
+    }
+    auto d = decide(srv_->router, req_, srv_->opts.token, srv_->opts.auth_read);
+    if (d.answer) {
+      answer(std::move(*d.answer));
+      return;
+    }
+    route_ = d.route;
+    if (!unread_body_) {
+      run_route();
+      return;
+    }
+    // Authorised: now the body, within body_limit and request_timeout. The parser takes over what the
+    // header parser read; the buffer only passes chunks on to the body string.
+    body_parser_.emplace(std::move(*header_parser_));
+    header_parser_.reset();
+    body_parser_->body_limit(srv_->opts.body_limit);
+    buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
+    stream_.expires_after(srv_->opts.request_timeout);
+    http::async_read(stream_, buffer_, *body_parser_,
+                     [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_body(e); });
+  }
+
+  void on_body(beast::error_code ec) {
+    if (closed_by(ec)) return;
+    if (ec && sio_post_) {
+      sio_post_->close();  // a bad or oversized payload ends the Engine.IO session
+      sio_post_.reset();
+    }
+    if (ec == http::error::body_limit) {
+      reply(error_response(413, "payload_too_large",
+                           "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
+            false, false);
+      return;
+    }
+    if (ec) {
+      reply(error_response(400, "bad_request", "malformed HTTP request body: " + ec.message()), false, false);
+      return;
+    }
+    unread_body_ = false;
+    req_.body = std::move(body_parser_->get().body());
+    body_parser_.reset();
+    if (sio_post_) {
+      sio_payload();
+      return;
+    }
+    run_route();
+  }
+
+  void run_route() {
+    const Route* route = route_;
+    if (!runs_blocking(route->exec, req_)) {
+      reply(invoke(*route, req_), keep_alive_, head_);
+      return;
+    }
+    auto& pool = wants_fresh(req_) ? srv_->fresh_pool : srv_->pool;
+    asio::post(pool, [self = shared_from_this(), route, req = std::move(req_), keep_alive = keep_alive_,
+                      head = head_]() mutable {
+      Response r = invoke(*route, req);
+      asio::post(self->stream_.get_executor(),
+                 [self, r = std::move(r), keep_alive, head]() mutable { self->reply(std::move(r), keep_alive, head); });
+    });
+  }
+
+  // An answer decided from the header alone.
+  void answer(Response r) { reply(std::move(r), keep_alive_ && !unread_body_, head_); }
+
+  void upgrade() {
+    auto& msg = header_parser_->get();
+    head_ = false;
+    if (req_.path != "/ws" || !srv_->ws) {
+      reply(error_response(404, "not_found", "WebSocket is served at /ws"), false, false);
+      return;
+    }
+    if (srv_->draining) {
+      reply(error_response(503, "shutting_down", "the agent is stopping"), false, false);
+      return;
+    }
+    std::string origin;
+    if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
+    if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins)) {
+      reply(error_response(403, "forbidden_origin", "WebSocket Origin " + origin + " is not this agent's address"),
+            false, false);
+      return;
+    }
+    // Browsers cannot set headers on a WebSocket: they offer the token as a subprotocol
+    // ("gpufleet.bearer.<token>") next to "gpufleet.v1", which is the one we select.
+    std::string offered;
+    if (auto it = msg.find(http::field::sec_websocket_protocol); it != msg.end()) offered = std::string(it->value());
+    const std::vector<std::string> protocols = offered_subprotocols(offered);
+    if (srv_->opts.auth_read && !ws_token_ok(req_.authorization, protocols, srv_->opts.token)) {
+      reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false,
+            false);
+      return;
+    }
+    const bool v1 = std::find(protocols.begin(), protocols.end(), "gpufleet.v1") != protocols.end();
+    if (srv_->ws->clients() + srv_->ws_pending.load() >= srv_->ws->max_clients()) {
+      reply(error_response(503, "too_many_clients", "the WebSocket client limit is reached"), false, false);
+      return;
+    }
+    std::optional<std::chrono::milliseconds> period;
+    if (!period_from_query(req_.query, period)) {
+      reply(error_response(400, "bad_request", "period_ms must be a whole number of milliseconds"), false, false);
+      return;
+    }
+    srv_->ws_sessions.remove_if([](const auto& w) { return w.expired(); });
+    srv_->ws_sessions.push_back(
+        start_ws_session(srv_, std::move(stream_), header_parser_->release(), period, v1 ? "gpufleet.v1" : ""));
+  }
+
+  // ------------------------------------------------------------------------------------------------
+  // Socket.IO at /socket.io/ (Engine.IO v4): the handshake, polling GET/POST, and the WebSocket
+  // (fresh or an upgrade). Same Origin check, token rule and client cap as /ws.
+
+  // A text answer for an Engine.IO client, with the CORS headers of an allowed cross-origin page.
+  Response sio_text(unsigned status, std::string body) {
+    Response r =
+        shared_response(status, "text/plain; charset=UTF-8", std::make_shared<const std::string>(std::move(body)));
+    r.headers.insert(r.headers.end(), sio_cors_.begin(), sio_cors_.end());
+    return r;
+  }
+  void sio_fail(unsigned status, std::string_view code, std::string_view message, bool upgrade) {
+    Response r = error_response(status, code, message);
+    r.headers.insert(r.headers.end(), sio_cors_.begin(), sio_cors_.end());
+    if (upgrade) {
+      reply(std::move(r), false, false);
+    } else {
+      answer(std::move(r));
+    }
+  }
+
+  // The session a request names, if it exists and belongs to this client's address.
+  std::shared_ptr<SioSession> sio_session(const std::string& sid) {
+    auto s = srv_->sio->find(sid);
+    return s && s->address() == address_ ? s : nullptr;
+  }
+
+  void socketio() {
+    auto& msg = header_parser_->get();
+    const bool upgrade = websocket::is_upgrade(msg);
+    sio_cors_.clear();
+    if (srv_->draining) return sio_fail(503, "shutting_down", "the agent is stopping", upgrade);
+    std::string origin;
+    if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
+    // A page from another origin gets nothing: no session, and no CORS header that would let it read.
+    if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins))
+      return sio_fail(403, "forbidden_origin", "Origin " + platform::printable(origin) + " is not this agent's address",
+                      upgrade);
+    if (!origin.empty()) {
+      sio_cors_.emplace_back("Access-Control-Allow-Origin", origin);
+      sio_cors_.emplace_back("Access-Control-Allow-Credentials", "true");
+      sio_cors_.emplace_back("Vary", "Origin");
+    }
+    if (req_.method == Method::Options && !upgrade) {
+      Response r = sio_text(204, "");
+      r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST");
+      r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      r.headers.emplace_back("Access-Control-Max-Age", "600");
+      return answer(std::move(r));
+    }
+    if (req_.method != Method::Get && req_.method != Method::Post) {
+      Response r = error_response(405, "method_not_allowed", "/socket.io/ takes GET and POST");
+      r.headers.emplace_back("Allow", "GET, POST, OPTIONS");
+      return answer(std::move(r));
+    }
+    const auto q = [&](const char* key) -> std::string {
+      auto it = req_.query.find(key);
+      return it == req_.query.end() ? std::string() : it->second;
+    };
+    if (q("EIO") != "4")
+      return sio_fail(400, "unsupported_protocol", "only Engine.IO 4 is served (EIO=4: socket.io-client 3 and later)",
+                      upgrade);
+    const std::string transport = q("transport");
+    if (transport != (upgrade ? "websocket" : "polling"))
+      return sio_fail(
+          400, "bad_request",
+          upgrade ? "a WebSocket upgrade needs transport=websocket" : "this request needs transport=polling", upgrade);
+    // The token as for /ws: Authorization or ?token= at the handshake; without either, the Socket.IO
+    // CONNECT may carry it (auth {token}). A token that is offered and wrong is refused at once.
+    bool authorized = !srv_->opts.auth_read;
+    if (srv_->opts.auth_read) {
+      const auto qt = req_.query.find("token");
+      const bool offered = !req_.authorization.empty() || qt != req_.query.end();
+      authorized = bearer_ok(req_.authorization, srv_->opts.token) ||
+                   (qt != req_.query.end() && bearer_ok("Bearer " + qt->second, srv_->opts.token));
+      if (offered && !authorized)
+        return sio_fail(401, "unauthorized", "this agent needs a valid token for reads", upgrade);
+    }
+    std::optional<std::chrono::milliseconds> period;
+    if (!period_from_query(req_.query, period))
+      return sio_fail(400, "bad_request", "period_ms must be a whole number of milliseconds", upgrade);
+    const std::string sid = q("sid");
+
+    if (upgrade) {
+      std::shared_ptr<SioSession> session;
+      bool fresh = sid.empty();
+      if (fresh) {
+        auto opened =
+            srv_->sio->open({address_, authorized, period, SioTransport::WebSocket}, std::chrono::steady_clock::now());
+        if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, true);
+        session = std::move(*opened);
+      } else {
+        session = sio_session(sid);
+        if (!session || session->on_websocket())
+          return sio_fail(400, "unknown_session", "no such Engine.IO session for an upgrade", true);
+      }
+      srv_->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
+      srv_->sio_ws_sessions.push_back(
+          start_sio_ws_session(srv_, std::move(stream_), std::move(session), header_parser_->release(), fresh));
+      return;
+    }
+    if (sid.empty()) {
+      if (req_.method != Method::Get) return sio_fail(400, "bad_request", "a new session starts with a GET", false);
+      auto opened =
+          srv_->sio->open({address_, authorized, period, SioTransport::Polling}, std::chrono::steady_clock::now());
+      if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, false);
+      return answer(sio_text(200, (*opened)->open_packet()));
+    }
+    auto session = sio_session(sid);
+    if (!session) return sio_fail(400, "unknown_session", "no such Engine.IO session", false);
+    if (req_.method == Method::Post) {
+      sio_post_ = std::move(session);
+      if (!unread_body_) {
+        req_.body.clear();
+        return sio_payload();
+      }
+      body_parser_.emplace(std::move(*header_parser_));
+      header_parser_.reset();
+      body_parser_->body_limit(std::min(srv_->opts.body_limit, srv_->sio->options().max_payload));
+      buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
+      stream_.expires_after(srv_->opts.request_timeout);
+      http::async_read(stream_, buffer_, *body_parser_,
+                       [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_body(e); });
+      return;
+    }
+    // GET: answered now when something is queued, else when the session wakes it (a packet, the
+    // next ping at the latest, or the session's end).
+    auto exec = stream_.get_executor();
+    std::weak_ptr<SioSession> weak_session = session;
+    const auto poll = session->begin_poll([self = shared_from_this(), exec, weak_session] {
+      asio::post(exec, [self, weak_session] {
+        auto s = weak_session.lock();
+        self->answer(self->sio_text(200, s ? s->take_payload() : std::string("1")));
+      });
+    });
+    if (poll == SioSession::Poll::Refused)
+      return sio_fail(400, "bad_request", "another GET is pending for this session (or it uses WebSocket)", false);
+    if (poll == SioSession::Poll::Ready) return answer(sio_text(200, session->take_payload()));
+    // Waiting: the socket's timer is off until the answer is written (the session's ping bounds it).
+    stream_.expires_never();
+  }
+
+  void sio_payload() {
+    auto session = std::move(sio_post_);
+    sio_post_.reset();
+    auto r = session->on_payload(req_.body);
+    if (!r) return answer(error_response(400, "bad_request", r.error().message));
+    answer(sio_text(200, "ok"));
+  }
+
+  void serve_static() { answer(static_file_response(srv_->opts.static_dir, req_)); }
+
+  void reply(Response r, bool keep_alive, bool head) {
+    res_.emplace();
+    auto& res = *res_;
+    res.version(11);
+    res.result(r.status);
+    res.set(http::field::server, srv_->opts.server_header);
+    res.set(http::field::content_type, r.content_type);
+    res.set("X-Content-Type-Options", "nosniff");
+    bool has_cache_control = false;
+    for (const auto& [k, v] : r.headers) {
+      res.set(k, v);
+      has_cache_control = has_cache_control || beast::iequals(k, "Cache-Control");
+    }
+    if (!has_cache_control) res.set(http::field::cache_control, "no-store");
+    body_ = r.body ? std::move(r.body) : std::make_shared<const std::string>();
+    res.keep_alive(keep_alive);
+    if (head) {
+      res.content_length(body_->size());
+    } else {
+      res.body() = http::span_body<const char>::value_type(body_->data(), body_->size());
+      res.prepare_payload();
+    }
+    header_parser_.reset();
+    body_parser_.reset();
+    stream_.expires_after(srv_->opts.request_timeout);
+    http::async_write(stream_, res, [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
+      self->res_.reset();
+      self->body_.reset();
+      if (ec || !keep_alive || self->srv_->draining) {
+        if (!ec && self->unread_body_) {
+          self->linger();
+          return;
+        }
+        self->close();
+        return;
+      }
+      self->do_read();
+    });
+  }
+
+  // After an answer that left a body unread: stop sending, then read and drop what the client still
+  // sends (briefly, a bounded amount) before closing. Closing with unread bytes makes the kernel reset
+  // the connection, and the client could lose the answer.
+  void linger() {
+    unread_body_ = false;
+    busy_ = false;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.consume(buffer_.size());
+    buffer_.shrink_to_fit();
+    buffer_.max_size(4096);
+    lingered_ = 0;
+    stream_.expires_after(std::chrono::seconds(2));
+    linger_read();
+  }
+
+  void linger_read() {
+    stream_.async_read_some(buffer_.prepare(1024), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->lingered_ += n;
+      self->buffer_.consume(self->buffer_.size());
+      if (ec || self->lingered_ > self->srv_->opts.body_limit) {
+        self->close();
+        return;
+      }
+      self->linger_read();
+    });
+  }
+
+  void close() {
+    busy_ = false;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  std::shared_ptr<HttpServer::Impl> srv_;
+  beast::tcp_stream stream_;
+  std::string address_;  // the client's, for the per-address count
+  beast::flat_buffer buffer_;
+  // The header is read with a parser that holds no body; an authorised request's parser then takes
+  // it over to read the body.
+  std::optional<http::request_parser<http::empty_body>> header_parser_;
+  std::optional<http::request_parser<http::string_body>> body_parser_;
+  std::optional<http::response<http::span_body<const char>>> res_;
+  std::shared_ptr<const std::string> body_;
+  Request req_;
+  const Route* route_ = nullptr;
+  std::shared_ptr<SioSession> sio_post_;  // the session whose POST body is being read
+  std::vector<std::pair<std::string, std::string>> sio_cors_;
+  bool keep_alive_ = false;
+  bool head_ = false;
+  bool unread_body_ = false;
+  bool busy_ = false;
+  bool evicted_ = false;
+  std::uint64_t requests_ = 0;
+  std::size_t lingered_ = 0;
+  std::chrono::steady_clock::time_point idle_since_{};
+};
+
+}  // namespace
+
+std::shared_ptr<HttpConnection> start_http_session(std::shared_ptr<HttpServer::Impl> srv, tcp::socket&& socket,
+                                                   std::string address) {
+  // Not make_shared: a session's memory goes back when it ends, not when the last weak_ptr to its
+  // control block (the server's list) is pruned.
+  auto s = std::shared_ptr<HttpSession>(new HttpSession(std::move(srv), std::move(socket), std::move(address)));
+  s->start();
+  return s;
+}
+
+}  // namespace gf::server
