@@ -1,7 +1,8 @@
 // libFuzzer target for the Socket.IO session logic: a session driven by whatever a client can send
 // (polling bodies, WebSocket messages, GETs, upgrades, WebSocket loss) interleaved with pings and
 // timeouts, against the simulated backend. Crashes, sanitizer reports, a polling answer that is not a
-// valid payload, or a session that is not freed when closed are findings.
+// valid payload, more than one "3probe" per upgrade, queued bytes past the server's budget, or a session
+// that is not freed (with its bytes) when closed are findings.
 //
 // Input: records separated by NUL; a record's first byte picks the step, the rest is its text.
 #include <cstddef>
@@ -54,6 +55,8 @@ struct World {
     gs::SioOptions so;
     so.queue = 8;
     so.max_payload = 4096;
+    so.max_queued_bytes = 16 * 1024;
+    so.max_total_queued_bytes = 24 * 1024;
     so.token_ok = [](std::string_view t) { return t == "good"; };
     sio = std::make_unique<gs::SocketIo>(*ws, *agent, so);
   }
@@ -78,6 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(opened.has_value());
   auto s = *opened;
   bool waiting = false;
+  int probes_answered = 0;  // since the last attach_ws: at most one "3probe" per upgrade
   for (std::size_t pos = 1; pos < size;) {
     const auto nul = in.find('\0', pos);
     const auto rec = in.substr(pos, nul == std::string_view::npos ? std::string_view::npos : nul - pos);
@@ -86,7 +90,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto text = rec.substr(1);
     switch (rec[0] % 7) {
       case 0: (void)s->on_payload(text); break;
-      case 1: (void)s->on_packet(text, gs::SioTransport::WebSocket); break;
+      case 1:
+        if (auto reply = s->on_packet(text, gs::SioTransport::WebSocket)) {
+          check(*reply == "3probe");
+          check(++probes_answered == 1);
+        }
+        break;
       case 2: {
         const auto r = s->begin_poll([] {});
         if (r == gs::SioSession::Poll::Ready || (r == gs::SioSession::Poll::Wait && waiting)) {
@@ -97,7 +106,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         break;
       }
-      case 3: (void)s->attach_ws([] {}); break;
+      case 3:
+        if (s->attach_ws([] {})) probes_answered = 0;
+        break;
       case 4: s->detach_ws(); break;
       case 5:
         now += std::chrono::seconds(static_cast<unsigned char>(text.empty() ? 1 : text[0]));
@@ -107,6 +118,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         while (auto p = s->take_one()) check(gf::wire::eio::parse_packet(**p).has_value());
         break;
     }
+    // What sessions hold for themselves never passes the server's budget (broadcasts are shared).
+    check(w.sio->charged_bytes() <= 24 * 1024);
   }
   if (waiting) check_payload(s->take_payload());
   s->close();
@@ -114,5 +127,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   w.sio->tick(now);
   check(w.sio->sessions() == 0);
   check(w.ws->clients() == 0);
+  check(w.sio->charged_bytes() == 0);  // a closed session gives its bytes back
   return 0;
 }

@@ -63,6 +63,19 @@ std::string hostname() {
   return buf;
 }
 
+// The readers' token (--read-token-file, with --auth-read): reads over HTTP, /ws and Socket.IO, never a
+// change. Empty when none is configured.
+Result<std::string> load_read_token(const ServeConfig& c) {
+  if (c.read_token_file.empty()) return std::string();  // (serve_config: only with auth_read)
+  bool created = false;
+  auto token = server::load_or_create_token_file(c.read_token_file, &created);
+  if (!token) return make_error(token.error().kind, token.error().message + " (--read-token-file)");
+  if (created)
+    std::fprintf(stderr, "gpufleet: created the read-only token in %s:\n  %s\n", c.read_token_file.c_str(),
+                 token->c_str());
+  return token;
+}
+
 }  // namespace
 
 int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
@@ -127,6 +140,11 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   if (created)
     std::fprintf(stderr, "gpufleet: created the API token for state-changing requests in %s:\n  %s\n",
                  c.token_file.c_str(), token->c_str());
+  auto read_token = load_read_token(c);
+  if (!read_token) {
+    print_error(read_token.error().message);
+    return exit_code(read_token.error());
+  }
 
   sampler::SampleHub hub(*ctx.monitor);
   node::AgentOptions ao;
@@ -213,13 +231,17 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   server::add_cluster_routes(router, fleet ? &cluster_view : nullptr, *api.clock);
 
   c.server.token = *token;
+  c.server.read_token = *read_token;
   c.server.static_dir = c.static_dir;
   c.server.server_header = std::string("gpufleet/") + GF_VERSION;
   // Socket.IO at /socket.io/: its connected clients are WsHub clients (same cap, periods, alerts).
   server::SioOptions sio_opts;
   sio_opts.max_payload = std::min<std::size_t>(1000000, c.server.body_limit);
   sio_opts.queue = 2 * c.server.ws_queue;  // each update goes under two names
-  sio_opts.token_ok = [tok = *token](std::string_view t) { return server::bearer_ok("Bearer " + std::string(t), tok); };
+  sio_opts.token_ok = [tok = *token, reader = *read_token](std::string_view t) {
+    const std::string bearer = "Bearer " + std::string(t);
+    return server::bearer_ok(bearer, tok) || (!reader.empty() && server::bearer_ok(bearer, reader));
+  };
   server::SocketIo sio(ws, agent, sio_opts);
   server::HttpServer http(router, &ws, c.server, &sio);
   auto port = http.listen();

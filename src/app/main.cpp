@@ -234,6 +234,8 @@ int main(int argc, char** argv) {
   serve->add_option("--token-file", serve_cmd.token_file,
                     "bearer token for state-changing requests (created on first start; GPUFLEET_TOKEN wins)");
   serve->add_flag("--auth-read", serve_cmd.auth_read, "require the token for reads too");
+  serve->add_option("--read-token-file", serve_cmd.read_token_file,
+                    "with --auth-read: a second token, for reads only (created on first start)");
   serve->add_flag("--no-history", serve_cmd.no_history, "keep no history");
   serve->add_option("--max-ws-clients", serve_cmd.max_ws_clients, "WebSocket connections at most (default 1024)")
       ->check(CLI::Range(1u, 100000u));

@@ -136,9 +136,10 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   if (j.is_discarded()) return make_error(src + ": not valid JSON");
   if (!j.is_object()) return make_error(src + ": expected a JSON object");
   if (auto r = check_keys(j, src,
-                          {"listen", "interval_s", "node_name", "static_dir", "db", "token_file", "auth_read",
-                           "history", "alerts", "websocket", "allowed_origins", "allowed_hosts", "limits", "usage",
-                           "reclaim", "socket", "max_user_priority", "admin_group", "max_gpus_per_user"});
+                          {"listen",     "interval_s",      "node_name",         "static_dir",  "db",
+                           "token_file", "read_token_file", "auth_read",         "history",     "alerts",
+                           "websocket",  "allowed_origins", "allowed_hosts",     "limits",      "usage",
+                           "reclaim",    "socket",          "max_user_priority", "admin_group", "max_gpus_per_user"});
       !r)
     return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
@@ -158,9 +159,10 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
     if (!j["interval_s"].is_number()) return make_error(src + ": 'interval_s' must be a number of seconds");
     if (auto r = set_interval(c, j["interval_s"].get<double>(), src + ": interval_s"); !r) return r.error();
   }
-  for (auto [key, out] : {std::pair{"node_name", &c.node_name}, std::pair{"static_dir", &c.static_dir},
-                          std::pair{"db", &c.db}, std::pair{"token_file", &c.token_file},
-                          std::pair{"socket", &c.socket}, std::pair{"admin_group", &c.admin_group}})
+  for (auto [key, out] :
+       {std::pair{"node_name", &c.node_name}, std::pair{"static_dir", &c.static_dir}, std::pair{"db", &c.db},
+        std::pair{"token_file", &c.token_file}, std::pair{"read_token_file", &c.read_token_file},
+        std::pair{"socket", &c.socket}, std::pair{"admin_group", &c.admin_group}})
     if (auto r = str(key, *out); !r) return r.error();
   if (j.contains("max_user_priority")) {
     const json& v = j["max_user_priority"];
@@ -311,6 +313,7 @@ Result<ServeConfig> load_serve_config(const ServeCommand& cmd) {
   if (cmd.static_dir) c.static_dir = *cmd.static_dir;
   if (cmd.db) c.db = *cmd.db;
   if (cmd.token_file) c.token_file = *cmd.token_file;
+  if (cmd.read_token_file) c.read_token_file = *cmd.read_token_file;
   if (cmd.socket) c.socket = *cmd.socket;
   if (cmd.auth_read) c.server.auth_read = true;
   if (cmd.no_history) c.history = false;
@@ -320,6 +323,8 @@ Result<ServeConfig> load_serve_config(const ServeCommand& cmd) {
     if (h.empty()) return make_error("--allow-host needs a host name");
     c.server.allowed_hosts.push_back(h);
   }
+  if (!c.read_token_file.empty() && !c.server.auth_read)
+    return make_error(ErrorKind::Usage, "--read-token-file needs --auth-read (without it, reads need no token)");
   // The default WebSocket period stays 5 s (the seed's), but never faster than collection itself.
   return c;
 }

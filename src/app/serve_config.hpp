@@ -25,6 +25,7 @@ struct ServeCommand {
   std::optional<std::string> static_dir;
   std::optional<std::string> db;
   std::optional<std::string> token_file;
+  std::optional<std::string> read_token_file;
   bool auth_read = false;
   bool no_history = false;
   std::optional<unsigned> max_ws_clients;
@@ -42,6 +43,7 @@ struct ServeConfig {
   std::string static_dir;
   std::string db;
   std::string token_file;
+  std::string read_token_file;  // with auth_read: the readers' token (reads only); empty: none
   bool history = true;
   store::HistoryOptions history_options;
   std::vector<core::AlertRule> alert_rules = core::default_alert_rules();

@@ -28,6 +28,8 @@ struct ServerOptions {
   std::string static_dir;  // the dashboard; empty: none
   std::string token;       // bearer token for Access::Write routes (and all with auth_read)
   bool auth_read = false;
+  // With auth_read: a second token that reads (HTTP, /ws, Socket.IO) and changes nothing; empty: none.
+  std::string read_token;
   std::size_t header_limit = 8 * 1024;               // bytes; more → 431
   std::size_t body_limit = 1024 * 1024;              // bytes; more → 413
   std::chrono::milliseconds request_timeout{15000};  // to receive a request's body once its header is in

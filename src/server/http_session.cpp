@@ -185,7 +185,7 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
       serve_static();
       return;
     }
-    auto d = decide(srv_->router, req_, srv_->opts.token, srv_->opts.auth_read);
+    auto d = decide(srv_->router, req_, srv_->opts.token, srv_->opts.auth_read, srv_->opts.read_token);
     if (d.answer) {
       answer(std::move(*d.answer));
       return;
@@ -273,7 +273,8 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
     std::string offered;
     if (auto it = msg.find(http::field::sec_websocket_protocol); it != msg.end()) offered = std::string(it->value());
     const std::vector<std::string> protocols = offered_subprotocols(offered);
-    if (srv_->opts.auth_read && !ws_token_ok(req_.authorization, protocols, srv_->opts.token)) {
+    if (srv_->opts.auth_read && !ws_token_ok(req_.authorization, protocols, srv_->opts.token) &&
+        (srv_->opts.read_token.empty() || !ws_token_ok(req_.authorization, protocols, srv_->opts.read_token))) {
       reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false,
             false);
       return;
@@ -366,8 +367,11 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
     if (srv_->opts.auth_read) {
       const auto qt = req_.query.find("token");
       const bool offered = !req_.authorization.empty() || qt != req_.query.end();
-      authorized = bearer_ok(req_.authorization, srv_->opts.token) ||
-                   (qt != req_.query.end() && bearer_ok("Bearer " + qt->second, srv_->opts.token));
+      const auto good = [&](const std::string& token) {
+        return !token.empty() && (bearer_ok(req_.authorization, token) ||
+                                  (qt != req_.query.end() && bearer_ok("Bearer " + qt->second, token)));
+      };
+      authorized = good(srv_->opts.token) || good(srv_->opts.read_token);
       if (offered && !authorized)
         return sio_fail(401, "unauthorized", "this agent needs a valid token for reads", upgrade);
     }
@@ -409,9 +413,21 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
         req_.body.clear();
         return sio_payload();
       }
+      // Until the session is connected (and so authorised), a body is a CONNECT at most: a few KiB.
+      const auto& so = srv_->sio->options();
+      const std::size_t limit =
+          std::min(srv_->opts.body_limit, sio_post_->connected() ? so.max_payload : so.unconnected_payload);
+      // The header parser already took Content-Length against the server's own limit; this one is smaller.
+      if (const auto length = header_parser_->content_length(); length && *length > limit) {
+        sio_post_->close();
+        sio_post_.reset();
+        reply(error_response(413, "payload_too_large", "the body is larger than " + std::to_string(limit) + " bytes"),
+              false, false);
+        return;
+      }
       body_parser_.emplace(std::move(*header_parser_));
       header_parser_.reset();
-      body_parser_->body_limit(std::min(srv_->opts.body_limit, srv_->sio->options().max_payload));
+      body_parser_->body_limit(limit);
       buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
       stream_.expires_after(srv_->opts.request_timeout);
       http::async_read(stream_, buffer_, *body_parser_,

@@ -92,7 +92,8 @@ Router::Match Router::match(Request& req) const {
   return m;
 }
 
-Decision decide(const Router& router, Request& req, std::string_view token, bool auth_read) {
+Decision decide(const Router& router, Request& req, std::string_view token, bool auth_read,
+                std::string_view read_token) {
   Decision d;
   const auto m = router.match(req);
   if (!m.route) {
@@ -108,7 +109,9 @@ Decision decide(const Router& router, Request& req, std::string_view token, bool
     return d;
   }
   if (m.route->access == Access::Write || auth_read) {
-    if (!bearer_ok(req.authorization, token)) {
+    const bool reader_ok =
+        m.route->access != Access::Write && !read_token.empty() && bearer_ok(req.authorization, read_token);
+    if (!reader_ok && !bearer_ok(req.authorization, token)) {
       Response r = error_response(401, "unauthorized",
                                   req.authorization.empty()
                                       ? "this request needs Authorization: Bearer <token> (the agent's token file)"

@@ -58,7 +58,10 @@ struct Decision {
 };
 // Matches the request and checks access: Access::Write routes (and every route with auth_read) need
 // "Authorization: Bearer <token>".
-Decision decide(const Router& router, Request& req, std::string_view token, bool auth_read);
+// With auth_read, a read also passes with read_token when it is set (the dashboard readers' token,
+// which releases nothing).
+Decision decide(const Router& router, Request& req, std::string_view token, bool auth_read,
+                std::string_view read_token = {});
 // Runs the route's handler; an exception becomes a 500 with its message (the server stays up).
 Response invoke(const Route& route, const Request& req) noexcept;
 

@@ -89,6 +89,11 @@ Result<std::string> read_token_file(const std::string& path) {
 Result<std::string> load_or_create_token(const std::string& path, bool* created) {
   if (created) *created = false;
   if (auto env = platform::env("GPUFLEET_TOKEN"); env && !env->empty()) return *env;
+  return load_or_create_token_file(path, created);
+}
+
+Result<std::string> load_or_create_token_file(const std::string& path, bool* created) {
+  if (created) *created = false;
   // Create first (O_EXCL never opens what is there, a link included); only when something exists do
   // we read it, so a dangling link or an unreadable file is an error rather than a retry.
   const auto dir = std::filesystem::path(path).parent_path();
@@ -288,6 +293,24 @@ std::string_view content_type_for(const std::filesystem::path& p) {
   if (ext == ".woff2") return "font/woff2";
   if (ext == ".txt") return "text/plain; charset=utf-8";
   return "application/octet-stream";
+}
+
+std::string client_bucket(std::string_view address) {
+  const std::string a(address);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, a.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127 ? "loopback" : a;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, a.c_str(), &v6) != 1) return a;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return "loopback";
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &v6.s6_addr[12], text, sizeof text);
+    return client_bucket(text);
+  }
+  for (int i = 8; i < 16; ++i) v6.s6_addr[i] = 0;
+  char text[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET6, &v6, text, sizeof text);
+  return std::string(text) + "/64";
 }
 
 }  // namespace gf::server

@@ -16,6 +16,8 @@ bool bearer_ok(std::string_view authorization, std::string_view token);
 // Where the agent's token comes from: $GPUFLEET_TOKEN, else the file (created with a new random token,
 // mode 0600, when it does not exist; *created tells the caller to print it once).
 Result<std::string> load_or_create_token(const std::string& path, bool* created);
+// The same from the file alone (the read-only token: $GPUFLEET_TOKEN is the admin's).
+Result<std::string> load_or_create_token_file(const std::string& path, bool* created);
 std::string random_token();  // 32 bytes from the kernel's random source, hex
 
 // A browser's Origin header against where we listen: allowed when it names this host and port
@@ -33,6 +35,11 @@ bool host_allowed(std::string_view host_header, const std::vector<std::string>& 
 // The names this machine answers to by default: its hostname and the dotted names /etc/hosts gives it
 // (the FQDN, usually); lower case. No DNS query.
 std::vector<std::string> machine_host_names();
+
+// The address a client's sessions are counted under: all of 127.0.0.0/8 and ::1 are one ("loopback":
+// any local user may bind any of them), an IPv6 address counts by its /64 (one host usually holds a
+// whole /64), an IPv4 address is itself; anything that is no address is itself too.
+std::string client_bucket(std::string_view address);
 
 // The file a URL path names inside root, or nullopt when it does not exist or would escape root
 // ("..", symlinks out, NUL). "/" and directories mean their index.html.

@@ -4,6 +4,7 @@
 
 #include "platform/fs.hpp"
 #include "platform/log.hpp"
+#include "server/security.hpp"
 #include "wire/engineio.hpp"
 
 namespace gf::server {
@@ -37,9 +38,10 @@ SioSession::SioSession(SocketIo& owner, std::string sid, std::string address, bo
       period_(period),
       started_on_ws_(transport == SioTransport::WebSocket),
       created_(now),
-      queue_(owner.options_.queue),
+      queue_(owner.options_.queue, owner.options_.max_queued_bytes),
       on_ws_(started_on_ws_),
-      next_ping_(now + owner.options_.ping_interval) {}
+      next_ping_(now + owner.options_.ping_interval),
+      last_live_(now) {}
 
 std::string SioSession::open_packet() const {
   wire::eio::OpenInfo o;
@@ -74,6 +76,23 @@ void SioSession::collect_wakes_locked(std::vector<std::function<void()>>& wakes)
   }
 }
 
+bool SioSession::push_locked(Text packet, bool droppable, bool charged) {
+  if (charged && owner_.charged_bytes_.load() + packet->size() > owner_.options_.max_total_queued_bytes)
+    return droppable;  // over the server's budget: a droppable packet is dropped, a reply does not fit
+  const std::size_t before = queue_.charged_bytes();
+  const bool ok = queue_.push(std::move(packet), droppable, charged);
+  settle_charge_locked(before);
+  return ok;
+}
+
+void SioSession::settle_charge_locked(std::size_t before) {
+  const std::size_t after = queue_.charged_bytes();
+  if (after > before)
+    owner_.charged_bytes_ += after - before;
+  else
+    owner_.charged_bytes_ -= before - after;
+}
+
 void SioSession::enqueue(std::vector<Text> packets, bool droppable, bool from_hub) {
   std::vector<std::function<void()>> wakes;
   bool overflow = false;
@@ -81,7 +100,7 @@ void SioSession::enqueue(std::vector<Text> packets, bool droppable, bool from_hu
     std::lock_guard lock(mu_);
     if (closed_) return;
     for (auto& p : packets)
-      if (!queue_.push(std::move(p), droppable)) overflow = true;
+      if (!push_locked(std::move(p), droppable, !from_hub)) overflow = true;
     collect_wakes_locked(wakes);
   }
   run(wakes);
@@ -130,6 +149,9 @@ void SioSession::close_session(bool from_hub) {
     connected_ = false;
     hub_id = hub_id_;
     hub_id_.reset();
+    const std::size_t before = queue_.charged_bytes();
+    queue_.clear();  // nothing more is sent: its memory goes now
+    settle_charge_locked(before);
     collect_wakes_locked(wakes);
   }
   // Outside the session's lock: removing may wait for a hub tick that is sending to this session.
@@ -165,21 +187,16 @@ std::string SioSession::take_payload() {
   poll_wake_ = nullptr;
   if (closed_) return "1";
   if (on_ws_ || queue_.empty()) return "6";
+  const std::size_t before = queue_.charged_bytes();
   std::string out;
-  while (!queue_.empty()) {
-    // Peek by popping: a packet that does not fit waits for the next GET.
-    auto next = queue_.pop();
-    if (!out.empty() && out.size() + 1 + (*next)->size() > owner_.options_.max_payload) {
-      // Back to the front: OutboundQueue has no push_front, so rebuild (rare: a full payload).
-      OutboundQueue rest(owner_.options_.queue);
-      rest.push(std::move(*next), false);
-      while (auto more = queue_.pop()) rest.push(std::move(*more), false);
-      queue_ = std::move(rest);
-      break;
-    }
+  while (const Text* next = queue_.front()) {
+    // A packet that does not fit waits for the next GET (at least one packet goes).
+    if (!out.empty() && out.size() + 1 + (*next)->size() > owner_.options_.max_payload) break;
     if (!out.empty()) out += '\x1e';
     out += **next;
+    queue_.pop();
   }
+  settle_charge_locked(before);
   return out;
 }
 
@@ -187,6 +204,7 @@ bool SioSession::attach_ws(std::function<void()> wake) {
   std::lock_guard lock(mu_);
   if (closed_ || ws_attached_) return false;
   if (!on_ws_) upgrading_ = true;  // from polling: the probe comes first
+  probed_ = false;
   ws_attached_ = true;
   ws_wake_ = std::move(wake);
   return true;
@@ -208,7 +226,10 @@ void SioSession::detach_ws() {
 std::optional<Text> SioSession::take_one() {
   std::lock_guard lock(mu_);
   if (closed_ || !on_ws_) return std::nullopt;
-  return queue_.pop();
+  const std::size_t before = queue_.charged_bytes();
+  auto next = queue_.pop();
+  settle_charge_locked(before);
+  return next;
 }
 
 std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTransport via) {
@@ -220,19 +241,25 @@ std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTra
   if (via == SioTransport::WebSocket) {
     std::vector<std::function<void()>> wakes;
     bool probe = false;
+    bool violation = false;
     {
       std::lock_guard lock(mu_);
       if (closed_) return std::nullopt;
       if (!on_ws_) {
-        // The probing WebSocket of an upgrade: "2probe" → "3probe", and the pending GET ends with a
-        // noop so that the client can pause polling; "5" completes the switch. Nothing else counts
-        // before it.
+        // The probing WebSocket of an upgrade: one "2probe" → "3probe", and the pending GET ends with
+        // a noop so that the client can pause polling; "5" completes the switch. Before the probe,
+        // nothing else counts; after it, anything but "5" (a second probe included) ends the session:
+        // each answer would be memory an unauthenticated client makes the agent hold.
         if (!upgrading_) return std::nullopt;
-        if (p->type == wire::eio::Type::Ping && p->data == "probe") {
+        const bool is_probe = p->type == wire::eio::Type::Ping && p->data == "probe";
+        if (is_probe && !probed_) {
           probe = true;
+          probed_ = true;
         } else if (p->type == wire::eio::Type::Upgrade) {
           on_ws_ = true;
           upgrading_ = false;
+        } else if (probed_ || is_probe) {
+          violation = true;
         } else {
           return std::nullopt;
         }
@@ -240,6 +267,10 @@ std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTra
         poll_wake_ = nullptr;
         collect_wakes_locked(wakes);
       }
+    }
+    if (violation) {
+      close();
+      return std::nullopt;
     }
     if (!wakes.empty() || probe) {
       run(wakes);
@@ -255,7 +286,9 @@ std::optional<std::string> SioSession::on_packet(std::string_view packet, SioTra
       pong_due_.reset();
       break;
     }
-    case wire::eio::Type::Ping: enqueue({text("3" + std::string(p->data))}, false); break;
+    // Engine.IO 4 clients answer the server's pings and send none of their own (but the upgrade's
+    // probe, above): an echo would be memory any client could make the agent hold. Ignored.
+    case wire::eio::Type::Ping: break;
     case wire::eio::Type::Message: on_socketio(p->data); break;
     case wire::eio::Type::Noop: break;
     case wire::eio::Type::Upgrade:  // not on this transport
@@ -355,8 +388,9 @@ void SioSession::connect(const nlohmann::json& auth, const std::string& nsp) {
     } else {
       hub_id_ = joined->id;
       connected_ = true;
-      overflow = !queue_.push(message(wire::sio::encode_connect(platform::random_hex(10))), false);
-      for (auto& pk : owner_.packets_for(joined->greeting)) overflow = !queue_.push(std::move(pk), false) || overflow;
+      overflow = !push_locked(message(wire::sio::encode_connect(platform::random_hex(10))), false, true);
+      for (auto& pk : owner_.packets_for(joined->greeting))
+        overflow = !push_locked(std::move(pk), false, false) || overflow;
       collect_wakes_locked(wakes);
     }
   }
@@ -375,12 +409,15 @@ bool SioSession::tick(std::chrono::steady_clock::time_point now) {
     std::lock_guard lock(mu_);
     if (closed_) return false;
     const auto& o = owner_.options_;
+    if (poll_pending_ || ws_attached_) last_live_ = now;
     if (!connected_ && now - created_ > o.ping_interval + o.ping_timeout) {
       close_now = true;  // never connected (or disconnected and stayed): its place goes back
+    } else if (now - last_live_ > 2 * o.ping_interval) {
+      close_now = true;  // no GET and no WebSocket for two ping intervals: it holds no connection
     } else if (pong_due_) {
       close_now = now > *pong_due_;  // no pong in time: the client is gone
     } else if (now >= next_ping_) {
-      close_now = !queue_.push(text("2"), false);
+      close_now = !push_locked(text("2"), false, true);
       pong_due_ = now + o.ping_timeout;
       next_ping_ = now + o.ping_interval;
       collect_wakes_locked(wakes);
@@ -404,19 +441,21 @@ SocketIo::~SocketIo() { close_all(); }
 
 Result<std::shared_ptr<SioSession>> SocketIo::open(const OpenRequest& r, std::chrono::steady_clock::time_point now) {
   std::lock_guard lock(mu_);
-  auto& n = per_address_[r.address];
-  if (n >= options_.max_sessions_per_address) {
-    if (n == 0) per_address_.erase(r.address);
-    return make_error(ErrorKind::Unavailable, "too many Socket.IO sessions from this address");
-  }
+  const std::string bucket = client_bucket(r.address);
+  auto& n = per_address_[bucket];
+  const auto refuse = [&](std::string message) {
+    if (n == 0) per_address_.erase(bucket);
+    return make_error(ErrorKind::Unavailable, std::move(message));
+  };
+  if (n >= options_.max_sessions_per_address) return refuse("too many Socket.IO sessions from this address");
+  // A quarter of the client places is kept for /ws (the dashboard's feed): Socket.IO never takes it.
+  if (sessions_.size() >= hub_.max_clients() - hub_.max_clients() / 4)
+    return refuse("the Socket.IO share of the client places is taken");
   // Sessions that have not connected yet hold a place too, so a burst of handshakes cannot pass the cap.
   std::size_t unjoined = 0;
   for (const auto& [sid, s] : sessions_)
     if (!s->connected()) ++unjoined;
-  if (hub_.clients() + unjoined >= hub_.max_clients()) {
-    if (n == 0) per_address_.erase(r.address);
-    return make_error(ErrorKind::Unavailable, "the WebSocket client limit is reached");
-  }
+  if (hub_.clients() + unjoined >= hub_.max_clients()) return refuse("the WebSocket client limit is reached");
   std::string sid;
   do sid = platform::random_hex(16);
   while (sessions_.count(sid));
@@ -436,7 +475,7 @@ void SocketIo::forget(const std::string& sid) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(sid);
   if (it == sessions_.end()) return;
-  auto a = per_address_.find(it->second->address());
+  auto a = per_address_.find(client_bucket(it->second->address()));
   if (a != per_address_.end() && --a->second == 0) per_address_.erase(a);
   sessions_.erase(it);
 }

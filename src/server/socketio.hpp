@@ -2,10 +2,11 @@
 // Socket.IO v5 over Engine.IO v4, without sockets: sessions by sid, ping bookkeeping, the polling
 // queue (one pending GET at a time), the upgrade to WebSocket, and the default namespace's events.
 // A connected session is one more WsHub client: Socket.IO and /ws clients share the collection
-// subscriptions per period, the client cap and the alert broadcasts. The transport (http_server.cpp)
-// moves bytes: it hands client packets in and takes queued packets out when woken.
+// subscriptions per period, the client cap and the alert broadcasts. The transport (http_session.cpp,
+// websocket.cpp) moves bytes: it hands client packets in and takes queued packets out when woken.
 // Time is passed in (the transport reads the clock); tests drive pings and timeouts with any time.
 // Thread-safety: every public member may be called from any thread.
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -28,7 +29,18 @@ struct SioOptions {
   std::chrono::milliseconds ping_interval{25000};
   std::chrono::milliseconds ping_timeout{20000};
   std::size_t max_payload = 1000000;  // bytes of one polling body or one WebSocket message
-  std::size_t queue = 64;             // Engine.IO packets waiting per session (an update is two)
+  // A polling body before the session is connected (and so authorised): enough for a CONNECT with its
+  // token, never a megabyte from an unauthenticated client.
+  std::size_t unconnected_payload = 4096;
+  std::size_t queue = 64;  // Engine.IO packets waiting per session (an update is two)
+  // Bytes waiting per session, broadcasts included (shared with other sessions, but a session that
+  // does not read must not hold many of them), and in all for what sessions queue for themselves alone
+  // (replies, acknowledgements, pings). Past either, droppable updates go first; a session whose
+  // reply does not fit is closed.
+  std::size_t max_queued_bytes = 2u << 20;
+  std::size_t max_total_queued_bytes = 64u << 20;
+  // Sessions per client address, where all of 127.0.0.0/8 and ::1 count as one address (any local user
+  // may bind any of them) and so does an IPv6 /64 (security.hpp's client_bucket).
   std::size_t max_sessions_per_address = 64;
   // Whether a CONNECT's auth {"token": …} is good; unset: any token is refused (only a session
   // authorised at the handshake connects).
@@ -91,7 +103,13 @@ class SioSession final : public WsClient, public std::enable_shared_from_this<Si
   void collect_wakes_locked(std::vector<std::function<void()>>& wakes);
   // from_hub: called on a hub thread (send()), which may be inside a collection tick: leaving the hub
   // there could wait for that very tick, so the removal is left to SocketIo::tick().
+  // Session-made packets are charged to the server's byte budget; the hub's broadcasts are not.
   void enqueue(std::vector<Text> packets, bool droppable, bool from_hub = false);
+  // Under mu_: one packet into the queue within both byte budgets; false when it does not fit and may
+  // not be dropped.
+  bool push_locked(Text packet, bool droppable, bool charged);
+  // Under mu_: tells the owner how the queue's charged bytes changed since `before`.
+  void settle_charge_locked(std::size_t before);
   void close_session(bool from_hub);
   static void run(std::vector<std::function<void()>>& wakes);
 
@@ -108,6 +126,7 @@ class SioSession final : public WsClient, public std::enable_shared_from_this<Si
   bool closed_ = false;
   bool on_ws_ = false;
   bool upgrading_ = false;
+  bool probed_ = false;  // the upgrading WebSocket's "2probe" was answered (once per upgrade)
   bool ws_attached_ = false;
   bool poll_pending_ = false;
   bool connected_ = false;
@@ -115,6 +134,9 @@ class SioSession final : public WsClient, public std::enable_shared_from_this<Si
   std::function<void()> poll_wake_;
   std::function<void()> ws_wake_;
   std::chrono::steady_clock::time_point next_ping_;
+  // The last tick that saw a pending GET or a WebSocket: a session with neither for two ping intervals
+  // holds no connection at all, and is closed.
+  std::chrono::steady_clock::time_point last_live_;
   std::optional<std::chrono::steady_clock::time_point> pong_due_;
 };
 
@@ -132,7 +154,8 @@ class SocketIo {
     SioTransport transport = SioTransport::Polling;
   };
   // A new Engine.IO session. Errors: Unavailable when the client cap (with /ws clients) or the
-  // per-address cap is reached.
+  // per-address cap is reached, or when Socket.IO sessions hold three quarters of the client places
+  // (the last quarter is kept for /ws, the dashboard's feed).
   Result<std::shared_ptr<SioSession>> open(const OpenRequest& r, std::chrono::steady_clock::time_point now);
   std::shared_ptr<SioSession> find(std::string_view sid) const;
   // Sends pings, closes sessions whose pong or CONNECT is late, forgets closed ones. Call about once a
@@ -141,6 +164,8 @@ class SocketIo {
   // Closes every session (their pending GETs and WebSockets are woken to finish).
   void close_all();
   std::size_t sessions() const;
+  // Bytes the sessions hold queued for themselves alone (max_total_queued_bytes bounds it).
+  std::size_t charged_bytes() const noexcept { return charged_bytes_.load(); }
   const SioOptions& options() const noexcept { return options_; }
 
   // A hub message ({"event":name,"data":…}) as the Engine.IO packets a Socket.IO client gets: the
@@ -158,7 +183,8 @@ class SocketIo {
   SioOptions options_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<SioSession>> sessions_;
-  std::unordered_map<std::string, std::size_t> per_address_;
+  std::unordered_map<std::string, std::size_t> per_address_;  // by client_bucket
+  std::atomic<std::size_t> charged_bytes_{0};
   std::vector<std::uint64_t> deferred_removals_;  // hub ids of sessions closed on a hub thread
   std::mutex cache_mu_;
   std::vector<std::pair<std::weak_ptr<const std::string>, std::vector<Text>>> cache_;

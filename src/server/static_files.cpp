@@ -31,6 +31,7 @@ Response static_file_response(const std::string& static_dir, const Request& req)
   // Vite names assets by content hash: they never change. index.html is checked every time.
   r.headers.emplace_back("Cache-Control",
                          req.path.rfind("/assets/", 0) == 0 ? "public, max-age=31536000, immutable" : "no-cache");
+  r.headers.emplace_back("Content-Security-Policy", std::string(kDashboardCsp));
   return r;
 }
 

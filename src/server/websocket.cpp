@@ -242,6 +242,9 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
   }
 
   void do_read() {
+    // Until the session is connected (and so authorised), a message is a CONNECT at most: a few KiB.
+    const auto& so = srv_->sio->options();
+    ws_.read_message_max(session_->connected() ? so.max_payload : so.unconnected_payload);
     ws_.async_read(rbuf_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
@@ -257,8 +260,16 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
     }
     const std::string text = beast::buffers_to_string(rbuf_.data());
     rbuf_.consume(rbuf_.size());
-    if (auto reply = session_->on_packet(text, SioTransport::WebSocket))
+    if (auto reply = session_->on_packet(text, SioTransport::WebSocket)) {
+      // The open packet and one "3probe" are all that come here; more is a client that sends faster
+      // than it reads, and it must not make the agent hold its backlog.
+      if (direct_.size() >= kMaxDirect) {
+        session_->close();
+        abort();
+        return;
+      }
       direct_.push_back(std::make_shared<const std::string>(std::move(*reply)));
+    }
     pump();
     if (!closing_) do_read();
   }
@@ -323,6 +334,7 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
   bool fresh_ = false;
   bool attached_ = false;
   beast::flat_buffer rbuf_;
+  static constexpr std::size_t kMaxDirect = 4;
   std::deque<Text> direct_;
   Text current_;
   bool accepted_ = false;

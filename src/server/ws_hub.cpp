@@ -1,30 +1,52 @@
 #include "server/ws_hub.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace gf::server {
 
-bool OutboundQueue::push(Text text, bool droppable) {
-  if (items_.size() >= capacity_) {
-    auto victim = items_.end();
-    for (auto it = items_.begin(); it != items_.end(); ++it)
-      if (it->droppable) {
-        victim = it;
-        break;
-      }
-    if (victim == items_.end()) return false;
-    items_.erase(victim);
+bool OutboundQueue::push(Text text, bool droppable, bool charged) {
+  const std::size_t size = text ? text->size() : 0;
+  while (items_.size() >= capacity_ || bytes_ + size > max_bytes_) {
+    auto victim = std::find_if(items_.begin(), items_.end(), [](const Item& i) { return i.droppable; });
+    if (victim == items_.end()) {
+      // Full of what may not be dropped: the client does not read (an update cannot push out a reply
+      // either). Only an update too large for the whole budget on its own is dropped instead.
+      if (!droppable || !items_.empty()) return false;
+      ++dropped_;
+      return true;
+    }
+    erase(victim);
     ++dropped_;
   }
-  items_.push_back({std::move(text), droppable});
+  bytes_ += size;
+  if (charged) charged_bytes_ += size;
+  items_.push_back({std::move(text), droppable, charged});
   return true;
+}
+
+void OutboundQueue::erase(std::deque<Item>::iterator it) {
+  const std::size_t size = it->text ? it->text->size() : 0;
+  bytes_ -= size;
+  if (it->charged) charged_bytes_ -= size;
+  items_.erase(it);
 }
 
 std::optional<Text> OutboundQueue::pop() {
   if (items_.empty()) return std::nullopt;
   Text t = std::move(items_.front().text);
+  const std::size_t size = t ? t->size() : 0;
+  bytes_ -= size;
+  if (items_.front().charged) charged_bytes_ -= size;
   items_.pop_front();
   return t;
+}
+
+void OutboundQueue::clear() {
+  items_.clear();
+  bytes_ = 0;
+  charged_bytes_ = 0;
 }
 
 WsHub::WsHub(node::Agent& agent, sampler::SampleHub& hub, WsOptions options)

@@ -4,6 +4,7 @@
 // every client of that period); alerts go to everyone. The transport implements WsClient.
 // Thread-safety: every public member may be called from any thread.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -24,24 +25,40 @@ namespace gf::server {
 using Text = std::shared_ptr<const std::string>;
 
 // What one connection still has to send. Periodic updates may be dropped (the oldest first: a newer
-// one supersedes it); alerts and replies may not. Pure; one per connection, used by its owner only.
+// one supersedes it); alerts and replies may not. Bounded in messages and in bytes: a message that
+// would pass either bound first drops the oldest droppable ones; when none is left to drop, it is
+// refused (the client does not read), unless it is an update larger than the whole budget alone.
+// Bytes a message marks `charged` are also counted apart (charged_bytes()), for a budget its owner keeps
+// across connections (messages made for this connection alone, not broadcasts shared by all).
+// Pure; one per connection, used by its owner only.
 class OutboundQueue {
  public:
-  explicit OutboundQueue(std::size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
-  // false when the queue is full of messages that may not be dropped: the client is not reading.
-  bool push(Text text, bool droppable);
+  explicit OutboundQueue(std::size_t capacity, std::size_t max_bytes = SIZE_MAX)
+      : capacity_(capacity < 1 ? 1 : capacity), max_bytes_(max_bytes) {}
+  // false when the message does not fit and may not be dropped: the client is not reading.
+  bool push(Text text, bool droppable, bool charged = false);
   std::optional<Text> pop();
+  // The next message, left in place; null when none.
+  const Text* front() const noexcept { return items_.empty() ? nullptr : &items_.front().text; }
+  void clear();
   bool empty() const noexcept { return items_.empty(); }
   std::size_t size() const noexcept { return items_.size(); }
+  std::size_t bytes() const noexcept { return bytes_; }
+  std::size_t charged_bytes() const noexcept { return charged_bytes_; }
   std::uint64_t dropped() const noexcept { return dropped_; }
 
  private:
   struct Item {
     Text text;
     bool droppable;
+    bool charged;
   };
+  void erase(std::deque<Item>::iterator it);
   std::size_t capacity_;
+  std::size_t max_bytes_;
   std::deque<Item> items_;
+  std::size_t bytes_ = 0;
+  std::size_t charged_bytes_ = 0;
   std::uint64_t dropped_ = 0;
 };
 

@@ -1114,6 +1114,36 @@ TEST_F(Serve, AuthReadNeedsTheTokenOverHttpAndWebSocket) {
   expect_clean_stop();
 }
 
+// Security review, finding 11: a read-only token for the dashboard's readers (reads over HTTP, /ws and
+// Socket.IO; 401 on writes), and the dashboard's files carry a Content-Security-Policy.
+TEST_F(Serve, TheReadTokenReadsEverywhereAndReleasesNothing) {
+  const std::string reader_file = (dir / "reader.token").string();
+  fs::create_directories(dir / "static");
+  write_file("static/index.html", "<!doctype html><title>x</title>");
+  ASSERT_TRUE(start("sim", {"--auth-read", "--read-token-file", reader_file, "--static", (dir / "static").string()}));
+  std::ifstream f(reader_file);
+  std::string reader;
+  std::getline(f, reader);
+  ASSERT_EQ(reader.size(), 64u);
+  ASSERT_NE(reader, token());
+  EXPECT_EQ(fs::status(reader_file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  const std::string as_reader = "Authorization: Bearer " + reader;
+  EXPECT_EQ(http(port(), "GET", "/api/v1/monitoring/gpu-metrics", {}, {as_reader}).status, 200);
+  auto w = http(port(), "POST", "/api/v1/allocations", R"({"gpus":1})", {as_reader, "Content-Type: application/json"});
+  EXPECT_EQ(w.status, 401) << w.body;
+  auto admin = http(port(), "POST", "/api/v1/allocations", R"({"gpus":1})",
+                    {"Authorization: Bearer " + token(), "Content-Type: application/json"});
+  EXPECT_EQ(admin.status, 201) << admin.body;
+  WsConn ws(port(), "/ws", std::nullopt, 0, {"Sec-WebSocket-Protocol: gpufleet.v1, gpufleet.bearer." + reader});
+  EXPECT_TRUE(ws.open()) << ws.handshake.raw_head;
+  auto sio = http(port(), "GET", "/socket.io/?EIO=4&transport=polling&token=" + reader);
+  EXPECT_EQ(sio.status, 200) << sio.body;
+  auto page = get(port(), "/");  // static files need no token: the page asks for it
+  ASSERT_EQ(page.status, 200) << page.body;
+  EXPECT_EQ(page.header("content-security-policy"), "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+  expect_clean_stop();
+}
+
 TEST_F(Serve, HighUsageAlertFiresAndResolvesOverWebSocket) {
   // One GPU: idle for 4 s after start, busy (95 %) for 2 s, idle again; the rule fires at once above 50 %.
   const auto scenario = write_file("sim.json", R"({
@@ -1523,6 +1553,12 @@ TEST_F(Serve, ConfigAndCommandLineErrors) {
   r = run({"--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--config", bad_alert});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("treshold"), std::string::npos) << r.err;
+
+  r = run({"--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--read-token-file",
+           (dir / "reader.token").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--auth-read"), std::string::npos) << r.err;
+  EXPECT_TRUE(one_line(r.err)) << r.err;
 
   for (const std::string listen : {"garbage", "127.0.0.1:99999", "127.0.0.1:", "1.2.3.4.5:80:1"}) {
     r = run({"--backend", "sim", "serve", "--listen", listen, "--db", db});

@@ -387,18 +387,19 @@ export class ApiError extends Error {
   }
 }
 
-// An agent started with --auth-read wants its bearer token for reads too. The page keeps the token the
-// user pasted (the agent's token file) in localStorage and sends it on every request; the WebSocket,
-// which cannot carry an Authorization header from a browser, offers it as the subprotocol
+// An agent started with --auth-read wants a bearer token for reads too: the readers' token
+// (--read-token-file), or the agent's own token for those who also release leases. The page keeps the
+// token the user pasted in sessionStorage (gone with the tab, never on disk) and sends it on every
+// request; the WebSocket, which cannot carry an Authorization header from a browser, offers it as the subprotocol
 // "gpufleet.bearer.<token>" next to "gpufleet.v1" (the one the agent is to select).
 const TOKEN_KEY = 'gpufleet.token';
 export const auth = {
   get token(): string | null {
-    return localStorage.getItem(TOKEN_KEY);
+    return sessionStorage.getItem(TOKEN_KEY);
   },
   set(token: string | null): void {
-    if (token) localStorage.setItem(TOKEN_KEY, token.trim());
-    else localStorage.removeItem(TOKEN_KEY);
+    if (token) sessionStorage.setItem(TOKEN_KEY, token.trim());
+    else sessionStorage.removeItem(TOKEN_KEY);
   },
 };
 

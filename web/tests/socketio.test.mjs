@@ -237,6 +237,65 @@ async function main() {
       assert(r.status === 400 || (await r.text()) === '1', 'the session survived a binary packet');
     });
 
+    // --- bounds an unauthenticated client cannot pass (security review 1, 2, 5) ----------------------
+    const openSession = async (base = agent.base) => {
+      const o = JSON.parse((await (await fetch(`${base}/socket.io/?EIO=4&transport=polling`)).text()).slice(1));
+      return { sid: o.sid, url: `${base}/socket.io/?EIO=4&transport=polling&sid=${o.sid}` };
+    };
+    await check('before CONNECT a POST body is a few KiB at most (413), and the session ends', async () => {
+      const { url } = await openSession();
+      const big = await fetch(url, { method: 'POST', body: '2' + 'x'.repeat(8000) });
+      assert(big.status === 413, `an 8 kB body before CONNECT: ${big.status}`);
+      const after = await fetch(url);
+      assert(after.status === 400 || (await after.text()) === '1', 'the session survived');
+      const { url: ok } = await openSession();
+      const small = await fetch(ok, { method: 'POST', body: '2' + 'x'.repeat(3000) });
+      assert(small.status === 200, `a 3 kB body: ${small.status}`);
+    });
+    await check('a client ping is not echoed', async () => {
+      const { url } = await openSession();
+      await fetch(url, { method: 'POST', body: '2hello\x1e2again' });
+      const ac = new AbortController();
+      const t = setTimeout(() => ac.abort(), 1500);
+      const got = await fetch(url, { signal: ac.signal }).then((r) => r.text()).catch(() => 'nothing');
+      clearTimeout(t);
+      assert(got === 'nothing', `the GET got ${JSON.stringify(got)} (an echo?)`);
+    });
+    await check('an upgrade answers one 2probe; a second one closes the session', async () => {
+      const WebSocket = require('ws');
+      const { sid, url } = await openSession();
+      await fetch(url, { method: 'POST', body: '40' });
+      await (await fetch(url)).text();
+      const ws = new WebSocket(`${agent.base.replace('http', 'ws')}/socket.io/?EIO=4&transport=websocket&sid=${sid}`);
+      const got = [];
+      let closed = false;
+      ws.on('message', (m) => got.push(String(m)));
+      ws.on('close', () => (closed = true));
+      await new Promise((res, rej) => (ws.once('open', res), ws.once('error', rej)));
+      for (let i = 0; i < 50; i++) ws.send('2probe');
+      await until('the WebSocket to close', () => closed, 5000);
+      assert(got.filter((m) => m === '3probe').length === 1, `answers: ${got.filter((m) => m === '3probe').length}`);
+      const after = await fetch(url);
+      assert(after.status === 400 || (await after.text()) === '1', 'the session survived the flood');
+    });
+    await check('all of 127.0.0.0/8 is one address for the session cap (64)', async () => {
+      const http = require('node:http');
+      const fromAddress = (localAddress) =>
+        new Promise((res) => {
+          const port = Number(new URL(agent.base).port);
+          const req = http.get({ host: '127.0.0.1', port, localAddress, path: '/socket.io/?EIO=4&transport=polling' }, (r) => {
+            r.resume();
+            r.on('end', () => res(r.statusCode));
+          });
+          req.on('error', () => res(0));
+        });
+      const codes = [];
+      for (let i = 0; i < 70; i++) codes.push(await fromAddress(`127.0.${i % 7}.${10 + i}`));
+      const ok = codes.filter((c) => c === 200).length;
+      assert(ok <= 64, `${ok} sessions from loopback addresses`);
+      assert(codes.includes(503), `no refusal: ${codes.join(' ')}`);
+    });
+
     // --- the token rule (auth_read) ---------------------------------------------------------------------
     const locked = await startAgent({ authRead: true });
     await check('auth_read: no token, or a wrong one, gets connect_error', async () => {

@@ -176,6 +176,23 @@ TEST_F(RouterTest, ReadRoutesNeedTheTokenOnlyWithAuthRead) {
   EXPECT_EQ(decide(router, missing, "secret", true).answer->status, 404u);
 }
 
+// Security review, finding 11: the readers' token reads under auth_read and changes nothing.
+TEST_F(RouterTest, TheReadTokenReadsAndNeverWrites) {
+  auto read = request(Method::Get, "/api/v1/leases", "Bearer reader");
+  EXPECT_FALSE(decide(router, read, "secret", true, "reader").answer);
+  auto write = request(Method::Post, "/api/v1/allocations", "Bearer reader");
+  const auto d = decide(router, write, "secret", true, "reader");
+  ASSERT_TRUE(d.answer);
+  EXPECT_EQ(d.answer->status, 401u);
+  auto write_open = request(Method::Delete, "/api/v1/allocations/l-1", "Bearer reader");
+  EXPECT_EQ(decide(router, write_open, "secret", false, "reader").answer->status, 401u);
+  // The admin's token still does both; no read token configured means none is accepted.
+  auto admin = request(Method::Post, "/api/v1/allocations", "Bearer secret");
+  EXPECT_FALSE(decide(router, admin, "secret", true, "reader").answer);
+  auto empty = request(Method::Get, "/api/v1/leases", "Bearer ");
+  EXPECT_EQ(decide(router, empty, "secret", true, "").answer->status, 401u);
+}
+
 TEST_F(RouterTest, InvokeTurnsAnExceptionInto500Json) {
   auto req = request(Method::Get, "/boom");
   const auto d = decide(router, req, "secret", false);

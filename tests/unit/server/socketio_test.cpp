@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "rig.hpp"
+#include "server/security.hpp"
 #include "wire/engineio.hpp"
 
 namespace gf::server {
@@ -422,6 +424,185 @@ TEST_F(SocketIoTest, CapsCountWsClientsAndAddresses) {
   EXPECT_EQ(refused.error().kind, ErrorKind::Unavailable);
   a->close();  // its place and its address's count go back
   EXPECT_TRUE(open());
+}
+
+// Security review, finding 1: an upgrade answers one probe; a second one (or anything but "5" after
+// the probe) ends the session instead of queueing answers the agent would hold.
+TEST_F(SocketIoTest, AnUpgradeAnswersOneProbeOnly) {
+  make();
+  auto s = open(false);  // not even authorised: nothing to gain from the flood
+  ASSERT_TRUE(s->attach_ws([] {}));
+  EXPECT_EQ(s->on_packet("2probe", SioTransport::WebSocket), std::optional<std::string>("3probe"));
+  EXPECT_FALSE(s->closed());
+  EXPECT_FALSE(s->on_packet("2probe", SioTransport::WebSocket));
+  EXPECT_TRUE(s->closed());
+  EXPECT_EQ(sio->sessions(), 0u);
+  // After the probe, anything but the upgrade also ends it.
+  auto t = open();
+  connect(t);
+  ASSERT_TRUE(t->attach_ws([] {}));
+  EXPECT_TRUE(t->on_packet("2probe", SioTransport::WebSocket));
+  EXPECT_FALSE(t->on_packet("42[\"request_gpu_update\"]", SioTransport::WebSocket));
+  EXPECT_TRUE(t->closed());
+  // A new upgrade (after a failed one) gets its own probe.
+  auto u = open();
+  ASSERT_TRUE(u->attach_ws([] {}));
+  EXPECT_TRUE(u->on_packet("2probe", SioTransport::WebSocket));
+  u->detach_ws();
+  ASSERT_TRUE(u->attach_ws([] {}));
+  EXPECT_EQ(u->on_packet("2probe", SioTransport::WebSocket), std::optional<std::string>("3probe"));
+  EXPECT_FALSE(u->on_packet("5", SioTransport::WebSocket));
+  EXPECT_TRUE(u->on_websocket());
+  EXPECT_EQ(sio->charged_bytes(), 0u);
+}
+
+// Finding 2: a client's ping is not echoed (Engine.IO 4 clients send none), connected or not.
+TEST_F(SocketIoTest, ClientPingsAreNotEchoed) {
+  make();
+  auto s = open(false);
+  ASSERT_TRUE(s->on_payload("2" + std::string(3000, 'x') + "\x1e" + "2more"));
+  EXPECT_EQ(s->begin_poll([] {}), SioSession::Poll::Wait);
+  EXPECT_EQ(s->take_payload(), "6");
+  auto t = open();
+  connect(t);
+  ASSERT_TRUE(t->on_payload("2ping"));
+  EXPECT_EQ(t->begin_poll([] {}), SioSession::Poll::Wait);
+  EXPECT_EQ(sio->charged_bytes(), 0u);
+}
+
+// Finding 2: every session has a byte budget, and so have all sessions together for what each queues
+// for itself alone. A reply that does not fit closes its session; updates are dropped instead.
+TEST_F(SocketIoTest, QueuedBytesAreBoundedPerSessionAndInAll) {
+  SioOptions o;
+  o.max_queued_bytes = 64 * 1024;
+  make(o);
+  auto s = open();
+  connect(s);
+  // Each request_gpu_update queues the whole reading, twice with an ack: far past 64 KiB in 64 packets.
+  const std::size_t doc = rig.agent->latest()->document->size();
+  ASSERT_GT(doc, 200u);
+  int sent = 0;
+  while (!s->closed() && sent < 1000) {
+    (void)s->on_payload("421[\"request_gpu_update\"]");
+    ++sent;
+    EXPECT_LE(sio->charged_bytes(), o.max_queued_bytes);
+  }
+  EXPECT_TRUE(s->closed());
+  EXPECT_LE(static_cast<std::size_t>(sent), o.max_queued_bytes / doc + 1);
+  EXPECT_EQ(sio->charged_bytes(), 0u);  // a closed session holds nothing
+  // Large droppable updates are dropped to fit, never closing.
+  auto t = open();
+  connect(t);
+  const std::string big(20 * 1024, 'x');
+  for (int i = 0; i < 20; ++i) ws->broadcast(WsHub::envelope("gpu_status_update", "\"" + big + "\""), true);
+  EXPECT_FALSE(t->closed());
+  ASSERT_EQ(t->begin_poll([] {}), SioSession::Poll::Ready);
+  EXPECT_LE(t->take_payload().size(), o.max_queued_bytes);
+
+  // In all: three sessions under a total smaller than two sessions' budgets.
+  o.max_queued_bytes = 1 << 20;
+  o.max_total_queued_bytes = 3 * doc;
+  make(o);
+  std::vector<std::shared_ptr<SioSession>> all;
+  for (int i = 0; i < 3; ++i) {
+    all.push_back(open(true, "10.0.0." + std::to_string(i + 1)));
+    connect(all.back());
+  }
+  for (auto& x : all) (void)x->on_payload("42[\"request_gpu_update\"]");
+  EXPECT_FALSE(all[0]->closed());
+  EXPECT_LE(sio->charged_bytes(), o.max_total_queued_bytes);
+  // Whoever did not fit was closed, and its bytes went back.
+  const auto open_count = std::count_if(all.begin(), all.end(), [](auto& x) { return !x->closed(); });
+  EXPECT_LT(open_count, 3);
+  ASSERT_EQ(all[0]->begin_poll([] {}), SioSession::Poll::Ready);
+  EXPECT_EQ(event_of(split(all[0]->take_payload()).front()), "gpu_status_update");
+}
+
+// Finding 5: every loopback address is one client address for the session cap (any local user may
+// bind any of them), and so is an IPv6 /64.
+TEST_F(SocketIoTest, LoopbackAddressesAndIpv6SlashSixtyFoursShareOneCap) {
+  SioOptions o;
+  o.max_sessions_per_address = 3;
+  make(o);
+  EXPECT_TRUE(open(true, "127.0.0.1"));
+  EXPECT_TRUE(open(true, "127.0.0.2"));
+  EXPECT_TRUE(open(true, "::1"));
+  EXPECT_FALSE(open(true, "127.0.0.30"));
+  EXPECT_FALSE(open(true, "127.255.255.254"));
+  EXPECT_TRUE(open(true, "10.0.0.1"));
+  EXPECT_TRUE(open(true, "2001:db8:1:2::1"));
+  EXPECT_TRUE(open(true, "2001:db8:1:2::2"));
+  EXPECT_TRUE(open(true, "2001:db8:1:2:ffff::9"));
+  EXPECT_FALSE(open(true, "2001:db8:1:2:1:2:3:4"));
+  EXPECT_TRUE(open(true, "2001:db8:1:3::1"));  // another /64
+}
+
+// Finding 5: Socket.IO never takes the last quarter of the client places: /ws (the dashboard) keeps it.
+TEST_F(SocketIoTest, AQuarterOfThePlacesIsKeptForWs) {
+  SioOptions o;
+  o.max_sessions_per_address = 100;
+  WsOptions w;
+  w.max_clients = 8;
+  make(o, w);
+  std::vector<std::shared_ptr<SioSession>> all;
+  for (int i = 0; i < 8; ++i)
+    if (auto s = open(true, "10.0.1." + std::to_string(i))) {
+      connect(s);
+      all.push_back(s);
+    }
+  EXPECT_EQ(all.size(), 6u);
+  EXPECT_EQ(ws->clients(), 6u);
+  auto plain = std::make_shared<NullClient>();
+  auto other = std::make_shared<NullClient>();
+  EXPECT_TRUE(ws->add(plain, std::nullopt));
+  EXPECT_TRUE(ws->add(other, std::nullopt));
+}
+
+// Finding 5: a session with no pending GET and no WebSocket holds no connection; after two ping
+// intervals without either, it is closed (its place goes back), connected or not.
+TEST_F(SocketIoTest, ASessionWithoutATransportDiesAfterTwoPingIntervals) {
+  make();
+  auto idle = open();
+  connect(idle);
+  (void)idle->on_payload("3");  // pongs keep coming, as in the review's repro, but no GET
+  auto polling = open(true, "10.0.0.2");
+  connect(polling);
+  auto on_ws = open(true, "10.0.0.3", SioTransport::WebSocket);
+  ASSERT_TRUE(on_ws->attach_ws([] {}));
+  (void)on_ws->on_packet("40", SioTransport::WebSocket);
+  bool pending = false;
+  std::atomic<bool> answer{false};
+  for (auto t = 1s; t <= 51s; t += 1s) {
+    if (!pending) {
+      pending = polling->begin_poll([&] { answer = true; }) == SioSession::Poll::Wait;
+      if (!pending) (void)polling->take_payload();
+    } else if (answer.exchange(false)) {
+      (void)polling->take_payload();
+      pending = false;
+    }
+    (void)polling->on_payload("3");
+    (void)idle->on_payload("3");
+    (void)on_ws->on_packet("3", SioTransport::WebSocket);
+    while (on_ws->take_one()) {
+    }
+    sio->tick(t0 + t);
+  }
+  EXPECT_TRUE(idle->closed());
+  EXPECT_FALSE(polling->closed());
+  EXPECT_FALSE(on_ws->closed());
+}
+
+// Security review, finding 5 and the held attacks: the buckets.
+TEST(ClientBucket, LoopbackIsOneAndIpv6CountsBySlashSixtyFour) {
+  EXPECT_EQ(client_bucket("127.0.0.1"), "loopback");
+  EXPECT_EQ(client_bucket("127.3.2.1"), "loopback");
+  EXPECT_EQ(client_bucket("::1"), "loopback");
+  EXPECT_EQ(client_bucket("::ffff:127.0.0.5"), "loopback");
+  EXPECT_EQ(client_bucket("10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(client_bucket("128.0.0.1"), "128.0.0.1");
+  EXPECT_EQ(client_bucket("2001:db8:a:b:c:d:e:f"), "2001:db8:a:b::/64");
+  EXPECT_EQ(client_bucket("fe80::1"), "fe80::/64");
+  EXPECT_EQ(client_bucket("?"), "?");
 }
 
 }  // namespace

@@ -58,6 +58,29 @@ TEST(OutboundQueue, RefusesWhenFullOfNonDroppables) {
   EXPECT_TRUE(q.push(msg("c"), false));
 }
 
+TEST(OutboundQueue, BoundedInBytesDroppingUpdatesFirst) {
+  OutboundQueue q(100, 10);
+  ASSERT_TRUE(q.push(msg("aaaa"), true));
+  ASSERT_TRUE(q.push(msg("bbbb"), false, true));
+  EXPECT_EQ(q.bytes(), 8u);
+  EXPECT_EQ(q.charged_bytes(), 4u);
+  ASSERT_TRUE(q.push(msg("cccc"), true));  // the oldest update goes to make room
+  EXPECT_EQ(q.dropped(), 1u);
+  EXPECT_EQ(q.bytes(), 8u);
+  EXPECT_FALSE(q.push(msg("dddddddd"), false));  // a reply that cannot fit even after the update goes
+  EXPECT_EQ(**q.front(), "bbbb");
+  EXPECT_EQ(**q.pop(), "bbbb");
+  EXPECT_EQ(q.charged_bytes(), 0u);
+  EXPECT_TRUE(q.push(msg("012345678901"), true));  // an update larger than the budget alone is dropped
+  EXPECT_EQ(q.size(), 0u);
+  EXPECT_EQ(q.dropped(), 3u);
+  q.push(msg("xy"), false, true);
+  q.clear();
+  EXPECT_EQ(q.bytes(), 0u);
+  EXPECT_EQ(q.charged_bytes(), 0u);
+  EXPECT_EQ(q.front(), nullptr);
+}
+
 TEST(OutboundQueue, ZeroCapacityMeansOne) {
   OutboundQueue q(0);
   EXPECT_TRUE(q.push(msg("a"), true));
