@@ -2,6 +2,8 @@
 # what is missing (scripts/install-deps.sh), builds, then runs.
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# Tests mostly wait (on agents, browsers, timeouts), not compute: twice as many at once as cores.
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 FUZZ_SECONDS ?= 30
 GPUFLEET = $(BUILD)/gpufleet
 
@@ -38,13 +40,13 @@ run: build web
 	fi
 
 test: build web
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
 
 # The whole suite once more under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps web
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_SANITIZE=ON -DGF_WERROR=ON -DGF_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	@ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	@ctest --test-dir build-asan --output-on-failure -j $(TEST_JOBS)
 
 # The tests of the threaded areas under ThreadSanitizer (ctest labels `threads`: the agent's loop and its
 # servers, the sampler hub, the store's checkpointer, the cluster's fetches; `integration` and `python`:
@@ -56,7 +58,7 @@ tsan: deps web
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_TSAN=ON -DGF_WERROR=ON -DGF_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target $(TSAN_TARGETS)
 	@TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
-	  ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L '^(threads|integration|python)$$'
+	  ctest --test-dir build-tsan --output-on-failure -j $(TEST_JOBS) -L '^(threads|integration|python)$$'
 
 # A packager's build: plain `-DCMAKE_BUILD_TYPE=Release`, in a folder of its own, warnings as errors. CI
 # does not need it: `make test` builds the same configuration.
@@ -79,7 +81,7 @@ format-check:
 # Each libFuzzer target for FUZZ_SECONDS, starting from its seed corpus.
 fuzz:
 	@scripts/install-deps.sh --ci
-	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DGF_FUZZ=ON -DGF_TESTS=OFF -DGF_BENCH=OFF >/dev/null
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_FUZZ=ON -DGF_TESTS=OFF -DGF_BENCH=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_fdinfo fuzz_estimate fuzz_api_request fuzz_kube fuzz_manifest fuzz_prometheus_response fuzz_agent_request fuzz_host_stats fuzz_socketio fuzz_socketio_session
 	@for t in nvidia_smi_csv fdinfo estimate api_request kube manifest prometheus_response agent_request host_stats socketio socketio_session; do \
 	  mkdir -p fuzz/corpus-work/$$t; \
