@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import urllib.error
 import urllib.parse
@@ -124,9 +125,27 @@ def socket_path() -> Optional[str]:
         candidates.append(os.path.join(xdg, "gpufleet", "agent.sock"))
     candidates.append(f"/tmp/gpufleet-{os.getuid()}/agent.sock")
     for c in candidates:
-        if os.path.exists(c):
+        # Our own agent's directory must be ours: another user may have made /tmp/gpufleet-<uid>.
+        if os.path.exists(c) and (c.startswith("/run/") or _owned_by_us(os.path.dirname(c))):
             return c
     return None
+
+
+def _owned_by_us(directory: str) -> bool:
+    try:
+        return os.stat(directory).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _check_peer(sock: socket.socket, path: str) -> None:
+    """Only root's agent or our own is believed (as the CLI's AgentClient::connect): a socket another
+    user planted where ours would be must not hear our requests or answer them."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != 0 and uid != os.geteuid():
+        raise AgentUnavailable(
+            f"the socket {path} is served by uid {uid}, neither root nor you: not talking to it")
 
 
 class AgentSocket:
@@ -141,7 +160,11 @@ class AgentSocket:
         self._sock.settimeout(SOCKET_CONNECT_TIMEOUT_S)
         try:
             self._sock.connect(path)
+            _check_peer(self._sock, path)
             self.greeting: Dict[str, Any] = self._read_line()
+        except AgentUnavailable:
+            self._sock.close()
+            raise
         except (OSError, ValueError) as e:
             self._sock.close()
             raise AgentUnavailable(f"the agent socket {path} does not answer ({e})") from e
