@@ -6,6 +6,7 @@ GPUFLEET_URL and tests can point one process at several agents.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -40,6 +41,41 @@ def _headers() -> Dict[str, str]:
     return h
 
 
+def is_loopback(host: Optional[str]) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token_transport(url: str, token: Optional[str]) -> None:
+    """Refuses to send the token in clear to a host that is not this machine."""
+    u = urllib.parse.urlsplit(url)
+    if token and u.scheme in ("http", "ws") and not is_loopback(u.hostname):
+        raise GpufleetError(f"not sending GPUFLEET_TOKEN in clear to {u.hostname}: use https:// "
+                            "or a loopback agent URL")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """An authenticated request never follows a redirect: the token must not reach another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _opener(url: str, authenticated: bool) -> urllib.request.OpenerDirector:
+    handlers: List[Any] = []
+    if is_loopback(urllib.parse.urlsplit(url).hostname):
+        handlers.append(urllib.request.ProxyHandler({}))  # never through $http_proxy to a local agent
+    if authenticated:
+        handlers.append(_NoRedirect())
+    return urllib.request.build_opener(*handlers)
+
+
 def http_json(method: str, path: str, body: Optional[Any] = None,
               timeout: float = HTTP_TIMEOUT_S) -> Tuple[int, Any]:
     """One request to the agent; (status, parsed JSON body). Raises AgentUnavailable when nothing
@@ -50,9 +86,10 @@ def http_json(method: str, path: str, body: Optional[Any] = None,
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
+    check_token_transport(url, os.environ.get("GPUFLEET_TOKEN"))
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with _opener(url, "Authorization" in headers).open(req, timeout=timeout) as r:
             status, raw = r.status, r.read()
     except urllib.error.HTTPError as e:  # an answer, with an error status
         status, raw = e.code, e.read()
