@@ -6,10 +6,12 @@ GPUFLEET_URL and tests can point one process at several agents.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import urllib.error
 import urllib.parse
@@ -39,6 +41,41 @@ def _headers() -> Dict[str, str]:
     return h
 
 
+def is_loopback(host: Optional[str]) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token_transport(url: str, token: Optional[str]) -> None:
+    """Refuses to send the token in clear to a host that is not this machine."""
+    u = urllib.parse.urlsplit(url)
+    if token and u.scheme in ("http", "ws") and not is_loopback(u.hostname):
+        raise GpufleetError(f"not sending GPUFLEET_TOKEN in clear to {u.hostname}: use https:// "
+                            "or a loopback agent URL")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """An authenticated request never follows a redirect: the token must not reach another host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _opener(url: str, authenticated: bool) -> urllib.request.OpenerDirector:
+    handlers: List[Any] = []
+    if is_loopback(urllib.parse.urlsplit(url).hostname):
+        handlers.append(urllib.request.ProxyHandler({}))  # never through $http_proxy to a local agent
+    if authenticated:
+        handlers.append(_NoRedirect())
+    return urllib.request.build_opener(*handlers)
+
+
 def http_json(method: str, path: str, body: Optional[Any] = None,
               timeout: float = HTTP_TIMEOUT_S) -> Tuple[int, Any]:
     """One request to the agent; (status, parsed JSON body). Raises AgentUnavailable when nothing
@@ -49,9 +86,10 @@ def http_json(method: str, path: str, body: Optional[Any] = None,
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
+    check_token_transport(url, os.environ.get("GPUFLEET_TOKEN"))
     req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with _opener(url, "Authorization" in headers).open(req, timeout=timeout) as r:
             status, raw = r.status, r.read()
     except urllib.error.HTTPError as e:  # an answer, with an error status
         status, raw = e.code, e.read()
@@ -124,9 +162,27 @@ def socket_path() -> Optional[str]:
         candidates.append(os.path.join(xdg, "gpufleet", "agent.sock"))
     candidates.append(f"/tmp/gpufleet-{os.getuid()}/agent.sock")
     for c in candidates:
-        if os.path.exists(c):
+        # Our own agent's directory must be ours: another user may have made /tmp/gpufleet-<uid>.
+        if os.path.exists(c) and (c.startswith("/run/") or _owned_by_us(os.path.dirname(c))):
             return c
     return None
+
+
+def _owned_by_us(directory: str) -> bool:
+    try:
+        return os.stat(directory).st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _check_peer(sock: socket.socket, path: str) -> None:
+    """Only root's agent or our own is believed (as the CLI's AgentClient::connect): a socket another
+    user planted where ours would be must not hear our requests or answer them."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != 0 and uid != os.geteuid():
+        raise AgentUnavailable(
+            f"the socket {path} is served by uid {uid}, neither root nor you: not talking to it")
 
 
 class AgentSocket:
@@ -141,7 +197,11 @@ class AgentSocket:
         self._sock.settimeout(SOCKET_CONNECT_TIMEOUT_S)
         try:
             self._sock.connect(path)
+            _check_peer(self._sock, path)
             self.greeting: Dict[str, Any] = self._read_line()
+        except AgentUnavailable:
+            self._sock.close()
+            raise
         except (OSError, ValueError) as e:
             self._sock.close()
             raise AgentUnavailable(f"the agent socket {path} does not answer ({e})") from e

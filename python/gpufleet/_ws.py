@@ -15,6 +15,7 @@ import struct
 import urllib.parse
 from typing import Any, Dict, Optional
 
+from . import _transport
 from .errors import AgentUnavailable
 
 _GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -30,6 +31,7 @@ class WebSocket:
         if u.scheme not in ("http", "ws"):
             raise AgentUnavailable(f"live updates need a plain http:// agent URL, not {url}")
         host, port = u.hostname or "127.0.0.1", u.port or 80
+        _transport.check_token_transport(url, token)
         path = (u.path or "/") + ("?" + u.query if u.query else "")
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
