@@ -351,7 +351,11 @@ Result<scheduler::Allocation> Arbiter::acquire_for(const Peer& peer, const Acqui
   auto ar = prepare(peer, req, owner);
   if (!ar) return ar.error();
   if (auto m = meetable(*ar); !m) return m.error();
-  if (auto quota = within_quota(peer, req.gpus); !quota)
+  // The quota of the lease's owner (the pid's uid when the caller named one), not of the caller.
+  Peer charged = peer;
+  charged.uid = ar->owner.uid.value_or(peer.uid);
+  charged.user = ar->owner.user.empty() ? peer.user : ar->owner.user;
+  if (auto quota = within_quota(charged, req.gpus); !quota)
     return quota.error().kind == ErrorKind::Unavailable ? with_context("quota: ", quota.error()) : quota.error();
   // The HTTP API takes no place in the queue: when others wait, they go first.
   if (!queue_.empty())

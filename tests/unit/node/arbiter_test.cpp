@@ -268,6 +268,23 @@ TEST_F(ArbiterTest, PriorityAboveTheCeilingNeedsAnAdmin) {
   EXPECT_TRUE(arb->acquire(root, 3, req));
 }
 
+// Issue 20, finding 12: an HTTP lease for a pid belongs to the pid's uid (not the agent's), so that
+// user may release it, and it counts against that user's quota.
+TEST_F(ArbiterTest, ApiLeaseForAPidIsOwnedByAndChargedToThePidsUser) {
+  options.max_gpus_per_user = 1;
+  make();
+  core::LeaseOwner owner{static_cast<std::uint32_t>(::getpid()), 0, "alice", kAlice.uid};
+  auto got = arb->acquire_for(kRoot, one(), owner);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->lease.owner.uid, kAlice.uid);
+  auto again = arb->acquire_for(kRoot, one(), owner);
+  ASSERT_FALSE(again) << "alice's quota is spent";
+  EXPECT_NE(again.error().message.find("quota"), std::string::npos);
+  auto a = arb->connect(kAlice, std::make_shared<Recorder>());
+  EXPECT_FALSE(arb->acquire(a, 1, one())) << "the API lease counts for alice on the socket too";
+  EXPECT_TRUE(arb->release(kAlice, got->lease.id)) << "alice owns it, so she may release it";
+}
+
 TEST_F(ArbiterTest, QuotaRefusesNowOrQueuesUntilItFits) {
   options.max_gpus_per_user = 1;
   make();
