@@ -546,6 +546,28 @@ TEST_F(ArbiterTest, OnlyTheOwnerOrAnAdminUpdatesAJob) {
   EXPECT_FALSE(arb->job_put(kAlice, j)) << "records are bounded";
 }
 
+// Issue 20, finding 10: bob cannot take a lease under alice's job id (it would count as her job's);
+// alice can, and so can an admin.
+TEST_F(ArbiterTest, AcquireRefusesAnotherUsersJobId) {
+  make();
+  core::Job j;
+  j.status = "running";
+  auto id = arb->job_put(kAlice, j);
+  ASSERT_TRUE(id) << id.error().message;
+  AcquireRequest req = one();
+  req.job_id = *id;
+  auto b = arb->connect(kBob, std::make_shared<Recorder>());
+  auto forged = arb->acquire(b, 1, req);
+  ASSERT_FALSE(forged) << "bob's lease under alice's job";
+  EXPECT_EQ(forged.error().kind, ErrorKind::Permission);
+  EXPECT_NE(forged.error().message.find("(uid 1001)"), std::string::npos) << forged.error().message;
+  auto a = arb->connect(kAlice, std::make_shared<Recorder>());
+  auto own = arb->acquire(a, 1, req);
+  ASSERT_TRUE(own && *own) << (own ? "queued" : own.error().message);
+  req.job_id = "no-such-job";
+  EXPECT_TRUE(arb->acquire(b, 2, req)) << "an id with no job record is anyone's";
+}
+
 TEST_F(ArbiterTest, ReclaimerHooksWarnAndReleaseReachTheOwner) {
   make();
   auto ra = std::make_shared<Recorder>();
