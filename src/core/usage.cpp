@@ -132,9 +132,11 @@ void UsageTotals::add(const UsageTotals& o) {
 std::vector<UsageTotals> group_usage(const std::vector<LeaseUsage>& rows, UsageGroup by) {
   std::map<std::string, UsageTotals> groups;
   for (const auto& r : rows) {
-    const std::string& key = by == UsageGroup::User ? r.user : r.job_id;
-    auto& t = groups[key];
-    t.key = key;
+    const bool by_user = by == UsageGroup::User;
+    // By job, keyed by (uid, job id): a job id another user also used is not merged into theirs.
+    auto& t = groups[by_user ? r.user : (r.uid ? std::to_string(*r.uid) : std::string("-")) + '\n' + r.job_id];
+    t.key = by_user ? r.user : r.job_id;
+    if (!by_user) t.uid = r.uid;
     t.add(r);
   }
   std::vector<UsageTotals> out;

@@ -92,6 +92,8 @@ class UsageAccumulator {
 // Totals of several rows (usage by user or job).
 struct UsageTotals {
   std::string key;  // the user or the job id
+  // By job: the owner's uid. A job is (uid, job id), so two users' jobs of one id stay apart.
+  std::optional<std::uint32_t> uid;
   std::size_t leases = 0;
   double held_gpu_s = 0, busy_gpu_s = 0, energy_wh = 0, util_gpu_s = 0, covered_gpu_s = 0;
   std::optional<std::uint64_t> peak_mem_mib;
@@ -99,7 +101,7 @@ struct UsageTotals {
   void add(const UsageTotals& o);  // another group's totals (its key is not taken)
 };
 enum class UsageGroup : unsigned char { User, Job };
-// Rows grouped by user (or job id), sorted by held time, largest first.
+// Rows grouped by user (or by job: the owner's uid and the job id), sorted by held time, largest first.
 std::vector<UsageTotals> group_usage(const std::vector<LeaseUsage>& rows, UsageGroup by);
 
 std::int64_t to_epoch_ms(std::chrono::system_clock::time_point t);

@@ -175,6 +175,15 @@ Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const Ac
     return make_error(ErrorKind::Unavailable, fmt::format("{} GPU(s) is more than the quota of {} per user "
                                                           "(max_gpus_per_user)",
                                                           r.gpus, options_.max_gpus_per_user));
+  // Another user's job id is theirs (issue 20, finding 10): a lease under it would be counted as
+  // their job's. Refused when a job record with that id belongs to another uid (admins may).
+  if (!r.job_id.empty() && !peer.admin) {
+    auto job = store_->job(r.job_id);
+    if (!job) return job.error();
+    if (*job && (*job)->owner.uid && *(*job)->owner.uid != peer.uid)
+      return make_error(ErrorKind::Permission,
+                        fmt::format("job {} belongs to {}", r.job_id, owner_text((*job)->owner)));
+  }
   scheduler::AllocationRequest ar;
   ar.gpus = r.gpus;
   ar.min_memory_mib = r.min_memory_mib;
@@ -351,7 +360,11 @@ Result<scheduler::Allocation> Arbiter::acquire_for(const Peer& peer, const Acqui
   auto ar = prepare(peer, req, owner);
   if (!ar) return ar.error();
   if (auto m = meetable(*ar); !m) return m.error();
-  if (auto quota = within_quota(peer, req.gpus); !quota)
+  // The quota of the lease's owner (the pid's uid when the caller named one), not of the caller.
+  Peer charged = peer;
+  charged.uid = ar->owner.uid.value_or(peer.uid);
+  charged.user = ar->owner.user.empty() ? peer.user : ar->owner.user;
+  if (auto quota = within_quota(charged, req.gpus); !quota)
     return quota.error().kind == ErrorKind::Unavailable ? with_context("quota: ", quota.error()) : quota.error();
   // The HTTP API takes no place in the queue: when others wait, they go first.
   if (!queue_.empty())

@@ -126,8 +126,8 @@ class Arbiter {
   // Permission (a priority above the ceiling), Unavailable (no GPUs now, or the quota), Failed.
   Result<std::optional<scheduler::Allocation>> acquire(ConnectionId c, std::int64_t request_id,
                                                        const AcquireRequest& r);
-  // For the HTTP API: now or never, tied to the process `owner` (pid and start time); the peer gives
-  // the uid and user.
+  // For the HTTP API: now or never, tied to the process `owner` (pid and start time). owner.uid and
+  // owner.user, when set (the pid's user), own the lease and are charged its quota; else the peer's.
   Result<scheduler::Allocation> acquire_for(const Peer& peer, const AcquireRequest& r, core::LeaseOwner owner);
   // Drops a waiting acquire of this connection (it gets an Unavailable "cancelled" answer).
   Result<void> cancel(ConnectionId c, std::int64_t request_id);

@@ -116,6 +116,7 @@ std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {
     while (p < status->size() && ((*status)[p] == '\t' || (*status)[p] == ' ')) ++p;
     auto [ptr, ec] = std::from_chars(status->data() + p, status->data() + status->size(), uid);
     if (ec == std::errc()) {
+      info.uid = uid;
       passwd pw{};
       passwd* res = nullptr;
       char buf[4096];

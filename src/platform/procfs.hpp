@@ -11,6 +11,7 @@ namespace gf::platform {
 struct ProcInfo {
   std::string name;                         // comm
   std::string user;                         // user name, or the numeric uid when it has no name
+  std::optional<std::uint32_t> uid;         // real uid (first field of Uid: in status)
   std::string command;                      // cmdline, NULs turned into spaces; [name] for kernel threads
   std::optional<std::string> container;     // see parse_container_id
   std::vector<std::uint32_t> nspid;         // NSpid: host-side first, innermost namespace last

@@ -235,6 +235,13 @@ node::AcquireRequest to_request(const wire::AcquireArgs& a) {
   return r;
 }
 
+// Under --auth-read a non-admin reads only their own records (issue 20, finding 6): rows whose owner
+// uid is another's (or unknown) are left out.
+template <class T>
+void keep_own(std::vector<T>& rows, std::uint32_t uid) {
+  std::erase_if(rows, [uid](const T& r) { return !r.owner.uid || *r.owner.uid != uid; });
+}
+
 }  // namespace
 
 Result<json> Session::get(const std::string& target) {
@@ -275,6 +282,7 @@ void Session::handle(std::string_view text) {
   const std::int64_t id = *req.id;
   node::Arbiter& a = owner.arbiter;
   auto fail = [&](const Error& e) { send(wire::error_line(id, e)); };
+  const bool own_only = owner.options.auth_read && !peer.admin;
   std::visit(
       [&](auto& op) {
         using T = std::decay_t<decltype(op)>;
@@ -296,7 +304,12 @@ void Session::handle(std::string_view text) {
         } else if constexpr (std::is_same_v<T, wire::LeasesArgs>) {
           auto l = a.leases(op.all);
           if (!l) return fail(l.error());
-          send(wire::ok_line(id, wire::leases_result_json(*l, a.waiting())));
+          auto w = a.waiting();
+          if (own_only) {
+            keep_own(*l, peer.uid);
+            keep_own(w, peer.uid);
+          }
+          send(wire::ok_line(id, wire::leases_result_json(*l, w)));
         } else if constexpr (std::is_same_v<T, wire::JobPutArgs>) {
           auto r = a.job_put(peer, op.job);
           if (!r) return fail(r.error());
@@ -304,11 +317,17 @@ void Session::handle(std::string_view text) {
         } else if constexpr (std::is_same_v<T, wire::JobsArgs>) {
           auto r = a.jobs(op.limit);
           if (!r) return fail(r.error());
+          if (own_only) keep_own(*r, peer.uid);  // of the newest `limit` jobs, theirs
           send(wire::ok_line(id, wire::jobs_result_json(*r)));
         } else if constexpr (std::is_same_v<T, wire::JobArgs>) {
           auto r = a.job(op.id);
           if (!r) return fail(r.error());
           if (!*r) return fail(make_error(ErrorKind::NotFound, "no job " + op.id));
+          if (own_only && (!(*r)->owner.uid || *(*r)->owner.uid != peer.uid))
+            return fail(make_error(ErrorKind::Permission, "job " + op.id +
+                                                              " is another user's; this agent's reads need its "
+                                                              "token (auth_read): only root or the admin group may "
+                                                              "read others' jobs"));
           send(wire::ok_line(id, wire::job_result_json(**r)));
         } else if constexpr (std::is_same_v<T, wire::GetArgs>) {
           auto out = get(op.path);

@@ -24,7 +24,8 @@ struct AgentSocketOptions {
   // many; more than this from one uid are answered "too many connections" and closed.
   std::size_t max_per_uid = 512;
   std::size_t max_unsent_bytes = 4 << 20;  // a client further behind than this is dropped
-  bool auth_read = false;                  // the agent's reads need its token: `get` is for admins only
+  bool auth_read = false;  // the agent's reads need its token: `get` is for admins only; `leases`, `jobs`, `job`
+                           // show a non-admin only their own records
 };
 
 // The socket path when none is configured: /run/gpufleet/agent.sock for root, else

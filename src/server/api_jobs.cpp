@@ -178,6 +178,9 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     ar.owner.pid = owner_pid;
     ar.owner.start_time = info->start_time_ticks;
     ar.owner.user = info->user;
+    // Owner and charge agree (issue 20, finding 12): a lease for a pid belongs to the pid's uid, not
+    // to the agent, so that user can release it and their quota counts it. Without a pid, the agent.
+    ar.owner.uid = info->uid;
     ar.name = body->value(
         "name",
         fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));

@@ -100,6 +100,7 @@ json usage_json(const std::string& node, std::int64_t since_ms, core::UsageGroup
   for (const auto& t : core::group_usage(rows, by)) {
     auto j = totals_json(t);
     j["key"] = t.key;
+    if (t.uid) j["uid"] = *t.uid;
     list.push_back(std::move(j));
     total.add(t);
   }

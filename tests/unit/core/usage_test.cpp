@@ -175,6 +175,17 @@ TEST(Usage, GroupsByUserAndJob) {
   const auto by_job = group_usage({a, b, c}, UsageGroup::Job);
   ASSERT_EQ(by_job.size(), 3u);
   EXPECT_EQ(by_job[0].key, "j2");
+  // Issue 20, finding 10: by job is by (uid, job id): bob's lease under alice's job id stays apart.
+  a.uid = 1001;
+  LeaseUsage d = a;
+  d.user = "bob";
+  d.uid = 1002;
+  const auto same_id = group_usage({a, d}, UsageGroup::Job);
+  ASSERT_EQ(same_id.size(), 2u);
+  EXPECT_EQ(same_id[0].key, "j1");
+  EXPECT_EQ(same_id[1].key, "j1");
+  EXPECT_NE(same_id[0].uid, same_id[1].uid);
+  EXPECT_EQ(same_id[0].leases, 1u);
 }
 
 }  // namespace

@@ -268,6 +268,23 @@ TEST_F(ArbiterTest, PriorityAboveTheCeilingNeedsAnAdmin) {
   EXPECT_TRUE(arb->acquire(root, 3, req));
 }
 
+// Issue 20, finding 12: an HTTP lease for a pid belongs to the pid's uid (not the agent's), so that
+// user may release it, and it counts against that user's quota.
+TEST_F(ArbiterTest, ApiLeaseForAPidIsOwnedByAndChargedToThePidsUser) {
+  options.max_gpus_per_user = 1;
+  make();
+  core::LeaseOwner owner{static_cast<std::uint32_t>(::getpid()), 0, "alice", kAlice.uid};
+  auto got = arb->acquire_for(kRoot, one(), owner);
+  ASSERT_TRUE(got) << got.error().message;
+  EXPECT_EQ(got->lease.owner.uid, kAlice.uid);
+  auto again = arb->acquire_for(kRoot, one(), owner);
+  ASSERT_FALSE(again) << "alice's quota is spent";
+  EXPECT_NE(again.error().message.find("quota"), std::string::npos);
+  auto a = arb->connect(kAlice, std::make_shared<Recorder>());
+  EXPECT_FALSE(arb->acquire(a, 1, one())) << "the API lease counts for alice on the socket too";
+  EXPECT_TRUE(arb->release(kAlice, got->lease.id)) << "alice owns it, so she may release it";
+}
+
 TEST_F(ArbiterTest, QuotaRefusesNowOrQueuesUntilItFits) {
   options.max_gpus_per_user = 1;
   make();
@@ -527,6 +544,28 @@ TEST_F(ArbiterTest, OnlyTheOwnerOrAnAdminUpdatesAJob) {
   EXPECT_EQ((*back)->owner.uid, 1001u);
   j.record = std::string(Arbiter::kMaxRecordBytes + 1, 'x');
   EXPECT_FALSE(arb->job_put(kAlice, j)) << "records are bounded";
+}
+
+// Issue 20, finding 10: bob cannot take a lease under alice's job id (it would count as her job's);
+// alice can, and so can an admin.
+TEST_F(ArbiterTest, AcquireRefusesAnotherUsersJobId) {
+  make();
+  core::Job j;
+  j.status = "running";
+  auto id = arb->job_put(kAlice, j);
+  ASSERT_TRUE(id) << id.error().message;
+  AcquireRequest req = one();
+  req.job_id = *id;
+  auto b = arb->connect(kBob, std::make_shared<Recorder>());
+  auto forged = arb->acquire(b, 1, req);
+  ASSERT_FALSE(forged) << "bob's lease under alice's job";
+  EXPECT_EQ(forged.error().kind, ErrorKind::Permission);
+  EXPECT_NE(forged.error().message.find("(uid 1001)"), std::string::npos) << forged.error().message;
+  auto a = arb->connect(kAlice, std::make_shared<Recorder>());
+  auto own = arb->acquire(a, 1, req);
+  ASSERT_TRUE(own && *own) << (own ? "queued" : own.error().message);
+  req.job_id = "no-such-job";
+  EXPECT_TRUE(arb->acquire(b, 2, req)) << "an id with no job record is anyone's";
 }
 
 TEST_F(ArbiterTest, ReclaimerHooksWarnAndReleaseReachTheOwner) {

@@ -77,6 +77,8 @@ TEST(ProcReader, RealProcSeesItself) {
   ASSERT_TRUE(me);
   EXPECT_NE(me->command.find("gf_test_platform"), std::string::npos);
   EXPECT_TRUE(r.start_time(static_cast<std::uint32_t>(::getpid())));
+  // The uid an HTTP lease for a pid is owned by (issue 20, finding 12).
+  EXPECT_EQ(me->uid, std::optional<std::uint32_t>(::getuid()));
 }
 
 }  // namespace

@@ -144,6 +144,58 @@ TEST_F(AgentSocketTest, OtherUserCannotRelease) {
   ASSERT_EQ(active->size(), 1u) << "the lease is still root's";
 }
 
+// Issue 20, finding 6: under --auth-read, a non-admin's `leases`, `jobs` and `job` show only their own
+// records: root's lease and job stay hidden from user B.
+TEST_F(AgentSocketTest, AuthReadShowsANonAdminOnlyTheirOwnRecords) {
+  std::string why;
+  auto b = test::test_user("gf-test-b", &why);
+  if (!b) GTEST_SKIP() << why;
+  sock->stop();
+  AgentSocketOptions o;
+  o.path = path;
+  o.version = "test";
+  o.auth_read = true;
+  auto restarted = AgentSocket::start(*arbiter, nullptr, o);
+  ASSERT_TRUE(restarted) << restarted.error().message;
+  sock = std::move(*restarted);
+  node::Peer root{0, 0, static_cast<std::uint32_t>(::getpid()), "root", true};
+  node::AcquireRequest req;
+  req.min_memory_mib = 1000;
+  ASSERT_TRUE(arbiter->acquire_for(root, req, core::LeaseOwner{static_cast<std::uint32_t>(::getpid()), 0, "root"}));
+  core::Job j;
+  j.status = "running";
+  auto job = arbiter->job_put(root, j);
+  ASSERT_TRUE(job) << job.error().message;
+
+  const std::vector<std::string> requests = {json{{"id", 1}, {"op", "leases"}}.dump() + "\n",
+                                             json{{"id", 2}, {"op", "jobs"}}.dump() + "\n",
+                                             json{{"id", 3}, {"op", "job"}, {"job", *job}}.dump() + "\n"};
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const std::string p = path;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(out[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
+    ::_exit(child_session(p.c_str(), requests, out[1]) ? 0 : 1);
+  }
+  ::close(out[1]);
+  const auto text = read_all(out[0]);
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  auto lines = lines_of(text);
+  ASSERT_EQ(lines.size(), 4u) << text;
+  ASSERT_EQ(lines[1]["ok"], true) << text;
+  ASSERT_EQ(lines[2]["ok"], true) << text;
+  EXPECT_TRUE(lines[1].at("leases").empty()) << "root's lease is not B's: " << text;
+  EXPECT_TRUE(lines[2].at("jobs").empty()) << "root's job is not B's: " << text;
+  EXPECT_EQ(lines[3]["ok"], false) << text;
+  EXPECT_EQ(lines[3]["error"]["kind"], "permission") << text;
+}
+
 // Finding "a lease taken inside a container or another PID namespace is reaped as owner gone": the
 // kernel gives the agent the client's host pid, so the store's liveness check finds it running.
 TEST_F(AgentSocketTest, PidNamespaceKeepsLease) {
