@@ -296,7 +296,7 @@ std::string_view content_type_for(const std::filesystem::path& p) {
 }
 
 std::string client_bucket(std::string_view address) {
-  const std::string a(address);
+  std::string a(address);
   in_addr v4{};
   if (::inet_pton(AF_INET, a.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127 ? "loopback" : a;
   in6_addr v6{};
