@@ -259,6 +259,8 @@ Result<std::vector<store::Job>> jobs_via_agent(AgentClient& agent) {
   std::vector<store::Job> out;
   if (auto l = r->find("jobs"); l != r->end() && l->is_array())
     for (const auto& j : *l) out.push_back(job_from_json(j));
+  if (r->value("truncated", false))
+    std::fprintf(stderr, "gpufleet: the agent sent the newest %zu records, as many as fit in one reply\n", out.size());
   return out;
 }
 Result<std::optional<store::Job>> job_via_agent(AgentClient& agent, const std::string& id) {

@@ -485,6 +485,11 @@ Result<std::vector<core::Job>> Arbiter::jobs(std::size_t limit) {
   return store_->jobs(limit);
 }
 
+Result<core::JobPage> Arbiter::jobs_page(const core::JobQuery& q) {
+  std::lock_guard lock(mu_);
+  return store_->jobs_page(q);
+}
+
 Result<std::optional<core::Job>> Arbiter::job(const std::string& id) {
   std::lock_guard lock(mu_);
   return store_->job(id);

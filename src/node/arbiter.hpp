@@ -148,6 +148,7 @@ class Arbiter {
   // owner's uid or an admin may update. Returns the id.
   Result<std::string> job_put(const Peer& peer, core::Job job);
   Result<std::vector<core::Job>> jobs(std::size_t limit);
+  Result<core::JobPage> jobs_page(const core::JobQuery& q);
   Result<std::optional<core::Job>> job(const std::string& id);
 
   // A reading was published: serve the queue against it.

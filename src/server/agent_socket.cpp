@@ -14,8 +14,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -25,6 +27,7 @@
 #include "platform/fs.hpp"
 #include "platform/log.hpp"
 #include "platform/users.hpp"
+#include "server/fair_queue.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/agent_protocol.hpp"
 #include "wire/json.hpp"
@@ -79,6 +82,53 @@ Result<void> clear_stale(const std::string& path) {
   return {};
 }
 
+// The heavy reads' thread: tasks queued per uid and run one uid after another in turn (FairQueue), so a
+// burst from one user delays another user's read by at most one read.
+class ReadWorker {
+ public:
+  ReadWorker() : thread_([this] { run(); }) {}
+  ~ReadWorker() { stop(); }
+  ReadWorker(const ReadWorker&) = delete;
+  ReadWorker& operator=(const ReadWorker&) = delete;
+
+  void post(std::uint32_t uid, std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      queue_.push(uid, std::move(task));
+    }
+    cv_.notify_one();
+  }
+  // Finishes the task under way, drops the rest. Idempotent.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        task = std::move(queue_.pop()->second);
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  FairQueue<std::uint32_t, std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once the rest exists
+};
+
 }  // namespace
 
 struct Session;
@@ -97,12 +147,42 @@ struct AgentSocket::Impl {
   mutable std::mutex count_mu;
   std::size_t count = 0;
   bool stopped = false;
+  // Bytes queued to each uid's connections and not yet taken by the kernel: charged by the I/O thread
+  // when it queues a line and by the worker when it makes a reply (before the I/O thread queues it).
+  std::mutex budget_mu;
+  std::map<std::uint32_t, std::size_t> unsent_by_uid;
+  ReadWorker reads;  // after io: its tasks post there
 
   Impl(node::Arbiter& a, const Router* r, AgentSocketOptions o) : arbiter(a), router(r), options(std::move(o)) {}
   void accept();
   void schedule_tick();
   void closed(Session* s);
+  void charge(std::uint32_t uid, std::size_t n) {
+    std::lock_guard lock(budget_mu);
+    unsent_by_uid[uid] += n;
+  }
+  void discharge(std::uint32_t uid, std::size_t n) {
+    if (n == 0) return;
+    std::lock_guard lock(budget_mu);
+    auto it = unsent_by_uid.find(uid);
+    if (it == unsent_by_uid.end()) return;
+    it->second -= std::min(n, it->second);
+    if (it->second == 0) unsent_by_uid.erase(it);
+  }
+  std::size_t unsent_of(std::uint32_t uid) {
+    std::lock_guard lock(budget_mu);
+    auto it = unsent_by_uid.find(uid);
+    return it == unsent_by_uid.end() ? 0 : it->second;
+  }
 };
+
+namespace {
+
+// A heavy read's reply line, made on the worker thread from what it may touch there: the arbiter and the
+// router (both thread-safe), the options and the peer (copies).
+std::string heavy_reply(AgentSocket::Impl& owner, const node::Peer& peer, std::int64_t id, const wire::AgentOp& op);
+
+}  // namespace
 
 // One client connection. Lives on the I/O thread; the arbiter's sink posts to it from any thread.
 struct Session : std::enable_shared_from_this<Session> {
@@ -113,15 +193,21 @@ struct Session : std::enable_shared_from_this<Session> {
   std::string inbuf;
   std::array<char, 8192> chunk{};
   std::deque<std::string> outbox;
-  std::size_t unsent = 0;
+  std::size_t unsent = 0;  // bytes in outbox, all charged to the uid
   bool writing = false;
+  bool busy = false;     // a heavy read of ours is on the worker: the lines after it wait, and we read no more
   bool closing = false;  // close once the outbox is written
   bool closed = false;
 
   Session(AgentSocket::Impl& o, local::socket s) : owner(o), socket(std::move(s)) {}
 
-  void send(std::string line) {
-    if (closed) return;
+  // charged: the worker already counted the line against the uid.
+  void send(std::string line, bool charged = false) {
+    if (closed) {
+      if (charged) owner.discharge(peer.uid, line.size());
+      return;
+    }
+    if (!charged) owner.charge(peer.uid, line.size());
     // A client is dropped when what it has not taken yet is already past the limit; one large reply
     // (a `jobs` list of big records) to a client that reads is always sent.
     const bool behind = unsent > owner.options.max_unsent_bytes;
@@ -145,48 +231,66 @@ struct Session : std::enable_shared_from_this<Session> {
     auto self = shared_from_this();
     asio::async_write(socket, asio::buffer(outbox.front()), [self](boost::system::error_code ec, std::size_t) {
       self->writing = false;
+      if (self->closed) return;  // close() gave back what was unsent
       if (ec) return self->close();
-      self->unsent -= self->outbox.front().size();
+      const std::size_t n = self->outbox.front().size();
+      self->unsent -= n;
+      self->owner.discharge(self->peer.uid, n);
       self->outbox.pop_front();
       self->write_next();
     });
   }
   void read() {
-    if (closed || closing) return;
+    if (closed || closing || busy) return;
     auto self = shared_from_this();
     socket.async_read_some(asio::buffer(chunk), [self](boost::system::error_code ec, std::size_t n) {
       if (ec) return self->close();
       self->inbuf.append(self->chunk.data(), n);
-      std::size_t start = 0;
-      for (;;) {
-        const auto nl = self->inbuf.find('\n', start);
-        if (nl == std::string::npos) break;
-        self->handle(std::string_view(self->inbuf).substr(start, nl - start));
-        start = nl + 1;
-        if (self->closing || self->closed) return;
-      }
-      self->inbuf.erase(0, start);
-      if (self->inbuf.size() > wire::kMaxRequestLine) {
-        self->send(wire::error_line(
-            std::nullopt,
-            make_error(ErrorKind::Invalid, fmt::format("the request is longer than {} bytes", wire::kMaxRequestLine))));
-        self->closing = true;
-        self->write_next();
-        return;
-      }
-      self->read();
+      self->serve_lines();
     });
+  }
+  // Answers the complete lines in inbuf, in order, until one is a heavy read (then done() comes back
+  // here), then reads on.
+  void serve_lines() {
+    std::size_t start = 0;
+    while (!busy) {
+      const auto nl = inbuf.find('\n', start);
+      if (nl == std::string::npos) break;
+      const std::string_view line = std::string_view(inbuf).substr(start, nl - start);
+      start = nl + 1;
+      handle(line);
+      if (closing || closed) return;
+    }
+    inbuf.erase(0, start);
+    if (busy) return;
+    if (inbuf.size() > wire::kMaxRequestLine) {
+      send(wire::error_line(
+          std::nullopt,
+          make_error(ErrorKind::Invalid, fmt::format("the request is longer than {} bytes", wire::kMaxRequestLine))));
+      closing = true;
+      write_next();
+      return;
+    }
+    read();
+  }
+  // The worker's reply to our heavy read (charged to the uid already).
+  void done(std::string line) {
+    send(std::move(line), true);
+    busy = false;
+    if (!closed && !closing) serve_lines();
   }
   void close() {
     if (closed) return;
     closed = true;
+    owner.discharge(peer.uid, unsent);
+    unsent = 0;
     boost::system::error_code ec;
     socket.close(ec);
     owner.closed(this);
   }
   void handle(std::string_view line);
-  // A read-only REST route answered on the socket: {status, body}, or why it is not served here.
-  Result<json> get(const std::string& target);
+  // Queues a heavy read on the worker, or refuses it when the uid has too much unread.
+  void heavy(std::int64_t id, wire::AgentOp op);
 };
 
 namespace {
@@ -242,9 +346,8 @@ void keep_own(std::vector<T>& rows, std::uint32_t uid) {
   std::erase_if(rows, [uid](const T& r) { return !r.owner.uid || *r.owner.uid != uid; });
 }
 
-}  // namespace
-
-Result<json> Session::get(const std::string& target) {
+// A read-only REST route answered on the socket: {status, body}, or why it is not served here.
+Result<json> serve_get(const AgentSocket::Impl& owner, const node::Peer& peer, const std::string& target) {
   if (!owner.router) return make_error(ErrorKind::Unsupported, "this agent serves no REST routes on its socket");
   Request req;
   req.method = Method::Get;
@@ -253,7 +356,7 @@ Result<json> Session::get(const std::string& target) {
   if (!url_decode(std::string_view(target).substr(0, q), req.path, false) ||
       (q != std::string::npos && !parse_query(std::string_view(target).substr(q + 1), req.query)))
     return make_error(ErrorKind::Invalid, "malformed path or query");
-  // A fresh driver query would hold this thread (and every client) for as long as the driver takes.
+  // A fresh driver query would hold the worker (and every user's reads) for as long as the driver takes.
   if (wants_fresh(req))
     return make_error(ErrorKind::Unsupported, "fresh readings are served by the HTTP API, not the socket");
   auto m = owner.router->match(req);
@@ -267,6 +370,84 @@ Result<json> Session::get(const std::string& target) {
                       "admin group may read through the socket");
   const Response resp = invoke(*m.route, req);
   return wire::get_result_json(resp.status, resp.body ? std::optional<std::string_view>(*resp.body) : std::nullopt);
+}
+
+std::string heavy_reply(AgentSocket::Impl& owner, const node::Peer& peer, std::int64_t id, const wire::AgentOp& op) {
+  node::Arbiter& a = owner.arbiter;
+  const bool own_only = owner.options.auth_read && !peer.admin;
+  const std::size_t cap = owner.options.max_reply_bytes;
+  Result<json> result = json::object();
+  if (const auto* jobs = std::get_if<wire::JobsArgs>(&op)) {
+    core::JobQuery q;
+    q.limit = jobs->limit;
+    if (own_only) q.uid = peer.uid;  // their newest `limit`, found by the store
+    q.max_bytes = cap;
+    auto page = a.jobs_page(q);
+    if (!page) {
+      result = page.error();
+    } else {
+      json r = wire::jobs_result_json(page->jobs);
+      if (page->truncated) r["truncated"] = true;
+      result = std::move(r);
+    }
+  } else if (const auto* one = std::get_if<wire::JobArgs>(&op)) {
+    auto r = a.job(one->id);
+    if (!r)
+      result = r.error();
+    else if (!*r)
+      result = make_error(ErrorKind::NotFound, "no job " + one->id);
+    else if (own_only && (!(*r)->owner.uid || *(*r)->owner.uid != peer.uid))
+      result = make_error(ErrorKind::Permission, "job " + one->id +
+                                                     " is another user's; this agent's reads need its token "
+                                                     "(auth_read): only root or the admin group may read others' jobs");
+    else
+      result = wire::job_result_json(**r);
+  } else if (const auto* get = std::get_if<wire::GetArgs>(&op)) {
+    result = serve_get(owner, peer, get->path);
+  }
+  if (!result) return wire::error_line(id, result.error());
+  std::string line = wire::ok_line(id, std::move(*result));
+  if (line.size() > cap + 4096)  // a `jobs` list's first record may pass the cap by its own envelope
+    return wire::error_line(
+        id,
+        make_error(ErrorKind::Invalid, fmt::format("the reply would be {} bytes, more than the socket's {}: ask for "
+                                                   "less (a smaller limit), or over the HTTP API",
+                                                   line.size(), cap)));
+  return line;
+}
+
+}  // namespace
+
+namespace {
+
+// The refusal of a heavy read while the uid's replies not yet read are over its budget, or nullopt.
+std::optional<std::string> over_budget(AgentSocket::Impl& owner, std::uint32_t uid, std::int64_t id) {
+  const std::size_t unread = owner.unsent_of(uid);
+  if (unread <= owner.options.max_unsent_per_uid) return std::nullopt;
+  return wire::error_line(
+      id, make_error(ErrorKind::Unavailable, fmt::format("your connections have {} bytes of replies they have not read "
+                                                         "(at most {} per user): read them or close those connections",
+                                                         unread, owner.options.max_unsent_per_uid)));
+}
+
+}  // namespace
+
+void Session::heavy(std::int64_t id, wire::AgentOp op) {
+  if (auto refused = over_budget(owner, peer.uid, id)) return send(std::move(*refused));
+  busy = true;
+  AgentSocket::Impl* o = &owner;
+  owner.reads.post(peer.uid, [o, w = weak_from_this(), peer = peer, id, op = std::move(op)] {
+    // Again here: the reads queued before this one have been answered and charged by now.
+    auto refused = over_budget(*o, peer.uid, id);
+    std::string line = refused ? std::move(*refused) : heavy_reply(*o, peer, id, op);
+    o->charge(peer.uid, line.size());
+    asio::post(o->io, [o, w, uid = peer.uid, line = std::move(line)]() mutable {
+      if (auto s = w.lock())
+        s->done(std::move(line));
+      else
+        o->discharge(uid, line.size());
+    });
+  });
 }
 
 void Session::handle(std::string_view text) {
@@ -314,25 +495,8 @@ void Session::handle(std::string_view text) {
           auto r = a.job_put(peer, op.job);
           if (!r) return fail(r.error());
           send(wire::ok_line(id, wire::job_put_result_json(*r)));
-        } else if constexpr (std::is_same_v<T, wire::JobsArgs>) {
-          auto r = a.jobs(op.limit);
-          if (!r) return fail(r.error());
-          if (own_only) keep_own(*r, peer.uid);  // of the newest `limit` jobs, theirs
-          send(wire::ok_line(id, wire::jobs_result_json(*r)));
-        } else if constexpr (std::is_same_v<T, wire::JobArgs>) {
-          auto r = a.job(op.id);
-          if (!r) return fail(r.error());
-          if (!*r) return fail(make_error(ErrorKind::NotFound, "no job " + op.id));
-          if (own_only && (!(*r)->owner.uid || *(*r)->owner.uid != peer.uid))
-            return fail(make_error(ErrorKind::Permission, "job " + op.id +
-                                                              " is another user's; this agent's reads need its "
-                                                              "token (auth_read): only root or the admin group may "
-                                                              "read others' jobs"));
-          send(wire::ok_line(id, wire::job_result_json(**r)));
-        } else if constexpr (std::is_same_v<T, wire::GetArgs>) {
-          auto out = get(op.path);
-          if (!out) return fail(out.error());
-          send(wire::ok_line(id, std::move(*out)));
+        } else {  // jobs, job, get: on the worker
+          heavy(id, std::move(op));
         }
       },
       *req.op);
@@ -446,6 +610,7 @@ void AgentSocket::stop() {
   if (!impl_ || impl_->stopped) return;
   impl_->stopped = true;
   Impl* p = impl_.get();
+  p->reads.stop();  // the read under way ends first: it uses the arbiter and the router, which may go next
   asio::post(p->io, [p] {
     p->stopping = true;
     boost::system::error_code ec;

@@ -3,7 +3,8 @@
 // (docs/agent-socket.md). It learns who connects from SO_PEERCRED (never from the request), greets,
 // reads bounded request lines, hands them to node::Arbiter and writes the replies in order; a client
 // that does not read what it is sent is dropped. The `get` op serves the Router's read-only routes.
-// It runs one I/O thread of its own, which also drives the arbiter's timer work (Arbiter::tick).
+// It runs one I/O thread of its own, which also drives the arbiter's timer work (Arbiter::tick), and
+// one worker thread for the heavy reads (issue 20, finding 3).
 // Thread-safety: start/stop from one thread; the arbiter may be used by others meanwhile.
 #include <cstddef>
 #include <memory>
@@ -24,6 +25,13 @@ struct AgentSocketOptions {
   // many; more than this from one uid are answered "too many connections" and closed.
   std::size_t max_per_uid = 512;
   std::size_t max_unsent_bytes = 4 << 20;  // a client further behind than this is dropped
+  // The heavy reads (`jobs`, `job`, `get`) run on a worker thread of their own, one user's after
+  // another's in turn, so they never hold up a greeting, a lease or another user's read. A reply is at
+  // most max_reply_bytes (a `jobs` list stops there and says `truncated`; a larger `get` body is
+  // refused), and a uid whose connections have more than max_unsent_per_uid bytes of replies not yet
+  // read gets its heavy reads refused until it reads them.
+  std::size_t max_reply_bytes = 8 << 20;
+  std::size_t max_unsent_per_uid = 64 << 20;
   bool auth_read = false;  // the agent's reads need its token: `get` is for admins only; `leases`, `jobs`, `job`
                            // show a non-admin only their own records
 };

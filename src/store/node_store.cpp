@@ -539,11 +539,21 @@ Result<core::JobPage> NodeStore::jobs_page(const core::JobQuery& q) {
                               columns, f.where, q.limit, q.offset));
   if (!st) return st.error();
   bind_filter(*st, f);
+  std::size_t bytes = 0;
   for (;;) {
     auto row = st->step();
     if (!row) return row.error();
     if (!*row) break;
-    page.jobs.push_back(read_job(*st));
+    Job j = read_job(*st);
+    if (q.max_bytes != 0) {
+      const std::size_t size = j.record.size() + j.command.size() + j.name.size() + j.id.size() + j.status.size();
+      if (!page.jobs.empty() && bytes + size > q.max_bytes) {
+        page.truncated = true;
+        break;
+      }
+      bytes += size;
+    }
+    page.jobs.push_back(std::move(j));
   }
   return page;
 }

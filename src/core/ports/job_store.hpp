@@ -26,10 +26,14 @@ struct JobQuery {
   // false: each record's metrics.gpu_monitoring.series is left out (has_series: true in its place), in
   // the store, so a list page never copies the samples of every run it shows.
   bool with_series = true;
+  // When not 0, rows stop once the page's records (record, command line and name, as stored) would
+  // pass this many bytes; the first row is always read. JobPage::truncated says rows were left out.
+  std::size_t max_bytes = 0;
 };
 struct JobPage {
   std::vector<Job> jobs;
   std::uint64_t total = 0;  // rows matching the filters, all pages
+  bool truncated = false;   // max_bytes ended the page before limit did
 };
 // One task's runs summed over the whole record (not a page of it).
 struct TaskTotals {
