@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "allocator/node_rank.hpp"
@@ -89,6 +90,10 @@ Result<cluster::FleetSources> configured_sources(const ClusterCommand& c) {
     if (c.kubeconfig) k.in_cluster = c.in_cluster;  // --kubeconfig replaces the config file's in_cluster
   }
   if (c.prometheus) s.prometheus_url = *c.prometheus;
+  if (c.prometheus_token_file) {
+    if (c.prometheus_token_file->empty()) return make_error("--prometheus-token-file needs a file name");
+    s.prometheus_token_file = *c.prometheus_token_file;
+  }
   if (c.node_label) {
     if (!cluster::valid_label_name(*c.node_label))
       return make_error("--node-label '" + *c.node_label + "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)");
@@ -112,9 +117,22 @@ Result<cluster::FleetSources> configured_sources(const ClusterCommand& c) {
   return s;
 }
 
+// The lines said once at start: a token file others may read, and each source reached unsafely
+// (TLS verification off, a credential over plain http). An error when the token file is unusable.
+Result<void> warn_at_start(const cluster::FleetSources& s, const std::vector<std::string>& already_said) {
+  auto token = cluster::check_prometheus_token(s);
+  if (!token) return token.error();
+  auto lines = std::move(*token);
+  for (auto& w : s.insecure_warnings()) lines.push_back(std::move(w));
+  for (const auto& w : lines)
+    if (std::find(already_said.begin(), already_said.end(), w) == already_said.end()) print_error("warning: " + w);
+  return {};
+}
+
 }  // namespace
 
-Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env) {
+Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env,
+                                               const std::vector<std::string>& already_said) {
   auto s = configured_sources(c);
   if (!s) return s.error();
   // Nothing named at all: the kubeconfig kubectl would use, when there is one.
@@ -124,6 +142,7 @@ Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const Ku
     return make_error(
         "no fleet source: give --kubeconfig FILE (or --context NAME, --in-cluster), --prometheus URL, "
         "--agents FILE or --agent URL, or --config FILE (no $KUBECONFIG or ~/.kube/config was found either)");
+  if (auto w = warn_at_start(*s, already_said); !w) return w.error();
   return s;
 }
 
@@ -133,10 +152,12 @@ bool names_a_source(const ClusterCommand& c) {
 
 Result<std::optional<cluster::FleetSources>> serve_fleet_sources(const ClusterCommand& c, const KubeEnvironment& env) {
   if (c.config.empty() && !names_a_source(c)) {
-    if (c.node_label || c.max_age_s || c.timeout_s || c.utilization_threshold || c.memory_threshold || c.fallback)
+    if (c.node_label || c.max_age_s || c.timeout_s || c.utilization_threshold || c.memory_threshold || c.fallback ||
+        c.prometheus_token_file)
       return make_error(
           "the fleet options (--node-label, --max-age, --timeout, --utilization-threshold, --memory-threshold, "
-          "--fallback) need a fleet source: --cluster-config FILE, --kubeconfig FILE, --context NAME, "
+          "--fallback, --prometheus-token-file) need a fleet source: --cluster-config FILE, --kubeconfig FILE, "
+          "--context NAME, "
           "--in-cluster, --prometheus URL, --agents FILE or --agent URL");
     return std::optional<cluster::FleetSources>{};
   }
@@ -149,6 +170,7 @@ Result<std::optional<cluster::FleetSources>> serve_fleet_sources(const ClusterCo
         c.config +
         ": names no fleet source (kubernetes, kubeconfig, in_cluster, prometheus, agents_file or agents), and "
         "no source option is given either");
+  if (auto w = warn_at_start(*s, {}); !w) return w.error();
   return std::optional<cluster::FleetSources>{std::move(*s)};
 }
 

@@ -23,6 +23,7 @@ struct ClusterCommand {
   bool in_cluster = false;
   // Prometheus and agents
   std::optional<std::string> prometheus;
+  std::optional<std::string> prometheus_token_file;  // Prometheus' bearer token, the file's first line
   std::optional<std::string> node_label;
   std::optional<double> max_age_s;
   std::optional<std::string> agents_file;
@@ -57,13 +58,18 @@ std::string escape_controls(std::string_view s);
 
 // The config file, then the command line over it. When neither names any source, the default kubeconfig
 // is used if the usual search would find one (default_kube_available); else an error listing the
-// options. Kubernetes is wired (FleetSources::kube_nodes). Errors are bad options or config.
-Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env);
+// options. Kubernetes is wired (FleetSources::kube_nodes). Errors are bad options or config, and a
+// Prometheus token file that cannot be used. Prints one warning line to stderr for a source reached
+// unsafely (FleetSources::insecure_warnings) and for a token file others may read, except the lines in
+// `already_said`.
+Result<cluster::FleetSources> fleet_sources_of(const ClusterCommand& c, const KubeEnvironment& env,
+                                               const std::vector<std::string>& already_said = {});
 
 // `gpufleet serve`: the fleet view's sources from --cluster-config (c.config) and the same source
 // options as the cluster verbs, the options winning over the file. nullopt when neither names anything
 // (no fleet view); never the default kubeconfig (an agent does not guess one). Errors are bad options
-// or config, a config naming no source, and fleet options given without any source.
+// or config, a config naming no source, fleet options given without any source, and a Prometheus token
+// file that cannot be used. Prints the same warnings as fleet_sources_of.
 Result<std::optional<cluster::FleetSources>> serve_fleet_sources(const ClusterCommand& c, const KubeEnvironment& env);
 
 // Kubernetes settings of a command that must reach the API server (place --apply): the command line

@@ -156,12 +156,17 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   // --apply: the API server that takes the objects, and every request, are settled before the fleet is
   // asked or anything is sent, so that a wrong kubeconfig or an unwritable kind changes nothing.
   std::optional<cluster::KubeConfig> api;
+  std::vector<std::string> said;  // warnings printed already (the same API server is asked for the fleet)
   std::string default_ns = c.namespace_name.value_or("");
   if (c.apply) {
     auto settings = kube_settings_of(c);
     if (!settings) return fail(kExitUsage, settings.error().message);
     auto config = cluster::load_kube_config(kube_options(*settings, env));
     if (!config) return fail(kExitUsage, "--apply: " + config.error().message);
+    if (auto w = cluster::insecure_transport(*config); !w.empty()) {
+      print_error("warning: " + w);
+      said.push_back(std::move(w));
+    }
     api = std::move(*config);
     if (default_ns.empty()) default_ns = api->namespace_;
   }
@@ -184,7 +189,7 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
     sel.reason = fmt::format("the manifest asks for {} GPUs; no node offers more than one GPU resource",
                              fmt::join(resources, " and "));
   } else {
-    auto src = fleet_sources_of(c, env);
+    auto src = fleet_sources_of(c, env, said);
     if (!src)
       return fail(kExitUsage, src.error().message + "; or --no-gpu-selection to let the Kubernetes scheduler decide");
     const auto now = std::chrono::system_clock::now();

@@ -43,6 +43,7 @@ Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& en
   auto config = cluster::load_kube_config(options);
   if (!config) return make_error("kubernetes: " + config.error().message);
   s.kube_description = config->source;
+  s.kube_insecure = cluster::insecure_transport(*config);
   cluster::KubeOptions ko;
   ko.timeout = s.timeout;
   s.kube_nodes = [options, ko]() -> Result<std::vector<core::KubeNode>> {

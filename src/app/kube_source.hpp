@@ -28,7 +28,7 @@ cluster::KubeConfigOptions kube_options(const cluster::KubeSourceSettings& setti
 bool default_kube_available(const KubeEnvironment& env);
 
 // Loads the kubeconfig `s.kubernetes` names (an error when it cannot: a missing file, context or
-// credentials) and sets s.kube_nodes and s.kube_description. The kubeconfig is read again on every
+// credentials) and sets s.kube_nodes, s.kube_description and s.kube_insecure. The kubeconfig is read again on every
 // call of kube_nodes, so a long-running agent follows rotated service-account tokens. Nothing happens
 // when s.kubernetes is nullopt.
 Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& env);

@@ -38,6 +38,8 @@ void add_fleet_source_options(CLI::App* sub, gf::app::ClusterCommand& c, const s
       sub->add_flag("--in-cluster", c.in_cluster, "Kubernetes: the pod's service account (KUBERNETES_SERVICE_HOST)"))
       ->excludes(kubeconfig);
   in_group(sub->add_option("--prometheus", c.prometheus, "Prometheus base URL (queries dcgm-exporter's metrics)"));
+  in_group(sub->add_option("--prometheus-token-file", c.prometheus_token_file,
+                           "file whose first line is sent to Prometheus as a bearer token"));
   in_group(sub->add_option("--node-label", c.node_label, "the label naming the node (default Hostname)"));
   in_group(
       sub->add_option("--max-age", c.max_age_s, "seconds after which metrics count as none (default 60; 0: never)"))

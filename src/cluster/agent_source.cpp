@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "platform/http_client.hpp"
+#include "platform/url.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -50,11 +51,17 @@ Result<std::string> normalize_agent_url(std::string_view url) {
   std::string u(trim(url));
   while (!u.empty() && u.back() == '/') u.pop_back();
   const bool http = u.rfind("http://", 0) == 0, https = u.rfind("https://", 0) == 0;
-  if (!http && !https) return make_error(fmt::format("agent URL '{}' is not http:// or https://", u));
-  if (url_host(u).empty()) return make_error(fmt::format("agent URL '{}' names no host", u));
+  if (!http && !https)
+    return make_error(fmt::format("agent URL '{}' is not http:// or https://", platform::url_for_display(u)));
+  if (url_host(u).empty()) return make_error(fmt::format("agent URL '{}' names no host", platform::url_for_display(u)));
   for (char c : u)
     if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f)
       return make_error("an agent URL contains a space or a control character");
+  if (platform::url_for_display(u).ends_with("://(hidden)"))
+    return make_error(
+        fmt::format("agent URL '{}' has an '@' after its host: percent-encode a '/', '?' or '#' in "
+                    "its password (%2F, %3F, %23)",
+                    platform::url_for_display(u)));
   return u;
 }
 
@@ -119,7 +126,7 @@ Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::strin
   if (gpus == j.end() || !gpus->is_array()) return make_error("the gpu-metrics answer has no \"gpus\" array");
   core::NodeMetrics m;
   m.source = "agent";
-  m.agent_url = std::string(base_url);
+  m.agent_url = platform::url_for_display(base_url);  // a password in the URL stays in the request
   if (const auto b = str(j, "backend"); b == "nvml" || b == "nvidia-smi")
     m.gpu_resource = "nvidia.com/gpu";
   else if (b == "amdgpu")
@@ -175,8 +182,8 @@ std::vector<core::NodeMetrics> fetch_agents(const std::vector<std::string>& base
       core::NodeMetrics m;
       m.node = url_host(base_urls[i]);
       m.source = "agent";
-      m.agent_url = base_urls[i];
-      m.error = fmt::format("{}: {}", base_urls[i], why);
+      m.agent_url = platform::url_for_display(base_urls[i]);
+      m.error = fmt::format("{}: {}", m.agent_url, why);
       out.push_back(std::move(m));
     };
     auto& oc = outcomes[i];

@@ -23,13 +23,15 @@ Result<std::string> normalize_agent_url(std::string_view url);
 std::string url_host(std::string_view url);
 
 // Parses an agent's gpu-metrics document. The node is the document's "node" key (the agent's
-// --node-name), else the URL's host. Errors name what is wrong; never throws.
+// --node-name), else the URL's host; agent_url is base_url without userinfo (platform::url_for_display).
+// Errors name what is wrong; never throws.
 Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::string_view base_url);
 // "2026-01-02T03:04:05.123456Z" (the agent's timestamps; fractions optional) → time point.
 Result<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view text);
 
 // One NodeMetrics per agent, in the order given (source "agent", agent_url set). An agent that fails
-// has `error` set and no GPUs; its node is the URL's host.
+// has `error` set and no GPUs; its node is the URL's host. A URL's userinfo goes with its request and
+// appears in neither agent_url nor error.
 std::vector<core::NodeMetrics> fetch_agents(const std::vector<std::string>& base_urls,
                                             std::chrono::milliseconds timeout);
 

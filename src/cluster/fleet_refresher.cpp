@@ -1,6 +1,8 @@
 // The background fleet refresh (see fleet_refresher.hpp).
 #include "cluster/fleet_refresher.hpp"
 
+#include "platform/log.hpp"
+
 namespace gf::cluster {
 
 void FleetRefresher::start() {
@@ -38,6 +40,8 @@ void FleetRefresher::loop(std::stop_token stop) {
     auto r = gather_fleet(sources_, now);
     std::shared_ptr<const allocator::FleetFacts> facts;
     if (r) {
+      // Said again with each failure of a source reached unsafely: the failure may be the price of it.
+      for (const auto& w : insecure_warnings_for(sources_, *r)) platform::log_line("fleet", "warning: " + w);
       remember_agent_names(*r, agent_names_);
       facts = std::make_shared<const allocator::FleetFacts>(std::move(*r));
     } else {

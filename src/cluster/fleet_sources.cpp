@@ -15,6 +15,8 @@
 
 #include "cluster/agent_source.hpp"
 #include "cluster/prometheus_source.hpp"
+#include "platform/fs.hpp"
+#include "platform/url.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -49,12 +51,70 @@ Result<std::string> read_small_file(const std::string& path, const std::string& 
 
 std::vector<std::string> FleetSources::describe() const {
   std::vector<std::string> d;
-  if (kube_nodes)
-    d.push_back(kube_description.empty() ? std::string("kubernetes") : "kubernetes (" + kube_description + ")");
-  if (!prometheus_url.empty()) d.push_back(fmt::format("prometheus {} (node label {})", prometheus_url, node_label));
+  if (kube_nodes) {
+    const std::string insecure = kube_insecure.empty() ? "" : "insecure";
+    const std::string inside =
+        kube_description.empty() || insecure.empty() ? kube_description + insecure : kube_description + "; " + insecure;
+    d.push_back(inside.empty() ? std::string("kubernetes") : "kubernetes (" + inside + ")");
+  }
+  if (!prometheus_url.empty())
+    d.push_back(fmt::format("prometheus {} (node label {}{})", platform::url_for_display(prometheus_url), node_label,
+                            prometheus_insecure().empty() ? "" : "; insecure"));
   if (!agents_file.empty()) d.push_back("agents file " + agents_file);
   if (!agents.empty()) d.push_back(fmt::format("{} agent(s)", agents.size()));
   return d;
+}
+
+std::string FleetSources::prometheus_insecure() const {
+  if (prometheus_url.empty() || !platform::url_is_plain_http(prometheus_url)) return {};
+  const std::string shown = platform::url_for_display(prometheus_url);
+  if (!prometheus_token_file.empty()) return "sending a bearer token over plain http to " + shown + " (prometheus)";
+  if (platform::url_has_userinfo(prometheus_url))
+    return "sending the URL's user name and password over plain http to " + shown + " (prometheus)";
+  return {};
+}
+
+std::vector<std::string> FleetSources::insecure_warnings() const {
+  std::vector<std::string> w;
+  if (kube_nodes && !kube_insecure.empty()) w.push_back(kube_insecure);
+  if (auto p = prometheus_insecure(); !p.empty()) w.push_back(std::move(p));
+  return w;
+}
+
+std::vector<std::string> insecure_warnings_for(const FleetSources& s, const allocator::FleetFacts& f) {
+  std::vector<std::string> w;
+  if (f.kube_error && s.kube_nodes && !s.kube_insecure.empty()) w.push_back(s.kube_insecure);
+  const bool prometheus_failed = std::any_of(f.source_errors.begin(), f.source_errors.end(),
+                                             [](const std::string& e) { return e.rfind("prometheus ", 0) == 0; });
+  if (auto p = s.prometheus_insecure(); prometheus_failed && !p.empty()) w.push_back(std::move(p));
+  return w;
+}
+
+Result<std::string> read_prometheus_token(const std::string& path, bool* readable_by_others) {
+  platform::TokenFileRules rules;
+  rules.follow_links = true;
+  rules.root_may_own = true;
+  auto t = platform::read_token_file(path, rules);
+  if (!t) return t.error();
+  if (readable_by_others) *readable_by_others = t->readable_by_others;
+  return std::move(t->token);
+}
+
+Result<std::vector<std::string>> check_prometheus_token(const FleetSources& s) {
+  std::vector<std::string> warnings;
+  if (s.prometheus_token_file.empty()) return warnings;
+  if (s.prometheus_url.empty())
+    return make_error(ErrorKind::Usage, "a Prometheus token file (" + s.prometheus_token_file +
+                                            ") is given without a Prometheus URL (--prometheus, \"prometheus\")");
+  bool shared = false;
+  auto t = read_prometheus_token(s.prometheus_token_file, &shared);
+  if (!t) return make_error(t.error().kind, "prometheus: " + t.error().message);
+  // A warning, not a refusal: Kubernetes mounts secrets 0644 by default, and whoever can read the file
+  // can already use the token; only a file others could write is refused (they would choose the token).
+  if (shared)
+    warnings.push_back("the Prometheus token file " + s.prometheus_token_file +
+                       " can be read by other users (chmod 600 it)");
+  return warnings;
 }
 
 Result<allocator::Fallback> parse_fallback(const std::string& t) {
@@ -88,12 +148,13 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
       auto n = number(v, where, key == "max_age_s" ? 0 : 0.1, 86400);
       if (!n) return n.error();
       (key == "max_age_s" ? s.max_age : key == "timeout_s" ? s.timeout : s.refresh) = ms(*n);
-    } else if (key == "agents_file") {
+    } else if (key == "agents_file" || key == "prometheus_token_file") {
       auto t = text(v, where);
       if (!t) return t.error();
+      if (t->empty() && key == "prometheus_token_file") return make_error(where + ": must not be empty");
       std::filesystem::path p(*t);
       if (p.is_relative()) p = std::filesystem::path(source).parent_path() / p;
-      s.agents_file = p.string();
+      (key == "agents_file" ? s.agents_file : s.prometheus_token_file) = p.string();
     } else if (key == "agents") {
       if (!v.is_array()) return make_error(where + ": expected an array of URLs");
       for (const auto& u : v) {
@@ -134,11 +195,11 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
       }
       kube_keys = true;
     } else {
-      return make_error(
-          fmt::format("{}: unknown key '{}' (known: prometheus, node_label, max_age_s, agents_file, agents, "
-                      "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback, "
-                      "kubernetes, kubeconfig, context, in_cluster)",
-                      source, key));
+      return make_error(fmt::format(
+          "{}: unknown key '{}' (known: prometheus, prometheus_token_file, node_label, max_age_s, agents_file, agents, "
+          "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback, "
+          "kubernetes, kubeconfig, context, in_cluster)",
+          source, key));
     }
   }
   if (kube_switch == false) {
@@ -176,12 +237,21 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
   allocator::FleetFacts f;
   // Prometheus and Kubernetes run beside the agents' fetch (each is a few requests that wait on the network).
   std::future<Result<PromFleet>> prom;
+  std::optional<std::string> token_error;
   if (!s.prometheus_url.empty()) {
     PrometheusOptions po;
     po.url = s.prometheus_url;
     po.node_label = s.node_label;
     po.timeout = s.timeout;
-    prom = std::async(std::launch::async, [po] { return query_prometheus(po); });
+    // Read every round, so that a rotated token is picked up as the kubeconfig's tokenFile is.
+    if (!s.prometheus_token_file.empty()) {
+      auto t = read_prometheus_token(s.prometheus_token_file);
+      if (t)
+        po.bearer_token = std::move(*t);
+      else
+        token_error = fmt::format("prometheus {}: {}", platform::url_for_display(s.prometheus_url), t.error().message);
+    }
+    if (!token_error) prom = std::async(std::launch::async, [po] { return query_prometheus(po); });
   }
   std::future<Result<std::vector<core::KubeNode>>> kube;
   if (s.kube_nodes) kube = std::async(std::launch::async, s.kube_nodes);
@@ -194,11 +264,13 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
     auto r = prom.get();
     if (r) {
       for (auto& m : r->nodes) f.metrics.push_back(std::move(m));
-      for (auto& w : r->warnings) f.source_errors.push_back("prometheus " + s.prometheus_url + ": " + w);
+      for (auto& w : r->warnings)
+        f.source_errors.push_back("prometheus " + platform::url_for_display(s.prometheus_url) + ": " + w);
     } else {
       f.source_errors.push_back(r.error().message);
     }
   }
+  if (token_error) f.source_errors.push_back(std::move(*token_error));
   for (auto& m : from_agents)
     if (!m.error.empty()) {
       f.source_errors.push_back("agent " + m.error);

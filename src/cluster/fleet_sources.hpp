@@ -26,7 +26,8 @@ struct KubeSourceSettings {
 };
 
 struct FleetSources {
-  std::string prometheus_url;                // empty: no Prometheus
+  std::string prometheus_url;                // empty: no Prometheus (userinfo in it is sent, never shown)
+  std::string prometheus_token_file;         // Prometheus' bearer token: this file's first line, read every round
   std::string node_label = "Hostname";       // the Prometheus label naming the node
   std::chrono::milliseconds max_age{60000};  // older metrics count as none
   std::string agents_file;                   // one agent base URL per line
@@ -42,18 +43,42 @@ struct FleetSources {
   // from `kubernetes` (the loader reads no environment).
   std::function<Result<std::vector<core::KubeNode>>()> kube_nodes;
   std::string kube_description;  // where kube_nodes reads from ("/root/.kube/config, context prod"), for describe()
+  // Set with kube_nodes when the API server is reached unsafely: the warning line ("TLS verification is off
+  // for https://…", "sending a bearer token over plain http to http://…"); empty: nothing to say.
+  std::string kube_insecure;
 
   bool any() const { return !prometheus_url.empty() || !agents_file.empty() || !agents.empty() || kube_nodes; }
   // "kubernetes (…)", "prometheus http://…", "agents file F", "3 agent(s)" — for documents and messages.
+  // URLs without userinfo; a source reached unsafely ends its parentheses with "; insecure".
   std::vector<std::string> describe() const;
+  // The warning about Prometheus when a credential (the bearer token, or the URL's user name and
+  // password) would go over plain http; empty otherwise.
+  std::string prometheus_insecure() const;
+  // kube_insecure and prometheus_insecure(), the ones that are not empty: one stderr line each at start.
+  std::vector<std::string> insecure_warnings() const;
 };
 
-// Reads a JSON config: {"prometheus", "node_label", "max_age_s", "agents_file", "agents", "timeout_s",
-// "refresh_interval_s", "utilization_threshold", "memory_threshold", "fallback", "kubernetes",
+// Reads Prometheus' bearer token from `path` as platform::read_token_file does, following links and
+// accepting a root-owned file (Kubernetes mounts secrets as links into a root-owned directory), and
+// refusing one that others may write. `readable_by_others` (may be null) says whether group or others
+// may read it. Errors are one line naming the file.
+Result<std::string> read_prometheus_token(const std::string& path, bool* readable_by_others = nullptr);
+
+// Checks, before anything runs, that the token file can be used: an error when prometheus_token_file
+// is given without a Prometheus URL or cannot be read (missing, empty, refused). The warnings to print
+// (a token file that group or others may read); empty when there is no token file.
+Result<std::vector<std::string>> check_prometheus_token(const FleetSources& s);
+
+// The insecure-transport warnings that belong to a round's failures: kube_insecure when Kubernetes
+// failed, prometheus_insecure() when Prometheus did. serve logs them with every failed refresh.
+std::vector<std::string> insecure_warnings_for(const FleetSources& s, const allocator::FleetFacts& facts);
+
+// Reads a JSON config: {"prometheus", "prometheus_token_file", "node_label", "max_age_s", "agents_file", "agents",
+// "timeout_s", "refresh_interval_s", "utilization_threshold", "memory_threshold", "fallback", "kubernetes",
 // "kubeconfig", "context", "in_cluster"}. Keys given replace those of `base`; an unknown key or a bad
-// value is an error naming the file and the key. A relative agents_file or kubeconfig is taken relative
-// to the config file's directory. "kubernetes": true turns Kubernetes on with the usual kubeconfig
-// search; "kubeconfig", "context" or "in_cluster": true turn it on too; "kubernetes": false turns it off
+// value is an error naming the file and the key. A relative agents_file, prometheus_token_file or
+// kubeconfig is taken relative to the config file's directory. "kubernetes": true turns Kubernetes on with the usual
+// kubeconfig search; "kubeconfig", "context" or "in_cluster": true turn it on too; "kubernetes": false turns it off
 // (and may not be combined with the other three).
 Result<FleetSources> fleet_sources_from_json(const std::string& text, const std::string& source,
                                              FleetSources base = {});

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "platform/http_client.hpp"
+#include "platform/url.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -325,7 +326,7 @@ void add_pod_requests(std::vector<core::KubeNode>& nodes, const std::vector<PodG
 
 std::string describe_status_error(const KubeConfig& config, long status, std::string_view method,
                                   std::string_view path_and_query, std::string_view body, std::string_view rbac) {
-  const std::string server = printable(config.server);
+  const std::string server = printable(platform::url_for_display(config.server));
   if (status == 401) {
     return fmt::format("the API server at {} refused the credentials (401 Unauthorized) from {} ({})", server,
                        printable(config.source), credential_kind(config));
@@ -367,7 +368,7 @@ Result<KubeClient::Response> KubeClient::request(std::string_view method, std::s
     return Response{r.status, std::move(r.body), std::move(r.content_type)};
   }
   const auto& e = outcome.error();
-  const std::string server = printable(config_.server);
+  const std::string server = printable(platform::url_for_display(config_.server));
   const std::string what = fmt::format("{} {}", method, printable(path_and_query));
   switch (e.kind) {
     case platform::TransportFailure::Unreachable:
@@ -405,7 +406,7 @@ Result<std::string> KubeClient::get_list(const std::string& path_and_query, std:
 }
 
 Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
-  const std::string server = printable(config_.server);
+  const std::string server = printable(platform::url_for_display(config_.server));
   // Pages of one listing: `first` is the path with its query; the continue token is appended.
   auto pages = [&](const std::string& first, std::string_view what, std::string_view rbac, std::string_view kind,
                    auto&& parse, auto&& take) -> Result<void> {

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "platform/url.hpp"
+
 namespace gf::cluster {
 namespace {
 
@@ -176,7 +178,8 @@ std::string decoded(const std::string& b64, const char* key, const std::string& 
 std::string normalized_server(std::string server, const std::string& where) {
   if (server.empty()) throw ConfigError{fmt::format("{}: no server", where)};
   if (!server.starts_with("https://") && !server.starts_with("http://")) {
-    throw ConfigError{fmt::format("{}: server \"{}\" must start with https:// or http://", where, server)};
+    throw ConfigError{
+        fmt::format("{}: server \"{}\" must start with https:// or http://", where, platform::url_for_display(server))};
   }
   while (server.size() > 8 && server.back() == '/') server.pop_back();
   return server;
@@ -398,6 +401,15 @@ std::optional<std::string> decode_base64(std::string_view text) {
   // Whole quanta when padded; without padding, a last quantum of 2 or 3 characters is fine, 1 is not.
   if (pad > 2 || (pad > 0 && count % 4 != 0) || count % 4 == 1) return std::nullopt;
   return out;
+}
+
+std::string insecure_transport(const KubeConfig& c) {
+  const std::string shown = platform::url_for_display(c.server);
+  const bool plain = platform::url_is_plain_http(c.server);
+  if (plain && !c.bearer_token.empty()) return "sending a bearer token over plain http to " + shown + " (kubernetes)";
+  if (!plain && c.tls.insecure_skip_verify)
+    return "TLS verification is off for " + shown + " (kubernetes: insecure-skip-tls-verify)";
+  return {};
 }
 
 }  // namespace gf::cluster

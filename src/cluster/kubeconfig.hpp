@@ -43,6 +43,11 @@ Result<KubeConfig> load_kube_config(const KubeConfigOptions& options);
 Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& file_name,
                                      const std::string& context = {});
 
+// Why talking to this API server is unsafe, as one warning line: "TLS verification is off for <server>"
+// (insecure-skip-tls-verify on an https:// server) or "sending a bearer token over plain http to
+// <server>"; empty when neither. The server is shown without userinfo.
+std::string insecure_transport(const KubeConfig& config);
+
 // Decodes standard base64 (RFC 4648), padding optional, whitespace ignored; nullopt on any other
 // character or a truncated quantum. Exposed for tests and the fuzzer.
 std::optional<std::string> decode_base64(std::string_view text);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "platform/http_client.hpp"
+#include "platform/url.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -180,7 +181,12 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
   std::string base = o.url;
   while (!base.empty() && base.back() == '/') base.pop_back();
   if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
-    return make_error(fmt::format("prometheus {}: not an http:// or https:// URL", o.url));
+    return make_error(fmt::format("prometheus {}: not an http:// or https:// URL", platform::url_for_display(o.url)));
+  if (platform::url_for_display(base).ends_with("://(hidden)"))
+    return make_error(
+        fmt::format("prometheus {}: the URL has an '@' after its host: percent-encode a '/', '?' or "
+                    "'#' in its password (%2F, %3F, %23)",
+                    platform::url_for_display(base)));
   if (!valid_label_name(o.node_label))
     return make_error(
         fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)", o.node_label));
@@ -196,19 +202,20 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
     reqs.push_back(std::move(r));
   }
   auto outcomes = platform::http_perform_all(reqs);
+  const std::string shown = platform::url_for_display(base);  // the request alone carries the userinfo
   std::vector<std::vector<PromSample>> answers(queries.size());
   for (std::size_t i = 0; i < queries.size(); ++i) {
     auto& oc = outcomes[i];
     if (!oc.ok()) {
       const bool down = oc.error().kind == platform::TransportFailure::Unreachable;
-      return make_error(fmt::format("prometheus {}: {}{}", base, down ? "unreachable: " : "", oc.error().message));
+      return make_error(fmt::format("prometheus {}: {}{}", shown, down ? "unreachable: " : "", oc.error().message));
     }
     const auto& resp = oc.response();
     auto parsed = parse_instant_query(resp.body);
     if (resp.status >= 300 || !parsed) {
       // Prometheus answers 400/422/503 with its JSON error: its words say more than the status alone.
       return make_error(fmt::format(
-          "prometheus {}: query '{}': {}{}", base, queries[i],
+          "prometheus {}: query '{}': {}{}", shown, queries[i],
           resp.status >= 300 ? fmt::format("HTTP {}", resp.status) : std::string(),
           parsed ? std::string()
                  : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));

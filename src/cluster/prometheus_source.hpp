@@ -27,7 +27,7 @@
 namespace gf::cluster {
 
 struct PrometheusOptions {
-  std::string url;  // base URL: http://prometheus:9090 (a path prefix is kept)
+  std::string url;  // base URL: http://prometheus:9090 (a path prefix is kept; userinfo is used, never shown)
   std::string node_label = "Hostname";
   std::chrono::milliseconds timeout{10000};  // each query
   std::string bearer_token;                  // sent when not empty
@@ -68,8 +68,8 @@ std::vector<std::string> prometheus_queries(const std::string& node_label);
 // into PromQL, so nothing else may pass.
 bool valid_label_name(std::string_view name) noexcept;
 
-// Runs the queries concurrently and joins them. An error names the URL and the cause: unreachable,
-// an HTTP status, or Prometheus' own error.
+// Runs the queries concurrently and joins them. An error names the URL (without its userinfo) and the
+// cause: unreachable, an HTTP status, or Prometheus' own error.
 Result<PromFleet> query_prometheus(const PrometheusOptions& options);
 
 }  // namespace gf::cluster

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -169,6 +171,55 @@ Result<void> write_file_atomic(const std::string& path, std::string_view content
     return make_error(ErrorKind::Failed, "cannot write " + path + ": " + why);
   }
   return {};
+}
+
+Result<TokenFile> read_token_file(const std::string& path, TokenFileRules rules) {
+  const int fd =
+      ::open(path.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC | (rules.follow_links ? 0 : O_NOFOLLOW));
+  if (fd < 0) {
+    if (errno == ELOOP && !rules.follow_links)
+      return make_error(ErrorKind::Permission, "the token file " + path + " is a symbolic link: refusing it");
+    return make_error("cannot read the token file " + path + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0)
+    problem = std::string("cannot read it: ") + std::strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    problem = "it is not a regular file";
+  else if (st.st_uid != ::geteuid() && !(rules.root_may_own && st.st_uid == 0))
+    problem = "it is owned by uid " + std::to_string(st.st_uid) + ", not by this process's uid " +
+              std::to_string(::geteuid()) + (rules.root_may_own ? " or root" : "");
+  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    problem = fmt::format("it is writable by others (mode {:04o})", st.st_mode & 07777);
+  if (!problem.empty()) {
+    ::close(fd);
+    return make_error(ErrorKind::Permission, "the token file " + path + ": " + problem + ": refusing it");
+  }
+  char buf[4096];
+  std::string text;
+  for (;;) {
+    const auto n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return make_error("cannot read the token file " + path + ": " + std::strerror(err));
+    }
+    if (n == 0 || text.size() > 64 * 1024) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t')) text.pop_back();
+  std::size_t lead = 0;
+  while (lead < text.size() && (text[lead] == ' ' || text[lead] == '\t')) ++lead;
+  text.erase(0, lead);
+  if (text.empty()) return make_error(ErrorKind::Invalid, "the token file " + path + " is empty");
+  TokenFile out;
+  out.token = std::move(text);
+  out.readable_by_others = (st.st_mode & (S_IRGRP | S_IROTH)) != 0;
+  return out;
 }
 
 std::optional<std::string> env(const char* name) {

@@ -38,6 +38,27 @@ std::string random_hex(std::size_t bytes);
 // which is then renamed onto `path` (rename replaces a link itself, never its target). Errors name the file.
 Result<void> write_file_atomic(const std::string& path, std::string_view content, unsigned mode = 0644);
 
+// How much a token file is trusted (read_token_file).
+struct TokenFileRules {
+  // Follow a symbolic link at `path`. Off for the agent's own tokens (whoever can plant a link decides
+  // what is read); on for a secret mounted by Kubernetes, which is a link into a root-owned directory.
+  bool follow_links = false;
+  // Accept a file root owns besides one this process's euid owns (a mounted secret read by a non-root
+  // process).
+  bool root_may_own = false;
+};
+
+struct TokenFile {
+  std::string token;                // the first line, without its line end and trailing blanks
+  bool readable_by_others = false;  // the group or others may read it
+};
+
+// A bearer token from an existing file, trusting the file only for what it is: a regular file owned by
+// this process's euid (or root, when the rules allow) that neither its group nor others may write, since
+// whoever can write it chooses the token. An empty first line is an error; errors are one line naming
+// the file (ErrorKind::Permission for a file refused for its kind, owner or mode).
+Result<TokenFile> read_token_file(const std::string& path, TokenFileRules rules = {});
+
 // Environment variable, or nullopt when unset or empty.
 std::optional<std::string> env(const char* name);
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "platform/dynlib.hpp"
+#include "platform/url.hpp"
 
 namespace gf::platform {
 namespace {
@@ -257,11 +258,34 @@ bool prepare(const CurlApi& api, Transfer& t) {
   return true;
 }
 
+// curl's own words about a failure, safe to show: a URL in them loses its userinfo, and the request's
+// userinfo (or its password part) quoted without its URL is masked too. The callers name the URL
+// themselves, through url_for_display.
+std::string without_credentials(std::string text, std::string_view url) {
+  text = redact_urls(text);
+  if (!url_has_userinfo(url)) return text;
+  const auto from = url.find("://") + 3;
+  const auto end = std::min(url.find_first_of("/?#", from), url.size());
+  const auto at = url.substr(from, end - from).rfind('@');
+  if (at == std::string_view::npos) return text;
+  const std::string_view userinfo = url.substr(from, at);
+  const auto colon = userinfo.find(':');
+  // Short parts are left alone: masking every "a" in a message would say nothing and hide nothing.
+  for (const std::string_view secret :
+       {userinfo, colon == std::string_view::npos ? std::string_view() : userinfo.substr(colon + 1)}) {
+    if (secret.size() < 4) continue;
+    for (auto pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos + 3))
+      text.replace(pos, secret.size(), "***");
+  }
+  return text;
+}
+
 HttpOutcome finish(const CurlApi& api, Transfer& t, CURLcode rc) {
   if (rc == CURLE_OK) return std::move(t.response);
   long os_errno = 0;
   api.easy_getinfo(t.easy.get(), CURLINFO_OS_ERRNO, &os_errno);
-  const std::string detail = t.errbuf[0] != '\0' ? std::string(t.errbuf) : std::string(api.easy_strerror(rc));
+  const std::string detail = without_credentials(
+      t.errbuf[0] != '\0' ? std::string(t.errbuf) : std::string(api.easy_strerror(rc)), t.request->url);
   if (t.too_large) {
     return TransportError{TransportFailure::TooLarge,
                           fmt::format("response larger than {} bytes", t.request->max_body_bytes), 0};

@@ -43,45 +43,9 @@ namespace {
 // Reads the token from an existing file, trusting it only for what it is: a regular file (no link
 // followed) owned by our euid and writable by nobody else, since whoever can write it can log in.
 Result<std::string> read_token_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ELOOP)
-      return make_error(ErrorKind::Permission, "the token file " + path + " is a symbolic link: refusing it");
-    return make_error("cannot read the token file " + path + ": " + std::strerror(errno));
-  }
-  struct stat st {};
-  std::string problem;
-  if (::fstat(fd, &st) != 0)
-    problem = std::string("cannot read it: ") + std::strerror(errno);
-  else if (!S_ISREG(st.st_mode))
-    problem = "it is not a regular file";
-  else if (st.st_uid != ::geteuid())
-    problem =
-        "it is owned by uid " + std::to_string(st.st_uid) + ", not by the agent's uid " + std::to_string(::geteuid());
-  else if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    problem = "it is writable by others (mode " + fmt::format("{:04o}", st.st_mode & 07777) + ")";
-  if (!problem.empty()) {
-    ::close(fd);
-    return make_error(ErrorKind::Permission, "the token file " + path + ": " + problem + ": refusing it");
-  }
-  char buf[4096];
-  std::string text;
-  for (;;) {
-    const auto n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return make_error("cannot read the token file " + path + ": " + std::strerror(err));
-    }
-    if (n == 0 || text.size() > 64 * 1024) break;
-    text.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
-  while (!text.empty() && (text.back() == '\r' || text.back() == ' ')) text.pop_back();
-  if (text.empty()) return make_error(ErrorKind::Invalid, "the token file " + path + " is empty");
-  return text;
+  auto t = platform::read_token_file(path);
+  if (!t) return t.error();
+  return std::move(t->token);
 }
 
 }  // namespace

@@ -49,6 +49,21 @@ std::size_t line_count(const std::string& s) {
   return n;
 }
 
+// stderr's lines other than warnings. The stand-in API server is plain http with a token, so every
+// command that reaches it says so on a warning line of its own first.
+std::size_t error_line_count(const std::string& s) {
+  std::size_t n = 0;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) n += line.rfind("gpufleet: warning: ", 0) != 0;
+  return n;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
 // `gpufleet --backend sim serve` as a child process, on an ephemeral port read from its port file.
 class Agent {
  public:
@@ -297,14 +312,16 @@ TEST_F(ClusterKube, UnauthorizedIsOneLineAndExit1) {
   const auto wrong = write_kubeconfig("wrong.yaml", "not-the-token");
   auto r = run({"cluster", "nodes", "--kubeconfig", wrong});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(error_line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(line_count(r.err), 2u) << r.err;  // and the warning: a token over plain http
   EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("wrong.yaml"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
 
   r = run({"cluster", "place", "-f", deployment, "--kubeconfig", wrong, "--apply"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(error_line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(occurrences(r.err, "sending a bearer token over plain http"), 1u) << r.err;  // said once
   EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
   EXPECT_FALSE(kube->object(kDeploymentItem).has_value());
 }
@@ -328,7 +345,7 @@ TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
   // select: no node, exit 1 (an error talking to a configured source, not 75), one line naming it.
   r = run({"cluster", "select", "--kubeconfig", wrong, "--agent", agent.url()});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(error_line_count(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("401"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("Selected node"), std::string::npos) << r.out;
   r = run({"cluster", "select", "--kubeconfig", wrong, "--agent", agent.url(), "--json", "--fallback", "least-loaded"});
@@ -359,7 +376,7 @@ TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
                                        "current-context: s\n");
   r = run({"cluster", "select", "--kubeconfig", forbidden, "--agent", agent.url()});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(error_line_count(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("403"), std::string::npos) << r.err;
   r = run({"cluster", "place", "-f", deployment, "--kubeconfig", forbidden, "--agent", agent.url(), "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -656,6 +673,125 @@ TEST_F(ClusterKube, ServeClusterConfigReadsKubernetes) {
   ASSERT_EQ(status, 200) << body << agent.stderr_text();
   EXPECT_EQ(parse(body)["node"], "gpu-d");
   agent.stop();
+}
+
+// Finding 7 of the security review: user names and passwords in Prometheus and agent URLs are sent
+// with the requests and shown nowhere else: not in sources, errors or agent_url, on the command line's
+// output or in the agent's /api/v1/cluster/ documents.
+TEST_F(ClusterKube, CredentialsInUrlsAreNeverShown) {
+  gf::fakes::KubeStandin prom;  // a Prometheus that knows no GPU, and records what it is sent
+  prom.set_canned_answer(R"({"status":"success","data":{"resultType":"vector","result":[]}})");
+  const std::string prom_url = "http://promuser:PROM-SECRET@127.0.0.1:" + std::to_string(prom.port()) + "/";
+  const std::string shown_prom = "http://127.0.0.1:" + std::to_string(prom.port()) + "/";
+  const std::string agent_url = "http://u:AGENTPW2@127.0.0.1:1";  // nothing listens: the error names the URL
+  const auto leaks = [](const std::string& text) {
+    for (const char* secret : {"PROM-SECRET", "promuser", "AGENTPW2", "u:AGENTPW2"})
+      if (text.find(secret) != std::string::npos) return std::string(secret);
+    return std::string();
+  };
+
+  auto r = run({"cluster", "nodes", "--json", "--prometheus", prom_url, "--agent", agent_url, "--timeout", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(leaks(r.out), "") << r.out;
+  EXPECT_EQ(leaks(r.err), "") << r.err;
+  auto j = parse(r.out);
+  EXPECT_NE(j["sources"].dump().find("prometheus " + shown_prom), std::string::npos) << j["sources"];
+  EXPECT_NE(j["errors"].dump().find("agent http://127.0.0.1:1: "), std::string::npos) << j["errors"];
+  ASSERT_FALSE(prom.requests().empty());
+  EXPECT_EQ(prom.requests().front().authorization.rfind("Basic ", 0), 0u);  // the request still carries them
+  // The same in text, and when Prometheus cannot be reached either.
+  r = run({"cluster", "gpus", "--prometheus", "http://promuser:PROM-SECRET@127.0.0.1:1", "--agent", agent_url,
+           "--timeout", "2"});
+  EXPECT_EQ(leaks(r.out + r.err), "") << r.out << r.err;
+  EXPECT_NE(r.err.find("prometheus http://127.0.0.1:1: unreachable"), std::string::npos) << r.err;
+
+  // The agent's fleet view, from its config file.
+  const auto cfg = write_file(
+      "fleet.json",
+      json{{"prometheus", prom_url}, {"agents", {agent_url}}, {"refresh_interval_s", 1}, {"timeout_s", 2}}.dump());
+  Agent view;
+  ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.stderr_text();
+  for (const char* route : {"/api/v1/cluster/nodes", "/api/v1/cluster/gpus", "/api/v1/cluster/select?gpus=1"}) {
+    const auto [status, body] = get_when_ready(view.url() + route);
+    ASSERT_EQ(status, 200) << route << ": " << body << view.stderr_text();
+    EXPECT_EQ(leaks(body), "") << route << ": " << body;
+    EXPECT_NE(body.find(shown_prom), std::string::npos) << route << ": " << body;
+  }
+  const auto nodes = parse(get_when_ready(view.url() + "/api/v1/cluster/nodes").second);
+  const auto* agent_node = node(nodes, "127.0.0.1");
+  ASSERT_NE(agent_node, nullptr) << nodes.dump();
+  EXPECT_EQ((*agent_node)["agent_url"], "http://127.0.0.1:1");
+  view.stop();
+  EXPECT_EQ(leaks(view.stderr_text()), "") << view.stderr_text();
+}
+
+// --prometheus-token-file (and the config's prometheus_token_file): the first line goes to Prometheus
+// as a bearer token; a file that cannot be used stops the command with one line.
+TEST_F(ClusterKube, PrometheusTokenFile) {
+  gf::fakes::KubeStandin prom;
+  prom.set_canned_answer(R"({"status":"success","data":{"resultType":"vector","result":[]}})");
+  const auto token = write_file("prom.token", "PROM-TOKEN\n");
+  fs::permissions(token, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  auto r = run({"cluster", "nodes", "--json", "--prometheus", prom.url(), "--prometheus-token-file", token});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // Prometheus knows no GPU: an empty list
+  ASSERT_FALSE(prom.requests().empty());
+  for (const auto& rq : prom.requests()) EXPECT_EQ(rq.authorization, "Bearer PROM-TOKEN");
+  EXPECT_NE(r.err.find("gpufleet: warning: sending a bearer token over plain http to " + prom.url()), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("PROM-TOKEN"), std::string::npos) << r.err;
+
+  for (const auto& bad : {(dir / "missing.token").string(), write_file("empty.token", "\n")}) {
+    r = run({"cluster", "nodes", "--prometheus", prom.url(), "--prometheus-token-file", bad});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(line_count(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+  }
+  // serve refuses to start the same way, from the config file too.
+  const auto cfg =
+      write_file("fleet.json", json{{"prometheus", prom.url()}, {"prometheus_token_file", "empty.token"}}.dump());
+  r = run({"--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--no-history", "--db", (dir / "x.db").string(),
+           "--cluster-config", cfg});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("empty.token is empty"), std::string::npos) << r.err;
+}
+
+// Finding 13: TLS verification off, or a bearer token over plain http, is said on stderr (at start,
+// and by serve with every failed refresh) and marks the source "insecure".
+TEST_F(ClusterKube, InsecureKubernetesIsSaid) {
+  // The stand-in: plain http with a token.
+  auto r = run({"cluster", "nodes", "--json", "--kubeconfig", kubeconfig});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "gpufleet: warning: sending a bearer token over plain http to " + kube->url() + " (kubernetes)\n");
+  EXPECT_NE(parse(r.out)["sources"].dump().find("context standin; insecure)"), std::string::npos) << r.out;
+
+  // TLS without verification, on a server that is not there.
+  const auto skip = write_file("skip.yaml",
+                               "apiVersion: v1\nkind: Config\nclusters:\n- name: s\n  cluster:\n"
+                               "    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\n"
+                               "users:\n- name: u\n  user:\n    token: K8S-SECRET-TOKEN\n"
+                               "contexts:\n- name: s\n  context: {cluster: s, user: u}\ncurrent-context: s\n");
+  r = run({"cluster", "nodes", "--kubeconfig", skip, "--timeout", "2"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("gpufleet: warning: TLS verification is off for https://127.0.0.1:1"), std::string::npos)
+      << r.err;
+
+  // serve: at start, then again with each failed refresh; "insecure" in the documents' sources.
+  const auto cfg =
+      write_file("fleet.json", R"({"kubeconfig": "skip.yaml", "refresh_interval_s": 0.2, "timeout_s": 1})");
+  Agent view;
+  ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.stderr_text();
+  const auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/nodes");
+  ASSERT_EQ(status, 200) << body << view.stderr_text();
+  EXPECT_NE(parse(body)["sources"].dump().find("; insecure)"), std::string::npos) << body;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (occurrences(view.stderr_text(), "TLS verification is off for https://127.0.0.1:1") < 3 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  const auto err = view.stderr_text();
+  EXPECT_GE(occurrences(err, "TLS verification is off for https://127.0.0.1:1"), 3u) << err;  // start + 2 rounds
+  EXPECT_NE(err.find("gpufleet: warning: TLS verification is off"), std::string::npos) << err;
+  EXPECT_NE(err.find("gpufleet: fleet: warning: TLS verification is off"), std::string::npos) << err;
+  view.stop();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // What the Kubernetes client relies on in platform::http_perform(_all), checked against the stand-in
 // API server: the bearer header as sent, the body size cap, and parallel requests where one peer hangs.
+// Also URLs for display (platform/url.hpp): userinfo goes with the request and is shown nowhere.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 
 #include "fakes/kube_standin.hpp"
 #include "platform/http_client.hpp"
+#include "platform/url.hpp"
 
 namespace gf::platform {
 namespace {
@@ -104,6 +106,52 @@ TEST(HttpClientForKube, ParallelRequestsKeepTheirOrderAndAHungPeerCostsOnlyItsel
     EXPECT_EQ(json::parse(outs[i].response().body)["metadata"]["name"], "cm-" + std::to_string(read++));
   }
   EXPECT_EQ(hung.count("GET", "/api/v1/nodes"), 1u);
+}
+
+TEST(UrlForDisplay, UserinfoIsDroppedUserNameIncluded) {
+  EXPECT_EQ(url_for_display("http://promuser:PROM-SECRET@127.0.0.1:9090/"), "http://127.0.0.1:9090/");
+  EXPECT_EQ(url_for_display("https://u@[::1]:9401"), "https://[::1]:9401");
+  EXPECT_EQ(url_for_display("http://u:p%40ss@h/x?y=1#z"), "http://h/x?y=1#z");
+  EXPECT_EQ(url_for_display("http://u:p@ss@h:1"), "http://h:1");  // the last '@' ends the userinfo
+  EXPECT_EQ(url_for_display("http://127.0.0.1:9401"), "http://127.0.0.1:9401");
+  EXPECT_EQ(url_for_display("not a url"), "not a url");
+  // A '/', '?' or '#' inside the password: what is userinfo cannot be told, so nothing is shown.
+  EXPECT_EQ(url_for_display("http://u:pa/ss@h:1/"), "http://(hidden)");
+  EXPECT_EQ(url_for_display("http://u:pa?ss@h:1/"), "http://(hidden)");
+  EXPECT_TRUE(url_has_userinfo("http://u:pa/ss@h:1/"));
+  EXPECT_TRUE(url_has_userinfo("http://u@h"));
+  EXPECT_FALSE(url_has_userinfo("http://h:1/path"));
+  EXPECT_TRUE(url_is_plain_http("HTTP://h"));
+  EXPECT_FALSE(url_is_plain_http("https://h"));
+}
+
+TEST(UrlForDisplay, UrlsInsideTextLoseTheirUserinfo) {
+  EXPECT_EQ(redact_urls("agent http://u:AGENTPW2@127.0.0.1:1: cannot connect; see 'https://a:b@h/x' too"),
+            "agent http://127.0.0.1:1: cannot connect; see 'https://h/x' too");
+  EXPECT_EQ(redact_urls("no URL here"), "no URL here");
+  EXPECT_EQ(redact_urls("two: http://a:b@h1 http://c:d@h2/"), "two: http://h1 http://h2/");
+}
+
+TEST(HttpClientForKube, UserinfoGoesWithTheRequestOnly) {
+  KubeStandin server;
+  HttpRequest rq;
+  rq.url = "http://promuser:PROM-SECRET@127.0.0.1:" + std::to_string(server.port()) + "/api/v1/nodes";
+  auto out = http_perform(rq);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(reqs[0].authorization, "Basic cHJvbXVzZXI6UFJPTS1TRUNSRVQ=");  // base64("promuser:PROM-SECRET")
+
+  // curl's words about a failure never carry them either.
+  for (const char* url : {"http://u:AGENTPW2@127.0.0.1:1/", "http://user:AGENTPW2@no-such-host.invalid/",
+                          "http://user:AGENTPW2@127.0.0.1:99999/"}) {
+    HttpRequest bad;
+    bad.url = url;
+    bad.connect_timeout = std::chrono::milliseconds(2000);
+    auto failed = http_perform(bad);
+    ASSERT_FALSE(failed.ok()) << url;
+    EXPECT_EQ(failed.error().message.find("AGENTPW2"), std::string::npos) << failed.error().message;
+  }
 }
 
 }  // namespace

@@ -65,6 +65,25 @@ TEST(KubeConfig, ClientCertificateDataAndInsecure) {
   EXPECT_EQ(c->tls.client_cert_pem, "-----BEGIN CERTIFICATE-----\nfake\n");
   EXPECT_EQ(c->tls.client_key_pem, "-----BEGIN PRIVATE KEY-----\nkey\n");
   EXPECT_TRUE(c->bearer_token.empty());
+  EXPECT_EQ(insecure_transport(*c),
+            "TLS verification is off for https://k8s.example:443 (kubernetes: insecure-skip-tls-verify)");
+}
+
+TEST(KubeConfigText, InsecureTransportIsSaid) {
+  const auto yaml = [](const std::string& cluster, const std::string& user) {
+    return "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+           "clusters: [{name: k, cluster: {" +
+           cluster + "}}]\nusers: [{name: u, user: {" + user + "}}]\n";
+  };
+  auto plain = parse_kube_config(yaml("server: 'http://admin:pw@k:8080'", "token: K8S-CLEARTEXT-TOKEN"), "/k");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(insecure_transport(*plain), "sending a bearer token over plain http to http://k:8080 (kubernetes)");
+  auto tls = parse_kube_config(yaml("server: 'https://k:6443'", "token: t"), "/k");
+  ASSERT_TRUE(tls) << tls.error().message;
+  EXPECT_EQ(insecure_transport(*tls), "");  // verified TLS
+  auto anonymous = parse_kube_config(yaml("server: 'http://k:8080'", ""), "/k");
+  ASSERT_TRUE(anonymous) << anonymous.error().message;
+  EXPECT_EQ(insecure_transport(*anonymous), "");  // nothing secret goes over it
 }
 
 TEST(KubeConfig, RelativeFilesResolveAgainstTheKubeconfigDirectory) {

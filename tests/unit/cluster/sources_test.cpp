@@ -189,5 +189,39 @@ TEST(AgentFetch, AnUnreachableAgentIsItsNodesProblemOnly) {
   EXPECT_NE(r[1].error.find("http://127.0.0.1:2"), std::string::npos) << r[1].error;
 }
 
+TEST(AgentFetch, CredentialsInTheUrlAreNeverShown) {
+  const auto r = fetch_agents({"http://u:AGENTPW2@127.0.0.1:1"}, std::chrono::milliseconds(2000));
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].agent_url, "http://127.0.0.1:1");
+  EXPECT_EQ(r[0].error.rfind("http://127.0.0.1:1: ", 0), 0u) << r[0].error;
+  EXPECT_EQ(r[0].error.find("AGENTPW2"), std::string::npos) << r[0].error;
+  EXPECT_EQ(r[0].error.find("u:"), std::string::npos) << r[0].error;
+  auto doc = parse_agent_document(R"({"node":"n","gpus":[]})", "https://user:pw@gpu-1:9401");
+  ASSERT_TRUE(doc) << doc.error().message;
+  EXPECT_EQ(doc->agent_url, "https://gpu-1:9401");
+  for (const char* url : {"ftp://u:AGENTPW2@h", "http://u:AGENT/PW2@h:1"}) {  // not http; a '/' in the password
+    auto bad = normalize_agent_url(url);
+    ASSERT_FALSE(bad) << url;
+    EXPECT_EQ(bad.error().message.find("AGENT"), std::string::npos) << bad.error().message;
+  }
+}
+
+TEST(PrometheusQuery, CredentialsInTheUrlAreNeverShown) {
+  PrometheusOptions o;
+  o.url = "http://promuser:PROM-SECRET@127.0.0.1:1/";
+  o.timeout = std::chrono::milliseconds(2000);
+  auto r = query_prometheus(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("prometheus http://127.0.0.1:1: unreachable"), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(r.error().message.find("PROM-SECRET"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("promuser"), std::string::npos) << r.error().message;
+  o.url = "http://promuser:PROM/SECRET@127.0.0.1:1/";
+  r = query_prometheus(o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("percent-encode"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("promuser"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace gf::cluster
