@@ -183,11 +183,17 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
       // that has published nothing for that long has a driver that is slow or not answering.
       ao2.reading_max_age = std::max(2 * c.interval, std::chrono::milliseconds(5000));
       ao2.recheck = std::max(c.interval, std::chrono::milliseconds(250));  // the queue meets each new reading
+      ao2.max_jobs_per_user = c.max_jobs_per_user;
+      ao2.job_retention = c.job_retention;
       arbiter = std::make_unique<node::Arbiter>(std::move(*st), std::move(rs), ao2);
       if (auto r = arbiter->recover(); !r)
         print_error("cannot recover the leases of the previous run: " + r.error().message);
       else if (*r > 0)
         std::fprintf(stderr, "gpufleet: ended %zu lease(s) of the previous run\n", *r);
+      if (auto p = arbiter->prune_jobs(); !p)
+        print_error("cannot prune old job records: " + p.error().message);
+      else if (*p > 0)
+        std::fprintf(stderr, "gpufleet: pruned %zu finished job record(s) past the retention\n", *p);
     }
   }
 

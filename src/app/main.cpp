@@ -249,6 +249,11 @@ int main(int argc, char** argv) {
   serve->add_option("--socket", serve_cmd.socket,
                     "the agent socket for every user's CLI (default: /run/gpufleet/agent.sock as root; none: no "
                     "socket)");
+  serve->add_option("--max-jobs-per-user", serve_cmd.max_jobs_per_user,
+                    "job records one user keeps (default 10000; the oldest finished ones make room; 0: no cap; "
+                    "root and the admin group: none)");
+  serve->add_option("--job-retention", serve_cmd.job_retention,
+                    "how long a finished job's record is kept after it was last written (default 90d; 0: for ever)");
   serve->add_option("--port-file", serve_cmd.port_file, "write the port listened on to this file once listening");
   serve
       ->add_option("--cluster-config", serve_cmd.cluster_config,

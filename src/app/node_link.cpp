@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "app/agent_client.hpp"
+#include "app/job_fit.hpp"
 #include "app/jobs.hpp"
 #include "platform/log.hpp"
 #include "wire/agent_docs.hpp"
@@ -41,19 +42,13 @@ class AgentLink final : public NodeLink {
 
   Result<void> put_job(core::Job& job) override {
     if (lost_) return make_error(fmt::format("the connection to the agent at {} was lost", client_.path()));
-    nlohmann::json j = job_to_json(job);
-    // A request is one line of at most 64 KiB: a long run's sample series would not fit. The summary
-    // statistics stay; the series is left out of what the agent keeps, saying so.
-    if (j.dump().size() > kAgentMaxLine - 1024) {
-      auto& rec = j["record"];
-      if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring") &&
-          rec["metrics"]["gpu_monitoring"].contains("series")) {
-        auto& mon = rec["metrics"]["gpu_monitoring"];
-        mon.erase("series");
-        mon["series_omitted"] = "larger than the agent socket's 64 KiB request line";
-      }
-    }
-    auto r = client_.call("job_put", {{"job", std::move(j)}});
+    // The agent keeps at most 16 KiB of a user's job (node::Arbiter::kMaxUserRecordBytes), well under
+    // the socket's 64 KiB request line: a long run's sample series is thinned to fit (app/job_fit.hpp).
+    // What the agent keeps is fitted; this process's own copy (printed by --json) stays whole. One that
+    // cannot be made to fit is sent as it is, and the agent's refusal says why.
+    core::Job sent = job;
+    (void)fit_job_document(sent, agent_job_budget());
+    auto r = client_.call("job_put", {{"job", job_to_json(sent)}});
     if (!r) return r.error();
     if (auto id = r->find("job_id"); id != r->end() && id->is_string()) job.id = id->get<std::string>();
     return {};

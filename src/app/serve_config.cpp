@@ -59,6 +59,9 @@ Result<std::chrono::seconds> parse_duration(const std::string& t) {
 
 namespace {
 
+constexpr std::int64_t kMaxJobsPerUser = 100000000;
+constexpr std::chrono::seconds kMaxJobRetention = std::chrono::days(36500);  // a century: "for ever" is 0
+
 Result<void> check_keys(const json& obj, const std::string& where, const std::set<std::string>& allowed) {
   for (const auto& [k, v] : obj.items())
     if (!allowed.contains(k)) {
@@ -135,13 +138,15 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return make_error(src + ": not valid JSON");
   if (!j.is_object()) return make_error(src + ": expected a JSON object");
-  if (auto r = check_keys(j, src,
-                          {"listen",     "interval_s",      "node_name",         "static_dir",  "db",
-                           "token_file", "read_token_file", "auth_read",         "history",     "alerts",
-                           "websocket",  "allowed_origins", "allowed_hosts",     "limits",      "usage",
-                           "reclaim",    "socket",          "max_user_priority", "admin_group", "max_gpus_per_user"});
-      !r)
-    return r.error();
+  // clang-format off
+  static const std::set<std::string> kKeys{
+      "listen",     "interval_s",      "node_name",         "static_dir",  "db",
+      "token_file", "read_token_file", "auth_read",         "history",     "alerts",
+      "websocket",  "allowed_origins", "allowed_hosts",     "limits",      "usage",
+      "reclaim",    "socket",          "max_user_priority", "admin_group", "max_gpus_per_user",
+      "max_jobs_per_user", "job_retention"};
+  // clang-format on
+  if (auto r = check_keys(j, src, kKeys); !r) return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
     if (!j.contains(key)) return {};
     if (!j[key].is_string()) return make_error(fmt::format("{}: '{}' must be a string", src, key));
@@ -175,6 +180,26 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
     if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1024)
       return make_error(src + ": 'max_gpus_per_user' must be an integer from 0 (no quota) to 1024");
     c.max_gpus_per_user = static_cast<unsigned>(v.get<std::int64_t>());
+  }
+  if (j.contains("max_jobs_per_user")) {
+    const json& v = j["max_jobs_per_user"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > kMaxJobsPerUser)
+      return make_error(
+          fmt::format("{}: 'max_jobs_per_user' must be an integer from 0 (no cap) to {}", src, kMaxJobsPerUser));
+    c.max_jobs_per_user = static_cast<std::uint64_t>(v.get<std::int64_t>());
+  }
+  if (j.contains("job_retention")) {
+    const json& v = j["job_retention"];
+    if ((v.is_number() && v.get<double>() == 0) || (v.is_string() && v.get<std::string>() == "0")) {
+      c.job_retention = std::chrono::seconds(0);
+    } else {
+      auto d = v.is_number() && v.get<double>() > static_cast<double>(kMaxJobRetention.count())
+                   ? Result<std::chrono::seconds>(kMaxJobRetention + std::chrono::seconds(1))
+                   : duration_value(v, src + ": job_retention");
+      if (!d) return make_error(d.error().message + " (0: kept for ever)");
+      if (*d > kMaxJobRetention) return make_error(src + ": job_retention: at most 36500d (0: kept for ever)");
+      c.job_retention = *d;
+    }
   }
   if (j.contains("auth_read")) {
     if (!j["auth_read"].is_boolean()) return make_error(src + ": 'auth_read' must be true or false");
@@ -315,6 +340,21 @@ Result<ServeConfig> load_serve_config(const ServeCommand& cmd) {
   if (cmd.token_file) c.token_file = *cmd.token_file;
   if (cmd.read_token_file) c.read_token_file = *cmd.read_token_file;
   if (cmd.socket) c.socket = *cmd.socket;
+  if (cmd.max_jobs_per_user) {
+    if (*cmd.max_jobs_per_user > kMaxJobsPerUser)
+      return make_error(ErrorKind::Usage, fmt::format("--max-jobs-per-user: at most {} (0: no cap)", kMaxJobsPerUser));
+    c.max_jobs_per_user = *cmd.max_jobs_per_user;
+  }
+  if (cmd.job_retention) {
+    if (*cmd.job_retention == "0") {
+      c.job_retention = std::chrono::seconds(0);
+    } else {
+      auto d = parse_duration(*cmd.job_retention);
+      if (!d) return make_error(ErrorKind::Usage, "--job-retention " + d.error().message + " (0: kept for ever)");
+      if (*d > kMaxJobRetention) return make_error(ErrorKind::Usage, "--job-retention: at most 36500d (0: for ever)");
+      c.job_retention = *d;
+    }
+  }
   if (cmd.auth_read) c.server.auth_read = true;
   if (cmd.no_history) c.history = false;
   if (cmd.max_ws_clients) c.ws.max_clients = *cmd.max_ws_clients;

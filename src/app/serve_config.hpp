@@ -2,6 +2,7 @@
 // The agent's settings: built-in defaults, then the config file (--config, JSON), then the command
 // line. Every error names the key (or option) and the expected form.
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,8 @@ struct ServeCommand {
   std::string cluster_config;         // the fleet's sources (JSON): adds the /api/v1/cluster/ routes
   ClusterCommand fleet;               // the same source options as `gpufleet cluster` (they win over the file)
   std::optional<std::string> socket;  // the agent socket's path, or "none"
+  std::optional<std::uint64_t> max_jobs_per_user;
+  std::optional<std::string> job_retention;  // a duration, or "0": kept for ever
 };
 
 struct ServeConfig {
@@ -59,6 +62,12 @@ struct ServeConfig {
   int max_user_priority = 0;
   std::string admin_group;
   unsigned max_gpus_per_user = 0;
+  // Job records (issue 20, finding 4): how many one non-admin uid keeps (0: no cap) and how long a
+  // finished one is kept after it was last written (0: for ever). 90 days, as the history's hourly
+  // rollups: a run's record and the GPU history around it age out together, and a quarter's runs stay
+  // for reports on it.
+  std::uint64_t max_jobs_per_user = 10000;
+  std::chrono::seconds job_retention = std::chrono::days(90);
 };
 
 Result<ServeConfig> load_serve_config(const ServeCommand& cmd);

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <random>
 
+#include "platform/log.hpp"
 #include "platform/procfs.hpp"
 #include "platform/users.hpp"
+#include "wire/agent_docs.hpp"
 
 namespace gf::node {
 namespace {
@@ -57,6 +59,7 @@ Arbiter::Arbiter(std::unique_ptr<core::JobStore> store, ReadingSource source, Ar
   src.topology = source_.topology;
   allocator_ = std::make_unique<scheduler::NodeAllocator>(*store_, std::move(src), clock_);
   next_recheck_ = clock_.now() + options_.recheck;
+  next_prune_ = clock_.now() + options_.prune_every;  // serve prunes once at start itself
 }
 
 Arbiter::~Arbiter() = default;
@@ -453,9 +456,41 @@ std::vector<core::Waiter> Arbiter::waiting() const {
   return out;
 }
 
+namespace {
+Error too_large(const Peer& peer, std::size_t bytes, std::size_t limit) {
+  if (peer.admin)
+    return make_error(ErrorKind::Invalid, fmt::format("the job document is {} bytes; a job record may hold at most {} "
+                                                      "bytes (record, command, name and the rest, as served)",
+                                                      bytes, limit));
+  return make_error(ErrorKind::Invalid,
+                    fmt::format("the job document is {} bytes; a user's job record may hold at most {} bytes "
+                                "(record, command, name and the rest, as served; root and the admin group: {})",
+                                bytes, limit, Arbiter::kMaxRecordBytes));
+}
+}  // namespace
+
+Result<void> Arbiter::room_for_job(const Peer& peer) {
+  const std::uint64_t cap = options_.max_jobs_per_user;
+  if (peer.admin || cap == 0) return {};
+  auto n = store_->count_jobs(peer.uid);
+  if (!n) return n.error();
+  if (*n < cap) return {};
+  // At the cap (or past it, when the cap was lowered): the oldest finished records make room.
+  const std::uint64_t excess = *n - cap + 1;
+  auto pruned = store_->prune_oldest_finished(peer.uid, static_cast<std::size_t>(excess));
+  if (!pruned) return pruned.error();
+  if (*pruned >= excess) return {};
+  return make_error(ErrorKind::Permission,
+                    fmt::format("{} (uid {}) keeps {} job records, the most one user may keep (max_jobs_per_user), "
+                                "and too few of them have finished to make room: wait for a run to end",
+                                peer.user, peer.uid, *n - *pruned));
+}
+
 Result<std::string> Arbiter::job_put(const Peer& peer, core::Job job) {
-  if (job.record.size() > kMaxRecordBytes)
-    return make_error(ErrorKind::Invalid, fmt::format("the job record is larger than {} bytes", kMaxRecordBytes));
+  const std::size_t limit = peer.admin ? kMaxRecordBytes : kMaxUserRecordBytes;
+  // The plain text alone over the limit: refused before anything parses it.
+  if (const std::size_t text = job.record.size() + job.command.size() + job.name.size(); text > limit)
+    return too_large(peer, text, limit);
   if (job.id.size() > 64) return make_error(ErrorKind::Invalid, "job id too long (at most 64 characters)");
   std::lock_guard lock(mu_);
   std::optional<core::Job> existing;
@@ -476,8 +511,22 @@ Result<std::string> Arbiter::job_put(const Peer& peer, core::Job job) {
     const platform::ProcReader proc(options_.proc_root);
     job.owner = core::LeaseOwner{peer.pid, proc.start_time(peer.pid).value_or(0), peer.user, peer.uid};
   }
+  // Measured as it will be stored and served, owner included; an update is bounded the same way.
+  if (const std::size_t bytes = wire::job_document_bytes(job); bytes > limit) return too_large(peer, bytes, limit);
+  if (!existing)
+    if (auto room = room_for_job(peer); !room) return room.error();
   if (auto r = store_->put_job(job); !r) return r.error();
   return job.id;
+}
+
+Result<std::size_t> Arbiter::prune_jobs_locked() {
+  if (options_.job_retention.count() <= 0) return std::size_t{0};
+  return store_->prune_finished_older_than(options_.job_retention);
+}
+
+Result<std::size_t> Arbiter::prune_jobs() {
+  std::lock_guard lock(mu_);
+  return prune_jobs_locked();
 }
 
 Result<std::vector<core::Job>> Arbiter::jobs(std::size_t limit) {
@@ -612,6 +661,14 @@ steady_clock::time_point Arbiter::tick() {
   if (changed || now >= next_recheck_) {
     serve_queue();
     next_recheck_ = now + options_.recheck;
+  }
+  if (now >= next_prune_) {
+    next_prune_ = now + options_.prune_every;
+    auto pruned = prune_jobs_locked();
+    if (!pruned)
+      platform::log_line("arbiter", "cannot prune old job records: " + pruned.error().message);
+    else if (*pruned > 0)
+      platform::log_line("arbiter", fmt::format("pruned {} finished job record(s) older than the retention", *pruned));
   }
   auto next = next_recheck_;
   for (auto& w : queue_) {

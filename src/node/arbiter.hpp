@@ -15,6 +15,11 @@
 // and other user's request). When that reading is older than reading_max_age, nothing is granted: a
 // queued acquire waits for the next reading, a now-or-never one is refused NotReady naming the age.
 //
+// Job records are bounded (issue 20, finding 4): a non-admin's whole job document (job_put) is at most
+// kMaxUserRecordBytes, an admin's kMaxRecordBytes; a uid keeps at most max_jobs_per_user records (a new
+// one pushes out its oldest finished ones, and is refused when none has finished; admins have no cap);
+// finished records last written more than job_retention ago are pruned on tick(), every prune_every.
+//
 // Transport-free and on a core::Clock, so tests drive it on a fake clock.
 // Thread-safety: every public member may be called from any thread (one lock). ConnectionSink methods
 // are called with that lock held: they must only queue what they are given, never call the arbiter.
@@ -94,6 +99,11 @@ struct ArbiterOptions {
   std::chrono::milliseconds progress_every{1000};
   std::chrono::milliseconds recheck{2000};  // re-serve the queue for load from outside gpufleet
   std::string proc_root = "/proc";          // where a peer's parent and start times are read
+  // Job records (the header comment): per non-admin uid (0: no cap), how long a finished one is kept
+  // after it was last written (0: for ever), and how often tick() prunes them.
+  std::uint64_t max_jobs_per_user = 10000;
+  std::chrono::milliseconds job_retention = std::chrono::days(90);
+  std::chrono::milliseconds prune_every = std::chrono::hours(1);
 };
 
 // Where decisions get their reading. latest: the agent's last published snapshot and when it was
@@ -145,7 +155,9 @@ class Arbiter {
   std::vector<core::Waiter> waiting() const;
 
   // Inserts (id empty: the arbiter makes one) or updates a job; the peer becomes its owner. Only the
-  // owner's uid or an admin may update. Returns the id.
+  // owner's uid or an admin may update. Returns the id. Errors: Invalid (a document larger than the
+  // peer's limit, wire::job_document_bytes), Permission (another's job; a new record while the uid is at
+  // max_jobs_per_user with none finished), Failed (the store). An update never counts as a new record.
   Result<std::string> job_put(const Peer& peer, core::Job job);
   Result<std::vector<core::Job>> jobs(std::size_t limit);
   Result<core::JobPage> jobs_page(const core::JobQuery& q);
@@ -155,8 +167,12 @@ class Arbiter {
   void reading_published();
   // Timer work at the clock's now (see the header comment). Returns when it wants to run again.
   std::chrono::steady_clock::time_point tick();
+  // Deletes the finished job records last written more than job_retention ago (serve calls it at start;
+  // tick() every prune_every). How many it deleted.
+  Result<std::size_t> prune_jobs();
 
-  static constexpr std::size_t kMaxRecordBytes = 1 << 20;
+  static constexpr std::size_t kMaxRecordBytes = 1 << 20;       // an admin's job document
+  static constexpr std::size_t kMaxUserRecordBytes = 16 << 10;  // anyone else's
 
  private:
   struct Connection {
@@ -199,6 +215,10 @@ class Arbiter {
   Result<Attempt> try_now(const scheduler::AllocationRequest& ar);
   // GPUs held by uid in active leases (nullopt: the store failed).
   Result<unsigned> held_by(std::uint32_t uid);
+  // Room for one more job record of the peer's uid under max_jobs_per_user: prunes its oldest finished
+  // records when it is at the cap; Permission when none of them has finished.
+  Result<void> room_for_job(const Peer& peer);
+  Result<std::size_t> prune_jobs_locked();
   void track(const core::Lease& lease, ConnectionId conn, std::optional<platform::PidWatch> watch);
   bool end_lease(const std::string& id, const std::string& reason);  // store + live_ + owner told
   void tell_owner(const std::optional<std::uint32_t>& uid, ConnectionId conn,
@@ -220,6 +240,7 @@ class Arbiter {
   std::vector<Waiting> queue_;  // serving order: priority (higher first), then seq
   std::map<std::string, Live> live_;
   std::chrono::steady_clock::time_point next_recheck_{};
+  std::chrono::steady_clock::time_point next_prune_{};
   core::SnapshotPtr decision_reading_;  // what the allocator decides on during one try_now()
 };
 

@@ -71,6 +71,19 @@ constexpr const char* kJobsSchema =
     "CREATE INDEX IF NOT EXISTS experiments_user ON experiments(owner_user, started_ms);\n"
     "CREATE INDEX IF NOT EXISTS experiments_task ON experiments(task, started_ms);\n";
 
+// When the store last wrote each job row (issue 20, finding 4): retention and the per-uid cap go by it,
+// never by the row's own times, which its writer chose. Rows written before the column existed count
+// from their end (or start), never from later than the upgrade; rows an older binary writes are NULL
+// and count from their start.
+constexpr std::int64_t kJobWritesSchemaVersion = 1;
+constexpr const char* kJobWritesSchema =
+    "ALTER TABLE experiments ADD COLUMN written_ms INTEGER;\n"
+    "UPDATE experiments SET written_ms = MIN(COALESCE(ended_ms, started_ms), "
+    "CAST(strftime('%s', 'now') AS INTEGER) * 1000);\n"
+    "CREATE INDEX IF NOT EXISTS experiments_owner_written ON experiments(owner_uid, written_ms);\n";
+constexpr const char* kFinished = "status NOT IN ('waiting', 'running')";
+constexpr const char* kWritten = "COALESCE(written_ms, started_ms)";
+
 std::string gpu_key(const core::LeasedGpu& g) { return g.uuid.empty() ? fmt::format("index:{}", g.index) : g.uuid; }
 
 constexpr const char* kWaiterColumns =
@@ -147,6 +160,8 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   if (auto m = s->db_.migrate("node", kSchemaVersion, kSchema); !m)
     return make_error("cannot prepare the store " + path + ": " + m.error().message);
   if (auto m = s->db_.migrate("node_jobs", kJobsSchemaVersion, kJobsSchema); !m)
+    return make_error("cannot prepare the store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("node_job_writes", kJobWritesSchemaVersion, kJobWritesSchema); !m)
     return make_error("cannot prepare the store " + path + ": " + m.error().message);
   return s;
 }
@@ -394,8 +409,8 @@ Result<void> NodeStore::put_job(const Job& e) {
   auto st = db_.prepare(
       "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, "
       "record, "
-      "owner_pid, owner_start, owner_uid, owner_user, task, gpu_count) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,"
-      "?13,?14," GF_RECORD_GPU_COUNT("?9") ")");
+      "owner_pid, owner_start, owner_uid, owner_user, task, gpu_count, written_ms) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,"
+      "?10,?11,?12,?13,?14," GF_RECORD_GPU_COUNT("?9") ",?15)");
   if (!st) return st.error();
   st->bind(1, e.id).bind(2, e.name).bind(3, e.status).bind(4, e.command);
   if (e.exit_code)
@@ -410,8 +425,39 @@ Result<void> NodeStore::put_job(const Job& e) {
   st->bind(8, e.lease_id).bind(9, e.record).bind(10, std::int64_t{e.owner.pid});
   st->bind(11, static_cast<std::int64_t>(e.owner.start_time));
   bind_uid(*st, 12, e.owner.uid);
-  st->bind(13, e.owner.user).bind(14, e.task);
+  st->bind(13, e.owner.user).bind(14, e.task).bind(15, now_ms());
   return st->run();
+}
+
+Result<std::uint64_t> NodeStore::count_jobs(std::uint32_t uid) {
+  if (auto r = reconcile_jobs(); !r) return r.error();
+  auto st = db_.prepare("SELECT COUNT(*) FROM experiments WHERE owner_uid = ?1");
+  if (!st) return st.error();
+  st->bind(1, std::int64_t{uid});
+  auto row = st->step();
+  if (!row) return row.error();
+  return *row ? static_cast<std::uint64_t>(st->int64(0)) : 0;
+}
+
+Result<std::size_t> NodeStore::prune_oldest_finished(std::uint32_t uid, std::size_t n) {
+  if (n == 0) return std::size_t{0};
+  auto st = db_.prepare(
+      fmt::format("DELETE FROM experiments WHERE rowid IN (SELECT rowid FROM experiments WHERE owner_uid = ?1 AND {} "
+                  "ORDER BY {}, rowid LIMIT ?2)",
+                  kFinished, kWritten));
+  if (!st) return st.error();
+  st->bind(1, std::int64_t{uid}).bind(2, static_cast<std::int64_t>(n));
+  if (auto r = st->run(); !r) return r.error();
+  return static_cast<std::size_t>(db_.changes());
+}
+
+Result<std::size_t> NodeStore::prune_finished_older_than(std::chrono::milliseconds age) {
+  if (auto r = reconcile_jobs(); !r) return r.error();
+  auto st = db_.prepare(fmt::format("DELETE FROM experiments WHERE {} AND {} < ?1", kFinished, kWritten));
+  if (!st) return st.error();
+  st->bind(1, now_ms() - age.count());
+  if (auto r = st->run(); !r) return r.error();
+  return static_cast<std::size_t>(db_.changes());
 }
 
 namespace {
@@ -483,7 +529,8 @@ Result<void> NodeStore::reconcile_jobs() {
   }
   for (const auto& id : lost) {
     auto up = db_.prepare(
-        "UPDATE experiments SET status = 'lost', ended_ms = ?1 WHERE id = ?2 AND status IN ('waiting', 'running')");
+        "UPDATE experiments SET status = 'lost', ended_ms = ?1, written_ms = ?1 WHERE id = ?2 AND status IN "
+        "('waiting', 'running')");
     if (!up) return up.error();
     if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r;
   }

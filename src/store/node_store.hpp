@@ -2,6 +2,7 @@
 // The node's SQLite store (one file, WAL): GPU leases, the wait queue and the record of jobs.
 // Every gpufleet process of the node opens the same file; SQLite's write lock makes each
 // acquire/release atomic across them. Not thread-safe: one NodeStore per thread.
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,6 +61,10 @@ class NodeStore final : public core::JobStore {
   Result<core::TaskPage> task_totals(const core::JobQuery& q) override;
   // How many jobs are in each status ("running", "succeeded", …).
   Result<std::map<std::string, std::uint64_t>> job_counts() override;
+  // Bounds on the record (core/ports/job_store.hpp): ages by the row's written_ms, this store's clock.
+  Result<std::uint64_t> count_jobs(std::uint32_t uid) override;
+  Result<std::size_t> prune_oldest_finished(std::uint32_t uid, std::size_t n) override;
+  Result<std::size_t> prune_finished_older_than(std::chrono::milliseconds age) override;
 
   const std::string& path() const noexcept override { return db_.path(); }
   // Now on the store's clock, in Unix epoch milliseconds.

@@ -208,6 +208,13 @@ json job_json(const core::Job& j) {
   return rec;
 }
 
+std::size_t job_document_bytes(const core::Job& j) {
+  const std::size_t stored = j.id.size() + j.name.size() + j.status.size() + j.command.size() + j.lease_id.size() +
+                             j.record.size() + j.task.size() + j.owner.user.size();
+  const std::size_t served = job_json(j).dump(-1, ' ', false, json::error_handler_t::replace).size();
+  return std::max(stored, served);
+}
+
 json jobs_json(const std::string& node, const std::vector<core::Job>& jobs) {
   json list = json::array();
   for (const auto& j : jobs) list.push_back(job_json(j));

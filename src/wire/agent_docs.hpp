@@ -74,6 +74,11 @@ nlohmann::json leases_json(const std::string& node, const std::vector<core::Leas
 // columns laid over it, since they are the truth (a run whose owner died is "lost" there, whatever it
 // wrote): {id, name, status, exit_code, started_at, ended_at, command, lease_id, task, user, uid, …}.
 nlohmann::json job_json(const core::Job& j);
+// The size of a job as the limits on job records count it (issue 20, finding 4): the larger of its
+// served document (job_json, serialized) and the text the store keeps for it (record, command, name
+// and every other text column), so neither a record that does not parse nor one whose text grows when
+// escaped slips under the limit.
+std::size_t job_document_bytes(const core::Job& j);
 // Epoch milliseconds as the documents write times (ISO 8601 UTC).
 nlohmann::json ms_time_json(std::int64_t ms);
 // {node, jobs: [job_json…]}.

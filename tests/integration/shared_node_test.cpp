@@ -333,6 +333,45 @@ TEST_F(SharedNode, PerUserQuotaFromTheConfigRefusesOrQueues) {
   EXPECT_TRUE(fs::exists(marker));
 }
 
+// Issue 20, finding 4, through the real agent and its config file: a user's long run on 8 GPUs with a
+// long command line is recorded (its series thinned, its command cut, under the agent's 16 KiB), and
+// with max_jobs_per_user 2 a third run pushes out the user's oldest finished record.
+TEST_F(SharedNode, AUsersJobRecordsAreFittedAndCappedFromTheConfig) {
+  ASSERT_NO_FATAL_FAILURE(restart_with_config(R"({"max_jobs_per_user": 2, "job_retention": "30d"})"));
+  std::vector<std::string> long_run{"run",  "--gpus", "8",  "--interval", "0.05",    "--name",
+                                    "long", "--",     "sh", "-c",         "sleep 2", "sh"};
+  for (int i = 0; i < 300; ++i) long_run.push_back("--option-" + std::to_string(i) + "=0123456789");
+  auto r = gf(long_run, &*a);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("cannot record"), std::string::npos) << r.err;
+  auto mine = [&] {
+    auto l = gf({"jobs", "--json"}, &*a);
+    std::vector<json> out;
+    for (const auto& j : json::parse(l.out, nullptr, false))
+      if (j.is_object() && j.value("user", "") == a->name) out.push_back(j);
+    return out;
+  };
+  auto jobs = mine();
+  ASSERT_EQ(jobs.size(), 1u);
+  const json& rec = jobs[0];
+  EXPECT_EQ(rec["status"], "succeeded");
+  EXPECT_EQ(rec["command_truncated"], true);
+  const json& mon = rec["metrics"]["gpu_monitoring"];
+  ASSERT_TRUE(mon.contains("series")) << mon.dump().substr(0, 400);
+  EXPECT_TRUE(mon.contains("series_thinned_from")) << "8 GPUs at 20 samples a second do not fit whole";
+  EXPECT_EQ(mon["gpu_stats"].size(), 8u);
+  EXPECT_LE(rec.dump().size(), 16u * 1024);
+
+  for (const char* name : {"second", "third"}) {
+    auto s = gf({"run", "--gpus", "1", "--name", name, "--", "true"}, &*a);
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+  }
+  jobs = mine();
+  ASSERT_EQ(jobs.size(), 2u) << "max_jobs_per_user 2";
+  EXPECT_EQ(jobs[0]["name"], "third");
+  EXPECT_EQ(jobs[1]["name"], "second") << "the oldest finished record made room";
+}
+
 // Done-when (idle-lease reclaim) through the real agent: the CLI attached to its lease (`run`) prints
 // the agent's reclaim warning on stderr, then that the lease ended, while its command runs on.
 TEST_F(SharedNode, TheCliAttachedToAnIdleLeaseHearsTheReclaimWarning) {

@@ -2,6 +2,7 @@
 // JobStore port: the node's lease store plus the record of jobs (core/job.hpp) and the lease history. The node's job
 // service (node/) depends on this interface; store/ implements it on SQLite. Implementations need not be thread-safe:
 // one JobStore (connection) per thread.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -63,6 +64,16 @@ class JobStore : public LeaseStore {
   virtual Result<TaskPage> task_totals(const JobQuery& q) = 0;
   // How many jobs are in each status ("running", "succeeded", …).
   virtual Result<std::map<std::string, std::uint64_t>> job_counts() = 0;
+
+  // Bounds on the record (issue 20, finding 4). A job is finished when its status is neither "waiting"
+  // nor "running"; its age is counted from when the store last wrote it (the store's clock, never a
+  // time the writer sent). How many records the uid owns (runs whose owner died are turned "lost" first,
+  // so that they count as finished).
+  virtual Result<std::uint64_t> count_jobs(std::uint32_t uid) = 0;
+  // Deletes up to n of the uid's finished records, least recently written first; how many it deleted.
+  virtual Result<std::size_t> prune_oldest_finished(std::uint32_t uid, std::size_t n) = 0;
+  // Deletes every finished record last written more than `age` ago; how many it deleted.
+  virtual Result<std::size_t> prune_finished_older_than(std::chrono::milliseconds age) = 0;
 
   // Where the store lives, for people (a file path).
   virtual const std::string& path() const noexcept = 0;

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "node/agent.hpp"
@@ -544,6 +545,129 @@ TEST_F(ArbiterTest, OnlyTheOwnerOrAnAdminUpdatesAJob) {
   EXPECT_EQ((*back)->owner.uid, 1001u);
   j.record = std::string(Arbiter::kMaxRecordBytes + 1, 'x');
   EXPECT_FALSE(arb->job_put(kAlice, j)) << "records are bounded";
+}
+
+// Issue 20, finding 4: a user's job document is at most 16 KiB in all (record, command, name, …, as
+// served), an update included; an admin's 1 MiB.
+TEST_F(ArbiterTest, AUsersJobDocumentIsCappedAt16KiBAndAnAdminsAt1MiB) {
+  make();
+  core::Job j;
+  j.status = "succeeded";
+  j.command = "[\"train\"]";
+  j.record = nlohmann::json{{"note", std::string(17 * 1024, 'x')}}.dump();
+  auto big = arb->job_put(kAlice, j);
+  ASSERT_FALSE(big) << "a 17 KiB document from a user";
+  EXPECT_EQ(big.error().kind, ErrorKind::Invalid);
+  EXPECT_NE(big.error().message.find("at most 16384 bytes"), std::string::npos) << big.error().message;
+  auto admin = arb->job_put(kRoot, j);
+  ASSERT_TRUE(admin) << admin.error().message;
+
+  // The whole document counts: a record under the limit with a long command line is over it.
+  j.record = nlohmann::json{{"note", std::string(9 * 1024, 'x')}}.dump();
+  j.command = nlohmann::json(std::vector<std::string>(80, std::string(100, 'a'))).dump();
+  EXPECT_FALSE(arb->job_put(kAlice, j)) << "9 KiB of record and 8 KiB of command";
+  // Nor does the record's text escape the count by not parsing (the store keeps it as it is).
+  j.command = "[]";
+  j.record = std::string(17 * 1024, '{');
+  EXPECT_FALSE(arb->job_put(kAlice, j));
+
+  // An update is bounded the same way; the record stays as it was.
+  j.record = "{}";
+  auto id = arb->job_put(kAlice, j);
+  ASSERT_TRUE(id) << id.error().message;
+  j.id = *id;
+  j.record = nlohmann::json{{"note", std::string(16 * 1024, 'x')}}.dump();
+  EXPECT_FALSE(arb->job_put(kAlice, j)) << "an update past 16 KiB";
+  EXPECT_EQ((*arb->job(*id))->record, "{}");
+  j.record = nlohmann::json{{"note", std::string(15 * 1024, 'x')}}.dump();
+  EXPECT_TRUE(arb->job_put(kAlice, j)) << "15 KiB in all fits";
+
+  core::Job huge;
+  huge.status = "succeeded";
+  huge.record = nlohmann::json{{"note", std::string(Arbiter::kMaxRecordBytes, 'x')}}.dump();
+  auto root_big = arb->job_put(kRoot, huge);
+  ASSERT_FALSE(root_big) << "an admin's is bounded too";
+  EXPECT_NE(root_big.error().message.find("at most 1048576 bytes"), std::string::npos) << root_big.error().message;
+}
+
+// Issue 20, finding 4: a uid keeps at most max_jobs_per_user records. A new one pushes out the uid's
+// least recently written finished records, never a running one nor another user's; with none finished
+// it is refused. Updating one's own record is not a new one. Admins have no cap.
+TEST_F(ArbiterTest, TheJobCountCapPrunesTheOldestFinishedAndRefusesWhenNoneHas) {
+  options.max_jobs_per_user = 3;
+  make();
+  auto put = [&](const Peer& p, const std::string& status, const std::string& id = "") {
+    core::Job j;
+    j.id = id;
+    j.status = status;
+    j.command = "[]";
+    j.record = "{}";
+    clock.advance(1min);
+    return arb->job_put(p, j);
+  };
+  ASSERT_TRUE(put(kBob, "succeeded"));
+  auto first = put(kAlice, "succeeded");
+  auto running = put(kAlice, "running");
+  auto second = put(kAlice, "failed");
+  ASSERT_TRUE(first && running && second);
+  // An update of her own record at the cap: no new record, nothing pruned.
+  ASSERT_TRUE(put(kAlice, "succeeded", *running)) << "an update is not a new record";
+  EXPECT_TRUE(*arb->job(*first));
+
+  auto fourth = put(kAlice, "running");
+  ASSERT_TRUE(fourth) << fourth.error().message;
+  EXPECT_FALSE(*arb->job(*first)) << "her oldest finished record made room";
+  EXPECT_TRUE(*arb->job(*second));
+  EXPECT_TRUE(*arb->job(*running));
+  auto all = arb->jobs(100);
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->size(), 4u) << "bob's record is his";
+
+  // Three records, none finished: a fourth is refused, saying why.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(put(kBob, "running"));
+  ASSERT_TRUE(put(kBob, "succeeded"));
+  const auto bobs_last = put(kBob, "running");
+  ASSERT_TRUE(bobs_last) << "his finished one made room";
+  auto refused = put(kBob, "waiting");
+  ASSERT_FALSE(refused) << "three running records and no room";
+  EXPECT_EQ(refused.error().kind, ErrorKind::Permission);
+  EXPECT_NE(refused.error().message.find("max_jobs_per_user"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("bob (uid 1002)"), std::string::npos) << refused.error().message;
+
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(put(kRoot, "running")) << "admins have no cap";
+}
+
+// Issue 20, finding 4: finished records last written more than job_retention ago are pruned by tick(),
+// every prune_every, and by prune_jobs(); running and recent ones stay.
+TEST_F(ArbiterTest, RetentionPrunesOldFinishedJobsOnTheClock) {
+  options.job_retention = 24h;
+  options.prune_every = 1h;
+  make();
+  core::Job j;
+  j.command = "[]";
+  j.record = "{}";
+  j.status = "succeeded";
+  auto old_done = arb->job_put(kAlice, j);
+  j.status = "running";
+  auto old_running = arb->job_put(kAlice, j);
+  ASSERT_TRUE(old_done && old_running);
+  clock.advance(23h);
+  arb->tick();
+  EXPECT_TRUE(*arb->job(*old_done)) << "23 h old: kept";
+  clock.advance(2h);
+  j.status = "failed";
+  auto fresh = arb->job_put(kAlice, j);
+  ASSERT_TRUE(fresh);
+  arb->tick();
+  EXPECT_FALSE(*arb->job(*old_done)) << "25 h old and finished: pruned by the tick";
+  EXPECT_TRUE(*arb->job(*old_running)) << "a running record stays, however old";
+  EXPECT_TRUE(*arb->job(*fresh));
+
+  clock.advance(25h);
+  auto pruned = arb->prune_jobs();
+  ASSERT_TRUE(pruned) << pruned.error().message;
+  EXPECT_EQ(*pruned, 1u);
+  EXPECT_TRUE(*arb->job(*old_running));
 }
 
 // Issue 20, finding 10: bob cannot take a lease under alice's job id (it would count as her job's);

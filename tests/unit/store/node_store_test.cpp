@@ -213,6 +213,59 @@ TEST_F(StoreTest, JobsRoundTrip) {
   EXPECT_FALSE(*s->job("nope"));
 }
 
+// Issue 20, finding 4: the bounds on job records go by when the store last wrote each row (its clock),
+// never by the times the writer put in it; only finished rows (not waiting/running) are pruned, only the
+// uid's own, least recently written first; an update moves a row to the back.
+TEST_F(StoreTest, JobPruningGoesByWhenTheStoreWroteTheRowAndSparesRunningOnes) {
+  test::FakeClock clock;
+  auto opened = NodeStore::open((dir / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& s = *opened;
+  const core::LeaseOwner alice{1, 0, "alice", 1001}, bob{2, 0, "bob", 1002};
+  const std::int64_t far_future = 253402300799999;  // the writer claims it ended in year 9999
+  ASSERT_TRUE(s->put_job(job_of("a-old", "x", "succeeded", "[]", 0, far_future, far_future, "", "{}", alice)));
+  clock.advance(std::chrono::hours(24));
+  ASSERT_TRUE(s->put_job(job_of("a-run", "x", "running", "[]", std::nullopt, 1, std::nullopt, "", "{}", alice)));
+  ASSERT_TRUE(s->put_job(job_of("b-old", "x", "failed", "[]", 1, 1, 2, "", "{}", bob)));
+  clock.advance(std::chrono::hours(24));
+  ASSERT_TRUE(s->put_job(job_of("a-mid", "x", "failed", "[]", 1, 1, 2, "", "{}", alice)));
+  clock.advance(std::chrono::hours(24));
+  ASSERT_TRUE(s->put_job(job_of("a-new", "x", "lost", "[]", std::nullopt, 1, 2, "", "{}", alice)));
+
+  auto n = s->count_jobs(1001);
+  ASSERT_TRUE(n) << n.error().message;
+  EXPECT_EQ(*n, 4u);
+  EXPECT_EQ(*s->count_jobs(1002), 1u);
+  EXPECT_EQ(*s->count_jobs(1003), 0u);
+
+  // The oldest written finished row goes first, whatever its own times say; the running one never.
+  auto p = s->prune_oldest_finished(1001, 1);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(*p, 1u);
+  EXPECT_FALSE(*s->job("a-old"));
+  EXPECT_TRUE(*s->job("b-old")) << "another uid's rows are not touched";
+  // An update is a fresh write: a-mid, rewritten now, is younger than a-new.
+  clock.advance(std::chrono::hours(1));
+  ASSERT_TRUE(s->put_job(job_of("a-mid", "x", "succeeded", "[]", 0, 1, 3, "", "{}", alice)));
+  p = s->prune_oldest_finished(1001, 5);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(*p, 2u) << "only finished rows: a-new and a-mid";
+  EXPECT_TRUE(*s->job("a-run"));
+  EXPECT_EQ(*s->count_jobs(1001), 1u);
+
+  // Retention: b-old was written 3 days and an hour ago, a fresh row just now; running rows stay.
+  ASSERT_TRUE(s->put_job(job_of("b-new", "x", "succeeded", "[]", 0, 1, 2, "", "{}", bob)));
+  auto r = s->prune_finished_older_than(std::chrono::hours(48));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, 1u);
+  EXPECT_FALSE(*s->job("b-old"));
+  EXPECT_TRUE(*s->job("b-new"));
+  EXPECT_TRUE(*s->job("a-run")) << "a running job is never pruned, however old";
+  clock.advance(std::chrono::hours(24 * 365));
+  EXPECT_EQ(*s->prune_finished_older_than(std::chrono::hours(48)), 1u);
+  EXPECT_TRUE(*s->job("a-run"));
+}
+
 // A run of `task`, owned by `user`, holding `gpus` GPUs from started to ended (ms).
 Job task_run(const std::string& id, const std::string& task, const std::string& user, const std::string& status,
              std::int64_t started, std::optional<std::int64_t> ended, int gpus) {
