@@ -21,10 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
   const std::string shown = p::url_for_display(text);
-  check(!p::url_has_userinfo(shown));            // nothing of the userinfo is left
-  check(p::url_for_display(shown) == shown);     // and showing again changes nothing
+  check(!p::url_has_userinfo(shown));                    // nothing of the userinfo is left
+  check(p::url_for_display(shown) == shown);             // and showing again changes nothing
   if (!p::url_has_userinfo(text)) check(shown == text);  // a URL without userinfo is shown as given
-  check(shown.size() <= text.size() + 16);        // "(hidden)" at most
+  check(shown.size() <= text.size() + 16);               // "(hidden)" at most
 
   const std::string redacted = p::redact_urls(text);
   check(p::redact_urls(redacted) == redacted);  // every URL in it is already shown safely

@@ -1,9 +1,10 @@
 #pragma once
-// The Beast transport's shared state, for its three translation units and nothing else in gpufleet:
+// The Beast transport's shared state, for its translation units and nothing else in gpufleet:
 //   http_server.cpp   the listener and the server's life (accept, caps, drain, finish): no HTTP parsing;
 //   http_session.cpp  an HTTP connection: requests, static files, Socket.IO polling, the upgrade decisions;
-//   websocket.cpp     the /ws and Socket.IO WebSocket connections, the only file that instantiates
-//                     Beast's WebSocket stream.
+//   websocket.cpp     the /ws and Socket.IO WebSocket connections, over
+//   ws_link.cpp       one WebSocket behind plain callbacks: the only file that instantiates Beast's
+//                     WebSocket stream, each operation once.
 // Beast is slow to compile; kept apart, no file instantiates more of it than it uses, and Asio and Beast
 // are compiled once, separately (server/beast/impl.cpp).
 #include <utility>  // before asio (GCC 12, see STACK.md)

@@ -1,25 +1,25 @@
 // The WebSocket connections: /ws (WsHub's clients) and Socket.IO over WebSocket (a SioSession's
-// transport). The only file that instantiates Beast's WebSocket stream; the HTTP session decides each
-// upgrade (server/http_session.cpp) and hands the stream over here.
+// transport), each over a WsLink (the WebSocket itself, server/ws_link.cpp). The HTTP session decides
+// each upgrade (server/http_session.cpp) and hands the stream over here.
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
-#include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/beast/core/buffers_to_string.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/websocket.hpp>
 #include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "server/beast_server.hpp"
+#include "server/ws_link.hpp"
 
 namespace gf::server {
 
-namespace websocket = beast::websocket;
-
 namespace {
+
+// RFC 6455's close codes used here.
+constexpr std::uint16_t kCloseNormal = 1000;
+constexpr std::uint16_t kCloseGoingAway = 1001;
+constexpr std::uint16_t kCloseTryAgainLater = 1013;
 
 // ---------------------------------------------------------------------------------------------------
 // WebSocket session
@@ -39,30 +39,23 @@ class WsSession final : public WsClient, public WsConnection, public std::enable
 
   void start(http::request<http::empty_body> req, std::optional<std::chrono::milliseconds> period,
              std::string subprotocol) {
-    beast::get_lowest_layer(ws_).expires_never();  // the websocket stream keeps its own timeouts
-    websocket::stream_base::timeout t{};
-    t.handshake_timeout = std::chrono::seconds(10);
-    t.idle_timeout = std::chrono::seconds(60);  // a peer that answers no ping for this long is closed
-    t.keep_alive_pings = true;
-    ws_.set_option(t);
-    ws_.read_message_max(srv_->opts.ws_message_limit);
-    const std::string server = srv_->opts.server_header;
-    ws_.set_option(websocket::stream_base::decorator([server, subprotocol](websocket::response_type& res) {
-      res.set(http::field::server, server);
-      if (!subprotocol.empty()) res.set(http::field::sec_websocket_protocol, subprotocol);
-    }));
+    WsLink::Options o;
+    o.handshake_timeout = std::chrono::seconds(10);
+    o.idle_timeout = std::chrono::seconds(60);  // a peer that answers no ping for this long is closed
+    o.keep_alive_pings = true;
+    o.read_limit = srv_->opts.ws_message_limit;
+    o.server_header = srv_->opts.server_header;
+    o.subprotocol = std::move(subprotocol);
     // A peer that sends Close leaves now: its place and its updates are freed at once, not when the
     // closing handshake's TCP teardown ends (up to the handshake timeout when the peer lingers).
-    ws_.control_callback([this](websocket::frame_type kind, beast::string_view) {
-      if (kind == websocket::frame_type::close) leave();
-    });
+    ws_.on_close_frame([this] { leave(); });
     period_ = period;
-    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+    ws_.accept(req, o, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
   }
 
   // WsClient: called from any thread (the hub's); the work happens on the I/O thread.
   void send(Text text, bool droppable) override {
-    asio::post(ws_.get_executor(), [self = shared_from_this(), text = std::move(text), droppable]() mutable {
+    asio::post(ws_.executor(), [self = shared_from_this(), text = std::move(text), droppable]() mutable {
       self->enqueue(std::move(text), droppable);
     });
   }
@@ -72,7 +65,7 @@ class WsSession final : public WsClient, public WsConnection, public std::enable
   void close_going_away() override {
     if (closing_) return;
     closing_ = true;
-    ws_.async_close(websocket::close_code::going_away, [self = shared_from_this()](beast::error_code) {});
+    ws_.close(kCloseGoingAway, {}, [self = shared_from_this()](beast::error_code) {});
   }
 
  private:
@@ -93,8 +86,7 @@ class WsSession final : public WsClient, public WsConnection, public std::enable
     settle();  // after add(): the place passes from the handshake to the client without a gap
     if (!joined) {
       closing_ = true;
-      ws_.async_close(websocket::close_reason(websocket::close_code::try_again_later, "too many WebSocket clients"),
-                      [self = shared_from_this()](beast::error_code) {});
+      ws_.close(kCloseTryAgainLater, "too many WebSocket clients", [self = shared_from_this()](beast::error_code) {});
       return;
     }
     id_ = joined->id;
@@ -103,16 +95,16 @@ class WsSession final : public WsClient, public WsConnection, public std::enable
   }
 
   void do_read() {
-    ws_.async_read(rbuf_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+    ws_.read([self = shared_from_this()](beast::error_code ec, std::string text, bool) {
+      self->on_read(ec, std::move(text));
+    });
   }
 
-  void on_read(beast::error_code ec) {
+  void on_read(beast::error_code ec, std::string text) {
     if (ec) {
       abort();
       return;
     }
-    const std::string text = beast::buffers_to_string(rbuf_.data());
-    rbuf_.consume(rbuf_.size());
     if (id_)
       if (auto reply = srv_->ws->on_message(*id_, text)) enqueue(std::move(*reply), false);
     do_read();
@@ -142,9 +134,7 @@ class WsSession final : public WsClient, public WsConnection, public std::enable
     }
     writing_ = true;
     write_started_ = std::chrono::steady_clock::now();
-    current_ = std::move(*next);
-    ws_.text(true);
-    ws_.async_write(asio::buffer(*current_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    ws_.write(std::move(*next), [self = shared_from_this()](beast::error_code ec) {
       if (ec) {
         self->abort();
         return;
@@ -163,15 +153,12 @@ class WsSession final : public WsClient, public WsConnection, public std::enable
 
   void abort() {
     leave();
-    beast::error_code ignored;
-    beast::get_lowest_layer(ws_).socket().close(ignored);
+    ws_.abort();
   }
 
   std::shared_ptr<HttpServer::Impl> srv_;
-  websocket::stream<beast::tcp_stream> ws_;
-  beast::flat_buffer rbuf_;
+  WsLink ws_;
   OutboundQueue queue_;
-  Text current_;
   bool writing_ = false;
   bool closing_ = false;
   std::chrono::steady_clock::time_point write_started_{};
@@ -198,20 +185,16 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
 
   // `fresh`: a session opened on this WebSocket (it gets the open packet first); else an upgrade.
   void start(http::request<http::empty_body> req, bool fresh) {
-    beast::get_lowest_layer(ws_).expires_never();
-    websocket::stream_base::timeout t{};
-    t.handshake_timeout = std::chrono::seconds(10);
+    WsLink::Options o;
+    o.handshake_timeout = std::chrono::seconds(10);
     // Engine.IO pings every ping_interval; a peer silent for longer than its deadline is gone.
-    t.idle_timeout = srv_->sio->options().ping_interval + srv_->sio->options().ping_timeout;
-    t.keep_alive_pings = false;
-    ws_.set_option(t);
-    ws_.read_message_max(srv_->sio->options().max_payload);
-    const std::string server = srv_->opts.server_header;
-    ws_.set_option(websocket::stream_base::decorator(
-        [server](websocket::response_type& res) { res.set(http::field::server, server); }));
+    o.idle_timeout = srv_->sio->options().ping_interval + srv_->sio->options().ping_timeout;
+    o.keep_alive_pings = false;
+    o.read_limit = srv_->sio->options().max_payload;
+    o.server_header = srv_->opts.server_header;
     fresh_ = fresh;
     if (fresh) direct_.push_back(std::make_shared<const std::string>(session_->open_packet()));
-    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
+    ws_.accept(req, o, [self = shared_from_this()](beast::error_code ec) { self->on_accept(ec); });
   }
 
   void force_close() override { abort(); }
@@ -225,7 +208,7 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
       return;
     }
     std::weak_ptr<SioWsSession> weak = weak_from_this();
-    auto exec = ws_.get_executor();
+    auto exec = ws_.executor();
     const bool attached = session_->attach_ws([weak, exec] {
       asio::post(exec, [weak] {
         if (auto self = weak.lock()) self->pump();
@@ -244,22 +227,22 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
   void do_read() {
     // Until the session is connected (and so authorised), a message is a CONNECT at most: a few KiB.
     const auto& so = srv_->sio->options();
-    ws_.read_message_max(session_->connected() ? so.max_payload : so.unconnected_payload);
-    ws_.async_read(rbuf_, [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+    ws_.set_read_limit(session_->connected() ? so.max_payload : so.unconnected_payload);
+    ws_.read([self = shared_from_this()](beast::error_code ec, std::string text, bool binary) {
+      self->on_read(ec, std::move(text), binary);
+    });
   }
 
-  void on_read(beast::error_code ec) {
+  void on_read(beast::error_code ec, std::string text, bool binary) {
     if (ec) {
       abort();
       return;
     }
-    if (ws_.got_binary()) {  // no binary packets: the session ends (docs/socketio.md)
+    if (binary) {  // no binary packets: the session ends (docs/socketio.md)
       session_->close();
       abort();
       return;
     }
-    const std::string text = beast::buffers_to_string(rbuf_.data());
-    rbuf_.consume(rbuf_.size());
     if (auto reply = session_->on_packet(text, SioTransport::WebSocket)) {
       // The open packet and one "3probe" are all that come here; more is a client that sends faster
       // than it reads, and it must not make the agent hold its backlog.
@@ -295,17 +278,14 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
     if (!next) {
       if (session_->closed()) {
         closing_ = true;
-        ws_.async_close(websocket::close_code::normal, [self = shared_from_this()](beast::error_code) {});
+        ws_.close(kCloseNormal, {}, [self = shared_from_this()](beast::error_code) {});
       }
       return;
     }
     writing_ = true;
     write_started_ = std::chrono::steady_clock::now();
-    current_ = std::move(*next);
-    ws_.text(true);
-    ws_.async_write(asio::buffer(*current_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    ws_.write(std::move(*next), [self = shared_from_this()](beast::error_code ec) {
       self->writing_ = false;
-      self->current_.reset();
       if (ec) {
         self->abort();
         return;
@@ -324,19 +304,16 @@ class SioWsSession final : public WsConnection, public std::enable_shared_from_t
   void abort() {
     closing_ = true;
     detach();
-    beast::error_code ignored;
-    beast::get_lowest_layer(ws_).socket().close(ignored);
+    ws_.abort();
   }
 
   std::shared_ptr<HttpServer::Impl> srv_;
-  websocket::stream<beast::tcp_stream> ws_;
+  WsLink ws_;
   std::shared_ptr<SioSession> session_;
   bool fresh_ = false;
   bool attached_ = false;
-  beast::flat_buffer rbuf_;
   static constexpr std::size_t kMaxDirect = 4;
   std::deque<Text> direct_;
-  Text current_;
   bool accepted_ = false;
   bool writing_ = false;
   bool closing_ = false;
