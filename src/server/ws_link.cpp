@@ -63,9 +63,8 @@ void WsLink::read(Got got) {
 void WsLink::write(std::shared_ptr<const std::string> text, Done done) {
   impl_->ws.text(true);
   const auto buffer = boost::asio::buffer(*text);
-  impl_->ws.async_write(buffer, [text = std::move(text), done = std::move(done)](beast::error_code ec, std::size_t) {
-    done(ec);
-  });
+  impl_->ws.async_write(
+      buffer, [text = std::move(text), done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
 }
 
 void WsLink::close(std::uint16_t code, std::string reason, Done done) {
