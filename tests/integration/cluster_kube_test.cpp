@@ -65,9 +65,9 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
 }
 
 // `gpufleet --backend sim serve` as a child process, on an ephemeral port read from its port file.
-class Agent {
+class KubeAgent {
  public:
-  ~Agent() { stop(); }
+  ~KubeAgent() { stop(); }
   bool start(const fs::path& dir, std::vector<std::string> args) {
     const auto port_file = dir / "agent.port";
     err_ = dir / "agent.stderr";
@@ -244,7 +244,7 @@ TEST_F(ClusterKube, FreeFromKubernetesIdleFromAnAgent) {
     {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 90, "memory_used_mib": 60000}]},
     {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 0, "memory_used_mib": 500}]},
     {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 0, "memory_used_mib": 500}]}]})");
-  Agent agent;
+  KubeAgent agent;
   ASSERT_TRUE(agent.start(dir, {"--node-name", "gpu-d", "--sim-scenario", scenario})) << agent.stderr_text();
   auto r = run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--agent", agent.url(), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err << agent.stderr_text();
@@ -330,7 +330,7 @@ TEST_F(ClusterKube, UnauthorizedIsOneLineAndExit1) {
 // every node would then look Ready, uncordoned and free, so no node is chosen on those partial facts.
 TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
   fs::create_directories(dir / "agent");
-  Agent agent;
+  KubeAgent agent;
   ASSERT_TRUE(agent.start(dir / "agent", {"--node-name", "gpu-b"})) << agent.stderr_text();  // gpu-b is cordoned
   const auto wrong = write_kubeconfig("wrong.yaml", "not-the-token");
 
@@ -387,7 +387,7 @@ TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
 
   // serve: the same sources as options; /api/v1/cluster/select answers no node and the reason.
   fs::create_directories(dir / "view");
-  Agent view;
+  KubeAgent view;
   ASSERT_TRUE(view.start(dir / "view", {"--kubeconfig", forbidden, "--agent", agent.url()})) << view.stderr_text();
   auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/select?gpus=1");
   ASSERT_EQ(status, 200) << body << view.stderr_text();
@@ -562,11 +562,11 @@ TEST_F(ClusterKube, ApplyCreatesAnInferenceService) {
 // serve takes the cluster verbs' source options, alone or over --cluster-config.
 TEST_F(ClusterKube, ServeTakesTheSourceOptions) {
   fs::create_directories(dir / "node");
-  Agent node_agent;
+  KubeAgent node_agent;
   ASSERT_TRUE(node_agent.start(dir / "node", {"--node-name", "gpu-d"})) << node_agent.stderr_text();
 
   fs::create_directories(dir / "view");
-  Agent view;
+  KubeAgent view;
   ASSERT_TRUE(view.start(dir / "view", {"--agent", node_agent.url()})) << view.stderr_text();
   auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/nodes");
   ASSERT_EQ(status, 200) << body << view.stderr_text();
@@ -581,7 +581,7 @@ TEST_F(ClusterKube, ServeTakesTheSourceOptions) {
   // Options win over the file; sources add up (the file's Kubernetes, the option's agent).
   const auto cfg = write_file("fleet.json", R"({"kubeconfig": "kubeconfig.yaml", "utilization_threshold": 10})");
   fs::create_directories(dir / "view2");
-  Agent view2;
+  KubeAgent view2;
   ASSERT_TRUE(view2.start(dir / "view2",
                           {"--cluster-config", cfg, "--agent", node_agent.url(), "--utilization-threshold", "95"}))
       << view2.stderr_text();
@@ -667,7 +667,7 @@ TEST_F(ClusterKube, NoQualifyingNodeFailsOverToTheScheduler) {
 
 TEST_F(ClusterKube, ServeClusterConfigReadsKubernetes) {
   const auto cfg = write_file("fleet.json", R"({"kubeconfig": "kubeconfig.yaml", "refresh_interval_s": 1})");
-  Agent agent;
+  KubeAgent agent;
   ASSERT_TRUE(agent.start(dir, {"--cluster-config", cfg})) << agent.stderr_text();
   const auto [status, body] = get_when_ready(agent.url() + "/api/v1/cluster/select?gpus=3");
   ASSERT_EQ(status, 200) << body << agent.stderr_text();
@@ -709,7 +709,7 @@ TEST_F(ClusterKube, CredentialsInUrlsAreNeverShown) {
   const auto cfg = write_file(
       "fleet.json",
       json{{"prometheus", prom_url}, {"agents", {agent_url}}, {"refresh_interval_s", 1}, {"timeout_s", 2}}.dump());
-  Agent view;
+  KubeAgent view;
   ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.stderr_text();
   for (const char* route : {"/api/v1/cluster/nodes", "/api/v1/cluster/gpus", "/api/v1/cluster/select?gpus=1"}) {
     const auto [status, body] = get_when_ready(view.url() + route);
@@ -778,7 +778,7 @@ TEST_F(ClusterKube, InsecureKubernetesIsSaid) {
   // serve: at start, then again with each failed refresh; "insecure" in the documents' sources.
   const auto cfg =
       write_file("fleet.json", R"({"kubeconfig": "skip.yaml", "refresh_interval_s": 0.2, "timeout_s": 1})");
-  Agent view;
+  KubeAgent view;
   ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.stderr_text();
   const auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/nodes");
   ASSERT_EQ(status, 200) << body << view.stderr_text();

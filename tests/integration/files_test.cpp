@@ -54,9 +54,9 @@ bool one_line(const std::string& s) {
 }
 
 // `gpufleet serve` in the background until the port file names a port; killed at the end.
-class Agent {
+class FilesAgent {
  public:
-  ~Agent() {
+  ~FilesAgent() {
     if (pid_ > 0) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
@@ -211,7 +211,7 @@ TEST_F(Files, PortFileIsNotWrittenThroughAPlantedTemporary) {
   ::chmod(victim.c_str(), 0600);
   const auto pf = dir / "port";
   fs::create_symlink(victim, dir / "port.tmp");
-  Agent agent;
+  FilesAgent agent;
   auto args = serve((dir / "agent.token").string());
   args.erase(args.begin());
   args.insert(args.end(), {"--port-file", pf.string()});
@@ -253,7 +253,7 @@ TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
   ASSERT_TRUE(ln && ln->exit_code == 0) << (ln ? ln->err : ln.error().message);
   ::chmod(store_dir.c_str(), 0755);
 
-  Agent agent;
+  FilesAgent agent;
   const auto pf = secret / "port";
   auto args = serve((secret / "agent.token").string());
   args.erase(args.begin());

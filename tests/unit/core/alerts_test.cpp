@@ -12,11 +12,11 @@ using namespace std::chrono_literals;
 using Type = AlertEvent::Type;
 
 // Fixed time points: steady time drives durations, the snapshot's wall time stamps the alerts.
-const std::chrono::steady_clock::time_point kT0{std::chrono::hours(1000)};
+const std::chrono::steady_clock::time_point kAlertT0{std::chrono::hours(1000)};
 const std::chrono::system_clock::time_point kWall0{std::chrono::seconds(1741129370)};
 
 std::chrono::steady_clock::time_point at(double s) {
-  return kT0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+  return kAlertT0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
 std::chrono::system_clock::time_point wall(double s) {
   return kWall0 + std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(s));

@@ -7,9 +7,9 @@ namespace gf::core {
 namespace {
 
 using std::chrono::milliseconds;
-constexpr std::int64_t kT0 = 1'700'000'000'000;  // epoch ms
+constexpr std::int64_t kUsageT0 = 1'700'000'000'000;  // epoch ms
 
-Snapshot reading(
+Snapshot usage_reading(
     std::int64_t at_ms,
     std::vector<std::tuple<unsigned, std::optional<unsigned>, std::optional<double>, std::optional<std::uint64_t>>>
         gpus) {
@@ -41,11 +41,12 @@ Lease lease(std::string id, std::vector<unsigned> gpus, std::int64_t created,
 TEST(Usage, HeldTimeIsExactFromTheLeaseTimesNotFromSamples) {
   UsageAccumulator acc;
   // Lease of 2 GPUs from T0+500 ms to T0+2750 ms, sampled every second.
-  const auto active = lease("a", {0, 1}, kT0 + 500);
-  acc.add(reading(kT0, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {active});
-  acc.add(reading(kT0 + 1000, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {active});
-  acc.add(reading(kT0 + 2000, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {active});
-  acc.add(reading(kT0 + 3000, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {lease("a", {0, 1}, kT0 + 500, kT0 + 2750)});
+  const auto active = lease("a", {0, 1}, kUsageT0 + 500);
+  acc.add(usage_reading(kUsageT0, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {active});
+  acc.add(usage_reading(kUsageT0 + 1000, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {active});
+  acc.add(usage_reading(kUsageT0 + 2000, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}), {active});
+  acc.add(usage_reading(kUsageT0 + 3000, {{0, 50, 100.0, 10}, {1, 50, 100.0, 10}}),
+          {lease("a", {0, 1}, kUsageT0 + 500, kUsageT0 + 2750)});
   const auto rows = acc.take_final();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_DOUBLE_EQ(rows[0].held_gpu_s, 2.25 * 2);
@@ -58,12 +59,12 @@ TEST(Usage, BusyTakesTheStateOfTheSampleThatEndsTheInterval) {
   UsageOptions o;
   o.busy_threshold_pct = 5;
   UsageAccumulator acc(o);
-  const auto l = lease("a", {0}, kT0);
-  acc.add(reading(kT0, {{0, 90, std::nullopt, std::nullopt}}), {l});
-  acc.add(reading(kT0 + 1000, {{0, 4, std::nullopt, std::nullopt}}), {l});   // idle second (4 < 5)
-  acc.add(reading(kT0 + 2000, {{0, 5, std::nullopt, std::nullopt}}), {l});   // busy (5 ≥ 5)
-  acc.add(reading(kT0 + 4000, {{0, 80, std::nullopt, std::nullopt}}), {l});  // busy, 2 s
-  acc.settle(kT0 + 4000);
+  const auto l = lease("a", {0}, kUsageT0);
+  acc.add(usage_reading(kUsageT0, {{0, 90, std::nullopt, std::nullopt}}), {l});
+  acc.add(usage_reading(kUsageT0 + 1000, {{0, 4, std::nullopt, std::nullopt}}), {l});   // idle second (4 < 5)
+  acc.add(usage_reading(kUsageT0 + 2000, {{0, 5, std::nullopt, std::nullopt}}), {l});   // busy (5 ≥ 5)
+  acc.add(usage_reading(kUsageT0 + 4000, {{0, 80, std::nullopt, std::nullopt}}), {l});  // busy, 2 s
+  acc.settle(kUsageT0 + 4000);
   const auto& r = acc.rows().at("a");
   EXPECT_DOUBLE_EQ(r.held_gpu_s, 4.0);
   EXPECT_DOUBLE_EQ(r.busy_gpu_s, 3.0);
@@ -77,11 +78,11 @@ TEST(Usage, BusyTakesTheStateOfTheSampleThatEndsTheInterval) {
 TEST(Usage, EnergyIsTheTrapezoidIntegralClippedToTheLease) {
   UsageAccumulator acc;
   // Power rises linearly 100 W → 300 W over 2 s; the lease starts half-way (at 200 W).
-  const auto l = lease("a", {0}, kT0 + 1000);
-  acc.add(reading(kT0, {{0, 50, 100.0, std::nullopt}}), {l});
-  acc.add(reading(kT0 + 2000, {{0, 50, 300.0, std::nullopt}}), {l});
+  const auto l = lease("a", {0}, kUsageT0 + 1000);
+  acc.add(usage_reading(kUsageT0, {{0, 50, 100.0, std::nullopt}}), {l});
+  acc.add(usage_reading(kUsageT0 + 2000, {{0, 50, 300.0, std::nullopt}}), {l});
   // 3600 s at 360 W: exactly 360 Wh.
-  acc.add(reading(kT0 + 2000 + 3'600'000, {{0, 50, 360.0, std::nullopt}}), {l});
+  acc.add(usage_reading(kUsageT0 + 2000 + 3'600'000, {{0, 50, 360.0, std::nullopt}}), {l});
   const auto& r = acc.rows().at("a");
   // The first interval is a gap under the default max_gap (2 s ≤ 5 s): (200+300)/2 W × 1 s = 250 J.
   // The second (1 h) is longer than max_gap: not integrated.
@@ -92,11 +93,11 @@ TEST(Usage, GapsLongerThanMaxGapAreNotIntegratedButHeldStaysExact) {
   UsageOptions o;
   o.max_gap = milliseconds(3000);
   UsageAccumulator acc(o);
-  const auto l = lease("a", {0}, kT0);
-  acc.add(reading(kT0, {{0, 100, 200.0, 1000}}), {l});
-  acc.add(reading(kT0 + 3000, {{0, 100, 200.0, 3000}}), {l});   // 3 s: integrated
-  acc.add(reading(kT0 + 10000, {{0, 100, 200.0, 2000}}), {l});  // 7 s: a gap
-  acc.add(reading(kT0 + 11000, {{0, 100, 400.0, 500}}), {lease("a", {0}, kT0, kT0 + 11000)});
+  const auto l = lease("a", {0}, kUsageT0);
+  acc.add(usage_reading(kUsageT0, {{0, 100, 200.0, 1000}}), {l});
+  acc.add(usage_reading(kUsageT0 + 3000, {{0, 100, 200.0, 3000}}), {l});   // 3 s: integrated
+  acc.add(usage_reading(kUsageT0 + 10000, {{0, 100, 200.0, 2000}}), {l});  // 7 s: a gap
+  acc.add(usage_reading(kUsageT0 + 11000, {{0, 100, 400.0, 500}}), {lease("a", {0}, kUsageT0, kUsageT0 + 11000)});
   const auto rows = acc.take_final();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_DOUBLE_EQ(rows[0].held_gpu_s, 11.0);
@@ -108,10 +109,10 @@ TEST(Usage, GapsLongerThanMaxGapAreNotIntegratedButHeldStaysExact) {
 
 TEST(Usage, OnlyTheLeasedGpusCountAndMissingReadingsAddNothing) {
   UsageAccumulator acc;
-  const auto l = lease("a", {1}, kT0);
-  acc.add(reading(kT0, {{0, 100, 300.0, 9000}, {1, std::nullopt, std::nullopt, std::nullopt}}), {l});
-  acc.add(reading(kT0 + 1000, {{0, 100, 300.0, 9000}, {1, std::nullopt, std::nullopt, std::nullopt}}), {l});
-  acc.settle(kT0 + 1000);
+  const auto l = lease("a", {1}, kUsageT0);
+  acc.add(usage_reading(kUsageT0, {{0, 100, 300.0, 9000}, {1, std::nullopt, std::nullopt, std::nullopt}}), {l});
+  acc.add(usage_reading(kUsageT0 + 1000, {{0, 100, 300.0, 9000}, {1, std::nullopt, std::nullopt, std::nullopt}}), {l});
+  acc.settle(kUsageT0 + 1000);
   const auto& r = acc.rows().at("a");
   EXPECT_DOUBLE_EQ(r.held_gpu_s, 1.0);
   EXPECT_DOUBLE_EQ(r.busy_gpu_s, 0.0);
@@ -122,16 +123,16 @@ TEST(Usage, OnlyTheLeasedGpusCountAndMissingReadingsAddNothing) {
 
 TEST(Usage, ALeaseEndedBetweenTwoSamplesIsStillAccounted) {
   UsageAccumulator acc;
-  acc.add(reading(kT0, {{0, 100, 100.0, 1}}), {});
+  acc.add(usage_reading(kUsageT0, {{0, 100, 100.0, 1}}), {});
   // Created and released between two readings: first seen already ended.
-  acc.add(reading(kT0 + 1000, {{0, 100, 100.0, 1}}), {lease("s", {0}, kT0 + 200, kT0 + 700)});
+  acc.add(usage_reading(kUsageT0 + 1000, {{0, 100, 100.0, 1}}), {lease("s", {0}, kUsageT0 + 200, kUsageT0 + 700)});
   const auto rows = acc.take_final();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_DOUBLE_EQ(rows[0].held_gpu_s, 0.5);
   EXPECT_DOUBLE_EQ(rows[0].busy_gpu_s, 0.5);
   EXPECT_DOUBLE_EQ(rows[0].energy_wh, 50.0 / 3600.0);
   // A final row shown again (the lease still listed as ended) is not counted twice.
-  acc.add(reading(kT0 + 2000, {{0, 100, 100.0, 1}}), {lease("s", {0}, kT0 + 200, kT0 + 700)});
+  acc.add(usage_reading(kUsageT0 + 2000, {{0, 100, 100.0, 1}}), {lease("s", {0}, kUsageT0 + 200, kUsageT0 + 700)});
   const auto again = acc.take_final();
   ASSERT_EQ(again.size(), 1u);
   EXPECT_DOUBLE_EQ(again[0].busy_gpu_s, 0.0);
@@ -139,10 +140,10 @@ TEST(Usage, ALeaseEndedBetweenTwoSamplesIsStillAccounted) {
 
 TEST(Usage, OlderReadingsAreIgnored) {
   UsageAccumulator acc;
-  const auto l = lease("a", {0}, kT0);
-  acc.add(reading(kT0, {{0, 100, 100.0, 1}}), {l});
-  acc.add(reading(kT0 + 2000, {{0, 100, 100.0, 1}}), {l});
-  acc.add(reading(kT0 + 1000, {{0, 100, 100.0, 1}}), {l});
+  const auto l = lease("a", {0}, kUsageT0);
+  acc.add(usage_reading(kUsageT0, {{0, 100, 100.0, 1}}), {l});
+  acc.add(usage_reading(kUsageT0 + 2000, {{0, 100, 100.0, 1}}), {l});
+  acc.add(usage_reading(kUsageT0 + 1000, {{0, 100, 100.0, 1}}), {l});
   EXPECT_DOUBLE_EQ(acc.rows().at("a").busy_gpu_s, 2.0);
 }
 

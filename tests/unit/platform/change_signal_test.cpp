@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string slurp(const fs::path& p) {
+std::string signal_slurp(const fs::path& p) {
   std::ifstream f(p);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -81,7 +81,7 @@ TEST_F(ChangeSignalTest, AMarkerPlantedAsALinkToARootFileLeavesThatFileAlone) {
 
   ChangeSignal(marker.string()).notify();
 
-  EXPECT_EQ(slurp(victim), "root's data\n");
+  EXPECT_EQ(signal_slurp(victim), "root's data\n");
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -99,7 +99,7 @@ TEST_F(ChangeSignalTest, AMarkerOwnedBySomeoneElseIsNotWritten) {
   ASSERT_EQ(::chown(marker.c_str(), b->uid, b->gid), 0);
   ::chmod(marker.c_str(), 0644);
   ChangeSignal(marker.string()).notify();
-  EXPECT_EQ(slurp(marker), "theirs");
+  EXPECT_EQ(signal_slurp(marker), "theirs");
   struct stat st {};
   ASSERT_EQ(::stat(marker.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);

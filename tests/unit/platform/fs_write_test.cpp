@@ -15,7 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
+std::string fs_slurp(const fs::path& p) {
   std::ifstream f(p);
   std::stringstream ss;
   ss << f.rdbuf();
@@ -39,7 +39,7 @@ TEST_F(FsWrite, WritesTheContentWithTheModeAskedForAndLeavesNoTemporary) {
   auto w = write_file_atomic(f.string(), "1234\n", 0644);
   ::umask(old);
   ASSERT_TRUE(w) << w.error().message;
-  EXPECT_EQ(slurp(f), "1234\n");
+  EXPECT_EQ(fs_slurp(f), "1234\n");
   struct stat st {};
   ASSERT_EQ(::lstat(f.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -56,9 +56,9 @@ TEST_F(FsWrite, PlantedLinksAreNeverWrittenThrough) {
   fs::create_symlink(victim, f);
   auto w = write_file_atomic(f.string(), "80\n");
   ASSERT_TRUE(w) << w.error().message;
-  EXPECT_EQ(slurp(victim), "keep");
+  EXPECT_EQ(fs_slurp(victim), "keep");
   EXPECT_FALSE(fs::is_symlink(f));
-  EXPECT_EQ(slurp(f), "80\n");
+  EXPECT_EQ(fs_slurp(f), "80\n");
 }
 
 TEST_F(FsWrite, AMissingDirectoryIsAnErrorNamingTheFile) {

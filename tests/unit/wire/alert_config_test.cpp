@@ -193,7 +193,7 @@ TEST(AlertJson, ThrottlingNamesItsReasons) {
   EXPECT_EQ(j["reasons"], json::array({"sw_power_cap", "sw_thermal_slowdown"}));
 }
 
-struct CommaDecimal : std::numpunct<char> {
+struct AlertCommaDecimal : std::numpunct<char> {
   char do_decimal_point() const override { return ','; }
   char do_thousands_sep() const override { return '.'; }
   std::string do_grouping() const override { return "\3"; }
@@ -210,7 +210,7 @@ TEST(AlertJson, EngineToWebSocketMessage) {
   g.uuid = "GPU-a";
   g.utilization_pct = 75u;
   s.gpus.push_back(g);
-  const std::locale saved = std::locale::global(std::locale(std::locale::classic(), new CommaDecimal));
+  const std::locale saved = std::locale::global(std::locale(std::locale::classic(), new AlertCommaDecimal));
   auto events = engine.evaluate(s, std::chrono::steady_clock::time_point{});
   std::string text;
   if (events.size() == 1) text = alert_event_json(events[0]).dump();

@@ -199,7 +199,7 @@ TEST(Json, PsListsBiggestFirstUnknownLast) {
   EXPECT_EQ(j["processes"][0]["gpu_index"], 0);
 }
 
-struct CommaDecimal : std::numpunct<char> {
+struct JsonCommaDecimal : std::numpunct<char> {
   char do_decimal_point() const override { return ','; }
   char do_thousands_sep() const override { return '.'; }
   std::string do_grouping() const override { return "\3"; }
@@ -207,7 +207,7 @@ struct CommaDecimal : std::numpunct<char> {
 
 TEST(Json, NumbersIgnoreTheLocale) {
   // A global locale with a decimal comma (as de_DE has) must not turn 220.46 into 220,46.
-  const std::locale saved = std::locale::global(std::locale(std::locale::classic(), new CommaDecimal));
+  const std::locale saved = std::locale::global(std::locale(std::locale::classic(), new JsonCommaDecimal));
   const std::string text = snapshot_json(sample()).dump();
   std::locale::global(saved);
   EXPECT_NE(text.find("220.46"), std::string::npos);

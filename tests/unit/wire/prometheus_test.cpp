@@ -409,7 +409,7 @@ TEST(Prometheus, LabelValuesAreEscaped) {
   EXPECT_TRUE(valid_exposition(text));
 }
 
-struct CommaDecimal : std::numpunct<char> {
+struct PromCommaDecimal : std::numpunct<char> {
   char do_decimal_point() const override { return ','; }
   char do_thousands_sep() const override { return '.'; }
   std::string do_grouping() const override { return "\3"; }
@@ -432,7 +432,7 @@ TEST(Prometheus, NumbersIgnoreTheGlobalLocale) {
   {
     // A decimal comma and '.' thousands grouping, as de_DE has; iostreams made after this would print
     // 220.456 as "220,456" and 81559 as "81.559".
-    GlobalLocale guard(std::locale(std::locale::classic(), new CommaDecimal));
+    GlobalLocale guard(std::locale(std::locale::classic(), new PromCommaDecimal));
     // Where the image has a decimal-comma C locale, printf-family code is tried too.
     const char* c_locale = nullptr;
     for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"})
