@@ -7,7 +7,7 @@ TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 FUZZ_SECONDS ?= 30
 GPUFLEET = $(BUILD)/gpufleet
 
-.PHONY: all deps build web run test asan tsan release tidy format format-check fuzz bench clean
+.PHONY: all deps build web run test asan tsan release tidy format format-check fuzz bench bench-build clean
 
 all: build
 
@@ -98,6 +98,10 @@ fuzz:
 
 bench: deps
 	@bench/run.sh
+
+# Builds every benchmark program (a plain build does not), without running them: CI's check that they build.
+bench-build: build
+	@cmake --build $(BUILD) -j $(JOBS) --target gf_benches
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz build-bench

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${GF_BENCH_BUILD:-build}
 N=${1:-2000}
+cmake --build "$B" --target gpufleet gf_bench_agent_lease >/dev/null
 dir=$(mktemp -d /tmp/gf-agent-bench.XXXXXX)
 agent=
 cleanup() { [ -n "$agent" ] && kill "$agent" 2>/dev/null && wait "$agent" 2>/dev/null; rm -rf "$dir"; }
