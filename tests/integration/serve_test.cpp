@@ -961,6 +961,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Real time, on purpose: the periods under test are the agent process's own (updates every 200 ms), as a
+// dashboard sees them; the hub's own logic is tested in tests/unit/server/ws_hub_test.cpp.
 TEST_F(Serve, WebSocketUpdatesFollowThePeriodAndAnswerMessages) {
   ASSERT_TRUE(start("sim", {"--interval", "1"}));
   WsConn ws(port(), "/ws?period_ms=200");
@@ -1144,6 +1146,8 @@ TEST_F(Serve, TheReadTokenReadsEverywhereAndReleasesNothing) {
   expect_clean_stop();
 }
 
+// Real time, on purpose: the alert follows the simulated GPU's scenario as the agent process plays it
+// (idle 4 s, busy 2 s), seen over a real WebSocket.
 TEST_F(Serve, HighUsageAlertFiresAndResolvesOverWebSocket) {
   // One GPU: idle for 4 s after start, busy (95 %) for 2 s, idle again; the rule fires at once above 50 %.
   const auto scenario = write_file("sim.json", R"({
@@ -1193,6 +1197,8 @@ TEST_F(Serve, HighUsageAlertFiresAndResolvesOverWebSocket) {
   expect_clean_stop();
 }
 
+// Real time, on purpose: the shipped binary's own stall timeout (1 s here) is what drops the client; no
+// fake clock reaches into another process.
 TEST_F(Serve, ASlowWebSocketClientDelaysNoOne) {
   // 64 simulated GPUs: each update is tens of kilobytes, so a client that never reads fills its
   // buffers within a second. With a 1 s stall timeout the agent drops it.
