@@ -92,6 +92,19 @@ def snapshot_from_doc(doc: Dict[str, Any]) -> GPUSnapshot:
                        gpus=[gpu_from_doc(g) for g in doc.get("gpus") or []])
 
 
+def no_gpu_reason(doc: Dict[str, Any]) -> str:
+    """Why a reading holds no GPU: the agent's message, else the first specific warning of
+    `status --json` (which backend was tried and why it could not be used)."""
+    if doc.get("message"):
+        return str(doc["message"])
+    backend = doc.get("backend")
+    if backend and backend != "none":
+        return f"the {backend} backend sees no GPUs"
+    warnings = [str(w) for w in doc.get("warnings") or []]
+    specific = [w for w in warnings if "no GPU backend" not in w]
+    return "no GPU backend is usable here" + (f" ({specific[0]})" if specific else "")
+
+
 def metrics_document() -> Dict[str, Any]:
     """The node's reading: GET /api/v1/monitoring/gpu-metrics, else `gpufleet status --json`."""
     try:
@@ -129,20 +142,32 @@ class GPUMonitor:
         self._started_at = 0.0
 
     def is_available(self) -> bool:
-        """True when GPUs can be read here (through the agent or the binary)."""
+        """True when GPUs can be read here (through the agent or the binary): at least one GPU. A
+        node with no usable backend, or whose backend sees no GPU, is False, as the seed's guard
+        `if monitor.is_available(): monitor.start_monitoring()` expects."""
         return self.query_gpus() is not None
 
     def query_gpus(self, use_cache: bool = True) -> Optional[GPUSnapshot]:
         """The GPUs now; a reading younger than 5 s is reused unless use_cache is False. None when
-        nothing can read them (the seed's answer when nvidia-smi failed); the cause is logged."""
+        no GPU can be read (the seed's answer when nvidia-smi failed): nothing answers, the query
+        fails, or the reading holds no GPU. The cause is logged."""
         with self._lock:
             if use_cache and self._cache is not None and time.monotonic() - self._cache_time < CACHE_TTL_SECONDS:
                 return self._cache
         try:
-            snap = snapshot_from_doc(metrics_document())
+            doc = metrics_document()
         except GpufleetError as e:
             log.warning("GPU query failed: %s", e)
             return None
+        # gpufleet answers a node without GPUs with an empty document (exit 0, or 200 with a message),
+        # since for its own clients that is a fact, not an error; for the seed's API it is "no GPUs".
+        if not isinstance(doc, dict):
+            log.warning("GPU query failed: the reading is not a JSON object")
+            return None
+        if not doc.get("gpus"):
+            log.warning("no GPU can be read here: %s", no_gpu_reason(doc))
+            return None
+        snap = snapshot_from_doc(doc)
         with self._lock:
             self._cache, self._cache_time = snap, time.monotonic()
         return snap

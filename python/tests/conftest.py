@@ -47,7 +47,8 @@ def _required(name: str) -> str:
 class Agent:
     """One `gpufleet serve`."""
 
-    def __init__(self, tmp: Path, name: str, extra: Optional[List[str]] = None, socket: bool = True) -> None:
+    def __init__(self, tmp: Path, name: str, extra: Optional[List[str]] = None, socket: bool = True,
+                 env: Optional[Dict[str, str]] = None) -> None:
         self.dir = tmp / name
         self.dir.mkdir()
         self.socket = str(self.dir / "agent.sock") if socket else None
@@ -57,7 +58,7 @@ class Agent:
                 "--socket", self.socket or "none", *(extra or [])]
         self.log = open(self.dir / "agent.log", "wb")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=fake_nvml_env(tmp))
+                                     env=env if env is not None else fake_nvml_env(tmp))
         deadline = time.monotonic() + 15
         while not (port_file.exists() and port_file.read_text().strip()):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -94,6 +95,19 @@ def fake_nvml_env(tmp: Path) -> Dict[str, str]:
     env = dict(os.environ)
     env["GPUFLEET_NVML_LIBRARY"] = _required("GF_FAKE_NVML")
     env["FAKE_NVML_SCENARIO"] = str(scenario)
+    return env
+
+
+# Where no GPU stack can be found: no NVML library, no nvidia-smi, no sysfs with an amdgpu card. The
+# simulated backend is only used when asked for, so gpufleet finds no GPU at all.
+NO_GPU_ENV = {"GPUFLEET_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1",
+              "GPUFLEET_NVIDIA_SMI": "/nonexistent/nvidia-smi",
+              "GPUFLEET_SYSFS_ROOT": "/nonexistent-sysfs"}
+
+
+def no_gpu_env() -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FAKE_NVML_SCENARIO", "GPUFLEET_SIM_SCENARIO")}
+    env.update(NO_GPU_ENV)
     return env
 
 
@@ -161,6 +175,49 @@ def no_agent(tmp_path, monkeypatch):
     _fresh_monitor()
     yield
     _fresh_monitor()
+
+
+@pytest.fixture
+def no_gpu(tmp_path, monkeypatch):
+    """A machine without GPUs and without an agent: the binary finds no backend."""
+    monkeypatch.setenv("GPUFLEET_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("GPUFLEET_SOCKET", "none")
+    monkeypatch.setenv("GPUFLEET_BIN", _required("GF_BINARY"))
+    monkeypatch.setenv("GPUFLEET_DB", str(tmp_path / "cli.db"))
+    for k, v in NO_GPU_ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("FAKE_NVML_SCENARIO", raising=False)
+    monkeypatch.delenv("GPUFLEET_SIM_SCENARIO", raising=False)
+    _fresh_monitor()
+    yield
+    _fresh_monitor()
+
+
+@pytest.fixture
+def point_at(monkeypatch):
+    """point_at(agent): the package talks to that agent only (never the binary), with no cached reading."""
+    def point(a: Agent) -> None:
+        monkeypatch.setenv("GPUFLEET_URL", a.url)
+        monkeypatch.setenv("GPUFLEET_SOCKET", a.socket or "none")
+        monkeypatch.setenv("GPUFLEET_BIN", "/nonexistent/gpufleet")
+        _fresh_monitor()
+    yield point
+    _fresh_monitor()
+
+
+@pytest.fixture
+def make_agent(tmp_path):
+    """make_agent(name, extra, no_gpus): agents of this test alone, stopped when it ends. no_gpus: on a
+    machine where no GPU stack can be found (NO_GPU_ENV) instead of the fake NVML."""
+    started: List[Agent] = []
+
+    def make(name: str, extra: Optional[List[str]] = None, no_gpus: bool = False) -> Agent:
+        a = Agent(tmp_path, name, extra, env=no_gpu_env() if no_gpus else None)
+        started.append(a)
+        return a
+    yield make
+    for a in started:
+        a.stop()
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 #include "node/agent.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 #include <iterator>
@@ -49,7 +51,7 @@ void Agent::start() {
   try {
     if (auto s = monitor_.snapshot(true)) publish(*s, clock_.now());
   } catch (...) {
-    collection_failed("the first reading failed: " + current_exception_message());
+    collection_failed("the first reading failed: " + current_exception_message(), clock_.now());
   }
   if (history_ && options_.writer_thread) writer_ = std::jthread([this](std::stop_token st) { writer(st); });
   sub_ = hub_.subscribe(
@@ -89,27 +91,51 @@ void Agent::tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_cloc
   try {
     collect(snap, taken);
   } catch (...) {
-    const auto message = "the collection threw: " + current_exception_message();
-    platform::log_line("agent", message);
-    collection_failed(message);
+    collection_failed("the collection threw: " + current_exception_message(), taken);
   }
 }
 
-void Agent::collection_failed(const std::string& message) {
-  std::lock_guard lock(mu_);
-  ++counters_.collection_errors;
-  counters_.last_error = message;
-  counters_.last_query_duration = hub_.last_query_duration();
+void Agent::log(const std::string& message) const {
+  if (options_.log)
+    options_.log(message);
+  else
+    platform::log_line("agent", message);
+}
+
+void Agent::collection_failed(const std::string& message, std::chrono::steady_clock::time_point at) {
+  std::string line;
+  {
+    std::lock_guard lock(mu_);
+    ++counters_.collection_errors;
+    counters_.last_error = message;
+    counters_.last_query_duration = hub_.last_query_duration();
+    if (failures_++ == 0) {
+      failing_since_ = at;
+      failing_cause_ = message;
+      cause_change_logged_ = false;
+      line = fmt::format("collection from the {} backend failed: {}", monitor_.backend_name(), message);
+    } else if (message != failing_cause_) {
+      // One more line when the cause changes (a timeout becoming a lost driver); later changes only
+      // reach /api/health, so causes that carry a number or alternate cannot fill the log.
+      if (!cause_change_logged_)
+        line = fmt::format("collection from the {} backend still failing ({} in a row), now: {}",
+                           monitor_.backend_name(), failures_, message);
+      cause_change_logged_ = true;
+      failing_cause_ = message;
+    }
+  }
+  if (!line.empty()) log(line);
 }
 
 void Agent::collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken) {
   if (!snap) {
-    collection_failed(snap.error().message);
+    collection_failed(snap.error().message, taken);
     return;
   }
   publish(*snap, taken);
   std::vector<core::AlertEvent> events;
   std::vector<AlertListener> listeners;
+  std::string recovered;
   {
     std::lock_guard lock(mu_);
     ++counters_.collections;
@@ -137,7 +163,16 @@ void Agent::collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_c
       recent_.erase(recent_.begin(),
                     recent_.begin() + static_cast<std::ptrdiff_t>(recent_.size() - options_.alert_history));
     if (!events.empty()) listeners = alert_listeners_;
+    if (failures_ > 0) {  // the episode ends here: one line for it
+      const double seconds = std::chrono::duration<double>(taken - failing_since_).count();
+      recovered =
+          fmt::format("collection from the {} backend recovered after {} failed {} / {:.1f} s", monitor_.backend_name(),
+                      failures_, failures_ == 1 ? "collection" : "collections", std::max(seconds, 0.0));
+      failures_ = 0;
+      failing_cause_.clear();
+    }
   }
+  if (!recovered.empty()) log(recovered);
   for (const auto& l : listeners) {
     try {
       l(events);

@@ -8,6 +8,9 @@
 // whether the batch is written and whether maintenance runs. History goes through the MetricHistory
 // port, never the store itself. A collection that throws is counted as a failed one and the loop goes
 // on; so does an alert listener that throws.
+// Failures are logged by episode, not by collection: the first failure after a good one logs a line
+// naming the backend and the cause, a different cause within the same episode one more, and the next
+// good collection says how many failed and for how long.
 // Thread-safety: every public member may be called from any thread. Listeners run on the hub's
 // thread and must be quick.
 #include <atomic>
@@ -44,6 +47,9 @@ struct AgentOptions {
   std::chrono::milliseconds fresh_reuse{250};
   // false: start() runs no writer thread; the owner calls step_history(now) (tests on a fake clock).
   bool writer_thread = true;
+  // Where the loop's log lines go (the message without the component); empty: platform::log_line as
+  // "agent". Called without the agent's locks held, from the collecting thread.
+  std::function<void(const std::string&)> log;
 };
 
 // What one step_history() did, and when the next one is due.
@@ -129,7 +135,8 @@ class Agent {
 
  private:
   void collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_clock::time_point taken);
-  void collection_failed(const std::string& message);
+  void collection_failed(const std::string& message, std::chrono::steady_clock::time_point at);
+  void log(const std::string& message) const;
   void publish(core::SnapshotPtr snap, std::chrono::steady_clock::time_point taken);
   void writer(std::stop_token stop);
   bool flush();
@@ -147,6 +154,12 @@ class Agent {
   core::AlertEngine engine_;
   std::vector<core::Alert> recent_;  // newest last; bounded by options_.alert_history
   AgentCounters counters_;
+  // The failure episode under way (failures_ == 0: none): when it began, the latest failure's cause,
+  // and whether the one line for a changed cause has been logged.
+  std::uint64_t failures_ = 0;
+  std::chrono::steady_clock::time_point failing_since_{};
+  std::string failing_cause_;
+  bool cause_change_logged_ = false;
   std::vector<core::SnapshotPtr> pending_samples_;
   std::vector<core::AlertEvent> pending_alerts_;
   std::vector<AlertListener> alert_listeners_;

@@ -278,7 +278,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     const bool ok = problems.empty();
     h.problems = std::move(problems);
     auto j = wire::health_json(h);
-    // The home monitor's block: GPUs count as monitored only while the reading is good and fresh.
+    // The home monitor's keys: GPUs count as monitored only while the reading is good and fresh.
     wire::GpuMonitoring gm;
     gm.backend = h.backend_name;
     if (latest) {
@@ -291,7 +291,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     if (!has_backend && gm.last_error.empty()) gm.last_error = "no GPU backend is usable here";
     gm.available = has_backend && latest && !gm.stale && counters.last_error.empty();
     gm.gpu_count = gm.available ? latest->snapshot->gpus.size() : 0;
-    j["gpu_monitoring"] = wire::gpu_monitoring_json(gm);
+    wire::add_seed_health(j, gm, h.store_ok);
     return json_response(ok ? 200 : 503, j);
   });
 

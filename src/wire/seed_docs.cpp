@@ -82,24 +82,25 @@ json monitoring_health_json(const std::string& version, std::chrono::system_cloc
 json host_metrics_json(const HostMetrics& h, std::chrono::system_clock::time_point now) {
   std::optional<std::uint64_t> used;
   if (h.memory_total && h.memory_available) used = *h.memory_total - std::min(*h.memory_total, *h.memory_available);
+  // The seed's shape: memory and disk inside "system"; the extra keys sit beside the seed's own.
   return {{"timestamp", seed_timestamp(now)},
           {"system",
            {{"cpu_percent", opt(h.cpu_percent)},
             {"cpu_count", h.cpu_count},
-            {"cpu_interval_s", std::round(h.cpu_interval_s * 1000) / 1000}}},
-          {"memory",
-           {{"total", opt(h.memory_total)},
-            {"available", opt(h.memory_available)},
-            {"used", opt(used)},
-            {"free", opt(h.memory_free)},
-            {"percent", percent_of(used, h.memory_total)}}},
-          {"disk",
-           {{"path", h.disk_path},
-            {"total", opt(h.disk_total)},
-            {"used", opt(h.disk_used)},
-            {"free", opt(h.disk_free)},
-            {"percent", percent_of(h.disk_used, h.disk_total)},
-            {"error", h.disk_error.empty() ? json(nullptr) : json(h.disk_error)}}}};
+            {"cpu_interval_s", std::round(h.cpu_interval_s * 1000) / 1000},
+            {"memory",
+             {{"total", opt(h.memory_total)},
+              {"available", opt(h.memory_available)},
+              {"used", opt(used)},
+              {"free", opt(h.memory_free)},
+              {"percent", percent_of(used, h.memory_total)}}},
+            {"disk",
+             {{"path", h.disk_path},
+              {"total", opt(h.disk_total)},
+              {"used", opt(h.disk_used)},
+              {"free", opt(h.disk_free)},
+              {"percent", percent_of(h.disk_used, h.disk_total)},
+              {"error", h.disk_error.empty() ? json(nullptr) : json(h.disk_error)}}}}}};
 }
 
 json seed_detail_error(const std::string& what, const std::string& cause) {
@@ -121,6 +122,13 @@ json gpu_monitoring_json(const GpuMonitoring& g) {
           {"backend", g.backend},
           {"stale", g.stale},
           {"age_s", g.age_s ? json(std::round(*g.age_s * 1000) / 1000) : json(nullptr)}};
+}
+
+void add_seed_health(json& health, const GpuMonitoring& g, bool store_ok) {
+  health["service"] = "gpufleet";
+  health["database"] = store_ok ? "connected" : "unavailable";
+  health["gpu_monitoring"] = g.available ? "available" : "unavailable";
+  health["monitoring"] = gpu_monitoring_json(g);
 }
 
 std::string no_gpu_message(const core::Snapshot& s) {

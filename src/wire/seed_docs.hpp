@@ -29,9 +29,10 @@ struct HostMetrics {
   std::optional<std::uint64_t> disk_total, disk_used, disk_free;  // bytes
   std::string disk_error;                                         // empty: none
 };
-// {"timestamp", "system": {"cpu_percent", "cpu_count", "cpu_interval_s"}, "memory": {"total",
-// "available", "used", "free", "percent"}, "disk": {"path", "total", "used", "free", "percent",
-// "error"}}; sizes in bytes (as psutil reports them), percents to one decimal, null when unknown.
+// The seed's {"timestamp", "system": {"cpu_percent", "memory": {"total", "available", "percent"},
+// "disk": {"total", "used", "free", "percent"}}}, memory and disk inside "system", with gpufleet's
+// extras beside the seed's keys: system.cpu_count and cpu_interval_s, memory.used and free, disk.path
+// and error. Sizes in bytes (as psutil reports them), percents to one decimal, null when unknown.
 nlohmann::json host_metrics_json(const HostMetrics& h, std::chrono::system_clock::time_point now);
 
 // The fleet manager's error: {"detail": "Failed to get <what>: <cause>"} (sent with 500).
@@ -42,7 +43,7 @@ nlohmann::json home_metrics_error();  // {"error": "Failed to get GPU metrics", 
 // GET /api/gpu/processes in the same style: {"error": "Failed to get GPU processes", "processes": []}.
 nlohmann::json home_processes_error();
 
-// The home monitor's "gpu_monitoring" block of GET /api/health.
+// What GET /api/health says of GPU monitoring: the home monitor's one word, and gpufleet's detail.
 struct GpuMonitoring {
   bool available = false;     // a backend, a reading that is not stale, and the last collection succeeded
   std::size_t gpu_count = 0;  // of that reading; 0 when not available
@@ -53,6 +54,11 @@ struct GpuMonitoring {
 };
 // {"available", "gpu_count", "last_error" (null when none), "backend", "stale", "age_s"}.
 nlohmann::json gpu_monitoring_json(const GpuMonitoring& g);
+// Adds the home monitor's keys to the health document: "service": "gpufleet", "database":
+// "connected" | "unavailable" (the store), "gpu_monitoring": "available" | "unavailable" (a string, as
+// the seed's frontend compares it), and gpufleet's detail object as "monitoring" (gpu_monitoring_json).
+// The document's own "status" and "version" are left as they are.
+void add_seed_health(nlohmann::json& health, const GpuMonitoring& g, bool store_ok);
 
 // The sentence for a node whose backend works but shows no GPU (or has no backend): 200 with this
 // "message", never an error.

@@ -636,8 +636,9 @@ void check_every_endpoint(unsigned short port, std::size_t gpus, const std::vect
   auto health = get_json(port, "/api/health");
   EXPECT_EQ(health["status"], "ok") << health.dump();
   EXPECT_EQ(health["backend"]["gpus"], gpus);
-  EXPECT_EQ(health["gpu_monitoring"]["available"], true) << health.dump();
-  EXPECT_EQ(health["gpu_monitoring"]["gpu_count"], gpus);
+  EXPECT_EQ(health["gpu_monitoring"], "available") << health.dump();
+  EXPECT_EQ(health["monitoring"]["available"], true) << health.dump();
+  EXPECT_EQ(health["monitoring"]["gpu_count"], gpus);
   EXPECT_EQ(summary["monitoring_available"], true) << summary.dump();
 
   // The seeds' remaining routes, on the real /proc and root filesystem.
@@ -645,8 +646,9 @@ void check_every_endpoint(unsigned short port, std::size_t gpus, const std::vect
   EXPECT_EQ(mh["status"], "healthy") << mh.dump();
   auto host = get_json(port, "/api/v1/monitoring/metrics");
   EXPECT_GT(host["system"]["cpu_count"].get<unsigned>(), 0u) << host.dump();
-  EXPECT_GT(host["memory"]["total"].get<std::uint64_t>(), 0u) << host.dump();
-  EXPECT_GT(host["disk"]["total"].get<std::uint64_t>(), 0u) << host.dump();
+  EXPECT_GT(host["system"]["memory"]["total"].get<std::uint64_t>(), 0u) << host.dump();
+  EXPECT_GT(host["system"]["disk"]["total"].get<std::uint64_t>(), 0u) << host.dump();
+  EXPECT_GE(host["system"]["memory"]["percent"].get<double>(), 0.0) << host.dump();
   auto fan = get_json(port, "/api/gpu/processes");
   EXPECT_FALSE(fan["explanation"].get<std::string>().empty()) << fan.dump();
   EXPECT_EQ(fan["gpu_count"], gpus);

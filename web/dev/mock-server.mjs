@@ -459,7 +459,12 @@ const server = createServer((req, res) => {
     '/api/v1/leases': () => [200, leases()],
     '/api/v1/jobs': () => jobsRoute(u.searchParams),
     '/api/v1/tasks': () => tasksRoute(u.searchParams),
-    '/api/health': () => [200, { status: 'ok', backend: doc?.backend ?? null }],
+    // The agent's health in its shape: gpu_monitoring is the home monitor's word, the detail is monitoring.
+    '/api/health': () => [200, {
+      status: 'ok', service: 'gpufleet', version: 'mock', database: 'connected', problems: [],
+      gpu_monitoring: doc ? 'available' : 'unavailable', backend: doc?.backend ?? null,
+      monitoring: { available: !!doc, gpu_count: doc?.gpus?.length ?? 0, last_error: null, backend: doc?.backend ?? 'none', stale: false, age_s: doc ? 0 : null },
+    }],
     '/api/v1/fields': () => [200, fieldsDoc],
     '/api/openapi.json': () => [200, { openapi: '3.0.3', paths: { '/api/v1/cluster/nodes': {}, '/api/v1/cluster/gpus': {}, '/api/v1/cluster/select': {} } }],
     '/api/v1/cluster/nodes': () => fleetRoute(() => [200, { ...fleetCommon(), nodes: fleetNodes(), unknown_nodes: [] }]),

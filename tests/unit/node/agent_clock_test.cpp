@@ -1,5 +1,6 @@
 // The agent's loop on a fake clock: the hub is driven by hand (SampleHub::Drive::Manual) and the history
 // writer by step_history(now), so cadences, alert hold times and failures are checked without sleeping.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -68,6 +69,7 @@ struct ClockedAgent : ::testing::Test {
   std::unique_ptr<sampler::SampleHub> hub;
   std::unique_ptr<Agent> agent;
   std::chrono::steady_clock::time_point t0;
+  std::vector<std::string> logged;  // the agent's log lines, in order
 
   void SetUp() override {
     set_gpus(10, 20);
@@ -92,6 +94,7 @@ struct ClockedAgent : ::testing::Test {
     ao.history_maintain = 10s;
     ao.writer_thread = false;
     ao.alert_rules = std::move(rules);
+    ao.log = [this](const std::string& line) { logged.push_back(line); };
     std::unique_ptr<core::MetricHistory> w, r;
     if (with_history) {
       w = std::make_unique<RecordingHistory>(log);
@@ -216,6 +219,46 @@ TEST_F(ClockedAgent, AThrowingBackendIsAFailedCollectionAndPublishingResumesAfte
   ASSERT_NE(agent->latest(), before);
   EXPECT_EQ(agent->latest()->snapshot->gpus.at(0).utilization_pct.value(), 33u);
   EXPECT_GT(agent->latest()->sequence, before->sequence);
+}
+
+TEST_F(ClockedAgent, AFailureEpisodeIsLoggedOnceWithItsCauseAndItsRecovery) {
+  using ::testing::HasSubstr;
+  start();
+  hub->step(clock.now());
+  EXPECT_TRUE(logged.empty());
+  st->fail = true;
+  for (int k = 1; k <= 5; ++k) second();  // t0 + 1 s … t0 + 5 s fail the same way
+  ASSERT_EQ(logged.size(), 1u) << "one line for the episode, not one per failed collection";
+  EXPECT_THAT(logged[0], HasSubstr("scripted backend"));
+  EXPECT_THAT(logged[0], HasSubstr("scripted failure"));
+
+  st->fail = false;
+  st->throws = true;
+  second();  // t0 + 6 s: another cause, said once
+  ASSERT_EQ(logged.size(), 2u);
+  EXPECT_THAT(logged[1], HasSubstr("scripted exception"));
+  EXPECT_THAT(logged[1], HasSubstr("6 in a row"));
+  st->throws = false;
+  st->fail = true;
+  second();  // t0 + 7 s: the cause changes again, unlogged (it still reaches /api/health)
+  EXPECT_EQ(logged.size(), 2u);
+  EXPECT_EQ(agent->counters().last_error, "scripted failure");
+
+  st->fail = false;
+  second();  // t0 + 8 s: recovered, seven failures over the 7 s since the first
+  ASSERT_EQ(logged.size(), 3u);
+  EXPECT_THAT(logged[2], HasSubstr("scripted backend recovered after 7 failed collections / 7.0 s"));
+  second();
+  EXPECT_EQ(logged.size(), 3u);  // good collections log nothing
+
+  st->fail = true;
+  second();  // a new episode starts with a line of its own
+  ASSERT_EQ(logged.size(), 4u);
+  EXPECT_THAT(logged[3], HasSubstr("scripted failure"));
+  st->fail = false;
+  second();
+  ASSERT_EQ(logged.size(), 5u);
+  EXPECT_THAT(logged[4], HasSubstr("recovered after 1 failed collection / 1.0 s"));
 }
 
 TEST_F(ClockedAgent, AThrowingAlertListenerDoesNotStopTheOthersOrTheCollection) {

@@ -1,5 +1,5 @@
 // The routes kept for the seeds' clients (issue 13): the fleet manager's /api/v1/monitoring/health and
-// /metrics, the home monitor's /api/gpu/processes and gpu_monitoring block, and every seed route's error
+// /metrics, the home monitor's /api/gpu/processes and /api/health keys, and every seed route's error
 // shape when there is no good reading — a failed fresh query, or one older than two collection
 // intervals on the routes' clock (moved by hand) — while gpufleet's own routes mark such a reading
 // stale. Also a node with no GPUs, which is not an error.
@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "rig.hpp"
 #include "server/api.hpp"
@@ -142,6 +144,27 @@ TEST_F(SeedRoutes, MonitoringHealthInTheFleetManagersShape) {
       << r;
 }
 
+// Every key the OpenAPI schema `name` requires, at each level the schema describes, is in `doc` (the
+// seeds' clients read those keys by name).
+void expect_seed_schema_keys(const std::string& name, const json& doc) {
+  const auto schemas = json::parse(openapi_document()).at("components").at("schemas");
+  ASSERT_TRUE(schemas.contains(name)) << name;
+  std::vector<std::pair<json, json>> todo = {{schemas.at(name), doc}};
+  std::size_t checked = 0;
+  while (!todo.empty()) {
+    auto [schema, part] = todo.back();
+    todo.pop_back();
+    for (const auto& k : schema.value("required", json::array())) {
+      EXPECT_TRUE(part.contains(k.get<std::string>())) << name << ": " << k << " missing in " << part;
+      ++checked;
+    }
+    const json properties = schema.value("properties", json::object());  // kept: items() refers to it
+    for (const auto& [k, sub] : properties.items())
+      if (part.contains(k) && part.at(k).is_object()) todo.emplace_back(sub, part.at(k));
+  }
+  EXPECT_GT(checked, 0u) << name;
+}
+
 TEST_F(SeedRoutes, MonitoringMetricsReadTheHostWithoutSleeping) {
   // The baseline was read when the routes were added; two seconds on, 100 more busy ticks of 200.
   write_proc("stat", "cpu  200 0 0 1000 0 0 0 0 0 0\ncpu0 100 0 0 900\ncpu1 0 0 0 0\n");
@@ -151,17 +174,21 @@ TEST_F(SeedRoutes, MonitoringMetricsReadTheHostWithoutSleeping) {
   EXPECT_EQ(r.j.at("system").at("cpu_percent"), 50.0) << r;
   EXPECT_EQ(r.j.at("system").at("cpu_count"), 2);
   EXPECT_GE(r.j.at("system").at("cpu_interval_s").get<double>(), 2.0);
-  const auto& m = r.j.at("memory");
+  // The seed's shape: memory and disk inside "system", nothing of them beside it.
+  EXPECT_FALSE(r.j.contains("memory")) << r;
+  EXPECT_FALSE(r.j.contains("disk")) << r;
+  const auto& m = r.j.at("system").at("memory");
   EXPECT_EQ(m.at("total"), 1000 * 1024);
   EXPECT_EQ(m.at("available"), 250 * 1024);
   EXPECT_EQ(m.at("free"), 100 * 1024);
   EXPECT_EQ(m.at("used"), 750 * 1024);
   EXPECT_EQ(m.at("percent"), 75.0);
-  const auto& d = r.j.at("disk");
+  const auto& d = r.j.at("system").at("disk");
   EXPECT_EQ(d.at("path"), dir.path.string());
   EXPECT_GT(d.at("total").get<std::uint64_t>(), 0u);
   EXPECT_LE(d.at("used").get<std::uint64_t>(), d.at("total").get<std::uint64_t>());
   EXPECT_TRUE(d.at("error").is_null());
+  expect_seed_schema_keys("HostMetrics", r.j);
 }
 
 TEST_F(SeedRoutes, MonitoringMetricsWithNothingReadableIsTheSeedsDetailError) {
@@ -183,12 +210,18 @@ TEST_F(SeedRoutes, AFreshReadingIsServedInTheSeedsShapes) {
   EXPECT_EQ(get("/api/v1/monitoring/gpu-metrics").j.at("gpus").size(), 3u);
   r = get("/api/health");
   ASSERT_EQ(r.status, 200u) << r;
-  const auto& gm = r.j.at("gpu_monitoring");
+  // The seed's frontend compares a string: health.gpu_monitoring === "available".
+  EXPECT_EQ(r.j.at("gpu_monitoring"), "available") << r;
+  EXPECT_EQ(r.j.at("service"), "gpufleet");
+  EXPECT_EQ(r.j.at("database"), "connected");
+  EXPECT_TRUE(r.j.at("version").is_string());
+  const auto& gm = r.j.at("monitoring");  // gpufleet's detail
   EXPECT_EQ(gm.at("available"), true);
   EXPECT_EQ(gm.at("gpu_count"), 3);
   EXPECT_TRUE(gm.at("last_error").is_null());
   EXPECT_EQ(gm.at("stale"), false);
   EXPECT_EQ(gm.at("backend"), "scripted");
+  expect_seed_schema_keys("Health", r.j);
   EXPECT_EQ(r.j.at("status"), "ok");  // the existing keys are still there
   EXPECT_TRUE(r.j.at("backend").is_object());
 }
@@ -224,7 +257,8 @@ TEST_F(SeedRoutes, AStaleReadingIsAnErrorOnSeedRoutesAndMarkedOnOwnRoutes) {
 
   r = get("/api/health");
   EXPECT_EQ(r.status, 503u) << r;  // its own rule: the last collection failed
-  const auto& gm = r.j.at("gpu_monitoring");
+  EXPECT_EQ(r.j.at("gpu_monitoring"), "unavailable") << r;
+  const auto& gm = r.j.at("monitoring");
   EXPECT_EQ(gm.at("available"), false);
   EXPECT_EQ(gm.at("gpu_count"), 0);
   EXPECT_EQ(gm.at("stale"), true);
@@ -247,7 +281,8 @@ TEST_F(SeedRoutes, AStaleReadingIsAnErrorOnSeedRoutesAndMarkedOnOwnRoutes) {
   EXPECT_EQ(get("/api/v1/gpus/1").j.at("stale"), false);
   r = get("/api/health");
   EXPECT_EQ(r.status, 200u) << r;
-  EXPECT_EQ(r.j.at("gpu_monitoring").at("available"), true);
+  EXPECT_EQ(r.j.at("gpu_monitoring"), "available") << r;
+  EXPECT_EQ(r.j.at("monitoring").at("available"), true);
 }
 
 // A loop that stopped publishing without an error (stuck) is stale all the same, and says so.
@@ -294,8 +329,9 @@ TEST_F(SeedRoutes, ANodeWithNoGpusIsNotAnError) {
   EXPECT_EQ(r.j.at("explanation"), "The scripted backend works but sees no GPUs on this node.");
   EXPECT_EQ(r.j.at("gpu_count"), 0);
   r = get("/api/health");
-  EXPECT_EQ(r.j.at("gpu_monitoring").at("available"), true);
-  EXPECT_EQ(r.j.at("gpu_monitoring").at("gpu_count"), 0);
+  EXPECT_EQ(r.j.at("gpu_monitoring"), "available") << r;
+  EXPECT_EQ(r.j.at("monitoring").at("available"), true);
+  EXPECT_EQ(r.j.at("monitoring").at("gpu_count"), 0);
 }
 
 TEST_F(SeedRoutes, ProcessesNameWhoKeepsTheFanRunningCappedAndEscaped) {
