@@ -74,6 +74,32 @@ std::string read_all(int fd) {
   return out;
 }
 
+// Runs child_session as user `b` in a forked child. ok: the child connected, sent every request and
+// read a line for each; text: everything it read.
+struct AsUser {
+  bool ok = false;
+  std::string text;
+};
+AsUser session_as(const test::TestUser& b, const std::string& path, const std::vector<std::string>& requests) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return {};
+  const pid_t child = ::fork();
+  if (child < 0) return {};
+  if (child == 0) {
+    ::close(out[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(b.gid) != 0 || ::setuid(b.uid) != 0) ::_exit(2);
+    ::_exit(child_session(path.c_str(), requests, out[1]) ? 0 : 1);
+  }
+  ::close(out[1]);
+  AsUser r;
+  r.text = read_all(out[0]);
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  r.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return r;
+}
+
 struct AgentSocketTest : ::testing::Test {
   test::TempDir dir;
   std::unique_ptr<node::Arbiter> arbiter;
@@ -134,22 +160,8 @@ TEST_F(AgentSocketTest, OtherUserCannotRelease) {
   const std::string id = lease->lease.id;
 
   const std::vector<std::string> requests = {json{{"id", 1}, {"op", "release"}, {"lease", id}}.dump() + "\n"};
-  int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  const std::string p = path;
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(out[0]);
-    if (::setgroups(0, nullptr) != 0 || ::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
-    ::_exit(child_session(p.c_str(), requests, out[1]) ? 0 : 1);
-  }
-  ::close(out[1]);
-  const auto text = read_all(out[0]);
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  const auto [ok, text] = session_as(*b, path, requests);
+  ASSERT_TRUE(ok) << text;
   auto lines = lines_of(text);
   ASSERT_EQ(lines.size(), 2u) << text;
   EXPECT_EQ(lines[0]["peer"]["uid"], b->uid) << "SO_PEERCRED, not anything the client said";
@@ -189,22 +201,8 @@ TEST_F(AgentSocketTest, AuthReadShowsANonAdminOnlyTheirOwnRecords) {
   const std::vector<std::string> requests = {json{{"id", 1}, {"op", "leases"}}.dump() + "\n",
                                              json{{"id", 2}, {"op", "jobs"}}.dump() + "\n",
                                              json{{"id", 3}, {"op", "job"}, {"job", *job}}.dump() + "\n"};
-  int out[2];
-  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-  const std::string p = path;
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(out[0]);
-    if (::setgroups(0, nullptr) != 0 || ::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
-    ::_exit(child_session(p.c_str(), requests, out[1]) ? 0 : 1);
-  }
-  ::close(out[1]);
-  const auto text = read_all(out[0]);
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  const auto [ok, text] = session_as(*b, path, requests);
+  ASSERT_TRUE(ok) << text;
   auto lines = lines_of(text);
   ASSERT_EQ(lines.size(), 4u) << text;
   ASSERT_EQ(lines[1]["ok"], true) << text;
@@ -454,22 +452,8 @@ TEST_F(AgentSocketTest, UnreadRepliesAreBudgetedPerUser) {
   std::string why;
   if (auto b = test::test_user("gf-test-b", &why)) {
     const std::vector<std::string> requests = {json{{"id", 1}, {"op", "jobs"}, {"limit", 1}}.dump() + "\n"};
-    int out[2];
-    ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    const std::string p = path;
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      ::close(out[0]);
-      if (::setgroups(0, nullptr) != 0 || ::setgid(b->gid) != 0 || ::setuid(b->uid) != 0) ::_exit(2);
-      ::_exit(child_session(p.c_str(), requests, out[1]) ? 0 : 1);
-    }
-    ::close(out[1]);
-    const auto text = read_all(out[0]);
-    ::close(out[0]);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+    const auto [ok, text] = session_as(*b, path, requests);
+    ASSERT_TRUE(ok) << text;
     auto lines = lines_of(text);
     ASSERT_EQ(lines.size(), 2u) << text;
     EXPECT_EQ(lines[1]["ok"], true) << "another user's budget is their own: " << text.substr(0, 300);
