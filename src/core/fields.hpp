@@ -38,7 +38,35 @@ enum class Field : std::uint8_t {
   EccUncorrectedVolatile,  // count
   PersistenceMode,         // bool
   Energy,                  // mJ, counter since driver load
-  AvailabilityScore,       // 0..1
+  // Health.
+  EccCorrectedVolatile,       // count
+  EccCorrectedAggregate,      // count
+  EccUncorrectedAggregate,    // count
+  RetiredPagesSbe,            // pages
+  RetiredPagesDbe,            // pages
+  RetiredPagesPending,        // bool
+  RemappedRowsCorrectable,    // rows
+  RemappedRowsUncorrectable,  // rows
+  RemappedRowsPending,        // bool
+  RemappedRowsFailure,        // bool
+  PcieReplay,                 // count
+  PowerViolation,             // µs
+  ThermalViolation,           // µs
+  LastXid,                    // XID number
+  // Profiling (NVML GPM).
+  ProfGraphicsActive,  // ratio
+  ProfSmActive,        // ratio
+  ProfSmOccupancy,     // ratio
+  ProfTensorActive,    // ratio
+  ProfDramActive,      // ratio
+  ProfFp64Active,      // ratio
+  ProfFp32Active,      // ratio
+  ProfFp16Active,      // ratio
+  ProfPcieTxBytes,     // B/s
+  ProfPcieRxBytes,     // B/s
+  ProfNvlinkTxBytes,   // B/s
+  ProfNvlinkRxBytes,   // B/s
+  AvailabilityScore,   // 0..1
 };
 
 inline constexpr std::size_t kFieldCount = static_cast<std::size_t>(Field::AvailabilityScore) + 1;
@@ -110,7 +138,7 @@ struct FieldInfo {
   std::string_view json_key;
   JsonForm json_form;
   int json_decimals;             // > 0: doubles are rounded to this many decimals in JSON
-  std::string_view unit;         // "%", "MiB", "°C", "W", "MHz", "mJ"; empty when unitless
+  std::string_view unit;         // "%", "MiB", "°C", "W", "MHz", "mJ", "µs", "B/s"; empty when unitless
   std::string_view label;        // short name for people: table headers, chart titles, legends
   std::string_view description;  // one line
   // Prometheus: DCGM's field name where dcgm-exporter has one, else gpufleet_gpu_*; HELP text as written.
@@ -196,11 +224,11 @@ inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
      "Memory clock",
      "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", MetricType::Gauge, "mem_clock", "mem_clock",
      &read_member<&GpuReading::clock_memory_mhz>, &mark_member<&GpuReading::clock_memory_mhz>, kNotOnStatusLine},
-    // The field's old name (DCGM 3.3 renamed it DCGM_FI_DEV_CLOCKS_EVENT_REASONS and kept this one as an
-    // alias); the old name is the one existing dashboards and alerts query. DCGM's bits are NVML's.
+    // DCGM's current name; /metrics serves the same samples under the old DCGM_FI_DEV_CLOCK_THROTTLE_REASONS
+    // too (wire/prometheus.cpp), which existing dashboards and alerts query. DCGM's bits are NVML's.
     {Field::ClockEventReasons, "clock_event_reasons", JsonForm::ClockEventNames, 0, "", "clock event reasons",
      "Why the clocks are held down (NVML clock event reasons)",
-     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "Current clock throttle reasons (bit mask of NVML clock event reasons).",
+     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "Why the clocks are held down now (bit mask of NVML clock event reasons).",
      MetricType::Gauge, "", "",
      &read_member<&GpuReading::clock_event_reasons>, &mark_member<&GpuReading::clock_event_reasons>, kNotOnStatusLine},
     {Field::PerformanceState, "performance_state", JsonForm::PerformanceState, 0, "", "performance state",
@@ -228,6 +256,149 @@ inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
      "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since the driver was loaded (in mJ).",
      MetricType::Counter, "", "",
      &read_member<&GpuReading::energy_mj>, &mark_member<&GpuReading::energy_mj>, kNotOnStatusLine},
+    // Health. ECC counts: volatile since the driver loaded, aggregate over the board's life. Single-bit errors
+    // are the corrected ones, double-bit the uncorrected (DCGM's SBE/DBE names; the same NVML counters).
+    {Field::EccCorrectedVolatile, "ecc_errors_corrected_volatile", JsonForm::Number, 0, "", "ECC corrected",
+     "Corrected ECC errors since the driver was loaded",
+     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Single-bit (corrected) ECC errors since the driver was loaded.",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::ecc_corrected_volatile>, &mark_member<&GpuReading::ecc_corrected_volatile>,
+     kNotOnStatusLine},
+    {Field::EccCorrectedAggregate, "ecc_errors_corrected_aggregate", JsonForm::Number, 0, "", "ECC corrected (lifetime)",
+     "Corrected ECC errors over the board's life",
+     "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Single-bit (corrected) ECC errors over the board's life.",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::ecc_corrected_aggregate>, &mark_member<&GpuReading::ecc_corrected_aggregate>,
+     kNotOnStatusLine},
+    {Field::EccUncorrectedAggregate, "ecc_errors_uncorrected_aggregate", JsonForm::Number, 0, "",
+     "ECC uncorrected (lifetime)",
+     "Uncorrected ECC errors over the board's life",
+     "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Double-bit (uncorrected) ECC errors over the board's life.",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::ecc_uncorrected_aggregate>, &mark_member<&GpuReading::ecc_uncorrected_aggregate>,
+     kNotOnStatusLine},
+    // Page retirement is how GPUs before Ampere's A100 handle bad memory; later ones remap rows instead and
+    // answer "not supported" here.
+    {Field::RetiredPagesSbe, "retired_pages.single_bit", JsonForm::Number, 0, "", "retired pages (SBE)",
+     "Memory pages retired after repeated single-bit errors",
+     "DCGM_FI_DEV_RETIRED_SBE", "Memory pages retired because of single-bit errors.", MetricType::Counter, "", "",
+     &read_member<&GpuReading::retired_pages_sbe>, &mark_member<&GpuReading::retired_pages_sbe>, kNotOnStatusLine},
+    {Field::RetiredPagesDbe, "retired_pages.double_bit", JsonForm::Number, 0, "", "retired pages (DBE)",
+     "Memory pages retired after a double-bit error",
+     "DCGM_FI_DEV_RETIRED_DBE", "Memory pages retired because of double-bit errors.", MetricType::Counter, "", "",
+     &read_member<&GpuReading::retired_pages_dbe>, &mark_member<&GpuReading::retired_pages_dbe>, kNotOnStatusLine},
+    {Field::RetiredPagesPending, "retired_pages.pending", JsonForm::Boolean, 0, "", "page retirement pending",
+     "Whether a page retirement waits for the next driver reload",
+     "DCGM_FI_DEV_RETIRED_PENDING", "Whether a page retirement is pending (1) or not (0).", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::retired_pages_pending>, &mark_member<&GpuReading::retired_pages_pending>,
+     kNotOnStatusLine},
+    {Field::RemappedRowsCorrectable, "remapped_rows.correctable", JsonForm::Number, 0, "", "remapped rows (corrected)",
+     "Memory rows remapped after correctable errors",
+     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Memory rows remapped because of correctable errors.",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::remapped_rows_correctable>, &mark_member<&GpuReading::remapped_rows_correctable>,
+     kNotOnStatusLine},
+    {Field::RemappedRowsUncorrectable, "remapped_rows.uncorrectable", JsonForm::Number, 0, "",
+     "remapped rows (uncorrected)",
+     "Memory rows remapped after uncorrectable errors",
+     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Memory rows remapped because of uncorrectable errors.",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::remapped_rows_uncorrectable>, &mark_member<&GpuReading::remapped_rows_uncorrectable>,
+     kNotOnStatusLine},
+    {Field::RemappedRowsPending, "remapped_rows.pending", JsonForm::Boolean, 0, "", "row remap pending",
+     "Whether a row remap waits for a GPU reset",
+     "DCGM_FI_DEV_ROW_REMAP_PENDING", "Whether a row remap waits for a GPU reset (1) or not (0).", MetricType::Gauge,
+     "", "",
+     &read_member<&GpuReading::remapped_rows_pending>, &mark_member<&GpuReading::remapped_rows_pending>,
+     kNotOnStatusLine},
+    {Field::RemappedRowsFailure, "remapped_rows.failure", JsonForm::Boolean, 0, "", "row remap failure",
+     "Whether a row remap failed (the GPU needs service)",
+     "DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether a row remap has failed (1) or not (0).", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::remapped_rows_failure>, &mark_member<&GpuReading::remapped_rows_failure>,
+     kNotOnStatusLine},
+    {Field::PcieReplay, "pcie_replay_counter", JsonForm::Number, 0, "", "PCIe replays",
+     "PCIe transfers the link had to send again",
+     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays (retried transfers) since the driver was loaded.",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::pcie_replay_count>, &mark_member<&GpuReading::pcie_replay_count>, kNotOnStatusLine},
+    {Field::PowerViolation, "clock_event_time.power_us", JsonForm::Number, 0, "µs", "held by power",
+     "Time the clocks were held down by the power limit",
+     "DCGM_FI_DEV_POWER_VIOLATION", "Time the clocks were held down by the power limit (in us).",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::power_violation_us>, &mark_member<&GpuReading::power_violation_us>, kNotOnStatusLine},
+    {Field::ThermalViolation, "clock_event_time.thermal_us", JsonForm::Number, 0, "µs", "held by temperature",
+     "Time the clocks were held down by temperature",
+     "DCGM_FI_DEV_THERMAL_VIOLATION", "Time the clocks were held down by temperature (in us).",
+     MetricType::Counter, "", "",
+     &read_member<&GpuReading::thermal_violation_us>, &mark_member<&GpuReading::thermal_violation_us>,
+     kNotOnStatusLine},
+    {Field::LastXid, "last_xid", JsonForm::Number, 0, "", "last XID",
+     "The last XID error the driver reported; 0 when none since the agent started",
+     "DCGM_FI_DEV_XID_ERRORS", "The last XID error the driver reported (0: none seen).", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::last_xid>, &mark_member<&GpuReading::last_xid>, kNotOnStatusLine},
+    // Profiling (NVML GPM, Hopper and later), in dcgm-exporter's units: activity as a ratio 0..1 (NVML gives
+    // percent), throughput in bytes per second (NVML gives MiB/s), over the interval between two samples.
+    {Field::ProfGraphicsActive, "profiling.graphics_active", JsonForm::Number, 4, "", "graphics engine active",
+     "Share of time the graphics engine was busy (0..1)",
+     "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Share of time the graphics engine was busy (ratio 0..1).", MetricType::Gauge,
+     "", "",
+     &read_member<&GpuReading::prof_graphics_active>, &mark_member<&GpuReading::prof_graphics_active>,
+     kNotOnStatusLine},
+    {Field::ProfSmActive, "profiling.sm_active", JsonForm::Number, 4, "", "SM active",
+     "Share of cycles an SM had at least one warp (0..1)",
+     "DCGM_FI_PROF_SM_ACTIVE", "Share of cycles an SM had at least one warp resident (ratio 0..1).",
+     MetricType::Gauge, "", "",
+     &read_member<&GpuReading::prof_sm_active>, &mark_member<&GpuReading::prof_sm_active>, kNotOnStatusLine},
+    {Field::ProfSmOccupancy, "profiling.sm_occupancy", JsonForm::Number, 4, "", "SM occupancy",
+     "Resident warps as a share of an SM's maximum (0..1)",
+     "DCGM_FI_PROF_SM_OCCUPANCY", "Resident warps as a share of the SM maximum (ratio 0..1).", MetricType::Gauge,
+     "", "",
+     &read_member<&GpuReading::prof_sm_occupancy>, &mark_member<&GpuReading::prof_sm_occupancy>, kNotOnStatusLine},
+    {Field::ProfTensorActive, "profiling.tensor_active", JsonForm::Number, 4, "", "tensor active",
+     "Share of cycles any tensor pipe was busy (0..1)",
+     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Share of cycles any tensor pipe was busy (ratio 0..1).", MetricType::Gauge,
+     "", "",
+     &read_member<&GpuReading::prof_tensor_active>, &mark_member<&GpuReading::prof_tensor_active>,
+     kNotOnStatusLine},
+    {Field::ProfDramActive, "profiling.dram_active", JsonForm::Number, 4, "", "DRAM active",
+     "Share of cycles the memory interface was moving data (0..1)",
+     "DCGM_FI_PROF_DRAM_ACTIVE", "Share of cycles the device memory interface was busy (ratio 0..1).",
+     MetricType::Gauge, "", "",
+     &read_member<&GpuReading::prof_dram_active>, &mark_member<&GpuReading::prof_dram_active>, kNotOnStatusLine},
+    {Field::ProfFp64Active, "profiling.fp64_active", JsonForm::Number, 4, "", "FP64 active",
+     "Share of cycles the FP64 pipe was busy (0..1)",
+     "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Share of cycles the FP64 pipe was busy (ratio 0..1).", MetricType::Gauge, "",
+     "",
+     &read_member<&GpuReading::prof_fp64_active>, &mark_member<&GpuReading::prof_fp64_active>, kNotOnStatusLine},
+    {Field::ProfFp32Active, "profiling.fp32_active", JsonForm::Number, 4, "", "FP32 active",
+     "Share of cycles the FP32 pipe was busy (0..1)",
+     "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Share of cycles the FP32 pipe was busy (ratio 0..1).", MetricType::Gauge, "",
+     "",
+     &read_member<&GpuReading::prof_fp32_active>, &mark_member<&GpuReading::prof_fp32_active>, kNotOnStatusLine},
+    {Field::ProfFp16Active, "profiling.fp16_active", JsonForm::Number, 4, "", "FP16 active",
+     "Share of cycles the FP16 pipe was busy (0..1)",
+     "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Share of cycles the FP16 pipe was busy (ratio 0..1).", MetricType::Gauge, "",
+     "",
+     &read_member<&GpuReading::prof_fp16_active>, &mark_member<&GpuReading::prof_fp16_active>, kNotOnStatusLine},
+    {Field::ProfPcieTxBytes, "profiling.pcie_tx_bytes", JsonForm::Number, 0, "B/s", "PCIe sent",
+     "Bytes per second sent over PCIe",
+     "DCGM_FI_PROF_PCIE_TX_BYTES", "Bytes per second sent over PCIe, headers included.", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::prof_pcie_tx_bytes>, &mark_member<&GpuReading::prof_pcie_tx_bytes>, kNotOnStatusLine},
+    {Field::ProfPcieRxBytes, "profiling.pcie_rx_bytes", JsonForm::Number, 0, "B/s", "PCIe received",
+     "Bytes per second received over PCIe",
+     "DCGM_FI_PROF_PCIE_RX_BYTES", "Bytes per second received over PCIe, headers included.", MetricType::Gauge, "",
+     "",
+     &read_member<&GpuReading::prof_pcie_rx_bytes>, &mark_member<&GpuReading::prof_pcie_rx_bytes>, kNotOnStatusLine},
+    {Field::ProfNvlinkTxBytes, "profiling.nvlink_tx_bytes", JsonForm::Number, 0, "B/s", "NVLink sent",
+     "Bytes per second sent over NVLink",
+     "DCGM_FI_PROF_NVLINK_TX_BYTES", "Bytes per second sent over NVLink.", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::prof_nvlink_tx_bytes>, &mark_member<&GpuReading::prof_nvlink_tx_bytes>,
+     kNotOnStatusLine},
+    {Field::ProfNvlinkRxBytes, "profiling.nvlink_rx_bytes", JsonForm::Number, 0, "B/s", "NVLink received",
+     "Bytes per second received over NVLink",
+     "DCGM_FI_PROF_NVLINK_RX_BYTES", "Bytes per second received over NVLink.", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::prof_nvlink_rx_bytes>, &mark_member<&GpuReading::prof_nvlink_rx_bytes>,
+     kNotOnStatusLine},
     {Field::AvailabilityScore, "availability_score", JsonForm::Number, 4, "", "availability score",
      "How free the GPU is for new work, 0..1: 0.6 free memory share + 0.4 idle share",
      "gpufleet_gpu_availability_score", "How free the GPU is for new work, 0..1 (free memory and idle time, weighted).",

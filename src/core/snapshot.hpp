@@ -29,6 +29,29 @@ struct GpuProcess {
   std::string command;                         // full command line, arguments separated by spaces
   std::optional<std::string> container;        // container id or "k8s-pod:<uid>" when in a container cgroup
   std::optional<std::uint32_t> container_pid;  // pid inside its own namespace (last NSpid entry)
+  // The MIG instance the process runs in (NVML's ids), when MIG is on and the driver says.
+  std::optional<unsigned> gpu_instance_id;
+  std::optional<unsigned> compute_instance_id;
+};
+
+// One XID event (an error the driver reported for the GPU), as the event thread saw it.
+struct XidEvent {
+  unsigned xid = 0;
+  std::chrono::system_clock::time_point time{};
+};
+
+// One MIG device (a compute instance of a GPU instance) of a GPU in MIG mode. Its memory is part of
+// its parent's: documents show it under the parent and never add it to the parent's totals.
+struct MigInstance {
+  std::string uuid;     // "MIG-…" (older drivers: "MIG-GPU-…/gi/ci")
+  std::string profile;  // "1g.10gb", "3g.40gb", …
+  std::string name;     // NVML's "<GPU name> MIG 1g.10gb"
+  unsigned index = 0;   // NVML's MIG device index on the parent
+  unsigned gpu_instance_id = 0;
+  unsigned compute_instance_id = 0;
+  Reading<std::uint64_t> memory_total_mib;
+  Reading<std::uint64_t> memory_used_mib;
+  Reading<std::uint64_t> memory_free_mib;
 };
 
 struct GpuReading {
@@ -54,6 +77,41 @@ struct GpuReading {
   Reading<std::uint64_t> ecc_uncorrected_volatile;
   Reading<bool> persistence_mode;
   Reading<std::uint64_t> energy_mj;  // counter since driver load
+
+  // Health counters (NVML; counts since driver load for volatile, over the board's life for aggregate).
+  Reading<std::uint64_t> ecc_corrected_volatile;
+  Reading<std::uint64_t> ecc_corrected_aggregate;
+  Reading<std::uint64_t> ecc_uncorrected_aggregate;
+  Reading<std::uint64_t> retired_pages_sbe;  // pages retired for single-bit errors (before Ampere)
+  Reading<std::uint64_t> retired_pages_dbe;  // … for double-bit errors
+  Reading<bool> retired_pages_pending;       // a retirement waits for the next driver reload
+  Reading<std::uint64_t> remapped_rows_correctable;
+  Reading<std::uint64_t> remapped_rows_uncorrectable;
+  Reading<bool> remapped_rows_pending;  // a remap waits for a GPU reset
+  Reading<bool> remapped_rows_failure;  // a remap failed: the GPU needs service
+  Reading<std::uint64_t> pcie_replay_count;
+  Reading<std::uint64_t> power_violation_us;    // time held down by the power limit, µs, counter
+  Reading<std::uint64_t> thermal_violation_us;  // time held down by temperature, µs, counter
+  Reading<unsigned> last_xid;                   // the last XID seen; 0: none since the agent started
+  std::vector<XidEvent> recent_xids;            // newest last; bounded by the backend
+
+  // Profiling (NVML GPM, Hopper and later): activity as a ratio 0..1, throughput in bytes/s, over the
+  // interval between two GPM samples. Absent (never 0) where the GPU or driver has no GPM.
+  Reading<double> prof_graphics_active;
+  Reading<double> prof_sm_active;
+  Reading<double> prof_sm_occupancy;
+  Reading<double> prof_tensor_active;
+  Reading<double> prof_dram_active;
+  Reading<double> prof_fp64_active;
+  Reading<double> prof_fp32_active;
+  Reading<double> prof_fp16_active;
+  Reading<double> prof_pcie_tx_bytes;
+  Reading<double> prof_pcie_rx_bytes;
+  Reading<double> prof_nvlink_tx_bytes;
+  Reading<double> prof_nvlink_rx_bytes;
+  std::string profiling_note;  // why there are no profiling readings; empty when there are
+
+  std::vector<MigInstance> mig_instances;  // when MIG is on: its instances, by index
 
   Health health = Health::Ok;
   std::string health_message;  // why, when not Ok

@@ -147,7 +147,40 @@ constexpr std::array kDcgmFamilies{
     field_family(core::Field::ClockEventReasons),
     field_family(core::Field::PersistenceMode),
     field_family(core::Field::MigMode),
+    field_family(core::Field::EccCorrectedVolatile),
+    field_family(core::Field::EccCorrectedAggregate),
+    field_family(core::Field::EccUncorrectedAggregate),
+    field_family(core::Field::RetiredPagesSbe),
+    field_family(core::Field::RetiredPagesDbe),
+    field_family(core::Field::RetiredPagesPending),
+    field_family(core::Field::RemappedRowsCorrectable),
+    field_family(core::Field::RemappedRowsUncorrectable),
+    field_family(core::Field::RemappedRowsPending),
+    field_family(core::Field::RemappedRowsFailure),
+    field_family(core::Field::PcieReplay),
+    field_family(core::Field::PowerViolation),
+    field_family(core::Field::ThermalViolation),
+    field_family(core::Field::LastXid),
+    field_family(core::Field::ProfGraphicsActive),
+    field_family(core::Field::ProfSmActive),
+    field_family(core::Field::ProfSmOccupancy),
+    field_family(core::Field::ProfTensorActive),
+    field_family(core::Field::ProfDramActive),
+    field_family(core::Field::ProfFp64Active),
+    field_family(core::Field::ProfFp32Active),
+    field_family(core::Field::ProfFp16Active),
+    field_family(core::Field::ProfPcieTxBytes),
+    field_family(core::Field::ProfPcieRxBytes),
+    field_family(core::Field::ProfNvlinkTxBytes),
+    field_family(core::Field::ProfNvlinkRxBytes),
 };
+
+// DCGM's name for the clock-event mask before DCGM 3.3, which existing dashboards and alert rules still
+// query: the same samples as DCGM_FI_DEV_CLOCKS_EVENT_REASONS, under the old name.
+constexpr GpuFamily kClockThrottleAlias{
+    {"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+     "Why the clocks are held down now (old name of DCGM_FI_DEV_CLOCKS_EVENT_REASONS).", Type::Gauge},
+    core::info(core::Field::ClockEventReasons).read};
 
 constexpr Family kHealthFamily{
     "gpufleet_gpu_health", "GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).", Type::Gauge};
@@ -208,13 +241,14 @@ constexpr std::array kAgentFamilies{
 // Bytes of every # HELP / # TYPE pair, for the reserve.
 constexpr std::size_t header_bytes(const Family& f) { return 2 * f.name.size() + f.help.size() + 32; }
 constexpr std::size_t all_header_bytes() {
-  std::size_t n = header_bytes(kHealthFamily) + header_bytes(kAgentInfoFamily);
+  std::size_t n =
+      header_bytes(kHealthFamily) + header_bytes(kAgentInfoFamily) + header_bytes(kClockThrottleAlias.family);
   for (const auto& f : kDcgmFamilies) n += header_bytes(f.family);
   for (const auto& f : kGpufleetGpuFamilies) n += header_bytes(f.family);
   for (const auto& f : kAgentFamilies) n += header_bytes(f.family);
   return n;
 }
-constexpr std::size_t kGpuSamplesPerGpu = kDcgmFamilies.size() + 1 + kGpufleetGpuFamilies.size();
+constexpr std::size_t kGpuSamplesPerGpu = kDcgmFamilies.size() + 2 + kGpufleetGpuFamilies.size();
 
 // ---------------------------------------------------------------------------------------------------------
 // Labels.
@@ -279,6 +313,7 @@ void write_prometheus_gpus(std::string& out, const core::Snapshot& s, const std:
   out.reserve(out.size() + all_header_bytes() + kGpuSamplesPerGpu * (label_bytes + s.gpus.size() * 80) + 1024);
 
   for (const auto& f : kDcgmFamilies) write_gpu_family(out, f, s, labels);
+  write_gpu_family(out, kClockThrottleAlias, s, labels);
 
   if (!s.gpus.empty()) {
     append_header(out, kHealthFamily);

@@ -19,7 +19,10 @@
 //   DCGM_FI_DEV_GPU_UTIL (%)  DCGM_FI_DEV_MEM_COPY_UTIL (%)  DCGM_FI_DEV_FB_FREE (MiB)  DCGM_FI_DEV_FB_USED (MiB)
 //   DCGM_FI_DEV_ECC_DBE_VOL_TOTAL (count, counter)  DCGM_FI_DEV_FAN_SPEED (%)
 //   DCGM_FI_DEV_ENFORCED_POWER_LIMIT (W)  DCGM_FI_DEV_PSTATE (0..15)
-//   DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (bit mask)  DCGM_FI_DEV_PERSISTENCE_MODE (0/1)  DCGM_FI_DEV_MIG_MODE (0/1)
+//   DCGM_FI_DEV_CLOCKS_EVENT_REASONS (bit mask)  DCGM_FI_DEV_PERSISTENCE_MODE (0/1)  DCGM_FI_DEV_MIG_MODE (0/1)
+//   health: ECC SBE/DBE volatile and aggregate totals, retired pages, remapped rows, PCIe replays, power and
+//   thermal violation time (us), the last XID; profiling (GPM): DCGM_FI_PROF_* ratios and bytes/s
+//   and DCGM_FI_DEV_CLOCK_THROTTLE_REASONS: the clock-event mask again under its pre-3.3 name.
 // gpufleet GPU families (same labels): gpufleet_gpu_health{…,state="ok|lost|error"} 1,
 //   gpufleet_gpu_availability_score (0..1), gpufleet_gpu_memory_total_mib, gpufleet_gpu_processes,
 //   gpufleet_gpu_memory_unattributed_mib.

@@ -20,7 +20,8 @@ TEST(Fields, EveryRowIsCompleteAndNamesAreUnique) {
     EXPECT_NE(f.read, nullptr);
     EXPECT_TRUE(json_keys.insert(f.json_key).second);
     EXPECT_TRUE(prom_names.insert(f.prometheus_name).second);
-    const bool dcgm = f.prometheus_name.rfind("DCGM_FI_DEV_", 0) == 0;
+    const bool dcgm =
+        f.prometheus_name.rfind("DCGM_FI_DEV_", 0) == 0 || f.prometheus_name.rfind("DCGM_FI_PROF_", 0) == 0;
     const bool ours = f.prometheus_name.rfind("gpufleet_gpu_", 0) == 0;
     EXPECT_TRUE(dcgm || ours);
     if (!f.history_column.empty()) {
@@ -125,10 +126,41 @@ TEST(Fields, EveryReaderReadsItsOwnMember) {
   g.ecc_uncorrected_volatile = std::uint64_t{16};
   g.persistence_mode = true;
   g.energy_mj = std::uint64_t{18};
-  g.availability_score = 19.0;
+  g.ecc_corrected_volatile = std::uint64_t{19};
+  g.ecc_corrected_aggregate = std::uint64_t{20};
+  g.ecc_uncorrected_aggregate = std::uint64_t{21};
+  g.retired_pages_sbe = std::uint64_t{22};
+  g.retired_pages_dbe = std::uint64_t{23};
+  g.retired_pages_pending = true;
+  g.remapped_rows_correctable = std::uint64_t{25};
+  g.remapped_rows_uncorrectable = std::uint64_t{26};
+  g.remapped_rows_pending = false;
+  g.remapped_rows_failure = true;
+  g.pcie_replay_count = std::uint64_t{29};
+  g.power_violation_us = std::uint64_t{30};
+  g.thermal_violation_us = std::uint64_t{31};
+  g.last_xid = 32u;
+  g.prof_graphics_active = 33.0;
+  g.prof_sm_active = 34.0;
+  g.prof_sm_occupancy = 35.0;
+  g.prof_tensor_active = 36.0;
+  g.prof_dram_active = 37.0;
+  g.prof_fp64_active = 38.0;
+  g.prof_fp32_active = 39.0;
+  g.prof_fp16_active = 40.0;
+  g.prof_pcie_tx_bytes = 41.0;
+  g.prof_pcie_rx_bytes = 42.0;
+  g.prof_nvlink_tx_bytes = 43.0;
+  g.prof_nvlink_rx_bytes = 44.0;
+  g.availability_score = 45.0;
+  static_assert(kFieldCount == 45, "give the new field a value above");
   for (const auto& f : kFields) {
     SCOPED_TRACE(std::string(f.json_key));
-    const double want = f.id == Field::MigMode ? 0 : f.id == Field::PersistenceMode ? 1 : static_cast<double>(f.id) + 1;
+    // Booleans read as 0/1; every other field reads the value its position gave it.
+    double want = static_cast<double>(f.id) + 1;
+    if (f.id == Field::MigMode || f.id == Field::RemappedRowsPending) want = 0;
+    if (f.id == Field::PersistenceMode || f.id == Field::RetiredPagesPending || f.id == Field::RemappedRowsFailure)
+      want = 1;
     EXPECT_EQ(f.read(g).as_double(), want);
   }
 }

@@ -136,6 +136,18 @@ TEST(Json, MissingReasonsEmptyWhenEverythingIsThere) {
   g.persistence_mode = false;
   g.energy_mj = std::uint64_t{0};
   g.availability_score = 0.0;
+  for (auto* r : {&g.ecc_corrected_volatile, &g.ecc_corrected_aggregate, &g.ecc_uncorrected_aggregate,
+                  &g.retired_pages_sbe, &g.retired_pages_dbe, &g.remapped_rows_correctable,
+                  &g.remapped_rows_uncorrectable, &g.pcie_replay_count, &g.power_violation_us, &g.thermal_violation_us})
+    *r = std::uint64_t{0};
+  g.retired_pages_pending = false;
+  g.remapped_rows_pending = false;
+  g.remapped_rows_failure = false;
+  g.last_xid = 0u;
+  for (auto* r : {&g.prof_graphics_active, &g.prof_sm_active, &g.prof_sm_occupancy, &g.prof_tensor_active,
+                  &g.prof_dram_active, &g.prof_fp64_active, &g.prof_fp32_active, &g.prof_fp16_active,
+                  &g.prof_pcie_tx_bytes, &g.prof_pcie_rx_bytes, &g.prof_nvlink_tx_bytes, &g.prof_nvlink_rx_bytes})
+    *r = 0.0;
   const auto j = gpu_json(g);
   EXPECT_EQ(j["missing_reasons"], nlohmann::json::object());
   EXPECT_EQ(j["mig_mode"], "disabled");

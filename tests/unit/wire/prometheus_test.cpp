@@ -284,15 +284,18 @@ DCGM_FI_DEV_ENFORCED_POWER_LIMIT{$L} 700
 # HELP DCGM_FI_DEV_PSTATE Performance state (P-State) 0-15. 0=highest.
 # TYPE DCGM_FI_DEV_PSTATE gauge
 DCGM_FI_DEV_PSTATE{$L} 0
-# HELP DCGM_FI_DEV_CLOCK_THROTTLE_REASONS Current clock throttle reasons (bit mask of NVML clock event reasons).
-# TYPE DCGM_FI_DEV_CLOCK_THROTTLE_REASONS gauge
-DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{$L} 4
+# HELP DCGM_FI_DEV_CLOCKS_EVENT_REASONS Why the clocks are held down now (bit mask of NVML clock event reasons).
+# TYPE DCGM_FI_DEV_CLOCKS_EVENT_REASONS gauge
+DCGM_FI_DEV_CLOCKS_EVENT_REASONS{$L} 4
 # HELP DCGM_FI_DEV_PERSISTENCE_MODE Persistence mode for the device (1 = enabled, 0 = disabled).
 # TYPE DCGM_FI_DEV_PERSISTENCE_MODE gauge
 DCGM_FI_DEV_PERSISTENCE_MODE{$L} 1
 # HELP DCGM_FI_DEV_MIG_MODE MIG mode for the device (1 = enabled, 0 = disabled).
 # TYPE DCGM_FI_DEV_MIG_MODE gauge
 DCGM_FI_DEV_MIG_MODE{$L} 0
+# HELP DCGM_FI_DEV_CLOCK_THROTTLE_REASONS Why the clocks are held down now (old name of DCGM_FI_DEV_CLOCKS_EVENT_REASONS).
+# TYPE DCGM_FI_DEV_CLOCK_THROTTLE_REASONS gauge
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{$L} 4
 # HELP gpufleet_gpu_health GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).
 # TYPE gpufleet_gpu_health gauge
 gpufleet_gpu_health{$L,state="ok"} 1
