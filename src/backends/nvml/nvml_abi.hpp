@@ -11,6 +11,8 @@ namespace gf::backends::nvml {
 using Return = int;  // nvmlReturn_t: a C enum, int-sized
 struct DeviceOpaque;
 using Device = DeviceOpaque*;  // nvmlDevice_t: opaque, valid until nvmlShutdown
+struct EventSetOpaque;
+using EventSet = EventSetOpaque*;  // nvmlEventSet_t: opaque, valid until nvmlEventSetFree
 
 // nvmlReturn_t values we act on.
 inline constexpr Return kSuccess = 0;
@@ -19,6 +21,7 @@ inline constexpr Return kErrorNotSupported = 3;
 inline constexpr Return kErrorNoPermission = 4;
 inline constexpr Return kErrorInsufficientSize = 7;
 inline constexpr Return kErrorDriverNotLoaded = 9;
+inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorGpuIsLost = 15;
 inline constexpr Return kErrorResetRequired = 16;
@@ -30,11 +33,21 @@ inline constexpr Return kErrorUnknown = 999;
 inline constexpr int kTemperatureGpu = 0;  // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
 inline constexpr int kClockGraphics = 0;   // nvmlClockType_t
 inline constexpr int kClockMemory = 2;
-inline constexpr int kEccUncorrected = 1;   // nvmlMemoryErrorType_t
-inline constexpr int kEccVolatile = 0;      // nvmlEccCounterType_t
-inline constexpr int kPstateUnknown = 32;   // nvmlPstates_t NVML_PSTATE_UNKNOWN
-inline constexpr int kFeatureEnabled = 1;   // nvmlEnableState_t
-inline constexpr unsigned kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
+inline constexpr int kEccCorrected = 0;  // nvmlMemoryErrorType_t
+inline constexpr int kEccUncorrected = 1;
+inline constexpr int kEccVolatile = 0;   // nvmlEccCounterType_t
+inline constexpr int kEccAggregate = 1;  // over the board's life (kept in the InfoROM)
+// nvmlPageRetirementCause_t
+inline constexpr int kRetiredForSingleBit = 0;  // NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+inline constexpr int kRetiredForDoubleBit = 1;  // NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+// nvmlPerfPolicyType_t, for nvmlDeviceGetViolationStatus
+inline constexpr int kPerfPolicyPower = 0;    // NVML_PERF_POLICY_POWER
+inline constexpr int kPerfPolicyThermal = 1;  // NVML_PERF_POLICY_THERMAL
+// Event type bits (nvmlEventType*): a mask of unsigned long long.
+inline constexpr unsigned long long kEventTypeXidCriticalError = 0x8;  // nvmlEventTypeXidCriticalError
+inline constexpr int kPstateUnknown = 32;                              // nvmlPstates_t NVML_PSTATE_UNKNOWN
+inline constexpr int kFeatureEnabled = 1;                              // nvmlEnableState_t
+inline constexpr unsigned kMigEnabled = 1;                             // NVML_DEVICE_MIG_ENABLE
 
 // nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs on the PCIe tree; lower is closer.
 inline constexpr int kTopologyInternal = 0;     // same board (multi-GPU card)
@@ -110,7 +123,24 @@ struct PciInfoLegacy {
   unsigned int reserved[4];
 };
 
+// nvmlViolationTime_t: how long a policy (power, thermal) held the clocks down.
+struct ViolationTime {
+  unsigned long long reference_time_us;  // when the counter was read, µs since the epoch
+  unsigned long long violation_time_ns;  // time held down since driver load, ns
+};
+
+// nvmlEventData_t as filled by nvmlEventSetWait_v2.
+struct EventData {
+  Device device;                  // the GPU the event is about
+  unsigned long long event_type;  // one nvmlEventType* bit
+  unsigned long long event_data;  // for an XID event: the XID number
+  unsigned int gpu_instance_id;   // MIG: the instance, 0xFFFFFFFF otherwise
+  unsigned int compute_instance_id;
+};
+
 static_assert(sizeof(Memory) == 24);
+static_assert(sizeof(ViolationTime) == 16);
+static_assert(sizeof(EventData) == 32);
 static_assert(sizeof(MemoryV2) == 40);
 static_assert(sizeof(Utilization) == 8);
 static_assert(sizeof(ProcessInfoV2) == 24);
@@ -139,10 +169,18 @@ using FnDeviceMig = Return(Device, unsigned*, unsigned*);  // (current, pending)
 using FnDeviceEcc = Return(Device, int, int, unsigned long long*);
 using FnDeviceProcesses = Return(Device, unsigned*, ProcessInfoV2*);
 using FnDeviceProcessesV1 = Return(Device, unsigned*, ProcessInfoV1*);
-using FnDevicePairLevel = Return(Device, Device, int*);                  // (a, b, nvmlGpuTopologyLevel_t)
-using FnDeviceLinkState = Return(Device, unsigned, int*);                // (link, nvmlEnableState_t)
-using FnDeviceLinkPci = Return(Device, unsigned, PciInfo*);              // (link, peer)
-using FnDeviceLinkPciLegacy = Return(Device, unsigned, PciInfoLegacy*);  // (link, peer), old layout
+using FnDevicePairLevel = Return(Device, Device, int*);                            // (a, b, nvmlGpuTopologyLevel_t)
+using FnDeviceLinkState = Return(Device, unsigned, int*);                          // (link, nvmlEnableState_t)
+using FnDeviceLinkPci = Return(Device, unsigned, PciInfo*);                        // (link, peer)
+using FnDeviceLinkPciLegacy = Return(Device, unsigned, PciInfoLegacy*);            // (link, peer), old layout
+using FnDeviceRetiredPages = Return(Device, int, unsigned*, unsigned long long*);  // (cause, count in/out, addresses)
+using FnDeviceEnableState = Return(Device, int*);                                  // nvmlEnableState_t out
+using FnDeviceRemappedRows = Return(Device, unsigned*, unsigned*, unsigned*, unsigned*);  // corr, unc, pending, failure
+using FnDeviceViolation = Return(Device, int, ViolationTime*);                            // (nvmlPerfPolicyType_t, out)
+using FnEventSetCreate = Return(EventSet*);
+using FnEventSetFree = Return(EventSet);
+using FnDeviceRegisterEvents = Return(Device, unsigned long long, EventSet);  // (device, types, set)
+using FnEventSetWait = Return(EventSet, EventData*, unsigned);                // (set, out, timeout ms)
 
 // Every entry point, once: X(member, function type, Required|Optional, names in order of preference).
 // The loader tries the names left to right; a later name must have the same signature (a different
@@ -174,6 +212,16 @@ using FnDeviceLinkPciLegacy = Return(Device, unsigned, PciInfoLegacy*);  // (lin
   X(performance_state, FnDeviceInt, Optional, "nvmlDeviceGetPerformanceState")                                         \
   X(mig_mode, FnDeviceMig, Optional, "nvmlDeviceGetMigMode")                                                           \
   X(ecc_total, FnDeviceEcc, Optional, "nvmlDeviceGetTotalEccErrors")                                                   \
+  X(retired_pages, FnDeviceRetiredPages, Optional, "nvmlDeviceGetRetiredPages")                                        \
+  X(retired_pages_pending, FnDeviceEnableState, Optional, "nvmlDeviceGetRetiredPagesPendingStatus")                    \
+  X(remapped_rows, FnDeviceRemappedRows, Optional, "nvmlDeviceGetRemappedRows")                                        \
+  X(pcie_replay_counter, FnDeviceUnsigned, Optional, "nvmlDeviceGetPcieReplayCounter")                                 \
+  X(violation_status, FnDeviceViolation, Optional, "nvmlDeviceGetViolationStatus")                                     \
+  X(event_set_create, FnEventSetCreate, Optional, "nvmlEventSetCreate")                                                \
+  X(supported_event_types, FnDeviceU64, Optional, "nvmlDeviceGetSupportedEventTypes")                                  \
+  X(register_events, FnDeviceRegisterEvents, Optional, "nvmlDeviceRegisterEvents")                                     \
+  X(event_set_wait, FnEventSetWait, Optional, "nvmlEventSetWait_v2")                                                   \
+  X(event_set_free, FnEventSetFree, Optional, "nvmlEventSetFree")                                                      \
   X(persistence_mode, FnDeviceInt, Optional, "nvmlDeviceGetPersistenceMode")                                           \
   X(compute_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetComputeRunningProcesses_v3",                         \
     "nvmlDeviceGetComputeRunningProcesses_v2")                                                                         \

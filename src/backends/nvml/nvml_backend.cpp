@@ -9,6 +9,7 @@
 
 #include "backends/nvml/nvml_api.hpp"
 #include "backends/nvml/nvml_device.hpp"
+#include "backends/nvml/nvml_events.hpp"
 #include "backends/nvml/nvml_topology.hpp"
 #include "platform/clock.hpp"
 #include "platform/dynlib.hpp"
@@ -43,13 +44,14 @@ std::string init_failure(const Api& api, const std::string& path, Return code) {
 class NvmlBackend final : public Backend {
  public:
   NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock)
-      : lib_(std::move(lib)), api_(api), clock_(clock) {}
+      : lib_(std::move(lib)), api_(api), clock_(clock), events_(api_, clock_) {}
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
 
   // Pairs the one successful nvmlInit with its nvmlShutdown; the library closes after (lib_ is
   // declared first, so it is destroyed last).
   ~NvmlBackend() override {
+    events_.stop();  // the event thread waits on NVML: it ends before nvmlShutdown
     if (initialised_) api_.shutdown();
   }
 
@@ -66,6 +68,15 @@ class NvmlBackend final : public Backend {
     int cuda = 0;
     if (api_.cuda_driver_version && api_.cuda_driver_version(&cuda) == nvml::kSuccess && cuda > 0)
       cuda_driver_version_ = format_cuda_version(cuda);
+    // XID events for the GPUs present now; their handles stay valid until shutdown. A GPU that
+    // appears later is not registered (NVML keeps its device list from init).
+    unsigned count = 0;
+    if (api_.device_count(&count) == nvml::kSuccess) {
+      event_devices_.assign(count, nullptr);
+      for (unsigned index = 0; index < count; ++index)
+        if (api_.device_handle(index, &event_devices_[index]) != nvml::kSuccess) event_devices_[index] = nullptr;
+    }
+    events_.start(event_devices_);
     return {};
   }
 
@@ -89,11 +100,16 @@ class NvmlBackend final : public Backend {
     for (unsigned index = 0; index < count; ++index) {
       Device device = nullptr;
       if (const Return r = api_.device_handle(index, &device); r != nvml::kSuccess || device == nullptr) {
-        snap.gpus.push_back(nvml::unreachable_device(api_, index, r == nvml::kSuccess ? nvml::kErrorUnknown : r,
-                                                     "cannot get a handle for the GPU"));
+        auto gone = nvml::unreachable_device(api_, index, r == nvml::kSuccess ? nvml::kErrorUnknown : r,
+                                             "cannot get a handle for the GPU");
+        // The XIDs seen before it went (79: fallen off the bus) are still its story.
+        if (index < event_devices_.size() && event_devices_[index] != nullptr)
+          events_.fill(event_devices_[index], gone);
+        snap.gpus.push_back(std::move(gone));
         continue;
       }
       auto result = nvml::read_device(api_, device, index, devices_[device]);
+      events_.fill(device, result.reading);
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
         persistence_off.push_back(index);
       for (auto& p : result.process_problems) process_problems.push_back(std::move(p));
@@ -106,6 +122,7 @@ class NvmlBackend final : public Backend {
           "makes queries slow; enable it with `nvidia-smi -pm 1` or nvidia-persistenced",
           fmt::join(persistence_off, ", ")));
     }
+    if (auto problem = events_.problem(); !problem.empty()) snap.warnings.push_back(std::move(problem));
     if (!process_problems.empty()) {
       snap.process_visibility.complete = false;
       snap.process_visibility.message = fmt::format("{}", fmt::join(process_problems, "; "));
@@ -135,6 +152,9 @@ class NvmlBackend final : public Backend {
   // What each device has told us (unsupported fields, identity), by handle; handles stay valid
   // until nvmlShutdown.
   std::unordered_map<Device, nvml::DeviceState> devices_;
+  // The handles registered for XID events, by NVML index at start.
+  std::vector<Device> event_devices_;
+  nvml::XidEvents events_;  // after api_ and clock_, which it uses
 };
 
 }  // namespace

@@ -206,6 +206,68 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   g.persistence_mode = convert<bool>(persistence, [](int mode) { return mode == kFeatureEnabled; });
 }
 
+// The health counters (ECC, retired pages, remapped rows, PCIe replays, violation time). Each is
+// one query, probed once: Hopper answers NOT_SUPPORTED to the retired-page queries (it remaps rows
+// instead), so they stay absent with that reason and are never asked again.
+void read_health(const Api& api, Device device, Asker& asker, core::GpuReading& g) {
+  auto counter = [](const Reading<unsigned long long>& r) {
+    return convert<std::uint64_t>(r, [](unsigned long long n) { return std::uint64_t{n}; });
+  };
+  auto ecc = [&](Query q, int error_type, int counter_type) {
+    return counter(asker.ask<unsigned long long>(q, api.ecc_total != nullptr, [&](unsigned long long& out) {
+      return api.ecc_total(device, error_type, counter_type, &out);
+    }));
+  };
+  g.ecc_corrected_volatile = ecc(Query::EccCorrectedVolatile, kEccCorrected, kEccVolatile);
+  g.ecc_corrected_aggregate = ecc(Query::EccCorrectedAggregate, kEccCorrected, kEccAggregate);
+  g.ecc_uncorrected_aggregate = ecc(Query::EccUncorrectedAggregate, kEccUncorrected, kEccAggregate);
+
+  // The count alone: a NULL buffer with a count of 0 asks for the size (SUCCESS, or INSUFFICIENT_SIZE
+  // with the count set when pages exist); the addresses are not needed.
+  auto retired = [&](Query q, int cause) {
+    return asker.ask<unsigned>(q, api.retired_pages != nullptr, [&](unsigned& out) {
+      unsigned count = 0;
+      const Return r = api.retired_pages(device, cause, &count, nullptr);
+      out = count;
+      return r == kErrorInsufficientSize ? kSuccess : r;
+    });
+  };
+  auto pages = [](const Reading<unsigned>& r) {
+    return convert<std::uint64_t>(r, [](unsigned n) { return std::uint64_t{n}; });
+  };
+  g.retired_pages_sbe = pages(retired(Query::RetiredPagesSbe, kRetiredForSingleBit));
+  g.retired_pages_dbe = pages(retired(Query::RetiredPagesDbe, kRetiredForDoubleBit));
+  auto pending = asker.ask<int>(Query::RetiredPagesPending, api.retired_pages_pending != nullptr,
+                                [&](int& out) { return api.retired_pages_pending(device, &out); });
+  g.retired_pages_pending = convert<bool>(pending, [](int state) { return state == kFeatureEnabled; });
+
+  struct Rows {
+    unsigned correctable = 0, uncorrectable = 0, pending = 0, failure = 0;
+  };
+  auto rows = asker.ask<Rows>(Query::RemappedRows, api.remapped_rows != nullptr, [&](Rows& out) {
+    return api.remapped_rows(device, &out.correctable, &out.uncorrectable, &out.pending, &out.failure);
+  });
+  g.remapped_rows_correctable =
+      convert<std::uint64_t>(rows, [](const Rows& r) { return std::uint64_t{r.correctable}; });
+  g.remapped_rows_uncorrectable =
+      convert<std::uint64_t>(rows, [](const Rows& r) { return std::uint64_t{r.uncorrectable}; });
+  g.remapped_rows_pending = convert<bool>(rows, [](const Rows& r) { return r.pending != 0; });
+  g.remapped_rows_failure = convert<bool>(rows, [](const Rows& r) { return r.failure != 0; });
+
+  auto replays = asker.ask<unsigned>(Query::PcieReplay, api.pcie_replay_counter != nullptr,
+                                     [&](unsigned& out) { return api.pcie_replay_counter(device, &out); });
+  g.pcie_replay_count = pages(replays);
+
+  // NVML gives nanoseconds; the field is microseconds (dcgm-exporter's DCGM_FI_DEV_*_VIOLATION unit).
+  auto violation = [&](Query q, int policy) {
+    auto v = asker.ask<ViolationTime>(q, api.violation_status != nullptr,
+                                      [&](ViolationTime& out) { return api.violation_status(device, policy, &out); });
+    return convert<std::uint64_t>(v, [](const ViolationTime& t) { return std::uint64_t{t.violation_time_ns / 1000}; });
+  };
+  g.power_violation_us = violation(Query::ViolationPower, kPerfPolicyPower);
+  g.thermal_violation_us = violation(Query::ViolationThermal, kPerfPolicyThermal);
+}
+
 struct RawProcess {
   std::uint32_t pid = 0;
   std::optional<std::uint64_t> used_mib;
@@ -307,6 +369,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   read_identity(api, device, state, asker);
   read_memory(api, device, asker, g);
   read_gauges(api, device, asker, g);
+  read_health(api, device, asker, g);
   read_processes(api, device, index, state, asker, result);
   // With MIG on, the whole-GPU utilization counters are not kept (NVML answers NOT_SUPPORTED; the MIG
   // instances have their own): say so rather than "not supported", which reads as a hardware limit.

@@ -58,11 +58,13 @@ TEST_F(NvmlQueriesTest, UnsupportedFieldsAreAskedOnceThenSkipped) {
   }
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetFanSpeed"), 1u);
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetMigMode"), 1u);
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetTotalEccErrors"), 1u);
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetTotalEccErrors"), 4u);  // each of the four ECC counters once
   // An error is not "not supported": it may pass, so it is asked every time.
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetTemperature"), 3u);
-  // Later snapshots skip the three unsupported fields and the identity (uuid, name, PCI) read once.
-  EXPECT_EQ(calls[0] - calls[1], 6u);
+  // Later snapshots skip the unsupported fields and the identity (uuid, name, PCI) read once: fan,
+  // MIG, four ECC counters, three retired-page queries, remapped rows, PCIe replays, two violation
+  // policies, and the three identity reads.
+  EXPECT_EQ(calls[0] - calls[1], 16u);
   EXPECT_EQ(calls[1], calls[2]);
   // What remains, per snapshot: count, handle, memory, utilization, temperature, power, limit,
   // energy, two clocks, clock reasons, P-state, persistence, and three process lists.
@@ -88,8 +90,9 @@ TEST_F(NvmlQueriesTest, IdentityIsReadOnceButHandlesEverySnapshot) {
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetUUID"), 8u);
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetName"), 8u);
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetPciInfo_v3"), 8u);
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetCount_v2"), 3u);
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetHandleByIndex_v2"), 24u);
+  // One more count and eight more handles at start, for the XID event registration.
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetCount_v2"), 4u);
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetHandleByIndex_v2"), 32u);
   EXPECT_EQ(fake().calls_of("nvmlSystemGetDriverVersion"), 1u);
 }
 
@@ -116,7 +119,8 @@ TEST_F(NvmlQueriesTest, ProcessListGrowsOnInsufficientSize) {
 
 TEST_F(NvmlQueriesTest, GpuLostDuringARunIsReportedFromThen) {
   json gpu1 = healthy_gpu(1);
-  gpu1["lost"] = {false, true};  // one step per handle lookup
+  // One step per handle lookup: the XID registration at start, the first snapshot, then lost.
+  gpu1["lost"] = {false, false, true};
   auto backend = open(write_scenario(json{{"gpus", json::array({healthy_gpu(0), gpu1})}}));
   ASSERT_TRUE(backend) << backend.error().message;
 
