@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "allocator/select.hpp"
+#include "core/gpu_health.hpp"
 #include "core/policy.hpp"
 
 namespace gf::allocator {
@@ -45,6 +46,8 @@ std::string refusal_reason(const core::GpuReading& g, const SelectRequest& r) {
     return fmt::format("lost: {}", g.health_message.empty() ? "GPU is lost" : g.health_message);
   if (g.health == core::Health::Error)
     return fmt::format("error: {}", g.health_message.empty() ? "the GPU answers errors" : g.health_message);
+  // Unhealthy (a critical XID, a failed row remap): refused whatever else it offers; the reason names the XID.
+  if (auto verdict = core::judge_health(g); !verdict.healthy) return verdict.summary;
   if (r.leased.contains(g.index)) return "leased";
 
   std::vector<std::string> reasons;

@@ -42,6 +42,8 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
   double util_sum = 0, mem_sum = 0, temp_sum = 0, power_sum = 0;
   unsigned temps = 0, powers = 0, stale = 0;
   std::uint64_t idle = 0;
+  for (const auto& g : m->gpus)
+    if (!g.unhealthy.empty()) n.problems.push_back(fmt::format("GPU {} is unhealthy: {}", g.index, g.unhealthy));
   for (const auto& g : m->gpus) {
     if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) continue;
     // A GPU whose own series stopped counts as one without metrics, even beside fresh GPUs.
@@ -150,6 +152,7 @@ std::string_view gpu_resource_of_model(std::string_view model) noexcept {
 }
 
 bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
+  if (!g.unhealthy.empty()) return false;  // never offered, whatever its load
   if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) return false;
   return *g.utilization_pct < t.utilization_pct && *g.memory_used_mib / *g.memory_total_mib * 100.0 < t.memory_pct;
 }
@@ -231,6 +234,9 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
       NodeSummary& n = out.nodes.emplace_back();
       n.name = m->node;
       n.total_gpus = n.allocatable_gpus = n.free_gpus = m->gpus.size();
+      // Without Kubernetes, an unhealthy GPU is not free to place on.
+      n.free_gpus -= static_cast<std::uint64_t>(
+          std::count_if(m->gpus.begin(), m->gpus.end(), [](const core::FleetGpu& g) { return !g.unhealthy.empty(); }));
       n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
       n.health = NodeHealth::Ok;
       if (facts.kube_error) {

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/fields.hpp"
+#include "core/gpu_health.hpp"
 #include "core/policy.hpp"
 #include "platform/log.hpp"
 
@@ -129,6 +130,11 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
       out.push_back(std::move(line));
       continue;
     }
+    // A GPU that needs a reset or service says so first: its other figures may look fine.
+    if (const auto verdict = core::judge_health(g); !verdict.healthy)
+      line += " " +
+              st.paint("UNHEALTHY: " + printable(verdict.summary.substr(verdict.summary.find(": ") + 2)), "1;31") +
+              " |";
     // Temperature with its unit glued on ("45°C"), utilization with a space ("50 %"), as gpustat has them.
     const auto temp = core::read(Field::Temperature, g);
     const bool hot = temp.has_value() && temp.as_double() >= kHotCelsius;
@@ -162,6 +168,10 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
   }
   if (s.gpus.empty()) out.push_back(st.paint("No GPU found.", "1;33"));
   if (auto legend = missing_legend(s); !legend.empty()) out.push_back(st.paint(legend, "90"));
+  // Why each unhealthy GPU is so, one sentence a problem (a lost GPU already said so on its line).
+  for (const auto& g : s.gpus)
+    for (const auto& p : core::judge_health(g).problems)
+      if (p.code != "gpu_lost") out.push_back(st.paint("! " + printable(p.message), "1;31"));
   for (const auto& w : s.warnings)
     if (!s.simulated || w.find("simulated") == std::string::npos) out.push_back(st.paint("! " + printable(w), "33"));
   if (!s.process_visibility.complete) out.push_back(st.paint("! " + printable(s.process_visibility.message), "33"));

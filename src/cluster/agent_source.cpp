@@ -156,6 +156,13 @@ Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::strin
     }
     f.temperature_c = num(g, "temperature");
     f.power_w = num(g, "power_usage");
+    if (const auto h = g.find("healthy"); h != g.end() && h->is_boolean() && !h->get<bool>()) {
+      // The first problem's sentence, bounded: it is another machine's text.
+      std::string why = "unhealthy";
+      if (const auto p = g.find("health_problems"); p != g.end() && p->is_array() && !p->empty())
+        if (const auto& first = (*p)[0]; first.is_object()) why = str(first, "message");
+      f.unhealthy = why.empty() ? "unhealthy" : why.substr(0, 200);
+    }
     m.gpus.push_back(std::move(f));
   }
   return m;

@@ -1,5 +1,7 @@
 #include "core/alerts.hpp"
 
+#include "core/gpu_health.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -79,6 +81,8 @@ std::string_view event_name(AlertKind k) noexcept {
     case AlertKind::GpuLost: return "gpu_lost_alert";
     case AlertKind::EccErrors: return "ecc_error_alert";
     case AlertKind::Throttling: return "throttling_alert";
+    case AlertKind::XidErrors: return "xid_error_alert";
+    case AlertKind::RowRemapFailure: return "row_remap_failure_alert";
   }
   return "alert";
 }
@@ -92,6 +96,8 @@ std::string_view rule_name(AlertKind k) noexcept {
     case AlertKind::GpuLost: return "gpu_lost";
     case AlertKind::EccErrors: return "ecc_errors";
     case AlertKind::Throttling: return "throttling";
+    case AlertKind::XidErrors: return "xid_errors";
+    case AlertKind::RowRemapFailure: return "row_remap_failure";
   }
   return "alert";
 }
@@ -131,7 +137,9 @@ AlertRule default_alert_rule(AlertKind k) {
       r.threshold = 95;
       r.duration = seconds(60);
       break;
-    case AlertKind::GpuLost: r.severity = "critical"; break;
+    case AlertKind::GpuLost:
+    case AlertKind::XidErrors:
+    case AlertKind::RowRemapFailure: r.severity = "critical"; break;
     case AlertKind::EccErrors:
       r.threshold = 1;
       r.duration = seconds(300);
@@ -242,6 +250,30 @@ AlertEngine::Verdict AlertEngine::judge(const AlertRule& rule, const GpuReading&
         v = {State::Clear, 0, who + " clocks no longer throttled"};
       break;
     }
+    case AlertKind::XidErrors: {
+      // Newest first: the alert names the latest critical XID.
+      const XidEvent* critical = nullptr;
+      for (auto it = g.recent_xids.rbegin(); it != g.recent_xids.rend() && !critical; ++it)
+        if (xid_needs_reset(it->xid)) critical = &*it;
+      if (critical) {
+        const auto what = xid_description(critical->xid);
+        v = {State::Holds, static_cast<double>(critical->xid),
+             who + " had XID " + num(std::uint64_t{critical->xid}) +
+                 (what.empty() ? "" : " (" + std::string(what) + ")") +
+                 ": it needs a reset or an operator's attention"};
+      } else if (g.last_xid) {  // events work here and list no critical XID
+        v = {State::Clear, 0, who + " lists no critical XID"};
+      }
+      break;
+    }
+    case AlertKind::RowRemapFailure: {
+      if (!g.remapped_rows_failure) break;
+      if (*g.remapped_rows_failure)
+        v = {State::Holds, 1, who + " failed to remap a memory row: the GPU needs service"};
+      else
+        v = {State::Clear, 0, who + " reports no row-remap failure"};
+      break;
+    }
     case AlertKind::GpuLost:
     case AlertKind::EccErrors:  // stateful, see apply_ecc
       break;
@@ -284,14 +316,20 @@ void AlertEngine::apply(const AlertRule& rule, const Verdict& v, const GpuReadin
 
 void AlertEngine::apply_ecc(const AlertRule& rule, const GpuReading& g, GpuState& st, const Snapshot& s, SteadyTime now,
                             std::vector<AlertEvent>& out) {
-  if (g.health != Health::Ok || !g.ecc_uncorrected_volatile) return;  // unknown: keep the baseline
-  const std::uint64_t count = *g.ecc_uncorrected_volatile;
+  // The volatile count, or the lifetime one on a GPU that keeps no volatile count.
+  const Reading<std::uint64_t>& counter = g.ecc_uncorrected_volatile || !g.ecc_uncorrected_aggregate
+                                              ? g.ecc_uncorrected_volatile
+                                              : g.ecc_uncorrected_aggregate;
+  if (g.health != Health::Ok || !counter) return;  // unknown: keep the baseline
+  const std::uint64_t count = *counter;
   const std::optional<std::uint64_t> last = std::exchange(st.ecc_last, count);
   // No baseline yet, or the counter went back (driver reload, GPU reset): nothing to compare.
   const std::uint64_t rise = last && count > *last ? count - *last : 0;
   RuleState& rs = st.rules[kind_index(AlertKind::EccErrors)];
   const std::string who = gpu_label(g);
-  const std::string total = " (volatile count " + num(count) + ")";
+  const std::string total =
+      std::string(&counter == &g.ecc_uncorrected_volatile ? " (volatile count " : " (lifetime count ") + num(count) +
+      ")";
   if (rise > 0 && rs.firing) {  // same episode: count the new errors, restart the quiet period
     st.ecc_last_increase = now;
     rs.firing->gpu_index = g.index;

@@ -21,8 +21,16 @@
 //                                            >= threshold since the last sample
 //   throttling      throttling_alert         clock_event_reasons & threshold      0xE4, 60 s, warning
 //                                            (threshold is the reason bit mask)
+//   xid_errors      xid_error_alert          a critical XID listed (48, 62, 64,   -,     0 s, critical
+//                                            74, 79, 95, 119, 120: core/gpu_health.hpp)
+//   row_remap_failure row_remap_failure_alert remapped_rows_failure is true       -,     0 s, critical
 // (kinds in that order: HighGpuUsage, HighTemperature, HighMemoryUsage, PowerNearLimit, GpuLost, EccErrors,
-// Throttling).
+// Throttling, XidErrors, RowRemapFailure).
+//
+// ecc_errors watches the volatile uncorrected count; on a GPU that reports no volatile count it watches
+// the aggregate (lifetime) uncorrected count instead. xid_errors holds while the GPU's reading lists a
+// critical XID — the backend keeps those until the agent restarts, so the alert stays firing until then
+// (value: the newest critical XID); application faults (13, 31, 43, …) never fire it.
 //
 // high_gpu_usage keeps the seed's rule (strictly above 50 %, matching the inclusive 50 % ceiling that
 // still counts as available), but waits 30 s: the seed pushed a message on every 5-second update and
@@ -77,10 +85,13 @@ enum class AlertKind : unsigned char {
   GpuLost,
   EccErrors,
   Throttling,
+  XidErrors,
+  RowRemapFailure,
 };
-inline constexpr std::array<AlertKind, 7> kAlertKinds{
-    AlertKind::HighGpuUsage, AlertKind::HighTemperature, AlertKind::HighMemoryUsage, AlertKind::PowerNearLimit,
-    AlertKind::GpuLost,      AlertKind::EccErrors,       AlertKind::Throttling};
+inline constexpr std::array<AlertKind, 9> kAlertKinds{
+    AlertKind::HighGpuUsage,   AlertKind::HighTemperature, AlertKind::HighMemoryUsage,
+    AlertKind::PowerNearLimit, AlertKind::GpuLost,         AlertKind::EccErrors,
+    AlertKind::Throttling,     AlertKind::XidErrors,       AlertKind::RowRemapFailure};
 
 // The WebSocket event name: "high_gpu_usage_alert", "high_temperature_alert", …
 std::string_view event_name(AlertKind k) noexcept;
@@ -96,7 +107,8 @@ struct AlertRule {
   AlertKind kind = AlertKind::HighGpuUsage;
   bool enabled = true;
   // Units by kind: % (HighGpuUsage, HighMemoryUsage; PowerNearLimit: % of the limit), °C (HighTemperature),
-  // new errors per sample (EccErrors), reason bit mask (Throttling, an integer); unused by GpuLost.
+  // new errors per sample (EccErrors), reason bit mask (Throttling, an integer); unused by GpuLost,
+  // XidErrors and RowRemapFailure.
   double threshold = 0;
   // Hold time before firing; for EccErrors the quiet time before resolving.
   std::chrono::milliseconds duration{0};
@@ -114,7 +126,8 @@ struct Alert {
   std::string gpu_uuid;
   std::string severity;
   std::string message;  // for people, with the value: "GPU 0 temperature 88 °C, at or above 85 °C for 60 s"
-  double value = 0;     // in the rule's unit (GpuLost: 1 lost, 0 back; EccErrors: new errors this episode)
+  double value = 0;     // in the rule's unit (GpuLost: 1 lost, 0 back; EccErrors: new errors this episode;
+                        // XidErrors: the newest critical XID; RowRemapFailure: 1)
   double threshold = 0;
   std::chrono::system_clock::time_point started_at{};
   std::optional<std::chrono::system_clock::time_point> resolved_at;  // set on the Resolved event only

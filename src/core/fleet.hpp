@@ -39,6 +39,9 @@ struct FleetGpu {
   std::optional<double> memory_total_mib;
   std::optional<double> temperature_c;
   std::optional<double> power_w;
+  // Why the node's agent calls this GPU unhealthy (a critical XID, a failed row remap: core/gpu_health);
+  // empty when healthy or not said (Prometheus). An unhealthy GPU is never idle nor free to place on.
+  std::string unhealthy;
   // When this GPU's newest sample was taken, where the source says so per GPU (Prometheus); nullopt:
   // only the node's `observed` is known. A GPU whose series stopped is stale even beside fresh ones.
   std::optional<std::chrono::system_clock::time_point> observed;

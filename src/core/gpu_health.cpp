@@ -15,7 +15,8 @@ std::string xid_words(unsigned xid) {
 std::string gpu(const GpuReading& g) { return "GPU " + std::to_string(g.index); }
 
 HealthProblem xid_problem(const GpuReading& g, unsigned xid) {
-  return {"xid_" + std::to_string(xid), gpu(g) + " had " + xid_words(xid) + ": it needs a reset or an operator's attention"};
+  return {"xid_" + std::to_string(xid),
+          gpu(g) + " had " + xid_words(xid) + ": it needs a reset or an operator's attention"};
 }
 
 HealthProblem xid_note(const GpuReading& g, unsigned xid) {
@@ -60,7 +61,8 @@ std::string_view xid_description(unsigned xid) noexcept {
 HealthVerdict judge_health(const GpuReading& g) {
   HealthVerdict v;
   if (g.health == Health::Lost)
-    v.problems.push_back({"gpu_lost", gpu(g) + " is lost: " + (g.health_message.empty() ? "GPU is lost" : g.health_message)});
+    v.problems.push_back(
+        {"gpu_lost", gpu(g) + " is lost: " + (g.health_message.empty() ? "GPU is lost" : g.health_message)});
   // Newest first, each XID once: the latest occurrence is the one people ask about. A backend that
   // reports only the last XID (no list) is judged on that.
   std::vector<unsigned> xids;

@@ -108,6 +108,8 @@ void Agent::collection_failed(const std::string& message, std::chrono::steady_cl
     std::lock_guard lock(mu_);
     ++counters_.collection_errors;
     counters_.last_error = message;
+    counters_.last_failure = message;
+    counters_.last_failure_wall = clock_.wall_now();
     counters_.last_query_duration = hub_.last_query_duration();
     if (failures_++ == 0) {
       failing_since_ = at;
@@ -141,6 +143,7 @@ void Agent::collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_c
     ++counters_.collections;
     counters_.last_error.clear();
     counters_.last_success = taken;
+    counters_.last_success_wall = (*snap)->timestamp;
     counters_.last_query_duration = hub_.last_query_duration();
     events = engine_.evaluate(**snap, taken);
     if (history_) {

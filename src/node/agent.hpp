@@ -73,6 +73,11 @@ struct AgentCounters {
   std::chrono::nanoseconds last_query_duration{0};
   std::string last_error;  // of the latest collection; empty when it succeeded
   std::optional<std::chrono::steady_clock::time_point> last_success;
+  // For people (/api/health): the wall time of the last good collection, and the latest failure with
+  // its time — kept after later successes, unlike last_error.
+  std::optional<std::chrono::system_clock::time_point> last_success_wall;
+  std::string last_failure;
+  std::optional<std::chrono::system_clock::time_point> last_failure_wall;
   std::uint64_t history_batches = 0;
   std::uint64_t history_errors = 0;
   std::string history_error;  // the latest store failure; empty when the last write succeeded

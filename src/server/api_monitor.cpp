@@ -270,6 +270,11 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     h.last_collection_age_s = age;
     h.collections = counters.collections;
     h.collection_errors = counters.collection_errors;
+    h.last_success = counters.last_success_wall;
+    if (counters.collections + counters.collection_errors > 0)
+      h.last_duration_s = duration<double>(counters.last_query_duration).count();
+    h.last_failure = counters.last_failure;
+    h.last_failure_at = counters.last_failure_wall;
     h.store_ok = c->jobs != nullptr && counters.history_error.empty();
     if (c->jobs) h.store_path = c->jobs->path();
     h.history = c->agent->has_history();

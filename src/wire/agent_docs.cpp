@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/gpu_health.hpp"
 #include "core/policy.hpp"
 #include "wire/alert_config.hpp"
 #include "wire/json.hpp"
@@ -118,30 +119,54 @@ json alerts_doc_json(const std::string& node, const std::vector<core::Alert>& fi
               {"rules", std::move(rule_list)}};
 }
 
+// {count, unhealthy: [...]} of the latest reading; count null without one.
+static json unhealthy_gpus_json(const core::Snapshot* latest) {
+  json list = json::array();
+  if (latest == nullptr) return json{{"count", nullptr}, {"unhealthy", std::move(list)}};
+  for (const auto& g : latest->gpus) {
+    const auto verdict = core::judge_health(g);
+    if (verdict.healthy) continue;
+    json problems = json::array();
+    for (const auto& p : verdict.problems) problems.push_back({{"code", p.code}, {"message", p.message}});
+    list.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"reason", verdict.summary.substr(verdict.summary.find(": ") + 2)},
+                    {"problems", std::move(problems)}});
+  }
+  return json{{"count", latest->gpus.size()}, {"unhealthy", std::move(list)}};
+}
+
 json health_json(const HealthFacts& h) {
   auto text_or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-  return json{{"status", h.problems.empty() ? "ok" : "degraded"},
-              {"node", h.node},
-              {"version", h.version},
-              {"uptime_s", std::round(h.uptime_s * 10) / 10},
-              {"problems", h.problems},
-              {"backend",
-               {{"name", h.backend_name},
-                {"ok", h.backend_ok},
-                {"error", text_or_null(h.backend_error)},
-                {"gpus", h.latest ? json(h.latest->gpus.size()) : json(nullptr)},
-                {"simulated", h.latest ? json(h.latest->simulated) : json(nullptr)},
-                {"last_collection", h.latest ? json(iso8601(h.latest->timestamp)) : json(nullptr)},
-                {"last_collection_age_s",
-                 h.last_collection_age_s ? json(std::round(*h.last_collection_age_s * 1000) / 1000) : json(nullptr)},
-                {"collections", h.collections},
-                {"collection_errors", h.collection_errors}}},
-              {"store",
-               {{"ok", h.store_ok},
-                {"path", h.store_path ? json(*h.store_path) : json(nullptr)},
-                {"history", h.history},
-                {"error", text_or_null(h.store_error)}}},
-              {"websocket_clients", h.websocket_clients}};
+  return json{
+      {"status", h.problems.empty() ? "ok" : "degraded"},
+      {"node", h.node},
+      {"version", h.version},
+      {"uptime_s", std::round(h.uptime_s * 10) / 10},
+      {"problems", h.problems},
+      {"backend",
+       {{"name", h.backend_name},
+        {"ok", h.backend_ok},
+        {"error", text_or_null(h.backend_error)},
+        {"gpus", h.latest ? json(h.latest->gpus.size()) : json(nullptr)},
+        {"simulated", h.latest ? json(h.latest->simulated) : json(nullptr)},
+        {"last_collection", h.latest ? json(iso8601(h.latest->timestamp)) : json(nullptr)},
+        {"last_collection_age_s",
+         h.last_collection_age_s ? json(std::round(*h.last_collection_age_s * 1000) / 1000) : json(nullptr)},
+        {"collections", h.collections},
+        {"collection_errors", h.collection_errors},
+        {"collection",
+         {{"last_success", h.last_success ? json(iso8601(*h.last_success)) : json(nullptr)},
+          {"last_duration_s", h.last_duration_s ? json(std::round(*h.last_duration_s * 1e6) / 1e6) : json(nullptr)},
+          {"last_error", text_or_null(h.last_failure)},
+          {"last_error_at", h.last_failure_at ? json(iso8601(*h.last_failure_at)) : json(nullptr)}}}}},
+      {"store",
+       {{"ok", h.store_ok},
+        {"path", h.store_path ? json(*h.store_path) : json(nullptr)},
+        {"history", h.history},
+        {"error", text_or_null(h.store_error)}}},
+      {"websocket_clients", h.websocket_clients},
+      {"gpus", unhealthy_gpus_json(h.latest)}};
 }
 
 json availability_json(const allocator::Availability& a, const core::Snapshot& s) {

@@ -51,12 +51,22 @@ struct HealthFacts {
   std::optional<double> last_collection_age_s;
   std::uint64_t collections = 0;
   std::uint64_t collection_errors = 0;
+  // Collection itself: when it last worked, how long the last one took, the latest failure (kept after
+  // later successes) and when.
+  std::optional<std::chrono::system_clock::time_point> last_success;
+  std::optional<double> last_duration_s;
+  std::string last_failure;
+  std::optional<std::chrono::system_clock::time_point> last_failure_at;
   bool store_ok = false;
   std::optional<std::string> store_path;  // absent: no store
   bool history = false;
   std::string store_error;  // empty: none
   std::size_t websocket_clients = 0;
 };
+// {status, node, version, uptime_s, problems, backend: {…, collection: {last_success, last_duration_s,
+// last_error, last_error_at}}, store, websocket_clients, gpus: {count, unhealthy: [{index, uuid, reason,
+// problems: [{code, message}]}]}}. Unhealthy GPUs (core/gpu_health.hpp) are named but do not make the
+// status "degraded": the agent itself is fine, and a probe that restarts it would not mend a GPU.
 nlohmann::json health_json(const HealthFacts& h);
 
 // GET /api/v1/availability: {available, needed, qualifying, min_memory_mb, max_utilization,

@@ -70,6 +70,10 @@ Result<void> check_threshold(core::AlertKind kind, const std::string& key, doubl
     case core::AlertKind::HighTemperature: break;
     case core::AlertKind::GpuLost:
       return at(key, "gpu_lost has no threshold (it fires when the driver reports the GPU lost)");
+    case core::AlertKind::XidErrors:
+      return at(key, "xid_errors has no threshold (it fires on XID 48, 62, 64, 74, 79, 95, 119 or 120)");
+    case core::AlertKind::RowRemapFailure:
+      return at(key, "row_remap_failure has no threshold (it fires when the GPU reports a failed row remap)");
     case core::AlertKind::EccErrors:
       if (v < 1 || !is_integer(v) || v > kMaxExactInteger)
         return at(key, fmt::format("a whole number of new errors, at least 1, got {}", v));

@@ -1,6 +1,7 @@
 #include "wire/json.hpp"
 
 #include "core/fields.hpp"
+#include "core/gpu_health.hpp"
 
 #include <fmt/format.h>
 
@@ -90,6 +91,22 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
 }
 
+// The health verdict (core/gpu_health.hpp) and the XIDs behind it.
+static void add_health_verdict(json& j, const core::GpuReading& g) {
+  const auto verdict = core::judge_health(g);
+  auto problems = [](const std::vector<core::HealthProblem>& list) {
+    json out = json::array();
+    for (const auto& p : list) out.push_back({{"code", p.code}, {"message", p.message}});
+    return out;
+  };
+  j["healthy"] = verdict.healthy;
+  j["health_problems"] = problems(verdict.problems);
+  j["health_notes"] = problems(verdict.notes);
+  json xids = json::array();
+  for (const auto& x : g.recent_xids) xids.push_back({{"xid", x.xid}, {"time", iso8601(x.time)}});
+  j["recent_xids"] = std::move(xids);
+}
+
 json gpu_json(const core::GpuReading& g) {
   json procs = json::array();
   for (const auto& p : g.processes) procs.push_back(process_json(p));
@@ -103,6 +120,7 @@ json gpu_json(const core::GpuReading& g) {
       {"health_message", g.health_message.empty() ? json(nullptr) : json(g.health_message)},
       {"processes", std::move(procs)},
   };
+  add_health_verdict(j, g);
   // Every metric from the field table: its value at its key, or null and the reason in missing_reasons.
   json missing = json::object();
   for (const auto& f : core::kFields) {

@@ -27,7 +27,9 @@ nlohmann::json snapshot_json(const core::Snapshot& s);
 //  "missing_reasons": {"not_supported": "not supported", …}} (every row of core::kAbsentReasons).
 nlohmann::json fields_json();
 
-// One GPU of that document.
+// One GPU of that document. Besides the fields: "healthy" (core::judge_health), "health_problems" and
+// "health_notes" ([{code, message}]: what makes it unhealthy; XIDs that keep it healthy), and
+// "recent_xids" ([{xid, time}], oldest first, as the backend kept them).
 nlohmann::json gpu_json(const core::GpuReading& g);
 
 // The document of `gpufleet ps --json`: every GPU process, biggest memory first (unknown last).

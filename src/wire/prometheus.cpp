@@ -1,6 +1,7 @@
 #include "wire/prometheus.hpp"
 
 #include "core/fields.hpp"
+#include "core/gpu_health.hpp"
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
@@ -183,7 +184,10 @@ constexpr GpuFamily kClockThrottleAlias{
     core::info(core::Field::ClockEventReasons).read};
 
 constexpr Family kHealthFamily{
-    "gpufleet_gpu_health", "GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).", Type::Gauge};
+    "gpufleet_gpu_health",
+    "GPU health as gpufleet sees it: 1 for the current state (ok, unhealthy, lost or error; unhealthy: a critical "
+    "XID or a failed row remap).",
+    Type::Gauge};
 
 constexpr std::array kGpufleetGpuFamilies{
     field_family(core::Field::AvailabilityScore),
@@ -322,7 +326,10 @@ void write_prometheus_gpus(std::string& out, const core::Snapshot& s, const std:
       out += '{';
       out += labels[i];
       out += ",state=\"";
-      out += core::to_string(s.gpus[i].health);
+      const auto& g = s.gpus[i];
+      // Answering but unhealthy (core/gpu_health.hpp) is its own state; lost stays lost.
+      out += g.health == core::Health::Ok && !core::judge_health(g).healthy ? std::string_view("unhealthy")
+                                                                            : core::to_string(g.health);
       out += "\"} 1\n";
     }
   }

@@ -36,6 +36,10 @@ export interface Gpu {
   memoryClockMhz: number | null;
   health: Health;
   healthMessage: string | null;
+  /** The agent's verdict (core/gpu_health): false for a critical XID, a failed row remap or a lost GPU. */
+  healthy: boolean;
+  /** Why it is unhealthy, one sentence each (empty when healthy). */
+  healthProblems: string[];
   performanceState: string | null;
   availabilityScore: number | null;
   processes: GpuProcess[];
@@ -251,6 +255,11 @@ export function readGpu(x: unknown, position: number): Gpu {
     memoryClockMhz: num(clocks.memory),
     health: str(g.health) ?? 'unknown',
     healthMessage: str(g.health_message),
+    // An agent without the verdict (older) says nothing: count the GPU healthy unless it is lost.
+    healthy: typeof g.healthy === 'boolean' ? g.healthy : str(g.health) !== 'lost',
+    healthProblems: arr(g.health_problems)
+      .map((p) => str(obj(p).message))
+      .filter((m): m is string => m !== null),
     performanceState: str(g.performance_state),
     availabilityScore: num(g.availability_score),
     processes: arr(g.processes).map(readProcess),

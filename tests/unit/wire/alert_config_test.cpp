@@ -81,7 +81,10 @@ TEST(AlertConfig, ErrorsNameTheKey) {
   EXPECT_EQ(error_of(json::array()), "alerts: expected an object, got array");
   EXPECT_EQ(error_of(json{{"temprature", {{"threshold", 90}}}}),
             "alerts.temprature: unknown alert rule (known: high_gpu_usage, temperature, memory_usage, power_limit, "
-            "gpu_lost, ecc_errors, throttling)");
+            "gpu_lost, ecc_errors, throttling, xid_errors, row_remap_failure)");
+  EXPECT_EQ(error_of(json{{"xid_errors", {{"threshold", 79}}}}),
+            "alerts.xid_errors.threshold: xid_errors has no threshold (it fires on XID 48, 62, 64, 74, 79, 95, 119 "
+            "or 120)");
   EXPECT_EQ(error_of(json{{"temperature", {{"threshold", "90"}}}}),
             "alerts.temperature.threshold: expected a number, got string");
   EXPECT_EQ(error_of(json{{"temperature", 90}}), "alerts.temperature: expected an object or a boolean, got number");

@@ -124,11 +124,21 @@ function GpuCardBody({ gpu, fields, charted, onChartToggle, cardRef }: CardProps
             {charted ? '◉' : '○'}
           </button>
         )}
-        <span class={`badge health ${lost ? 'bad' : 'ok'}`} title={gpu.healthMessage ?? ''}>
-          {lost ? gpu.health.toUpperCase() : 'ok'}
+        <span
+          class={`badge health ${lost || !gpu.healthy ? 'bad' : 'ok'}`}
+          data-healthy={gpu.healthy ? 'yes' : 'no'}
+          title={[gpu.healthMessage ?? '', ...gpu.healthProblems].filter(Boolean).join('\n')}
+        >
+          {lost ? gpu.health.toUpperCase() : gpu.healthy ? 'ok' : 'UNHEALTHY'}
         </span>
       </header>
       {lost && gpu.healthMessage && <p class="health-message">{gpu.healthMessage}</p>}
+      {!lost &&
+        gpu.healthProblems.map((p) => (
+          <p class="health-message" key={p}>
+            {p}
+          </p>
+        ))}
       <div class="meter">
         <div class="meter-head">
           <span class="label">{util.label}</span>

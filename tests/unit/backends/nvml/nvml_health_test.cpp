@@ -140,7 +140,7 @@ TEST_F(NvmlHealthTest, AnXidInjectedWhileRunningReachesTheReading) {
   ASSERT_EQ(g.recent_xids.size(), 2u);
   EXPECT_EQ(g.recent_xids[0].xid, 13u);
   EXPECT_EQ(g.recent_xids[1].xid, 79u);
-  EXPECT_EQ(g.recent_xids[1].time, clock_.wall_now());  // stamped by the backend's clock
+  EXPECT_EQ(g.recent_xids[1].time, clock_.wall_now());              // stamped by the backend's clock
   EXPECT_EQ(snap.gpus.at(0).last_xid, core::Reading<unsigned>(0));  // the other GPU saw nothing
 
   const auto verdict = core::judge_health(g);
