@@ -91,10 +91,11 @@ int main(int argc, char** argv) {
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
       const double thread_ms = std::chrono::duration<double, std::milli>(events.cpu_time() - cpu0).count();
       const double proc_ms = (process_cpu_s() - proc0) * 1000;
-      std::printf("%-26s %d GPUs, %.1f s: event thread %.3f ms CPU (%.4f %% of a core), process %.1f ms "
-                  "(%.3f %%), loadavg %s\n",
-                  name, static_cast<int>(count), wall, thread_ms, thread_ms / wall / 10.0, proc_ms,
-                  proc_ms / wall / 10.0, loadavg().c_str());
+      std::printf(
+          "%-26s %d GPUs, %.1f s: event thread %.3f ms CPU (%.4f %% of a core), process %.1f ms "
+          "(%.3f %%), loadavg %s\n",
+          name, static_cast<int>(count), wall, thread_ms, thread_ms / wall / 10.0, proc_ms, proc_ms / wall / 10.0,
+          loadavg().c_str());
     };
     phase("idle (no XID)", false);
     phase("storm (1 XID/GPU/s)", true);

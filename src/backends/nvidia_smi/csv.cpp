@@ -15,7 +15,7 @@ using core::Absent;
 using core::GpuReading;
 using core::Reading;
 
-constexpr std::array<std::pair<Field, std::string_view>, 22> kFieldNames{{
+constexpr std::array<std::pair<Field, std::string_view>, 28> kFieldNames{{
     {Field::Index, "index"},
     {Field::Uuid, "uuid"},
     {Field::PciBusId, "pci.bus_id"},
@@ -36,6 +36,12 @@ constexpr std::array<std::pair<Field, std::string_view>, 22> kFieldNames{{
     {Field::MigModeCurrent, "mig.mode.current"},
     {Field::EccUncorrectedVolatileTotal, "ecc.errors.uncorrected.volatile.total"},
     {Field::PersistenceMode, "persistence_mode"},
+    {Field::EccCorrectedVolatileTotal, "ecc.errors.corrected.volatile.total"},
+    {Field::EccCorrectedAggregateTotal, "ecc.errors.corrected.aggregate.total"},
+    {Field::EccUncorrectedAggregateTotal, "ecc.errors.uncorrected.aggregate.total"},
+    {Field::RetiredPagesSbe, "retired_pages.sbe"},
+    {Field::RetiredPagesDbe, "retired_pages.dbe"},
+    {Field::RetiredPagesPending, "retired_pages.pending"},
     {Field::DriverVersion, "driver_version"},
     {Field::Name, "name"},
 }};
@@ -60,6 +66,12 @@ constexpr std::array kCurrentFields{
     Field::MigModeCurrent,
     Field::EccUncorrectedVolatileTotal,
     Field::PersistenceMode,
+    Field::EccCorrectedVolatileTotal,
+    Field::EccCorrectedAggregateTotal,
+    Field::EccUncorrectedAggregateTotal,
+    Field::RetiredPagesSbe,
+    Field::RetiredPagesDbe,
+    Field::RetiredPagesPending,
     Field::DriverVersion,
     Field::Name,
 };
@@ -85,6 +97,12 @@ constexpr std::array kThrottleFields{
     Field::MigModeCurrent,
     Field::EccUncorrectedVolatileTotal,
     Field::PersistenceMode,
+    Field::EccCorrectedVolatileTotal,
+    Field::EccCorrectedAggregateTotal,
+    Field::EccUncorrectedAggregateTotal,
+    Field::RetiredPagesSbe,
+    Field::RetiredPagesDbe,
+    Field::RetiredPagesPending,
     Field::DriverVersion,
     Field::Name,
 };
@@ -283,6 +301,12 @@ class GpuLineReader {
       case Field::ClocksGraphics: return integer(f, t, tok, gpu_.clock_graphics_mhz);
       case Field::ClocksMemory: return integer(f, t, tok, gpu_.clock_memory_mhz);
       case Field::EccUncorrectedVolatileTotal: return integer(f, t, tok, gpu_.ecc_uncorrected_volatile);
+      case Field::EccCorrectedVolatileTotal: return integer(f, t, tok, gpu_.ecc_corrected_volatile);
+      case Field::EccCorrectedAggregateTotal: return integer(f, t, tok, gpu_.ecc_corrected_aggregate);
+      case Field::EccUncorrectedAggregateTotal: return integer(f, t, tok, gpu_.ecc_uncorrected_aggregate);
+      case Field::RetiredPagesSbe: return integer(f, t, tok, gpu_.retired_pages_sbe);
+      case Field::RetiredPagesDbe: return integer(f, t, tok, gpu_.retired_pages_dbe);
+      case Field::RetiredPagesPending: return yes_no(f, t, tok, gpu_.retired_pages_pending);
       case Field::PowerDraw: return power(f, t, tok, gpu_.power_draw_w);
       case Field::PowerLimit: return power(f, t, tok, gpu_.power_limit_w);
       case Field::PState: return pstate(f, t, tok);
@@ -355,6 +379,19 @@ class GpuLineReader {
     const auto v = parse_enabled(tok);
     if (!v) return bad(f, tok, "Enabled or Disabled");
     r = *v;
+    return {};
+  }
+
+  // retired_pages.pending prints "Yes" or "No".
+  Result<void> yes_no(Field f, Token t, std::string_view tok, Reading<bool>& r) const {
+    if (t != Token::Value) return absent(t, r);
+    if (tok == "Yes") {
+      r = true;
+    } else if (tok == "No") {
+      r = false;
+    } else {
+      return bad(f, tok, "Yes or No");
+    }
     return {};
   }
 

@@ -38,6 +38,14 @@ enum class Field : unsigned char {
   MigModeCurrent,
   EccUncorrectedVolatileTotal,
   PersistenceMode,
+  // Health (issue 21): the ECC totals and retired pages nvidia-smi's --query-gpu knows. Remapped rows
+  // need --query-remapped-rows (a second process per collection: not read), XIDs have no query.
+  EccCorrectedVolatileTotal,
+  EccCorrectedAggregateTotal,
+  EccUncorrectedAggregateTotal,
+  RetiredPagesSbe,
+  RetiredPagesDbe,
+  RetiredPagesPending,
   DriverVersion,
   Name,
 };

@@ -21,7 +21,8 @@ core::GpuReading with_xid(core::GpuReading g, unsigned xid) {
 TEST(UnhealthyGpus, EligibilityNamesTheXidAndKeepsApplicationFaults) {
   auto failed_remap = test::gpu(2);
   failed_remap.remapped_rows_failure = true;
-  const auto s = test::snapshot_of({with_xid(test::gpu(0), 79), with_xid(test::gpu(1), 13), failed_remap, test::gpu(3)});
+  const auto s =
+      test::snapshot_of({with_xid(test::gpu(0), 79), with_xid(test::gpu(1), 13), failed_remap, test::gpu(3)});
   const auto refused = eligibility(s, SelectRequest{});
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_EQ(refused[0].index, 0u);

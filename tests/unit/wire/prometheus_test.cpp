@@ -296,7 +296,7 @@ DCGM_FI_DEV_MIG_MODE{$L} 0
 # HELP DCGM_FI_DEV_CLOCK_THROTTLE_REASONS Why the clocks are held down now (old name of DCGM_FI_DEV_CLOCKS_EVENT_REASONS).
 # TYPE DCGM_FI_DEV_CLOCK_THROTTLE_REASONS gauge
 DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{$L} 4
-# HELP gpufleet_gpu_health GPU health as gpufleet sees it: 1 for the current state (ok, lost or error).
+# HELP gpufleet_gpu_health GPU health as gpufleet sees it: 1 for the current state (ok, unhealthy, lost or error; unhealthy: a critical XID or a failed row remap).
 # TYPE gpufleet_gpu_health gauge
 gpufleet_gpu_health{$L,state="ok"} 1
 # HELP gpufleet_gpu_availability_score How free the GPU is for new work, 0..1 (free memory and idle time, weighted).

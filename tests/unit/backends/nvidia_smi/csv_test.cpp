@@ -54,6 +54,12 @@ std::string line_with(std::initializer_list<std::pair<std::size_t, std::string>>
                                 "Disabled",
                                 "0",
                                 "Enabled",
+                                "0",
+                                "0",
+                                "0",
+                                "0",
+                                "0",
+                                "No",
                                 "550.54.15",
                                 "Some GPU"};
   for (const auto& [column, value] : changes) f.at(column) = value;
@@ -70,14 +76,19 @@ constexpr std::size_t kColFan = 11;
 constexpr std::size_t kColPState = 14;
 constexpr std::size_t kColReasons = 15;
 constexpr std::size_t kColPersistence = 18;
-constexpr std::size_t kColName = 20;
+constexpr std::size_t kColEccCorrectedVolatile = 19;
+constexpr std::size_t kColRetiredSbe = 22;
+constexpr std::size_t kColRetiredPending = 24;
+constexpr std::size_t kColName = 26;
 
 TEST(NvidiaSmiFields, CurrentListIsTheDocumentedOneWithNameLast) {
   EXPECT_EQ(join_fields(current_fields()),
             "index,uuid,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,utilization.memory,"
             "temperature.gpu,power.draw,power.limit,fan.speed,clocks.gr,clocks.mem,pstate,"
             "clocks_event_reasons.active,mig.mode.current,ecc.errors.uncorrected.volatile.total,"
-            "persistence_mode,driver_version,name");
+            "persistence_mode,ecc.errors.corrected.volatile.total,ecc.errors.corrected.aggregate.total,"
+            "ecc.errors.uncorrected.aggregate.total,retired_pages.sbe,retired_pages.dbe,retired_pages.pending,"
+            "driver_version,name");
   for (auto list : {current_fields(), throttle_fields(), basic_fields()}) {
     ASSERT_FALSE(list.empty());
     EXPECT_EQ(list.back(), Field::Name);
@@ -252,7 +263,7 @@ TEST(NvidiaSmiParseGpus, WrongColumnCountIsAnErrorNamingTheLine) {
   auto t = parse_gpu_lines(text, current_fields());
   ASSERT_FALSE(t);
   EXPECT_THAT(t.error().message, HasSubstr("line 2"));
-  EXPECT_THAT(t.error().message, HasSubstr("expected 21"));
+  EXPECT_THAT(t.error().message, HasSubstr("expected 27"));
   EXPECT_THAT(t.error().message, HasSubstr("found 4"));
 
   // Without a free-text last column, extra commas are an error too.
@@ -443,6 +454,41 @@ TEST(NvidiaSmiRejectedField, ReadsTheFieldFromNvidiaSmisComplaint) {
   EXPECT_EQ(rejected_field("\"is not a valid field to query"), std::optional<std::string>(""));
   EXPECT_EQ(rejected_field(fixture("query-gpu-normal.csv")), std::nullopt);
   EXPECT_EQ(rejected_field(""), std::nullopt);
+}
+
+}  // namespace
+}  // namespace gf::backends::nvidia_smi
+
+namespace gf::backends::nvidia_smi {
+namespace {
+
+// Issue 21: the health columns of --query-gpu.
+TEST(NvidiaSmiHealthColumns, EccAndRetiredPagesAreRead) {
+  auto t =
+      parse_gpu_lines(line_with({{kColEccCorrectedVolatile, "17"}, {kColRetiredSbe, "3"}, {kColRetiredPending, "Yes"}}),
+                      current_fields());
+  ASSERT_TRUE(t) << t.error().message;
+  const auto& g = t->gpus.at(0);
+  EXPECT_EQ(g.ecc_corrected_volatile, core::Reading<std::uint64_t>(17));
+  EXPECT_EQ(g.ecc_corrected_aggregate, core::Reading<std::uint64_t>(0));
+  EXPECT_EQ(g.retired_pages_sbe, core::Reading<std::uint64_t>(3));
+  EXPECT_EQ(g.retired_pages_pending, core::Reading<bool>(true));
+  // Neither XIDs nor remapped rows come from --query-gpu: not queried, never 0.
+  EXPECT_EQ(g.last_xid.why(), core::Absent::NotQueried);
+  EXPECT_EQ(g.remapped_rows_failure.why(), core::Absent::NotQueried);
+}
+
+TEST(NvidiaSmiHealthColumns, HopperRetiredPagesAreAbsentAndBadPendingIsAnError) {
+  auto t = parse_gpu_lines(fixture("query-gpu-normal.csv"), current_fields());
+  ASSERT_TRUE(t) << t.error().message;
+  for (const auto& g : t->gpus) {
+    EXPECT_FALSE(g.retired_pages_sbe.has_value());
+    EXPECT_FALSE(g.retired_pages_pending.has_value());
+    EXPECT_EQ(g.ecc_uncorrected_aggregate, g.ecc_uncorrected_volatile);
+  }
+  auto bad = parse_gpu_lines(line_with(kColRetiredPending, "maybe"), current_fields());
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error().message, HasSubstr("retired_pages.pending: expected Yes or No, got 'maybe'"));
 }
 
 }  // namespace
