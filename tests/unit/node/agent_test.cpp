@@ -215,6 +215,11 @@ TEST_F(AgentHistoryTest, AlertFiresResolvesAndIsStoredOnce) {
   EXPECT_EQ(rig.agent->firing().size(), 1u);
   rig.st->fail = false;
   ASSERT_TRUE(eventually([&] { return rig.agent->counters().last_error.empty(); }));
+  // /api/health's collection facts: the failure is kept, with its time, after the recovery.
+  const auto recovered = rig.agent->counters();
+  EXPECT_EQ(recovered.last_failure, "scripted failure");
+  EXPECT_TRUE(recovered.last_failure_wall.has_value());
+  EXPECT_TRUE(recovered.last_success_wall.has_value());
 
   rig.set_gpus({test::make_gpu(0, 10), test::make_gpu(1, 30)});
   ASSERT_TRUE(eventually([&] { return events.count(core::AlertEvent::Type::Resolved) == 1; }));
