@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   // here is a second XidEvents on the same library, whose thread CPU clock we can read.
   backends::BackendOptions opts;
   opts.nvml_library = GF_FAKE_NVML;
+  opts.xid_events = true;  // as the agent runs it
   auto backend = backends::open_nvml(opts);
   if (!backend) return fail(backend.error().message);
 

@@ -28,7 +28,7 @@ int run_monitor(const GlobalOptions& g, const MonitorCommand& m) {
     return kExitUsage;
   }
   const auto interval = std::chrono::milliseconds(static_cast<long long>(m.interval_s * 1000.0));
-  Context ctx = open_context(g);
+  Context ctx = open_context(g, /*listen_for_events=*/true);
   if (report_unusable_backend(ctx)) return kExitNoBackend;
   if (!ctx.monitor->has_backend())
     print_error("no GPU backend is usable here; running the command without GPU monitoring");

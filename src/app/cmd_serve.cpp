@@ -98,7 +98,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   if (c.db.empty()) c.db = store::default_db_path();
   if (c.token_file.empty()) c.token_file = (fs::path(c.db).parent_path() / "agent.token").string();
 
-  Context ctx = open_context(g);
+  Context ctx = open_context(g, /*listen_for_events=*/true);
   if (report_unusable_backend(ctx)) return kExitNoBackend;
   raise_fd_limit();
 

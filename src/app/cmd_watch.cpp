@@ -26,7 +26,7 @@ int run_watch(const GlobalOptions& g, double interval_s, unsigned count) {
     print_error("--interval must be between 0.05 and 3600 seconds");
     return kExitUsage;
   }
-  Context ctx = open_context(g);
+  Context ctx = open_context(g, /*listen_for_events=*/true);
   if (report_unusable_backend(ctx)) return kExitNoBackend;
   const bool tty = ::isatty(1) == 1;
   const Style style{use_color(1, g)};

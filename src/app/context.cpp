@@ -11,9 +11,10 @@
 
 namespace gf::app {
 
-Context open_context(const GlobalOptions& g) {
+Context open_context(const GlobalOptions& g, bool listen_for_events) {
   Context ctx;
   auto opts = backends::BackendOptions::from_environment();
+  opts.xid_events = listen_for_events;
   if (!g.sim_scenario.empty()) opts.sim_scenario = g.sim_scenario;
   opts.sim_gpus = g.sim_gpus;
   opts.nvidia_smi_timeout = std::chrono::milliseconds(static_cast<long long>(g.nvidia_smi_timeout_s * 1000));

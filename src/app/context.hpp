@@ -27,7 +27,8 @@ struct Context {
 
 // Opens the backend named in the options (auto-detection by default) and wraps it in a Monitor.
 // Never fails: with no backend the Monitor serves empty snapshots that say why.
-Context open_context(const GlobalOptions& g);
+// listen_for_events: the backend keeps an XID event thread (long-running commands: serve, monitor, watch).
+Context open_context(const GlobalOptions& g, bool listen_for_events = false);
 
 // When --backend named a backend that could not be opened: says why on stderr and returns true
 // (the verb then exits with kExitNoBackend).

@@ -26,6 +26,10 @@ struct BackendOptions {
   std::string sim_scenario;            // JSON file for the sim backend; empty: built-in demo
   unsigned sim_gpus = 0;               // 0: as many as the scenario says (built-in: 4)
   const core::Clock* clock = nullptr;  // nullptr: the system clock
+  // Listen for XID events on a thread of their own (NVML). For long-running users (the agent, monitor,
+  // watch): a one-shot command would only pay the thread's start and stop (up to one 250 ms wait) and
+  // could never see an XID that came before it started. Off: last_xid is absent, "not queried".
+  bool xid_events = false;
 
   static BackendOptions from_environment();
 };

@@ -43,8 +43,8 @@ std::string init_failure(const Api& api, const std::string& path, Return code) {
 
 class NvmlBackend final : public Backend {
  public:
-  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock)
-      : lib_(std::move(lib)), api_(api), clock_(clock), events_(api_, clock_) {}
+  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock, bool xid_events)
+      : lib_(std::move(lib)), api_(api), clock_(clock), xid_events_(xid_events), events_(api_, clock_) {}
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
 
@@ -70,6 +70,7 @@ class NvmlBackend final : public Backend {
       cuda_driver_version_ = format_cuda_version(cuda);
     // XID events for the GPUs present now; their handles stay valid until shutdown. A GPU that
     // appears later is not registered (NVML keeps its device list from init).
+    if (!xid_events_) return {};
     unsigned count = 0;
     if (api_.device_count(&count) == nvml::kSuccess) {
       event_devices_.assign(count, nullptr);
@@ -109,7 +110,7 @@ class NvmlBackend final : public Backend {
         continue;
       }
       auto result = nvml::read_device(api_, device, index, devices_[device]);
-      events_.fill(device, result.reading);
+      if (xid_events_) events_.fill(device, result.reading);  // else last_xid stays "not queried"
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
         persistence_off.push_back(index);
       for (auto& p : result.process_problems) process_problems.push_back(std::move(p));
@@ -147,6 +148,7 @@ class NvmlBackend final : public Backend {
   Api api_;
   const core::Clock& clock_;
   bool initialised_ = false;
+  bool xid_events_ = false;  // BackendOptions::xid_events
   std::string driver_version_;
   std::string cuda_driver_version_;
   // What each device has told us (unsupported fields, identity), by handle; handles stay valid
@@ -165,7 +167,7 @@ Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts) {
   auto api = nvml::load_api(*lib);
   if (!api) return api.error();
   const core::Clock& clock = opts.clock ? *opts.clock : platform::system_clock();
-  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock);
+  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock, opts.xid_events);
   if (auto started = backend->start(); !started) return started.error();
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -42,8 +42,9 @@ TEST(RenderHealth, AnUnhealthyGpuSaysWhyAndAFaultDoesNot) {
   }
   EXPECT_THAT(gpu1, HasSubstr("UNHEALTHY: XID 79 (GPU has fallen off the bus) |"));
   EXPECT_THAT(gpu2, Not(HasSubstr("UNHEALTHY")));
-  EXPECT_THAT(lines, ::testing::Contains(
-                         "! GPU 1 had XID 79 (GPU has fallen off the bus): it needs a reset or an operator's attention"));
+  EXPECT_THAT(lines,
+              ::testing::Contains(
+                  "! GPU 1 had XID 79 (GPU has fallen off the bus): it needs a reset or an operator's attention"));
 }
 
 }  // namespace

@@ -90,10 +90,13 @@ class FakeNvmlTest : public ::testing::Test {
   }
 
   // Opens the backend on `library` with FAKE_NVML_SCENARIO set, as the real one is opened.
-  Result<std::unique_ptr<Backend>> open(const std::string& scenario_path, const char* library = GF_FAKE_NVML) {
+  // xid_events: start the XID event thread, as the agent does (off, as one-shot commands have it).
+  Result<std::unique_ptr<Backend>> open(const std::string& scenario_path, const char* library = GF_FAKE_NVML,
+                                        bool xid_events = false) {
     ::setenv("FAKE_NVML_SCENARIO", scenario_path.c_str(), 1);
     BackendOptions opts;
     opts.nvml_library = library;
+    opts.xid_events = xid_events;
     opts.clock = &clock_;
     return open_nvml(opts);
   }

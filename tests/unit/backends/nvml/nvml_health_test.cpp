@@ -52,7 +52,7 @@ class NvmlHealthTest : public FakeNvmlTest {
 };
 
 TEST_F(NvmlHealthTest, TheH100CaptureReadsAsRecorded) {
-  auto backend = open(fixture("h100_580_health.json"));
+  auto backend = open(fixture("h100_580_health.json"), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap) << snap.error().message;
@@ -101,7 +101,7 @@ TEST_F(NvmlHealthTest, CountersConvertToTheFieldUnits) {
                 {"pcie_replay_count", 77},
                 {"power_violation_us", 1500000},
                 {"thermal_violation_us", 250}});
-  auto backend = open(write_scenario(json{{"gpus", json::array({g})}}));
+  auto backend = open(write_scenario(json{{"gpus", json::array({g})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap) << snap.error().message;
@@ -126,7 +126,7 @@ TEST_F(NvmlHealthTest, CountersConvertToTheFieldUnits) {
 }
 
 TEST_F(NvmlHealthTest, AnXidInjectedWhileRunningReachesTheReading) {
-  auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0), health_gpu(1)})}}));
+  auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0), health_gpu(1)})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto first = (*backend)->snapshot();
   ASSERT_TRUE(first);
@@ -156,7 +156,7 @@ TEST_F(NvmlHealthTest, AnXidInjectedWhileRunningReachesTheReading) {
 TEST_F(NvmlHealthTest, ScenarioEventsArriveAfterTheirDelay) {
   json g = health_gpu(0);
   g["xid_events"] = json::array({{{"xid", 31}, {"after_ms", 20}}, {{"xid", 48}, {"after_ms", 40}}});
-  auto backend = open(write_scenario(json{{"gpus", json::array({g})}}));
+  auto backend = open(write_scenario(json{{"gpus", json::array({g})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   const auto snap = snapshot_until_xid(**backend, 0, 48);
   ASSERT_EQ(snap.gpus.at(0).recent_xids.size(), 2u);
@@ -165,7 +165,7 @@ TEST_F(NvmlHealthTest, ScenarioEventsArriveAfterTheirDelay) {
 }
 
 TEST_F(NvmlHealthTest, ApplicationFaultsNeverPushOutACriticalXid) {
-  auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0)})}}));
+  auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0)})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   ASSERT_EQ(inject(0, 62), 0);
   for (int i = 0; i < 40; ++i) ASSERT_EQ(inject(0, 13), 0);
@@ -182,8 +182,8 @@ TEST_F(NvmlHealthTest, ApplicationFaultsNeverPushOutACriticalXid) {
 
 TEST_F(NvmlHealthTest, TheThreadOutlivesALostGpuAndKeepsItsXid) {
   json g1 = health_gpu(1);
-  g1["lost"] = {false, false, true};  // handle lookups: registration, first snapshot, then lost
-  auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0), g1})}}));
+  g1["lost"] = {false, false, true};  // handle lookups: XID registration, first snapshot, then lost
+  auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0), g1})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto first = (*backend)->snapshot();
   ASSERT_TRUE(first);
@@ -204,7 +204,7 @@ TEST_F(NvmlHealthTest, TheThreadOutlivesALostGpuAndKeepsItsXid) {
 TEST_F(NvmlHealthTest, RegistrationWithoutPermissionSaysWhy) {
   json g = health_gpu(0);
   g["register_events_error"] = 4;
-  auto backend = open(write_scenario(json{{"gpus", json::array({g, g})}}));
+  auto backend = open(write_scenario(json{{"gpus", json::array({g, g})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap);
@@ -223,7 +223,7 @@ TEST_F(NvmlHealthTest, GpusWithoutXidEventsSayNotSupportedQuietly) {
   g.erase("supported_event_types");  // the query answers NOT_SUPPORTED
   json h = health_gpu(1);
   h["supported_event_types"] = 0x3;  // ECC events only
-  auto backend = open(write_scenario(json{{"gpus", json::array({g, h})}}));
+  auto backend = open(write_scenario(json{{"gpus", json::array({g, h})}}), GF_FAKE_NVML, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap);
@@ -235,7 +235,7 @@ TEST_F(NvmlHealthTest, AnOldDriverHasNoRemappingAndNoEvents) {
   json g = health_gpu(0);
   g["remapped_rows_failure"] = 1;
   g["retired_pages_sbe"] = 2;
-  auto backend = open(write_scenario(json{{"gpus", json::array({g})}}), GF_FAKE_NVML_OLD);
+  auto backend = open(write_scenario(json{{"gpus", json::array({g})}}), GF_FAKE_NVML_OLD, true);
   ASSERT_TRUE(backend) << backend.error().message;
   auto snap = (*backend)->snapshot();
   ASSERT_TRUE(snap);
@@ -246,9 +246,19 @@ TEST_F(NvmlHealthTest, AnOldDriverHasNoRemappingAndNoEvents) {
   EXPECT_TRUE(snap->warnings.empty()) << snap->warnings.front();
 }
 
+TEST_F(NvmlHealthTest, AOneShotBackendDoesNotListenAndSaysNotQueried) {
+  auto backend = open(fixture("h100_580_health.json"));  // xid_events off, as `gpufleet status` has it
+  ASSERT_TRUE(backend) << backend.error().message;
+  auto snap = (*backend)->snapshot();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->gpus.at(0).last_xid.why(), Absent::NotQueried);
+  EXPECT_EQ(event_sets(), 0);
+  EXPECT_EQ(fake().calls_of("nvmlDeviceRegisterEvents"), 0u);
+}
+
 TEST_F(NvmlHealthTest, TheThreadStopsAndFreesItsSetBeforeShutdown) {
   {
-    auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0)})}}));
+    auto backend = open(write_scenario(json{{"gpus", json::array({health_gpu(0)})}}), GF_FAKE_NVML, true);
     ASSERT_TRUE(backend) << backend.error().message;
     ASSERT_TRUE((*backend)->snapshot());
     EXPECT_EQ(event_sets(), 1);

@@ -90,9 +90,8 @@ TEST_F(NvmlQueriesTest, IdentityIsReadOnceButHandlesEverySnapshot) {
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetUUID"), 8u);
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetName"), 8u);
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetPciInfo_v3"), 8u);
-  // One more count and eight more handles at start, for the XID event registration.
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetCount_v2"), 4u);
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetHandleByIndex_v2"), 32u);
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetCount_v2"), 3u);
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetHandleByIndex_v2"), 24u);
   EXPECT_EQ(fake().calls_of("nvmlSystemGetDriverVersion"), 1u);
 }
 
@@ -119,8 +118,7 @@ TEST_F(NvmlQueriesTest, ProcessListGrowsOnInsufficientSize) {
 
 TEST_F(NvmlQueriesTest, GpuLostDuringARunIsReportedFromThen) {
   json gpu1 = healthy_gpu(1);
-  // One step per handle lookup: the XID registration at start, the first snapshot, then lost.
-  gpu1["lost"] = {false, false, true};
+  gpu1["lost"] = {false, true};  // one step per handle lookup
   auto backend = open(write_scenario(json{{"gpus", json::array({healthy_gpu(0), gpu1})}}));
   ASSERT_TRUE(backend) << backend.error().message;
 
