@@ -52,6 +52,8 @@ const std::string& openapi_document();
 // Query helpers shared by the handlers. Each returns an error sentence for a 400 when the value is bad.
 Result<std::optional<std::int64_t>> query_int(const Request& req, const std::string& key, std::int64_t min,
                                               std::int64_t max);
+// "true"/"1" or "false"/"0"; `def` when the parameter is not given.
+Result<bool> query_bool(const Request& req, const std::string& key, bool def);
 // Epoch seconds (fractions allowed), ISO 8601 UTC ("2026-11-23T10:00:00Z"), or a duration before now
 // ("90s", "15m", "2h", "7d").
 Result<std::chrono::system_clock::time_point> parse_time(std::string_view text,

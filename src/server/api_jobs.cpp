@@ -109,14 +109,6 @@ Result<std::string> text_param(const Request& req, const char* key, std::size_t 
   return it->second;
 }
 
-Result<bool> bool_param(const Request& req, const char* key, bool def) {
-  auto it = req.query.find(key);
-  if (it == req.query.end()) return def;
-  if (it->second == "1" || it->second == "true") return true;
-  if (it->second == "0" || it->second == "false") return false;
-  return make_error(ErrorKind::Invalid, fmt::format("{} must be true or false", key));
-}
-
 // The paging and owner filters shared by /jobs and /tasks: limit (1..1000), offset, user, uid.
 Result<core::JobQuery> job_query(const Request& req, std::int64_t default_limit) {
   core::JobQuery q;
@@ -244,7 +236,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
       return error_response(ErrorKind::Invalid, t.error().message);
     else
       q->task = *t;
-    auto series = bool_param(req, "series", true);
+    auto series = query_bool(req, "series", true);
     if (!series) return error_response(ErrorKind::Invalid, series.error().message);
     // A list page needs the summary, not the samples: series=false leaves each record's series out.
     q->with_series = *series;

@@ -165,6 +165,7 @@ json availability_json(const allocator::Availability& a, const core::Snapshot& s
               {"qualifying", a.qualifying},
               {"min_memory_mb", a.request.min_free_memory_mib},
               {"max_utilization", a.request.max_utilization_pct},
+              {"exclusive", a.request.refuse_busy},
               {"timestamp", iso8601(s.timestamp)},
               {"would_choose", choice},
               {"gpus", per_gpu}};

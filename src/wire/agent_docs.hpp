@@ -59,7 +59,7 @@ struct HealthFacts {
 };
 nlohmann::json health_json(const HealthFacts& h);
 
-// GET /api/v1/availability: {available, needed, qualifying, min_memory_mb, max_utilization,
+// GET /api/v1/availability: {available, needed, qualifying, min_memory_mb, max_utilization, exclusive,
 // timestamp, would_choose: {indices, method, why} or null, gpus: [{index, name, qualifies, reason,
 // memory_free_mb, utilization, availability_score}]}. `s` is the snapshot `a` was computed from.
 nlohmann::json availability_json(const allocator::Availability& a, const core::Snapshot& s);
