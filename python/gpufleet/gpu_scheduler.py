@@ -25,23 +25,33 @@ log = logging.getLogger(__name__)
 UPDATE_PERIOD_MS = 500
 
 
-def estimate_gpu_requirements(task_config: Dict[str, Any]) -> Tuple[int, int]:
+def estimate_gpu_requirements(task_config: Dict[str, Any], method: str = "seed") -> Tuple[int, int]:
     """(GPUs needed, memory per GPU in MiB) for a task, by the agent's estimator (POST
     /api/v1/estimate), else `gpufleet estimate --json`. Raises GpufleetError on a task the estimator
-    rejects."""
+    rejects.
+
+    method="seed" (the default) answers as the seed did: world size tp x pp x max(dp, cp, dcp) and the
+    seed's table (70B/65B -> 20000, 13B/7B -> 12000, otherwise 8000 MiB per GPU), so tasks tuned to the
+    seed's numbers keep them. method="weights" is gpufleet's estimate from the model's size (weights
+    over tp x pp, plus a reserve): closer to what the model needs, and larger for big models at low tp.
+    A parameter that looks like a parallel size but is none the estimator reads is logged at WARNING."""
+    if method not in ("seed", "weights"):
+        raise GpufleetError(f"estimate method {method!r}: expected 'seed' or 'weights'")
     try:
-        status, doc = t.http_json("POST", "/api/v1/estimate", task_config)
+        status, doc = t.http_json("POST", t.query("/api/v1/estimate", {"method": method}), task_config)
     except AgentUnavailable:
         fd, path = tempfile.mkstemp(prefix="gpufleet-task-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(task_config, f)
-            _, doc, _ = t.run_binary(["estimate", path, "--json"])
+            _, doc, _ = t.run_binary(["estimate", path, "--method", method, "--json"])
         finally:
             os.unlink(path)
         status = 200
     if status != 200 or not isinstance(doc, dict):
         raise GpufleetError(f"cannot estimate the task: {t.error_text(doc)}")
+    for warning in doc.get("warnings") or []:
+        log.warning("%s", warning)
     log.info("Estimated requirements: %s GPU(s), %s MB per GPU", doc["gpus"], doc["memory_mb_per_gpu"])
     return int(doc["gpus"]), int(doc["memory_mb_per_gpu"])
 

@@ -79,3 +79,14 @@ def test_without_an_agent_the_fallback_applies_the_same_rule(tmp_path, monkeypat
     assert m.get_available_gpus(min_memory_mb=8000) == [0, 1]
     assert m.get_available_gpus(min_memory_mb=8000, exclusive=True) == [1]
     _fresh_monitor()
+
+
+def test_the_seeds_estimate_without_an_agent(no_agent, caplog):
+    import logging
+    task = {"model": {"id_or_path": "llama-3-70b"}, "parameters": {"tp-size": [1, 2, 4], "pp-size": [1]}}
+    assert gpufleet.estimate_gpu_requirements(task) == (4, 20000)
+    weights = gpufleet.estimate_gpu_requirements(task, method="weights")
+    assert weights[0] == 4 and weights[1] > 20000  # 70 B weights over 4 GPUs need more than the seed said
+    with caplog.at_level(logging.WARNING, logger="gpufleet"):
+        gpufleet.estimate_gpu_requirements({"parameters": {"tp-sizes": 2}})
+    assert any("'tp-sizes'" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
