@@ -237,7 +237,8 @@ int main(int argc, char** argv) {
   serve->add_option("--config", serve_cmd.config, "JSON config file (alerts, history retention, limits, …; see README)")
       ->check(CLI::ExistingFile);
   serve->add_option("--static", serve_cmd.static_dir,
-                    "the dashboard's directory (default: web/dist next to the binary)");
+                    "the dashboard's directory (default: PREFIX/share/gpufleet/web for PREFIX/bin/gpufleet, "
+                    "else the source tree's web/dist)");
   serve->add_option("--db", serve_cmd.db,
                     "the store: leases, jobs, history, alerts (default: GPUFLEET_DB or the state directory)");
   serve->add_option("--token-file", serve_cmd.token_file,
