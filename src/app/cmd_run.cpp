@@ -35,10 +35,6 @@ void set_handler(int sig, void (*fn)(int)) {
   sigaction(sig, &sa, nullptr);
 }
 
-std::string iso_ms(std::int64_t ms) {
-  return wire::iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
-}
-
 // One line of progress while waiting: rewritten in place on a terminal, printed on change otherwise.
 class WaitReporter {
  public:
@@ -219,26 +215,9 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   job.ended_at_ms = store::now_ms();
   g_interrupted = g_cancel.load();
   job.status = code == 0 ? "succeeded" : (g_interrupted ? "interrupted" : "failed");
-  nlohmann::json rec{{"id", job.id},
-                     {"name", job.name},
-                     {"command", command},
-                     {"status", job.status},
-                     {"exit_code", code},
-                     {"queued_at", iso_ms(queued_at_ms)},
-                     {"started_at", iso_ms(job.started_at_ms)},
-                     {"ended_at", iso_ms(*job.ended_at_ms)},
-                     {"duration_seconds", static_cast<double>(*job.ended_at_ms - job.started_at_ms) / 1000.0},
-                     {"lease_id", lease.id},
-                     {"backend", jc.node().monitor->backend_name()},
-                     {"host", hostname()},
-                     {"task", r.task.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.task)},
-                     {"gpu_info", got->gpu_info},
-                     {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
-  if (!r.docker_image.empty()) {
-    rec["docker"] = {{"image", r.docker_image},
-                     {"container_id", container_id},
-                     {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
-  }
+  const nlohmann::json rec =
+      finished_run_json({job, command, queued_at_ms, jc.node().monitor->backend_name(), hostname(), got->gpu_info,
+                         report, r.docker_image, container_id, docker_error});
   job.record = rec.dump();
   if (auto w = jc.put_job(job); !w) print_error("cannot record the run: " + w.error().message);
   if (r.alloc.json) {
