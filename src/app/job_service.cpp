@@ -128,9 +128,9 @@ Result<std::string> JobService::submit(const server::JobSubmission& s) {
   std::lock_guard lock(mu_);
   reap_locked();
   if (flights_.size() >= options_.max_in_flight)
-    return make_error(ErrorKind::Unavailable,
-                      fmt::format("{} submitted jobs are already waiting or running (the most at once); try later",
-                                  flights_.size()));
+    return make_error(
+        ErrorKind::Unavailable,
+        fmt::format("{} submitted jobs are already waiting or running (the most at once); try later", flights_.size()));
   auto put = arbiter_.job_put(api_peer(), job);
   if (!put) return put.error();
   auto flight = std::make_shared<Flight>();
@@ -247,8 +247,8 @@ void JobService::run(const std::string& id, server::JobSubmission s, std::shared
       spec.labels = {{"gpufleet.job", id}, {"gpufleet.lease", lease.id}};
       auto res = client->run(spec, &flight->cancel);
       if (!res) {
-        docker_error = flight->cancel.load() ? "cancelled through the API: " + res.error().message
-                                             : res.error().message;
+        docker_error =
+            flight->cancel.load() ? "cancelled through the API: " + res.error().message : res.error().message;
       } else {
         code = res->exit_code;
         container_id = res->container_id;
@@ -272,9 +272,10 @@ void JobService::run(const std::string& id, server::JobSubmission s, std::shared
     if (docker_error.empty() && !cancelled)
       emit_("job_finished", {{"id", id}, {"name", job.name}, {"status", job.status}, {"exit_code", code}});
     else
-      emit_("job_failed", {{"id", id}, {"name", job.name}, {"status", job.status}, {"error", docker_error.empty()
-                                                                                                 ? "cancelled through the API"
-                                                                                                 : docker_error}});
+      emit_("job_failed", {{"id", id},
+                           {"name", job.name},
+                           {"status", job.status},
+                           {"error", docker_error.empty() ? "cancelled through the API" : docker_error}});
   }
   arbiter_.disconnect(conn);
   std::lock_guard lock(mu_);

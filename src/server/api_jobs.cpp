@@ -351,6 +351,11 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     resp.headers.emplace_back("Location", "/api/v1/jobs/" + *id);
     return resp;
   });
+  // What this request's credentials may do here, for the dashboard: show the job form and cancel buttons
+  // only to the token holder, and only where submission is on.
+  r.add(Method::Get, "/api/v1/session", Access::Read, Exec::Inline, [c](const Request& req) {
+    return json_response(200, json{{"writer", req.writer}, {"jobs_submit", c->submitter != nullptr}});
+  });
   r.add(Method::Delete, "/api/v1/jobs/{id}", Access::Write, Exec::Blocking, [c](const Request& req) {
     if (!c->submitter)
       return error_response(403, "submission_disabled",
