@@ -92,6 +92,29 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     print_error("--interval must be between 0.05 and 60 seconds");
     return kExitUsage;
   }
+  if (r.docker_image.empty() && (!r.docker_volumes.empty() || !r.docker_publish.empty())) {
+    print_error("run: --volume and --publish go with --docker IMAGE");
+    return kExitUsage;
+  }
+  // Checked before any GPU is asked for: a typo must not cost a wait in the queue.
+  std::vector<std::string> binds;
+  std::vector<launch::DockerRunSpec::Port> ports;
+  for (const auto& v : r.docker_volumes) {
+    auto b = launch::parse_bind(v);
+    if (!b) {
+      print_error("run: " + b.error().message);
+      return kExitUsage;
+    }
+    binds.push_back(*b);
+  }
+  for (const auto& p : r.docker_publish) {
+    auto port = launch::parse_port(p);
+    if (!port) {
+      print_error("run: " + port.error().message);
+      return kExitUsage;
+    }
+    ports.push_back(*port);
+  }
   auto link = open_node_link(g, r.alloc.db);  // the node's agent, or the store without one
   if (!link) {
     print_error(link.error().message);
@@ -176,6 +199,8 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     spec.cmd = r.argv;
     spec.gpu_ids = ids;
     spec.labels = {{"gpufleet.job", job.id}, {"gpufleet.lease", lease.id}};
+    spec.binds = binds;
+    spec.ports = ports;
     if (!client) {
       docker_error = client.error().message;
     } else {

@@ -66,6 +66,8 @@ struct RunCommand {
   int priority = 0;
   double interval_s = 1.0;
   std::string docker_image;
+  std::vector<std::string> docker_volumes;  // --volume HOST:CONTAINER[:ro], with --docker
+  std::vector<std::string> docker_publish;  // --publish [IP:]HOST_PORT:CONTAINER_PORT, with --docker
   std::vector<std::string> argv;
   std::string task;  // set by `task run`: the task this run is one grid point of
 };

@@ -179,6 +179,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 60.0));
   run->add_option("--docker", run_cmd.docker_image,
                   "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
+  run->add_option("--volume", run_cmd.docker_volumes,
+                  "with --docker: bind-mount HOST:CONTAINER[:ro] (absolute paths), as docker run -v; repeatable");
+  run->add_option("--publish", run_cmd.docker_publish,
+                  "with --docker: publish [IP:]HOST_PORT:CONTAINER_PORT, as docker run -p; repeatable");
   run->add_flag("--json", run_cmd.alloc.json, "print the job record as JSON when it ends");
   run->add_option("command", run_cmd.argv, "the command (put it after --)");
   run->footer(

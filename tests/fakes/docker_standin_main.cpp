@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "docker_standin: %s needs a number\n", a.c_str());
         return 2;
       }
-      if (a == "--exit-code") cfg.exit_code = static_cast<int>(v);
-      else cfg.run_time = std::chrono::milliseconds(v);
+      if (a == "--exit-code")
+        cfg.exit_code = static_cast<int>(v);
+      else
+        cfg.run_time = std::chrono::milliseconds(v);
     } else {
       std::fprintf(stderr, "usage: docker_standin [--exit-code N] [--run-time-ms N]\n");
       return 2;
