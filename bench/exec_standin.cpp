@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   std::string line;
   while (std::getline(std::cin, line)) {
   }
-  std::cerr << "gf_exec_standin: " << kube.exec_calls().size() << " exec(s), at most "
-            << kube.max_concurrent_execs() << " at once\n";
+  std::cerr << "gf_exec_standin: " << kube.exec_calls().size() << " exec(s), at most " << kube.max_concurrent_execs()
+            << " at once\n";
   return 0;
 }

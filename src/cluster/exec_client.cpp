@@ -12,11 +12,11 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl/impl/src.hpp>  // Asio's TLS, compiled once, here (gf_beast has the rest)
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -84,9 +84,7 @@ Result<ServerUrl> split_server(std::string_view url) {
 // system's), the client certificate and key, and verification of the server's name unless insecure.
 Result<void> configure_tls(ssl::context& ctx, const platform::TlsOptions& t) {
   boost::system::error_code ec;
-  auto fail = [&](const char* what) {
-    return make_error(fmt::format("TLS setup: {}: {}", what, ec.message()));
-  };
+  auto fail = [&](const char* what) { return make_error(fmt::format("TLS setup: {}: {}", what, ec.message())); };
   if (t.insecure_skip_verify) {
     ctx.set_verify_mode(ssl::verify_none);
   } else {
@@ -196,7 +194,8 @@ asio::awaitable<Outcome> run_call(tcp::socket& socket, tcp::resolver& resolver, 
       co_await resolver.async_resolve(c.url.host, c.url.port, asio::redirect_error(asio::use_awaitable, ec));
   if (ec) co_return fmt::format("cannot resolve the API server at {}: {}", c.server, ec.message());
   co_await asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fmt::format("cannot reach the API server at {} (from {}): {}", c.server, c.config.source, ec.message());
+  if (ec)
+    co_return fmt::format("cannot reach the API server at {} (from {}): {}", c.server, c.config.source, ec.message());
   socket.set_option(tcp::no_delay(true), ec);
   if (tls_ctx == nullptr) {
     websocket::stream<tcp::socket&> ws(socket);
@@ -208,7 +207,9 @@ asio::awaitable<Outcome> run_call(tcp::socket& socket, tcp::resolver& resolver, 
   if (name_ec) SSL_set_tlsext_host_name(tls->native_handle(), c.url.host.c_str());  // SNI for names only
   if (!c.config.tls.insecure_skip_verify) tls->set_verify_callback(ssl::host_name_verification(c.url.host));
   co_await tls->async_handshake(ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) co_return fmt::format("TLS with the API server at {} failed (from {}): {}", c.server, c.config.source, ec.message());
+  if (ec)
+    co_return fmt::format("TLS with the API server at {} failed (from {}): {}", c.server, c.config.source,
+                          ec.message());
   websocket::stream<ssl::stream<tcp::socket&>&> ws(*tls);
   co_return co_await converse(ws, c);
 }

@@ -52,7 +52,8 @@ Result<ExecStatus> parse_exec_status(std::string_view text) {
     return s;
   }
   if (status != "Failure")
-    return make_error(fmt::format("the exec status says \"{}\" (expected Success or Failure)", exec_printable(status, 40)));
+    return make_error(
+        fmt::format("the exec status says \"{}\" (expected Success or Failure)", exec_printable(status, 40)));
   s.reason = exec_printable(string_member(doc, "reason"), 100);
   s.message = exec_printable(string_member(doc, "message"));
   if (string_member(doc, "reason") == "NonZeroExitCode") {
@@ -95,7 +96,8 @@ Result<void> ExecStreams::feed(std::string_view message) {
     case kExecClose:
       if (!v5_) return make_error("a control message (channel 255) under v4.channel.k8s.io");
       if (data.size() != 1)
-        return make_error(fmt::format("a v5 close signal of {} byte(s) (expected the channel byte alone)", data.size()));
+        return make_error(
+            fmt::format("a v5 close signal of {} byte(s) (expected the channel byte alone)", data.size()));
       if (static_cast<unsigned char>(data.front()) < 8) closed_ |= 1u << static_cast<unsigned char>(data.front());
       return {};
     default: return make_error(fmt::format("a message on unknown channel {}", static_cast<unsigned>(channel)));

@@ -92,9 +92,9 @@ core::NodeMetrics exec_target_metrics(const ExecTarget& t, const ExecRunner& run
       // nvidia-smi of an older driver rejects a field of the newer list: ask with the next one.
       if (nsmi::rejected_field(out.out) || nsmi::rejected_field(out.err)) continue;
       std::string why = out.status.exit_code ? fmt::format("nvidia-smi exited with {}", *out.status.exit_code)
-                                             : fmt::format("the command failed ({})", out.status.reason.empty()
-                                                                                          ? std::string("no reason given")
-                                                                                          : out.status.reason);
+                                             : fmt::format("the command failed ({})",
+                                                           out.status.reason.empty() ? std::string("no reason given")
+                                                                                     : out.status.reason);
       if (!out.status.message.empty() && !out.status.exit_code) why += ": " + out.status.message;
       const std::string said = !out.err.empty() ? out.err : out.out;
       if (!said.empty()) why += ": " + exec_printable(said.substr(0, said.find('\n')), 200);

@@ -28,8 +28,8 @@
 namespace gf::cluster {
 
 struct ExecSourceOptions {
-  unsigned parallel = 8;                     // pods exec'ed at once (1..64)
-  std::chrono::milliseconds timeout{10000};  // each pod's whole exec
+  unsigned parallel = 8;                      // pods exec'ed at once (1..64)
+  std::chrono::milliseconds timeout{10000};   // each pod's whole exec
   std::size_t max_output_bytes = 256 * 1024;  // nvidia-smi's CSV is ~300 bytes per GPU
 };
 

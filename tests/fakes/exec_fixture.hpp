@@ -25,19 +25,19 @@ inline nlohmann::json exec_gpu_node(const std::string& name, unsigned gpus) {
 inline nlohmann::json exec_gpu_pod(const std::string& ns, const std::string& name, const std::string& node,
                                    bool running = true) {
   using nlohmann::json;
-  return json{{"metadata", {{"namespace", ns}, {"name", name}}},
-              {"spec",
-               {{"nodeName", node},
-                {"containers", json::array({json{{"name", "sidecar"}},
-                                             json{{"name", "cuda"},
-                                                  {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}},
-              {"status",
-               {{"phase", "Running"},
-                {"containerStatuses",
-                 json::array({json{{"name", "sidecar"}, {"state", {{"running", json::object()}}}},
-                              json{{"name", "cuda"},
-                                   {"state", running ? json{{"running", json::object()}}
-                                                     : json{{"waiting", {{"reason", "CrashLoopBackOff"}}}}}}})}}}};
+  return json{
+      {"metadata", {{"namespace", ns}, {"name", name}}},
+      {"spec",
+       {{"nodeName", node},
+        {"containers", json::array({json{{"name", "sidecar"}},
+                                    json{{"name", "cuda"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}},
+      {"status",
+       {{"phase", "Running"},
+        {"containerStatuses",
+         json::array({json{{"name", "sidecar"}, {"state", {{"running", json::object()}}}},
+                      json{{"name", "cuda"},
+                           {"state", running ? json{{"running", json::object()}}
+                                             : json{{"waiting", {{"reason", "CrashLoopBackOff"}}}}}}})}}}};
 }
 
 inline std::string exec_cluster_json(unsigned nodes, unsigned gpus = 8) {

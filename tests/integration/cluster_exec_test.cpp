@@ -99,7 +99,8 @@ TEST_F(ClusterExec, GpusThroughPodsExec) {
   EXPECT_NE(without["gpu-002"]["problems"].dump().find("executable file not found"), std::string::npos) << r.out;
   EXPECT_EQ(without["gpu-003"]["health"], "no_metrics");
   bool described = false;
-  for (const auto& s : doc["sources"]) described = described || s.get<std::string>().find("pods/exec") != std::string::npos;
+  for (const auto& s : doc["sources"])
+    described = described || s.get<std::string>().find("pods/exec") != std::string::npos;
   EXPECT_TRUE(described) << doc["sources"].dump();
   // Exactly the fixed command, in the GPU container, for the three nodes with a GPU pod.
   const auto calls = kube->exec_calls();
@@ -114,7 +115,8 @@ TEST_F(ClusterExec, GpusThroughPodsExec) {
 }
 
 TEST_F(ClusterExec, NodesAndSelectUseTheExecMetrics) {
-  auto r = exec_run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--exec-nvidia-smi", "--exec-timeout", "1", "--json"});
+  auto r =
+      exec_run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--exec-nvidia-smi", "--exec-timeout", "1", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = json::parse(r.out, nullptr, false);
   ASSERT_TRUE(doc.is_object()) << r.out;
@@ -124,7 +126,7 @@ TEST_F(ClusterExec, NodesAndSelectUseTheExecMetrics) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ((*a)["metrics_source"], "exec");
   EXPECT_EQ((*a)["gpus_with_metrics"], 8);
-  EXPECT_EQ((*a)["idle_gpu_count"], 6);  // all but the 87 % and 100 % GPUs
+  EXPECT_EQ((*a)["idle_gpu_count"], 6);                           // all but the 87 % and 100 % GPUs
   EXPECT_DOUBLE_EQ((*a)["avg_utilization"].get<double>(), 25.5);  // (87 + 100 + 12 + 5) / 8
   // Without the flag the same cluster has no metrics at all, and nothing is exec'ed.
   const auto before = kube->exec_calls().size();

@@ -54,10 +54,10 @@ TEST(ExecStreamsTest, RejectsWhatTheProtocolDoesNotAllow) {
   ExecStreams v4(false);
   EXPECT_FALSE(v4.feed(exec_msg(255, "\x01")));  // control messages are v5's
   ExecStreams v5(true);
-  EXPECT_FALSE(v5.feed(exec_msg(255, "")));        // close without its channel
+  EXPECT_FALSE(v5.feed(exec_msg(255, "")));          // close without its channel
   EXPECT_FALSE(v5.feed(exec_msg(255, "\x01\x02")));  // or with two
-  EXPECT_FALSE(v5.feed(exec_msg(7, "x")));         // unknown channel
-  EXPECT_TRUE(v5.feed(exec_msg(0, "ignored")));    // stdin and resize are the client's: ignored
+  EXPECT_FALSE(v5.feed(exec_msg(7, "x")));           // unknown channel
+  EXPECT_TRUE(v5.feed(exec_msg(0, "ignored")));      // stdin and resize are the client's: ignored
   EXPECT_TRUE(v5.feed(exec_msg(4, "{}")));
   EXPECT_TRUE(v5.out().empty());
   EXPECT_FALSE(v5.finish());  // no status came
@@ -218,6 +218,24 @@ TEST_F(ExecStandinTest, ForbiddenNamesThePermission) {
   EXPECT_NE(r.error().message.find("pods/exec"), std::string::npos) << r.error().message;
 }
 
+TEST_F(ExecStandinTest, TlsIsSetUpFromTheKubeconfigAndItsFailuresAreOneLine) {
+  start();
+  // An unreadable CA file stops before any connection.
+  config.server = "https://127.0.0.1:" + std::to_string(kube->port());
+  config.tls.ca_file = "/nonexistent/ca.crt";
+  auto r = gf::cluster::exec_in_pod(config, request("job"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("certificate-authority /nonexistent/ca.crt"), std::string::npos)
+      << r.error().message;
+  // TLS to a server that speaks plain HTTP: the handshake fails, named as TLS, within the timeout.
+  config.tls = {};
+  config.tls.insecure_skip_verify = true;
+  r = gf::cluster::exec_in_pod(config, request("job"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("TLS with the API server"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(kube->exec_calls().empty());
+}
+
 TEST_F(ExecStandinTest, AHungPodCostsItsTimeoutAlone) {
   cfg.exec["train/hang"] = {"", "", 0, "", true, ""};
   start();
@@ -234,7 +252,7 @@ TEST_F(ExecStandinTest, TheSourceParsesEveryNodeAndKeepsGoingPastFailures) {
   const unsigned n = 12;
   for (unsigned i = 0; i < n; ++i) cfg.exec["train/" + gf::fakes::exec_pod_name(i)] = {csv, "", 0, "", false, ""};
   cfg.exec["train/" + gf::fakes::exec_pod_name(3)] = {"", "", 0, "", true, ""};  // hangs
-  cfg.exec.erase("train/" + gf::fakes::exec_pod_name(5));                     // no nvidia-smi
+  cfg.exec.erase("train/" + gf::fakes::exec_pod_name(5));                        // no nvidia-smi
   // An older driver: the newest field list is refused, the next one answers.
   cfg.exec["train/" + gf::fakes::exec_pod_name(7)] = {csv, "", 0, "", false, "clocks_event_reasons.active"};
   start();
