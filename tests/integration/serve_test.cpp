@@ -734,6 +734,41 @@ TEST_F(Serve, EveryEndpointAnswersOnTheFakeNvml) {
   expect_clean_stop();
 }
 
+// MIG on the fake NVML: the instances reach the GPU documents, the process lists and /metrics (with
+// dcgm-exporter's GPU_I_PROFILE / GPU_I_ID), and the node's memory totals count each MiB once.
+TEST_F(Serve, MigInstancesReachTheDocumentsAndMetrics) {
+  ASSERT_TRUE(start("nvml", {"--interval", "0.2"},
+                    {std::string("GPUFLEET_NVML_LIBRARY=") + GF_FAKE_NVML,
+                     std::string("FAKE_NVML_SCENARIO=") + GF_FIXTURES_DIR + "/nvml/mig.json"}));
+  auto g0 = get_json(port(), "/api/v1/gpus/0");
+  ASSERT_EQ(g0["mig_instances"].size(), 4u) << g0.dump();
+  EXPECT_EQ(g0["mig_instances"][2]["uuid"], "MIG-50f1c4c9-1508-5e8d-bb06-d08145b22e01");
+  EXPECT_EQ(g0["mig_instances"][2]["profile"], "1g.10gb");
+  EXPECT_EQ(g0["mig_instances"][2]["memory"]["used"], 2013);
+  EXPECT_TRUE(g0["utilization"].is_null());
+  EXPECT_EQ(g0["missing_reasons"]["utilization"], "mig_enabled");
+  auto procs = get_json(port(), "/api/v1/processes");
+  bool seen = false;
+  for (const auto& p : procs["processes"])
+    if (p["pid"] == 5002) {
+      seen = true;
+      EXPECT_EQ(p["mig_uuid"], "MIG-50f1c4c9-1508-5e8d-bb06-d08145b22e01");
+      EXPECT_EQ(p["gpu_instance_id"], 9);
+    }
+  EXPECT_TRUE(seen) << procs.dump();
+  auto all = get_json(port(), "/api/gpu/metrics");
+  EXPECT_EQ(all["gpus"][0]["mig_instances"].size(), 4u);
+  // 81920 × 3 GPUs, whatever the instances hold.
+  EXPECT_EQ(all["summary"]["memory"]["total"], 3 * 81920) << all["summary"].dump();
+  EXPECT_EQ(all["summary"]["memory"]["used"], 16100 + 4000) << all["summary"].dump();
+  const std::string prom = get(port(), "/metrics").body;
+  EXPECT_NE(prom.find(R"(,GPU_I_PROFILE="3g.40gb",GPU_I_ID="2")"), std::string::npos) << prom;
+  EXPECT_NE(prom.find(R"(UUID="GPU-7fdaf0a5-179b-f636-d15d-daf243e3ff16",pci_bus_id="00000000:07:00.0",)"
+                      R"(device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",GPU_I_PROFILE="1g.10gb",GPU_I_ID="10")"),
+            std::string::npos);
+  expect_clean_stop();
+}
+
 TEST_F(Serve, HeadHasHeadersOnlyAndKeepAliveServesTwoRequests) {
   ASSERT_TRUE(start("sim"));
   Sock s(port());

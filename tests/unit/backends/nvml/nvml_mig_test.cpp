@@ -61,10 +61,10 @@ TEST_F(MigFakeLibraryTest, MigDeviceHandlesAnswerAsTheDriverDoes) {
   abi::Device mig = nullptr;
   ASSERT_EQ(child(parent, 2, &mig), abi::kSuccess);
   EXPECT_NE(mig, nullptr);
-  EXPECT_NE(mig, parent);                                        // a handle of its own
-  EXPECT_EQ(child(parent, 3, &mig), abi::kErrorNotFound);        // sparse: nothing at index 3
-  EXPECT_EQ(child(parent, 7, &mig), abi::kErrorInvalidArgument); // past the maximum
-  EXPECT_EQ(child(gpu(1), 0, &mig), abi::kErrorNotSupported);    // MIG off
+  EXPECT_NE(mig, parent);                                         // a handle of its own
+  EXPECT_EQ(child(parent, 3, &mig), abi::kErrorNotFound);         // sparse: nothing at index 3
+  EXPECT_EQ(child(parent, 7, &mig), abi::kErrorInvalidArgument);  // past the maximum
+  EXPECT_EQ(child(gpu(1), 0, &mig), abi::kErrorNotSupported);     // MIG off
   ASSERT_EQ(child(parent, 4, &mig), abi::kSuccess);
 
   char text[abi::kDeviceStringLength] = {};
@@ -152,10 +152,10 @@ TEST_F(MigBackendTest, ReadsAnInstanceIdentityOnceAndItsMemoryEveryTime) {
   auto backend = open(fixture("mig.json"));
   ASSERT_TRUE(backend) << backend.error().message;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*backend)->snapshot());
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetMaxMigDeviceCount"), 2u);           // once per MIG GPU
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetMaxMigDeviceCount"), 2u);            // once per MIG GPU
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetMigDeviceHandleByIndex"), 3u * 14);  // 7 indices, 2 GPUs
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetGpuInstanceId"), 4u);
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetName"), 3u + 4u);                   // 3 GPUs, 4 instances
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetName"), 3u + 4u);  // 3 GPUs, 4 instances
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetMemoryInfo_v2"), 3u * (3 + 4));
 }
 
