@@ -74,8 +74,7 @@ Reading<std::uint64_t> mib(std::string_view text) {
   if (text.size() > 4 && text.substr(text.size() - 4) == " MiB") text.remove_suffix(4);
   if (auto v = number<std::uint64_t>(text)) return *v;
   if (text == "N/A" || text == "[N/A]") return Reading<std::uint64_t>::absent(Absent::Unavailable);
-  if (text.find("Not Supported") != std::string_view::npos)
-    return Reading<std::uint64_t>::absent(Absent::NotSupported);
+  if (text.find("Not Supported") != std::string_view::npos) return Reading<std::uint64_t>::absent(Absent::NotSupported);
   return Reading<std::uint64_t>::absent(Absent::Error);
 }
 

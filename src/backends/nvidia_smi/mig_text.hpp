@@ -30,9 +30,9 @@ inline constexpr std::size_t kMaxMigPerGpu = 32;
 inline constexpr std::size_t kMaxXmlProcessesPerGpu = 4096;
 
 struct ListedMig {
-  std::string profile;  // "1g.10gb"
-  unsigned device = 0;  // the MIG device index ("Device  3")
-  std::string uuid;     // "MIG-…"
+  std::string profile;                      // "1g.10gb"
+  unsigned device = 0;                      // the MIG device index ("Device  3")
+  std::string uuid;                         // "MIG-…"
   std::optional<unsigned> gpu_instance_id;  // only from the old MIG-GPU-<uuid>/<gi>/<ci> form
   std::optional<unsigned> compute_instance_id;
 };

@@ -71,7 +71,8 @@ TEST(MigList, BadLinesAreOneClearError) {
   ASSERT_TRUE(notice);
   EXPECT_TRUE(notice->empty());
   std::string many = "GPU 0: A (UUID: GPU-1)\n";
-  for (int i = 0; i < 40; ++i) many += "  MIG 1g.5gb Device " + std::to_string(i) + ": (UUID: MIG-" + std::to_string(i) + ")\n";
+  for (int i = 0; i < 40; ++i)
+    many += "  MIG 1g.5gb Device " + std::to_string(i) + ": (UUID: MIG-" + std::to_string(i) + ")\n";
   EXPECT_THAT(parse_list(many).error().message, HasSubstr("more MIG devices"));
 }
 
