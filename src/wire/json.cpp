@@ -268,7 +268,9 @@ nlohmann::json owner_json(const core::LeaseOwner& o) {
 
 nlohmann::json lease_json(const core::Lease& l) {
   nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : l.gpus) gpus.push_back({{"index", g.index}, {"uuid", g.uuid}});
+  // A MIG lease holds one instance: its parent's index and the instance's MIG UUID (mig: true).
+  for (const auto& g : l.gpus)
+    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"mig", core::is_mig_uuid(g.uuid)}});
   return {{"id", l.id},
           {"job_id", l.job_id},
           {"name", l.name},
