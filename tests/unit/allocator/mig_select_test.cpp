@@ -71,7 +71,7 @@ TEST(MigSelect, TheFirstFreeInstanceOfTheProfile) {
   pick = select_mig_instance(node(), r);
   ASSERT_TRUE(pick);
   EXPECT_EQ(pick->instance.uuid, "MIG-d");  // on to the next GPU
-  r.own_pids = {5002};  // our own process does not make it busy
+  r.own_pids = {5002};                      // our own process does not make it busy
   pick = select_mig_instance(node(), r);
   ASSERT_TRUE(pick);
   EXPECT_EQ(pick->instance.uuid, "MIG-b");
