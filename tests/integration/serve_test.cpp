@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -33,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "fakes/docker_standin.hpp"
 #include "platform/subprocess.hpp"
 
 #include "gf_test_paths.hpp"
@@ -1859,6 +1861,108 @@ TEST_F(Serve, IdleLeaseIsWarnedThenReclaimed) {
   expect_clean_stop();
 }
 
+// Issue 23, item 8: a Docker-image job submitted over HTTP is queued through the arbiter, runs in the
+// engine (the stand-in) on the GPUs it was granted, is recorded, and its life goes out on /ws; a waiting
+// one is cancelled with DELETE. Off without the config, and never without the token.
+TEST_F(Serve, SubmittedJobsRunInDockerAndCanBeCancelled) {
+  gf::fakes::DockerStandinConfig engine_cfg;
+  engine_cfg.exit_code = 0;
+  engine_cfg.run_time = 300ms;
+  gf::fakes::DockerStandin engine(engine_cfg);
+  const std::vector<std::string> env{"DOCKER_HOST=unix://" + engine.socket_path()};
+
+  // Off by default: 403, whatever the token.
+  ASSERT_TRUE(start("sim", {"--interval", "0.1", "--socket", "none"}, env));
+  const std::string off_auth = "Authorization: Bearer " + token();
+  auto off = http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox"})", {off_auth});
+  EXPECT_EQ(off.status, 403) << off.body;
+  EXPECT_EQ(off.body_json()["error"], "submission_disabled") << off.body;
+  expect_clean_stop();
+
+  const auto cfg = write_file("jobs.json", R"({"jobs": {"submit": true}})");
+  ASSERT_TRUE(start("sim", {"--interval", "0.1", "--socket", "none", "--config", cfg}, env));
+  WsConn ws(port(), "/ws?period_ms=60000");
+  ASSERT_TRUE(ws.open()) << ws.handshake.raw_head;
+  const std::string auth = "Authorization: Bearer " + token();
+  const std::string body =
+      R"J({"image": "nvcr.io/nvidia/pytorch:24.01-py3", "args": ["python", "-c", "print(1)"], "gpus": 2,
+          "min_memory_mb": 1000, "name": "submitted", "wait_s": 5})J";
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", body).status, 401);
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", R"({"image": "x", "cmd": []})", {auth}).status, 400);
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", R"({"args": ["a"]})", {auth}).status, 400);
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", R"({"image": "bad\nname"})", {auth}).status, 400);
+
+  auto made = http(port(), "POST", "/api/v1/jobs", body, {auth, "Content-Type: application/json"});
+  ASSERT_EQ(made.status, 202) << made.body;
+  const std::string id = made.body_json()["id"].get<std::string>();
+  EXPECT_EQ(made.body_json()["status"], "waiting");
+
+  auto queued = ws.next_event("job_queued", in(20s));
+  ASSERT_TRUE(queued) << "no job_queued event";
+  EXPECT_EQ(queued->j()["data"]["id"], id);
+  auto started = ws.next_event("job_started", in(20s));
+  ASSERT_TRUE(started) << "no job_started event";
+  EXPECT_EQ(started->j()["data"]["gpus"].size(), 2u) << started->text;
+  auto finished = ws.next_event("job_finished", in(20s));
+  ASSERT_TRUE(finished) << "no job_finished event";
+  EXPECT_EQ(finished->j()["data"]["exit_code"], 0);
+
+  // Recorded as a CLI run is, with the container; the GPUs reached it as DeviceRequests.
+  auto until = [](const std::function<bool()>& done) {
+    for (const auto deadline = in(20s); Clock::now() < deadline; std::this_thread::sleep_for(50ms))
+      if (done()) return true;
+    return false;
+  };
+  json rec;
+  ASSERT_TRUE(until([&] {
+    rec = get_json(port(), "/api/v1/jobs/" + id);
+    return rec.value("status", "") == "succeeded";
+  })) << rec.dump();
+  EXPECT_EQ(rec["exit_code"], 0) << rec.dump();
+  auto create = json::parse(engine.last_create_body().value_or("{}"));
+  EXPECT_EQ(create["Image"], "nvcr.io/nvidia/pytorch:24.01-py3");
+  EXPECT_EQ(create["HostConfig"]["DeviceRequests"][0]["DeviceIDs"].size(), 2u) << create.dump();
+  EXPECT_TRUE(get_json(port(), "/api/v1/leases")["leases"].empty());  // released at the end
+
+  // While a lease holds both GPUs, a job waits; DELETE cancels it, and job_failed says so.
+  auto held = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 2, "min_memory_mb": 0})", {auth});
+  ASSERT_EQ(held.status, 201) << held.body;
+  auto waiting =
+      http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox", "min_memory_mb": 0, "wait_s": 60})", {auth});
+  ASSERT_EQ(waiting.status, 202) << waiting.body;
+  const std::string wid = waiting.body_json()["id"].get<std::string>();
+  ASSERT_TRUE(ws.next_event("job_queued", in(20s)));
+  EXPECT_EQ(http(port(), "DELETE", "/api/v1/jobs/" + wid, {}).status, 401);
+  auto del = http(port(), "DELETE", "/api/v1/jobs/" + wid, {}, {auth});
+  EXPECT_EQ(del.status, 200) << del.body;
+  auto failed = ws.next_event("job_failed", in(20s));
+  ASSERT_TRUE(failed) << "no job_failed event";
+  EXPECT_EQ(failed->j()["data"]["id"], wid);
+  EXPECT_EQ(failed->j()["data"]["status"], "interrupted");
+  ASSERT_TRUE(until([&] { return get_json(port(), "/api/v1/jobs/" + wid).value("status", "") == "interrupted"; }));
+  EXPECT_EQ(http(port(), "DELETE", "/api/v1/jobs/" + wid, {}, {auth}).status, 404);
+
+  // No GPUs within a short wait: a failure with its error, as the seed's worker reads it.
+  auto brief =
+      http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox", "min_memory_mb": 0, "wait_s": 0.3})", {auth});
+  ASSERT_EQ(brief.status, 202) << brief.body;
+  const std::string bid = brief.body_json()["id"].get<std::string>();
+  ASSERT_TRUE(until([&] {
+    rec = get_json(port(), "/api/v1/jobs/" + bid);
+    return rec.value("status", "") == "no_gpus";
+  })) << rec.dump();
+  EXPECT_NE(rec.value("error", "").find("no GPUs within the wait"), std::string::npos) << rec.dump();
+  // A request the node can never serve fails at once, saying why.
+  auto never = http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox", "gpus": 64})", {auth});
+  ASSERT_EQ(never.status, 202) << never.body;
+  ASSERT_TRUE(until([&] {
+    rec = get_json(port(), "/api/v1/jobs/" + never.body_json()["id"].get<std::string>());
+    return rec.value("status", "") == "failed";
+  })) << rec.dump();
+  EXPECT_NE(rec.value("error", "").find("this node has 2"), std::string::npos) << rec.dump();
+  expect_clean_stop();
+}
+
 // A wrong usage or reclaim setting stops the agent at start with one line naming the key.
 TEST_F(Serve, BadReclaimConfigIsOneClearError) {
   for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
@@ -1866,7 +1970,11 @@ TEST_F(Serve, BadReclaimConfigIsOneClearError) {
            {R"({"reclaim": {"enabled": "yes"}})", "reclaim.enabled"},
            {R"({"reclaim": {"utilization_threshold_pct": 101}})", "reclaim.utilization_threshold_pct"},
            {R"({"reclaim": {"idle": 5}})", "unknown key 'idle'"},
-           {R"({"usage": {"busy_threshold_pct": -1}})", "usage.busy_threshold_pct"}}) {
+           {R"({"usage": {"busy_threshold_pct": -1}})", "usage.busy_threshold_pct"},
+           {R"({"jobs": {"submit": "yes"}})", "jobs.submit"},
+           {R"({"jobs": {"max_in_flight": 0}})", "jobs.max_in_flight"},
+           {R"({"jobs": {"run": true}})", "unknown key 'run'"},
+           {R"({"jobs": true})", "'jobs' must be an object"}}) {
     const auto cfg = write_file("bad.json", text);
     auto r = gf::platform::run_process(
         {GF_BINARY, "--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--config", cfg},

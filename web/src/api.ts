@@ -136,6 +136,24 @@ export interface Job {
   exitCode: number | null;
   startedAt: number | null;
   endedAt: number | null;
+  /** "api" for a job submitted with POST /api/v1/jobs (those can be cancelled from here). */
+  submittedVia: string | null;
+}
+
+/** What this page's credentials may do on the agent (GET /api/v1/session). */
+export interface Session {
+  writer: boolean;
+  jobsSubmit: boolean;
+}
+
+/** A Docker-image job for POST /api/v1/jobs. */
+export interface JobRequest {
+  image: string;
+  args: string[];
+  gpus: number;
+  min_memory_mb: number;
+  name?: string;
+  wait_s: number;
 }
 
 /** A metric the charts show: the history endpoint's metric name (see FieldInfo.historyMetric). */
@@ -388,6 +406,7 @@ function readJob(x: unknown): Job {
     exitCode: num(j.exit_code),
     startedAt: parseTime(j.started_at),
     endedAt: parseTime(j.ended_at),
+    submittedVia: str(j.submitted_via),
   };
 }
 
@@ -459,6 +478,20 @@ export async function getJson(path: string, signal?: AbortSignal, okStatuses: nu
   return body;
 }
 
+/** A state-changing request with the page's token; a non-2xx answer throws ApiError with the agent's message. */
+async function send(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<unknown> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (auth.token) headers.authorization = `Bearer ${auth.token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(url(path), { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  const doc: unknown = await res.json().catch(() => null);
+  if (!res.ok) {
+    const e = obj(doc);
+    throw new ApiError(res.status, str(e.error), str(e.message) ?? `${method} ${path}: HTTP ${res.status}`);
+  }
+  return doc;
+}
+
 const MIB_PER_UNIT: Record<string, number> = { MiB: 1, MB: 1e6 / 2 ** 20, GiB: 1024, GB: 1e9 / 2 ** 20, B: 2 ** -20, bytes: 2 ** -20 };
 
 export const api = {
@@ -471,6 +504,14 @@ export const api = {
     return { leases: arr(d.leases).map(readLease), waiting: arr(d.waiting).map(readWaiter) };
   },
   jobs: async (signal?: AbortSignal) => arr(obj(await getJson('api/v1/jobs?series=false', signal)).jobs).map(readJob),
+  session: async (signal?: AbortSignal): Promise<Session> => {
+    const d = obj(await getJson('api/v1/session', signal));
+    return { writer: d.writer === true, jobsSubmit: d.jobs_submit === true };
+  },
+  submitJob: async (r: JobRequest): Promise<Job> => readJob(await send('POST', 'api/v1/jobs', r)),
+  cancelJob: async (id: string): Promise<void> => {
+    await send('DELETE', `api/v1/jobs/${encodeURIComponent(id)}`);
+  },
   /** The agent answers 503 with the same document when it is degraded. */
   health: async (signal?: AbortSignal): Promise<AgentHealth> => {
     const d = obj(await getJson('api/health', signal, [503]));
