@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // Browser test of job submission from the dashboard (issue 23, item 8): the real agent on two simulated
-// GPUs with "jobs": {"submit": true}, its Docker engine the stand-in (tests/fakes/docker_standin_main.cpp).
+// GPUs with "jobs": {"submit": true}, its Docker engine the stand-in (`standin docker`, tests/fakes/standin_main.cpp).
 // The page shows no form until it holds the agent's token; with it, a submitted job runs in the stand-in
 // and reaches the jobs table as succeeded; a job that waits (both GPUs leased) is cancelled with its
 // button and ends interrupted. Plain node; prints `N passed, N failed` last; exits non-zero on a failure.
 //
-//   GF_BINARY=build/gpufleet GF_DOCKER_STANDIN=build/tests/docker_standin node web/tests/jobs.test.mjs
+//   GF_BINARY=build/gpufleet GF_STANDIN=build/tests/standin node web/tests/jobs.test.mjs
 //   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,7 +20,7 @@ const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
 const dist = join(webDir, 'dist');
 const binary = resolve(process.env.GF_BINARY ?? join(repo, 'build/gpufleet'));
-const standinBinary = resolve(process.env.GF_DOCKER_STANDIN ?? join(repo, 'build/tests/docker_standin'));
+const standinBinary = resolve(process.env.GF_STANDIN ?? join(repo, 'build/tests/standin'));
 const chromiumPath = process.env.GF_CHROMIUM ?? '/usr/bin/chromium';
 const OVERALL_TIMEOUT_MS = 150_000;
 const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
@@ -67,13 +67,13 @@ async function main() {
   if (!existsSync(join(dist, 'index.html'))) throw new SetupError(`${dist}/index.html is missing: make web first`);
   if (!existsSync(chromiumPath)) throw new SetupError(`no browser at ${chromiumPath} (set GF_CHROMIUM)`);
   if (!existsSync(binary)) throw new SetupError(`no gpufleet binary at ${binary} (set GF_BINARY)`);
-  if (!existsSync(standinBinary)) throw new SetupError(`no Docker stand-in at ${standinBinary} (set GF_DOCKER_STANDIN)`);
+  if (!existsSync(standinBinary)) throw new SetupError(`no Docker stand-in at ${standinBinary} (set GF_STANDIN)`);
   const require = createRequire(join(webDir, 'package.json'));
   const { chromium } = require('playwright-core');
   tmp = mkdtempSync(join(tmpdir(), 'gf-jobs-test-'));
 
   // The engine: each container runs 1.5 s, then exits 0.
-  standin = spawnLogged(standinBinary, ['--run-time-ms', '1500'], process.env);
+  standin = spawnLogged(standinBinary, ['docker', '--run-time-ms', '1500'], process.env);
   let out = '';
   standin.stdout.on('data', (d) => (out += d));
   const socket = await until('the stand-in socket path', () => (out.includes('\n') ? out.split('\n')[0].trim() : null), 10_000);
