@@ -78,8 +78,10 @@ int main(int argc, char** argv) {
       const std::string a = argv[i];
       long v = 0;
       if ((a != "--exit-code" && a != "--run-time-ms") || i + 1 >= argc || !number(argv[++i], v)) return usage();
-      if (a == "--exit-code") cfg.exit_code = static_cast<int>(v);
-      else cfg.run_time = std::chrono::milliseconds(v);
+      if (a == "--exit-code")
+        cfg.exit_code = static_cast<int>(v);
+      else
+        cfg.run_time = std::chrono::milliseconds(v);
     }
     gf::fakes::DockerStandin engine(cfg);
     std::printf("%s\n", engine.socket_path().c_str());

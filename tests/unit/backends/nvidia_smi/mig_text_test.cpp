@@ -144,5 +144,27 @@ TEST(MigJoin, ListAndXmlMakeInstancesAndNeverTouchTheGpuMemory) {
   EXPECT_TRUE(gpus[1].mig_instances.empty());
 }
 
+TEST(MigJoin, ProcessesGetTheirInstanceIdsFromTheXmlByPid) {
+  auto l = parse_list("GPU 0: A (UUID: GPU-1)\n  MIG 1g.10gb Device  0: (UUID: MIG-x)\n");
+  auto x = parse_query_xml(R"(<nvidia_smi_log><gpu><uuid>GPU-1</uuid><mig_devices><mig_device><index>0</index>
+      <gpu_instance_id>9</gpu_instance_id><compute_instance_id>0</compute_instance_id>
+      <fb_memory_usage><total>9728 MiB</total><used>2013 MiB</used><free>7715 MiB</free></fb_memory_usage>
+      </mig_device></mig_devices><processes><process_info><gpu_instance_id>9</gpu_instance_id>
+      <compute_instance_id>0</compute_instance_id><pid>5002</pid></process_info></processes></gpu></nvidia_smi_log>)");
+  ASSERT_TRUE(l && x);
+  std::vector<core::GpuReading> gpus(1);
+  gpus[0].uuid = "GPU-1";
+  gpus[0].mig_enabled = true;
+  gpus[0].processes.resize(2);
+  gpus[0].processes[0].pid = 5002;
+  gpus[0].processes[1].pid = 77;
+  EXPECT_TRUE(add_mig_instances(gpus, *l, *x).empty());
+  ASSERT_EQ(gpus[0].mig_instances.size(), 1u);
+  EXPECT_EQ(gpus[0].mig_instances[0].memory_free_mib, core::Reading<std::uint64_t>(7715));
+  EXPECT_EQ(gpus[0].processes[0].gpu_instance_id, 9u);
+  EXPECT_EQ(gpus[0].processes[0].compute_instance_id, 0u);
+  EXPECT_FALSE(gpus[0].processes[1].gpu_instance_id.has_value());  // the driver does not say
+}
+
 }  // namespace
 }  // namespace gf::backends::nvidia_smi
