@@ -40,6 +40,7 @@ struct AllocCommand {
   bool json = false;
   std::string name;
   std::string db;
+  std::string mig;  // a MIG profile ("1g.10gb"): lease one instance of it; CUDA_VISIBLE_DEVICES=MIG-<uuid>
 };
 int run_alloc(const GlobalOptions& g, const AllocCommand& a);
 int run_release(const GlobalOptions& g, const std::string& lease_id, const std::string& db);
@@ -66,6 +67,8 @@ struct RunCommand {
   int priority = 0;
   double interval_s = 1.0;
   std::string docker_image;
+  std::vector<std::string> docker_volumes;  // --volume HOST:CONTAINER[:ro], with --docker
+  std::vector<std::string> docker_publish;  // --publish [IP:]HOST_PORT:CONTAINER_PORT, with --docker
   std::vector<std::string> argv;
   std::string task;  // set by `task run`: the task this run is one grid point of
 };

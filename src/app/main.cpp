@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "allocator/mig_select.hpp"
 #include "app/cmd_cluster.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
@@ -144,6 +145,15 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0u, 100u));
     sub->add_flag("--allow-busy", a.allow_busy, "also take GPUs running processes gpufleet did not start");
     sub->add_flag("--uuids", a.uuids, "CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices");
+    sub->add_option("--mig", a.mig,
+                    "lease one free MIG instance of this profile (e.g. 1g.10gb) instead of whole GPUs; "
+                    "CUDA_VISIBLE_DEVICES is then its MIG UUID")
+        ->check(CLI::Validator(
+            [](std::string& p) {
+              return gf::allocator::valid_mig_profile(p) ? std::string()
+                                                         : std::string("a MIG profile is written like 1g.10gb");
+            },
+            "PROFILE"));
     sub->add_option("--name", a.name, "a name for the lease or job");
     sub->add_option("--db", a.db,
                     "the node store (default: $GPUFLEET_DB, /var/lib/gpufleet/gpufleet.db as root, "
@@ -186,6 +196,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 60.0));
   run->add_option("--docker", run_cmd.docker_image,
                   "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
+  run->add_option("--volume", run_cmd.docker_volumes,
+                  "with --docker: bind-mount HOST:CONTAINER[:ro] (absolute paths), as docker run -v; repeatable");
+  run->add_option("--publish", run_cmd.docker_publish,
+                  "with --docker: publish [IP:]HOST_PORT:CONTAINER_PORT, as docker run -p; repeatable");
   run->add_flag("--json", run_cmd.alloc.json, "print the job record as JSON when it ends");
   run->add_option("command", run_cmd.argv, "the command (put it after --)");
   run->footer(

@@ -588,6 +588,19 @@ TEST_F(ApiTest, AvailabilityTakesTheSeedsRuleUnlessExclusive) {
   EXPECT_NE(r.message().find("exclusive"), std::string::npos) << r;
 }
 
+TEST_F(ApiTest, SessionSaysWhatTheCredentialsMayDo) {
+  auto r = call(Method::Get, "/api/v1/session", {}, /*auth=*/false);
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("writer"), false);
+  EXPECT_EQ(r.j.at("jobs_submit"), false);  // no submitter in this context: submission is off
+  r = call(Method::Get, "/api/v1/session");
+  EXPECT_EQ(r.j.at("writer"), true) << r;
+  // Off: the job routes say so, whatever the token.
+  r = post("/api/v1/jobs", R"({"image": "busybox"})");
+  EXPECT_EQ(r.status, 403u) << r;
+  EXPECT_EQ(r.j.value("error", ""), "submission_disabled");
+}
+
 // ---- allocations -------------------------------------------------------------------------------
 
 TEST_F(ApiTest, AllocationValidation) {
