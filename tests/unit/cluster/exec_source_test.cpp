@@ -2,7 +2,10 @@
 // WebSocket client against the stand-in API server (tests/fakes/kube_standin.*), both subprotocols.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +15,8 @@
 #include "cluster/fleet_sources.hpp"
 #include "fakes/exec_fixture.hpp"
 #include "fakes/kube_standin.hpp"
+#include "fakes/tls_front.hpp"
+#include "platform/subprocess.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -25,11 +30,15 @@ std::string exec_msg(unsigned char channel, std::string_view data) {
   return std::string(1, static_cast<char>(channel)) + std::string(data);
 }
 
-std::string exec_read_fixture(const std::string& name) {
-  std::ifstream f(std::string(GF_FIXTURES_DIR) + "/nvidia_smi/" + name, std::ios::binary);
+std::string exec_read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+std::string exec_read_fixture(const std::string& name) {
+  return exec_read_file(std::string(GF_FIXTURES_DIR) + "/nvidia_smi/" + name);
 }
 
 TEST(ExecStreamsTest, ReassemblesStdoutAndStderrAndReadsTheStatus) {
@@ -234,6 +243,70 @@ TEST_F(ExecStandinTest, TlsIsSetUpFromTheKubeconfigAndItsFailuresAreOneLine) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("TLS with the API server"), std::string::npos) << r.error().message;
   EXPECT_TRUE(kube->exec_calls().empty());
+}
+
+// A self-signed certificate and key (PEM) for `san` ("IP:127.0.0.1"), made by the openssl tool.
+struct ExecCert {
+  std::string cert, key;
+};
+ExecCert exec_make_cert(const std::string& name, const std::string& san) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gf-exec-tls-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto cert = (dir / (name + ".crt")).string(), key = (dir / (name + ".key")).string();
+  auto r = gf::platform::run_process({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                                      "/CN=" + name, "-addext", "subjectAltName=" + san, "-keyout", key, "-out", cert},
+                                     gf::platform::RunOptions{30s});
+  EXPECT_TRUE(r && r->exit_code == 0) << (r ? r->err : r.error().message);
+  ExecCert c{exec_read_file(cert), exec_read_file(key)};
+  std::filesystem::remove_all(dir);
+  return c;
+}
+
+TEST_F(ExecStandinTest, OverRealTlsWithTheKubeconfigsCaNameAndClientCertificate) {
+  cfg.exec["train/job"] = {csv, "", 0, "", false, ""};
+  start();
+  const auto server = exec_make_cert("apiserver", "IP:127.0.0.1");
+  const auto other = exec_make_cert("someone-else", "IP:127.0.0.1");
+  const auto wrong_name = exec_make_cert("wrong-name", "DNS:api.example");
+  const auto client = exec_make_cert("gpufleet", "DNS:gpufleet");
+  ASSERT_FALSE(server.cert.empty() || other.cert.empty() || wrong_name.cert.empty() || client.cert.empty());
+  {
+    gf::fakes::TlsFront front(kube->port(), server.cert, server.key);
+    config.server = front.url();
+    config.tls.ca_pem = server.cert;  // certificate-authority-data
+    auto r = gf::cluster::exec_in_pod(config, request("job"));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->protocol, "v5.channel.k8s.io");
+    EXPECT_EQ(r->out, csv);
+    config.tls.ca_pem = other.cert;  // a CA that did not sign it
+    r = gf::cluster::exec_in_pod(config, request("job"));
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("TLS with the API server"), std::string::npos) << r.error().message;
+  }
+  {
+    gf::fakes::TlsFront front(kube->port(), wrong_name.cert, wrong_name.key);
+    config.server = front.url();
+    config.tls.ca_pem = wrong_name.cert;  // trusted, but for another name than 127.0.0.1
+    auto r = gf::cluster::exec_in_pod(config, request("job"));
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().message.find("TLS with the API server"), std::string::npos) << r.error().message;
+    config.tls.insecure_skip_verify = true;  // insecure-skip-tls-verify: accepted, as kubectl does
+    r = gf::cluster::exec_in_pod(config, request("job"));
+    ASSERT_TRUE(r) << r.error().message;
+    config.tls.insecure_skip_verify = false;
+  }
+  {
+    gf::fakes::TlsFront front(kube->port(), server.cert, server.key, client.cert);  // wants a client certificate
+    config.server = front.url();
+    config.tls.ca_pem = server.cert;
+    auto r = gf::cluster::exec_in_pod(config, request("job"));
+    EXPECT_FALSE(r);                           // none given
+    config.tls.client_cert_pem = client.cert;  // client-certificate-data, client-key-data
+    config.tls.client_key_pem = client.key;
+    r = gf::cluster::exec_in_pod(config, request("job"));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->out, csv);
+  }
 }
 
 TEST_F(ExecStandinTest, AHungPodCostsItsTimeoutAlone) {
