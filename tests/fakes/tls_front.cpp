@@ -3,11 +3,11 @@
 
 #include <utility>  // before asio (GCC 12)
 
+#include <array>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
-#include <array>
 #include <stdexcept>
 #include <thread>
 
