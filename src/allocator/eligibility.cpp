@@ -49,6 +49,8 @@ std::string refusal_reason(const core::GpuReading& g, const SelectRequest& r) {
   // Unhealthy (a critical XID, a failed row remap): refused whatever else it offers; the reason names the XID.
   if (auto verdict = core::judge_health(g); !verdict.healthy) return verdict.summary;
   if (r.leased.contains(g.index)) return "leased";
+  // A GPU in MIG mode is handed out only by its instances (--mig PROFILE), never whole.
+  if (g.mig_enabled.value_or(false)) return "in MIG mode (lease one of its instances with --mig PROFILE)";
 
   std::vector<std::string> reasons;
   if (!g.memory_free_mib) {

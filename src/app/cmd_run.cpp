@@ -14,6 +14,7 @@
 #include "app/jobs.hpp"
 #include "app/node_link.hpp"
 #include "app/render.hpp"
+#include "core/mig.hpp"
 #include "launch/docker.hpp"
 #include "platform/log.hpp"
 #include "sampler/hub.hpp"
@@ -139,6 +140,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   req.min_memory_mib = r.alloc.min_memory_mb;
   req.max_utilization_pct = r.alloc.max_utilization;
   req.refuse_busy = !r.alloc.allow_busy;
+  req.mig_profile = r.alloc.mig;
   req.job_id = job.id;
   req.name = job.name;
   req.priority = r.priority;
@@ -174,7 +176,8 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   const core::Lease lease = got->lease;
   std::vector<std::string> ids;
   for (const auto& gpu : lease.gpus)
-    ids.push_back(r.alloc.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+    ids.push_back((r.alloc.uuids && !gpu.uuid.empty()) || core::is_mig_uuid(gpu.uuid) ? gpu.uuid
+                                                                                      : std::to_string(gpu.index));
   const std::string visible = fmt::format("{}", fmt::join(ids, ","));
   std::fprintf(stderr, "gpufleet: job %s on GPU %s (lease %s)\n", job.id.c_str(), visible.c_str(), lease.id.c_str());
 

@@ -40,6 +40,7 @@ struct AllocCommand {
   bool json = false;
   std::string name;
   std::string db;
+  std::string mig;  // a MIG profile ("1g.10gb"): lease one instance of it; CUDA_VISIBLE_DEVICES=MIG-<uuid>
 };
 int run_alloc(const GlobalOptions& g, const AllocCommand& a);
 int run_release(const GlobalOptions& g, const std::string& lease_id, const std::string& db);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "allocator/mig_select.hpp"
 #include "app/cmd_cluster.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
@@ -48,6 +49,13 @@ void add_fleet_source_options(CLI::App* sub, gf::app::ClusterCommand& c, const s
   in_group(sub->add_option("--agent", c.agents, "a gpufleet agent's base URL (repeatable)"));
   in_group(sub->add_option("--timeout", c.timeout_s,
                            "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)"))
+      ->check(CLI::Range(0.1, 600.0));
+  in_group(sub->add_flag("--exec-nvidia-smi", c.exec_nvidia_smi,
+                         "Kubernetes: run nvidia-smi through pods/exec in a pod that requests nvidia.com/gpu on each "
+                         "node without other metrics (seed 002's way; needs RBAC create on pods/exec)"));
+  in_group(sub->add_option("--exec-parallel", c.exec_parallel, "pods exec'ed at once (default 8)"))
+      ->check(CLI::Range(1u, 64u));
+  in_group(sub->add_option("--exec-timeout", c.exec_timeout_s, "seconds each pod's exec may take (default 10)"))
       ->check(CLI::Range(0.1, 600.0));
   in_group(sub->add_option("--utilization-threshold", c.utilization_threshold,
                            "a GPU is idle below this utilization (%, default 30)"))
@@ -137,6 +145,15 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0u, 100u));
     sub->add_flag("--allow-busy", a.allow_busy, "also take GPUs running processes gpufleet did not start");
     sub->add_flag("--uuids", a.uuids, "CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices");
+    sub->add_option("--mig", a.mig,
+                    "lease one free MIG instance of this profile (e.g. 1g.10gb) instead of whole GPUs; "
+                    "CUDA_VISIBLE_DEVICES is then its MIG UUID")
+        ->check(CLI::Validator(
+            [](std::string& p) {
+              return gf::allocator::valid_mig_profile(p) ? std::string()
+                                                         : std::string("a MIG profile is written like 1g.10gb");
+            },
+            "PROFILE"));
     sub->add_option("--name", a.name, "a name for the lease or job");
     sub->add_option("--db", a.db,
                     "the node store (default: $GPUFLEET_DB, /var/lib/gpufleet/gpufleet.db as root, "

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "allocator/mig_select.hpp"
 #include "core/policy.hpp"
 #include "platform/procfs.hpp"
 #include "scheduler/estimate.hpp"
@@ -92,6 +93,7 @@ node::AcquireRequest to_acquire(const scheduler::AllocationRequest& ar) {
   r.name = ar.name;
   r.job_id = ar.job_id;
   r.tie = core::LeaseTie::Process;
+  r.mig_profile = ar.mig_profile;
   return r;
 }
 
@@ -193,13 +195,13 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     auto body = json_object_body(req);
     if (!body) return error_response(body.error());
-    static const std::set<std::string> kKeys = {"gpus",       "min_memory_mb", "max_utilization",
-                                                "allow_busy", "name",          "pid"};
+    static const std::set<std::string> kKeys = {"gpus", "min_memory_mb", "max_utilization", "allow_busy", "name", "pid",
+                                                "mig"};
     for (const auto& [k, v] : body->items())
       if (!kKeys.contains(k))
         return error_response(
             ErrorKind::Invalid,
-            "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid)");
+            "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid, mig)");
     auto gpus = int_field(*body, "gpus", 1, 1, 1024);
     auto floor =
         int_field(*body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
@@ -211,12 +213,18 @@ void add_job_routes(Router& r, ApiContext& ctx) {
       return error_response(ErrorKind::Invalid, "allow_busy must be true or false");
     if (body->contains("name") && (!(*body)["name"].is_string() || (*body)["name"].get<std::string>().size() > 200))
       return error_response(ErrorKind::Invalid, "name must be a string of at most 200 characters");
+    if (body->contains("mig") &&
+        (!(*body)["mig"].is_string() || !allocator::valid_mig_profile((*body)["mig"].get<std::string>())))
+      return error_response(ErrorKind::Invalid, "mig must be a MIG profile such as 1g.10gb");
+    if (body->contains("mig") && *gpus != 1)
+      return error_response(ErrorKind::Invalid, "a MIG lease is one instance: gpus must be 1 with mig");
 
     scheduler::AllocationRequest ar;
     ar.gpus = static_cast<unsigned>(*gpus);
     ar.min_memory_mib = static_cast<std::uint64_t>(*floor);
     ar.max_utilization_pct = static_cast<unsigned>(*ceiling);
     ar.refuse_busy = !body->value("allow_busy", false);
+    ar.mig_profile = body->value("mig", std::string());
     ar.job_id = "api-" + store::new_id();
     // The owner: the process named by pid (the lease ends when it does), else the agent itself (the
     // lease lasts until DELETE, or until the agent stops).

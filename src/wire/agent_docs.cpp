@@ -1,5 +1,7 @@
 #include "wire/agent_docs.hpp"
 
+#include "core/mig.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -318,8 +320,9 @@ json allocation_json(const core::Lease& lease, const allocator::Selection& sel, 
                      unsigned world_size) {
   auto j = lease_json(lease);
   std::string ids;
-  for (const auto& g : lease.gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g.index);
-  j["cuda_visible_devices"] = ids;
+  for (const auto& g : lease.gpus)
+    ids += (ids.empty() ? "" : ",") + (core::is_mig_uuid(g.uuid) ? g.uuid : std::to_string(g.index));
+  j["cuda_visible_devices"] = ids;  // a MIG instance is named by its MIG UUID, as CUDA wants it
   j["why"] = sel.why;
   j["gpu_info"] = gpu_info_json(sel, s, world_size);
   return j;

@@ -74,7 +74,7 @@ export function chartMetrics(doc: FieldsDoc, charted: ChartMetric[]): MetricDef[
 function processSignature(gpus: Gpu[]): string {
   let s = '';
   for (const g of gpus)
-    for (const p of g.processes) s += `${g.index}/${p.pid}/${p.memoryMib}/${p.name}/${p.user}/${p.container}/${p.command}\n`;
+    for (const p of g.processes) s += `${g.index}/${p.pid}/${p.memoryMib}/${p.name}/${p.user}/${p.container}/${p.command}/${p.migProfile}\n`;
   return s;
 }
 

@@ -15,6 +15,22 @@ export interface GpuProcess {
   container: string | null;
   type: string | null;
   memoryMib: number | null;
+  /** MIG: the instance the driver says the process runs in (null when MIG is off or it does not say). */
+  migUuid: string | null;
+  migProfile: string | null;
+  gpuInstanceId: number | null;
+}
+
+/** One MIG instance of a GPU. Its memory is part of the GPU's, never added to it. */
+export interface MigInstance {
+  index: number | null;
+  uuid: string | null;
+  profile: string | null;
+  gpuInstanceId: number | null;
+  computeInstanceId: number | null;
+  memoryTotalMib: number | null;
+  memoryUsedMib: number | null;
+  memoryFreeMib: number | null;
 }
 
 export interface Gpu {
@@ -43,6 +59,8 @@ export interface Gpu {
   performanceState: string | null;
   availabilityScore: number | null;
   processes: GpuProcess[];
+  /** MIG: the GPU's instances, by index; empty when MIG is off. */
+  migInstances: MigInstance[];
   /** Every numeric metric by its field key ("utilization", "memory.used"): what the charts pick from. */
   values: Record<string, number | null>;
   /** Field key → why its value is null ("not_supported", "no_permission", "gpu_lost", …). */
@@ -210,6 +228,24 @@ function readProcess(x: unknown): GpuProcess {
     container: str(p.container) ?? str(obj(p.container).name),
     type: str(p.type),
     memoryMib: first(num(p.used_memory_mb), num(p.used_memory_mib), num(p.memory_mib)),
+    migUuid: str(p.mig_uuid),
+    migProfile: str(p.mig_profile),
+    gpuInstanceId: num(p.gpu_instance_id),
+  };
+}
+
+function readMigInstance(x: unknown): MigInstance {
+  const m = obj(x);
+  const mem = obj(m.memory);
+  return {
+    index: num(m.index),
+    uuid: str(m.uuid),
+    profile: str(m.profile),
+    gpuInstanceId: num(m.gpu_instance_id),
+    computeInstanceId: num(m.compute_instance_id),
+    memoryTotalMib: num(mem.total),
+    memoryUsedMib: num(mem.used),
+    memoryFreeMib: num(mem.free),
   };
 }
 
@@ -281,6 +317,7 @@ export function readGpu(x: unknown, position: number): Gpu {
     performanceState: str(g.performance_state),
     availabilityScore: num(g.availability_score),
     processes: arr(g.processes).map(readProcess),
+    migInstances: arr(g.mig_instances).map(readMigInstance),
     values: numericValues(g),
     missing: readMissing(g.missing_reasons),
   };
