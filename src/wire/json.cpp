@@ -51,6 +51,14 @@ json process_json(const core::GpuProcess& p) {
          {"type", std::string(core::to_string(p.kind))},
          {"container", p.container ? json(*p.container) : json(nullptr)}};
   if (p.container_pid) j["container_pid"] = *p.container_pid;
+  // Only backends that measure it per process (DRM fdinfo) say anything; elsewhere the key is left out.
+  // A null says why, as a GPU's fields do.
+  if (p.utilization_pct) {
+    j["utilization"] = *p.utilization_pct;
+  } else if (p.utilization_pct.why() != core::Absent::NotQueried) {
+    j["utilization"] = nullptr;
+    j["missing_reasons"] = {{"utilization", std::string(core::code(p.utilization_pct.why()))}};
+  }
   return j;
 }
 
