@@ -52,6 +52,13 @@ void add_fleet_source_options(CLI::App* sub, gf::app::ClusterCommand& c, const s
   in_group(sub->add_option("--timeout", c.timeout_s,
                            "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)"))
       ->check(CLI::Range(0.1, 600.0));
+  in_group(sub->add_flag("--exec-nvidia-smi", c.exec_nvidia_smi,
+                         "Kubernetes: run nvidia-smi through pods/exec in a pod that requests nvidia.com/gpu on each "
+                         "node without other metrics (seed 002's way; needs RBAC create on pods/exec)"));
+  in_group(sub->add_option("--exec-parallel", c.exec_parallel, "pods exec'ed at once (default 8)"))
+      ->check(CLI::Range(1u, 64u));
+  in_group(sub->add_option("--exec-timeout", c.exec_timeout_s, "seconds each pod's exec may take (default 10)"))
+      ->check(CLI::Range(0.1, 600.0));
   in_group(sub->add_option("--utilization-threshold", c.utilization_threshold,
                            "a GPU is idle below this utilization (%, default 30)"))
       ->check(CLI::Range(0.0, 100.0));
