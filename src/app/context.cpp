@@ -17,6 +17,7 @@ Context open_context(const GlobalOptions& g) {
   if (!g.sim_scenario.empty()) opts.sim_scenario = g.sim_scenario;
   opts.sim_gpus = g.sim_gpus;
   opts.nvidia_smi_timeout = std::chrono::milliseconds(static_cast<long long>(g.nvidia_smi_timeout_s * 1000));
+  opts.gpm_interval = std::chrono::milliseconds(static_cast<long long>(g.gpm_interval_s * 1000));
   auto kind = backends::parse_backend_kind(g.backend).value_or(backends::BackendKind::Auto);
   auto opened = backends::open_backend(kind, opts);
   ctx.steps = opened.steps;

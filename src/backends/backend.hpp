@@ -26,6 +26,11 @@ struct BackendOptions {
   std::string sim_scenario;            // JSON file for the sim backend; empty: built-in demo
   unsigned sim_gpus = 0;               // 0: as many as the scenario says (built-in: 4)
   const core::Clock* clock = nullptr;  // nullptr: the system clock
+  // NVML GPM (profiling metrics, Hopper and later): the least time between two GPM samples of a GPU.
+  // Each reading is the average over the time between two samples, so a longer interval loses time
+  // resolution, not coverage; collections in between keep the last values. 0: GPM off. NVML wants
+  // more than 100 ms between samples. See docs/profiling.md for what it costs.
+  std::chrono::milliseconds gpm_interval{10'000};
 
   static BackendOptions from_environment();
 };

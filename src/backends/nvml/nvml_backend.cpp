@@ -9,6 +9,7 @@
 
 #include "backends/nvml/nvml_api.hpp"
 #include "backends/nvml/nvml_device.hpp"
+#include "backends/nvml/nvml_gpm.hpp"
 #include "backends/nvml/nvml_topology.hpp"
 #include "platform/clock.hpp"
 #include "platform/dynlib.hpp"
@@ -42,14 +43,15 @@ std::string init_failure(const Api& api, const std::string& path, Return code) {
 
 class NvmlBackend final : public Backend {
  public:
-  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock)
-      : lib_(std::move(lib)), api_(api), clock_(clock) {}
+  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock, std::chrono::milliseconds gpm_interval)
+      : lib_(std::move(lib)), api_(api), clock_(clock), gpm_(api_, gpm_interval) {}
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
 
   // Pairs the one successful nvmlInit with its nvmlShutdown; the library closes after (lib_ is
   // declared first, so it is destroyed last).
   ~NvmlBackend() override {
+    gpm_.clear();  // GPM sample buffers go back to NVML while it is still initialised
     if (initialised_) api_.shutdown();
   }
 
@@ -83,6 +85,7 @@ class NvmlBackend final : public Backend {
     if (const Return r = api_.device_count(&count); r != nvml::kSuccess)
       return make_error(fmt::format("nvml: cannot count GPUs: {}", nvml::describe(api_, r)));
 
+    const auto now = clock_.now();
     std::vector<unsigned> persistence_off;
     std::vector<std::string> process_problems;
     snap.gpus.reserve(count);
@@ -94,6 +97,7 @@ class NvmlBackend final : public Backend {
         continue;
       }
       auto result = nvml::read_device(api_, device, index, devices_[device]);
+      if (result.reading.health == core::Health::Ok) gpm_.read(device, now, result.reading);
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
         persistence_off.push_back(index);
       for (auto& p : result.process_problems) process_problems.push_back(std::move(p));
@@ -135,6 +139,8 @@ class NvmlBackend final : public Backend {
   // What each device has told us (unsupported fields, identity), by handle; handles stay valid
   // until nvmlShutdown.
   std::unordered_map<Device, nvml::DeviceState> devices_;
+  // GPM profiling per device (its own interval; see nvml_gpm.hpp). After api_: it keeps a reference.
+  nvml::GpmCollector gpm_;
 };
 
 }  // namespace
@@ -145,7 +151,7 @@ Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts) {
   auto api = nvml::load_api(*lib);
   if (!api) return api.error();
   const core::Clock& clock = opts.clock ? *opts.clock : platform::system_clock();
-  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock);
+  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock, opts.gpm_interval);
   if (auto started = backend->start(); !started) return started.error();
   return std::unique_ptr<Backend>(std::move(backend));
 }

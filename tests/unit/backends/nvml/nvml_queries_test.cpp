@@ -61,8 +61,9 @@ TEST_F(NvmlQueriesTest, UnsupportedFieldsAreAskedOnceThenSkipped) {
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetTotalEccErrors"), 1u);
   // An error is not "not supported": it may pass, so it is asked every time.
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetTemperature"), 3u);
-  // Later snapshots skip the three unsupported fields and the identity (uuid, name, PCI) read once.
-  EXPECT_EQ(calls[0] - calls[1], 6u);
+  // Later snapshots skip the three unsupported fields, the identity (uuid, name, PCI) read once, and the
+  // GPM support query (this GPU has no GPM).
+  EXPECT_EQ(calls[0] - calls[1], 7u);
   EXPECT_EQ(calls[1], calls[2]);
   // What remains, per snapshot: count, handle, memory, utilization, temperature, power, limit,
   // energy, two clocks, clock reasons, P-state, persistence, and three process lists.
