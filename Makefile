@@ -7,12 +7,14 @@ TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 FUZZ_SECONDS ?= 30
 GPUFLEET = $(BUILD)/gpufleet
 
-.PHONY: all deps build web run test asan tsan release tidy format format-check fuzz bench bench-build clean
+.PHONY: all deps build web run test asan tsan release tidy format format-check fuzz bench bench-build package clean
 
 all: build
 
+# DEPS_ARGS=--build: only what building needs (the container image's build stage).
+DEPS_ARGS ?=
 deps:
-	@scripts/install-deps.sh
+	@scripts/install-deps.sh $(DEPS_ARGS)
 
 # The packager's build type (-O3, no debug info) with warnings as errors: the suite runs on what is shipped,
 # and a warning GCC gives only at -O3 fails here first. `make asan` has the debuggable build.
@@ -41,6 +43,12 @@ run: build web
 
 test: build web
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(TEST_JOBS)
+
+# What the container image ships (Dockerfile), staged in PACKAGE_DIR and checked: the binary starts, and
+# the Debian packages it needs at run time are listed (scripts/package.sh). CI runs it as the image does.
+PACKAGE_DIR ?= $(BUILD)/stage
+package: build web
+	@scripts/package.sh $(BUILD) $(PACKAGE_DIR)
 
 # The whole suite once more under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps web
@@ -82,8 +90,8 @@ format-check:
 fuzz:
 	@scripts/install-deps.sh --ci
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_FUZZ=ON -DGF_TESTS=OFF -DGF_BENCH=OFF >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_fdinfo fuzz_estimate fuzz_api_request fuzz_kube fuzz_manifest fuzz_prometheus_response fuzz_agent_request fuzz_host_stats fuzz_socketio fuzz_socketio_session fuzz_url
-	@for t in nvidia_smi_csv fdinfo estimate api_request kube manifest prometheus_response agent_request host_stats socketio socketio_session url; do \
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_nvidia_smi_mig fuzz_fdinfo fuzz_estimate fuzz_api_request fuzz_kube fuzz_manifest fuzz_prometheus_response fuzz_agent_request fuzz_host_stats fuzz_socketio fuzz_socketio_session fuzz_url
+	@for t in nvidia_smi_csv nvidia_smi_mig fdinfo estimate api_request kube manifest prometheus_response agent_request host_stats socketio socketio_session url; do \
 	  mkdir -p fuzz/corpus-work/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz/corpus-work/$$t fuzz/corpus/$$t \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gpufleet needs to build and test, skipping those already installed.
-# Usage: scripts/install-deps.sh [--ci]   (--ci adds what only CI needs: clang for the fuzzers, clang-tidy, clang-format)
+# Usage: scripts/install-deps.sh [--ci | --build]
+#   --ci adds what only CI needs: clang for the fuzzers, clang-tidy, clang-format;
+#   --build installs only what building the binary and the dashboard needs (the container image's build stage).
 set -euo pipefail
 
 pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
@@ -13,6 +15,12 @@ pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-d
       wrk prometheus-node-exporter)        # bench/http_bench.sh: the load, and the exporter people run today
 if [[ "${1:-}" == "--ci" ]]; then
   pkgs+=(clang libclang-rt-14-dev clang-tidy clang-format)
+elif [[ "${1:-}" == "--build" ]]; then
+  pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev
+        libboost-dev libsqlite3-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev binutils)
+elif [[ -n "${1:-}" ]]; then
+  echo "usage: scripts/install-deps.sh [--ci | --build]" >&2
+  exit 2
 fi
 # web/ (the dashboard) builds with npm. This machine kind ships Node 20 + npm 11; Debian's are the fallback
 # (Debian 12's Node 18 is too old for Vite 8: `make web` says so).

@@ -10,6 +10,7 @@ from .gpu_monitor import GPUInfo, GPUMonitor, GPUSnapshot, get_gpu_monitor
 from .gpu_scheduler import (check_gpu_availability, estimate_gpu_requirements, select_gpus_for_task,
                             wait_for_gpu_availability)
 from .leases import Lease, acquire, lease
+from .controllers import DirectBenchmarkController, DockerController, OMEController
 
 __version__ = "0.1.0"
 
@@ -20,4 +21,5 @@ __all__ = [
     "GPUInfo", "GPUMonitor", "GPUSnapshot", "get_gpu_monitor",
     "check_gpu_availability", "estimate_gpu_requirements", "select_gpus_for_task", "wait_for_gpu_availability",
     "Lease", "acquire", "lease",
+    "DirectBenchmarkController", "DockerController", "OMEController",
 ]

@@ -85,9 +85,15 @@ def get_node_gpu_summaries(utilization_threshold: float = IDLE_UTILIZATION_PCT,
 
 
 def find_best_node_for_deployment(required_gpus: int = 1, utilization_threshold: float = IDLE_UTILIZATION_PCT,
-                                  memory_threshold: float = IDLE_MEMORY_PCT) -> Optional[str]:
-    """The node with at least required_gpus idle GPUs, ranked as the seed ranked them; None when no
-    node qualifies (then the Kubernetes scheduler decides, as in the seed)."""
+                                  memory_threshold: float = IDLE_MEMORY_PCT,
+                                  fallback: str = "least-loaded") -> Optional[str]:
+    """The node to pin a deployment to, ranked as seed 002 ranks them: nodes with at least required_gpus
+    idle GPUs first, most idle GPUs first; when none has enough, the node with the lowest average
+    utilization that still has required_gpus GPUs no pod has requested (fallback="least-loaded", the
+    seed's rule 3). fallback="none" is the CLI's default instead: None when no node has enough idle GPUs,
+    and the Kubernetes scheduler decides. None also when no node can take the deployment at all."""
+    if fallback not in ("least-loaded", "none"):
+        raise ValueError(f"fallback must be 'least-loaded' or 'none', not {fallback!r}")
     doc = _get("/api/v1/cluster/select", {"gpus": required_gpus, "utilization_threshold": utilization_threshold,
-                                          "memory_threshold": memory_threshold})
+                                          "memory_threshold": memory_threshold, "fallback": fallback})
     return doc.get("node")

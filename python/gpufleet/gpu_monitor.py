@@ -34,6 +34,7 @@ class GPUInfo:
     temperature_c: Optional[int]
     power_draw_w: Optional[float]
     score: float = 0.0  # availability score, 0.0-1.0
+    process_count: int = 0  # processes running on the GPU (gpufleet's own included)
 
 
 @dataclass
@@ -84,6 +85,7 @@ def gpu_from_doc(g: Dict[str, Any]) -> GPUInfo:
         temperature_c=_int(g.get("temperature")),
         power_draw_w=None if power is None else float(power),
         score=float(score) if score is not None else availability_score(free, total, util),
+        process_count=len(g.get("processes") or []),
     )
 
 
@@ -173,19 +175,24 @@ class GPUMonitor:
         return snap
 
     def get_available_gpus(self, min_memory_mb: Optional[int] = None,
-                           max_utilization: int = MAX_UTILIZATION_PCT) -> List[int]:
+                           max_utilization: int = MAX_UTILIZATION_PCT, exclusive: bool = False) -> List[int]:
         """Indices of GPUs with at most max_utilization % utilization and at least min_memory_mb free,
-        best availability score first. GPUs another job has leased from gpufleet are left out."""
+        best availability score first. GPUs another job has leased from gpufleet are left out.
+
+        That is the seed's rule: a GPU with a small resident process (an Xorg, an idle server) qualifies.
+        exclusive=True also leaves out every GPU that runs a process gpufleet did not start."""
         try:
             status, doc = t.http_json("GET", t.query("/api/v1/availability", {
-                "gpus": 1, "min_memory_mb": min_memory_mb or 0, "max_utilization": max_utilization}))
+                "gpus": 1, "min_memory_mb": min_memory_mb or 0, "max_utilization": max_utilization,
+                "exclusive": "true" if exclusive else "false"}))
         except AgentUnavailable:
             snap = self.query_gpus(use_cache=False)
             if snap is None:
                 return []
             leased = leased_indices()
             ok = [g for g in snap.gpus if g.index not in leased and g.utilization_percent <= max_utilization
-                  and (min_memory_mb is None or g.memory_free_mb >= min_memory_mb)]
+                  and (min_memory_mb is None or g.memory_free_mb >= min_memory_mb)
+                  and not (exclusive and g.process_count > 0)]
             return [g.index for g in sorted(ok, key=lambda g: -g.score)]
         if status != 200:
             log.warning("GPU availability query failed: %s", t.error_text(doc))

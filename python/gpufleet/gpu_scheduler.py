@@ -25,34 +25,46 @@ log = logging.getLogger(__name__)
 UPDATE_PERIOD_MS = 500
 
 
-def estimate_gpu_requirements(task_config: Dict[str, Any]) -> Tuple[int, int]:
+def estimate_gpu_requirements(task_config: Dict[str, Any], method: str = "seed") -> Tuple[int, int]:
     """(GPUs needed, memory per GPU in MiB) for a task, by the agent's estimator (POST
     /api/v1/estimate), else `gpufleet estimate --json`. Raises GpufleetError on a task the estimator
-    rejects."""
+    rejects.
+
+    method="seed" (the default) answers as the seed did: world size tp x pp x max(dp, cp, dcp) and the
+    seed's table (70B/65B -> 20000, 13B/7B -> 12000, otherwise 8000 MiB per GPU), so tasks tuned to the
+    seed's numbers keep them. method="weights" is gpufleet's estimate from the model's size (weights
+    over tp x pp, plus a reserve): closer to what the model needs, and larger for big models at low tp.
+    A parameter that looks like a parallel size but is none the estimator reads is logged at WARNING."""
+    if method not in ("seed", "weights"):
+        raise GpufleetError(f"estimate method {method!r}: expected 'seed' or 'weights'")
     try:
-        status, doc = t.http_json("POST", "/api/v1/estimate", task_config)
+        status, doc = t.http_json("POST", t.query("/api/v1/estimate", {"method": method}), task_config)
     except AgentUnavailable:
         fd, path = tempfile.mkstemp(prefix="gpufleet-task-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as f:
                 json.dump(task_config, f)
-            _, doc, _ = t.run_binary(["estimate", path, "--json"])
+            _, doc, _ = t.run_binary(["estimate", path, "--method", method, "--json"])
         finally:
             os.unlink(path)
         status = 200
     if status != 200 or not isinstance(doc, dict):
         raise GpufleetError(f"cannot estimate the task: {t.error_text(doc)}")
+    for warning in doc.get("warnings") or []:
+        log.warning("%s", warning)
     log.info("Estimated requirements: %s GPU(s), %s MB per GPU", doc["gpus"], doc["memory_mb_per_gpu"])
     return int(doc["gpus"]), int(doc["memory_mb_per_gpu"])
 
 
-def _availability(required_gpus: int, min_memory_mb: Optional[int]) -> Tuple[bool, str, List[int]]:
+def _availability(required_gpus: int, min_memory_mb: Optional[int],
+                  exclusive: bool) -> Tuple[bool, str, List[int]]:
     """(enough?, message, the indices gpufleet would choose)."""
     try:
         status, doc = t.http_json("GET", t.query("/api/v1/availability", {
-            "gpus": required_gpus, "min_memory_mb": min_memory_mb or 0, "max_utilization": MAX_UTILIZATION_PCT}))
+            "gpus": required_gpus, "min_memory_mb": min_memory_mb or 0, "max_utilization": MAX_UTILIZATION_PCT,
+            "exclusive": "true" if exclusive else "false"}))
     except AgentUnavailable:
-        idx = get_gpu_monitor().get_available_gpus(min_memory_mb=min_memory_mb)
+        idx = get_gpu_monitor().get_available_gpus(min_memory_mb=min_memory_mb, exclusive=exclusive)
         if len(idx) >= required_gpus:
             return True, f"{len(idx)} GPU(s) available (need {required_gpus}): {idx}", idx[:required_gpus]
         return False, f"Insufficient GPUs: {len(idx)} available, {required_gpus} required", []
@@ -67,22 +79,28 @@ def _availability(required_gpus: int, min_memory_mb: Optional[int]) -> Tuple[boo
                    + (f" ({why})" if why else "")), []
 
 
-def check_gpu_availability(required_gpus: int, min_memory_mb: Optional[int] = None) -> Tuple[bool, str]:
+def check_gpu_availability(required_gpus: int, min_memory_mb: Optional[int] = None,
+                           exclusive: bool = False) -> Tuple[bool, str]:
     """Whether required_gpus GPUs with min_memory_mb free each (and at most 50 % busy) are free now:
-    (is_available, message). The message says which GPUs would be used, or why each one is not."""
-    ok, message, _ = _availability(required_gpus, min_memory_mb)
+    (is_available, message). The message says which GPUs would be used, or why each one is not.
+
+    The seed's rule by default: a GPU with a small resident process still qualifies. exclusive=True also
+    refuses every GPU that runs a process gpufleet did not start."""
+    ok, message, _ = _availability(required_gpus, min_memory_mb, exclusive)
     return ok, message
 
 
 def wait_for_gpu_availability(required_gpus: int, min_memory_mb: Optional[int] = None,
-                              timeout_seconds: int = 300, check_interval: int = 30) -> Tuple[bool, str]:
-    """Waits up to timeout_seconds for the GPUs: (is_available, message).
+                              timeout_seconds: int = 300, check_interval: int = 30,
+                              exclusive: bool = False) -> Tuple[bool, str]:
+    """Waits up to timeout_seconds for the GPUs: (is_available, message). exclusive as in
+    check_gpu_availability.
 
     With an agent, the check is repeated on each of its live updates (the /ws WebSocket), so a GPU that
     is released is seen within a second, not at the next check_interval. Without one, it checks every
     check_interval seconds as the seed did."""
     deadline = time.monotonic() + timeout_seconds
-    ok, message = check_gpu_availability(required_gpus, min_memory_mb)
+    ok, message = check_gpu_availability(required_gpus, min_memory_mb, exclusive)
     if ok:
         return True, message
     log.info("Waiting for %d GPU(s): %s", required_gpus, message)
@@ -107,7 +125,7 @@ def wait_for_gpu_availability(required_gpus: int, min_memory_mb: Optional[int] =
                     ws = None
             else:
                 time.sleep(min(left, float(check_interval)))
-            ok, message = check_gpu_availability(required_gpus, min_memory_mb)
+            ok, message = check_gpu_availability(required_gpus, min_memory_mb, exclusive)
             checks += 1
             if ok:
                 return True, message
@@ -120,13 +138,15 @@ def wait_for_gpu_availability(required_gpus: int, min_memory_mb: Optional[int] =
     return False, f"Insufficient GPUs after waiting {timeout_seconds}s: {message}"
 
 
-def select_gpus_for_task(required_gpus: int, min_memory_mb: int = MIN_FREE_MEMORY_MB) -> List[int]:
+def select_gpus_for_task(required_gpus: int, min_memory_mb: int = MIN_FREE_MEMORY_MB,
+                         exclusive: bool = False) -> List[int]:
     """The best required_gpus GPUs for a task (availability score, GPU links when the agent knows the
     topology). Raises NoGpusAvailable, a RuntimeError as in the seed, when not enough qualify.
+    exclusive as in check_gpu_availability.
 
     This only chooses; nothing stops another job taking the same GPUs. Use gpufleet.lease() to hold
     them."""
-    ok, message, chosen = _availability(required_gpus, min_memory_mb)
+    ok, message, chosen = _availability(required_gpus, min_memory_mb, exclusive)
     if not ok or len(chosen) < required_gpus:
         raise NoGpusAvailable(message)
     return chosen[:required_gpus]

@@ -1,5 +1,8 @@
 """`with gpufleet.lease(gpus=2) as lease:` — GPUs held for a block of code.
 
+`lease(mig="1g.10gb")` holds one free MIG instance of that profile instead: CUDA_VISIBLE_DEVICES is then
+its MIG UUID ("MIG-…"), and `lease.mig_uuids` lists it.
+
 Through the agent socket the lease is tied to the connection: it belongs to this process's user (the
 agent reads SO_PEERCRED) and ends when the block exits, or when the process dies, whichever comes
 first. Without an agent the binary's `gpufleet alloc --json` takes it in the user's own store, tied to
@@ -24,8 +27,9 @@ class Lease:
     """GPUs held by this process."""
 
     id: str
-    indices: List[int]
+    indices: List[int]  # for a MIG lease: the index of the instance's GPU
     cuda_visible_devices: str
+    mig_uuids: List[str] = field(default_factory=list)  # the MIG instances held ("MIG-…"); empty: whole GPUs
     why: List[str] = field(default_factory=list)
     gpu_info: Optional[Dict[str, Any]] = None  # the seed's gpu_info record (agent socket only)
     via: str = "agent"  # "agent" (the socket) or "binary" (gpufleet alloc)
@@ -49,21 +53,43 @@ class Lease:
             t.run_binary(["release", self.id], parse=False)
 
 
+def _visible(gpus: List[Dict[str, Any]]) -> tuple:
+    """(indices, CUDA_VISIBLE_DEVICES, MIG UUIDs) of a lease's GPUs: a MIG instance by its MIG UUID."""
+    idx = [int(g["index"]) for g in gpus]
+    migs = [str(g["uuid"]) for g in gpus if str(g.get("uuid", "")).startswith("MIG-")]
+    names = [str(g["uuid"]) if str(g.get("uuid", "")).startswith("MIG-") else str(g["index"]) for g in gpus]
+    return idx, ",".join(names), migs
+
+
+def _check_mig(mig: Optional[str], gpus: int) -> None:
+    if mig is None:
+        return
+    if not (isinstance(mig, str) and 0 < len(mig) <= 32 and all(c.isdigit() or "a" <= c <= "z" or c in ".+" for c in mig)):
+        raise ValueError("mig must be a MIG profile such as '1g.10gb'")
+    if gpus != 1:
+        raise ValueError("a MIG lease is one instance: leave gpus at 1 with mig")
+
+
 def acquire(gpus: int = 1, min_memory_mb: int = MIN_FREE_MEMORY_MB, max_utilization: int = MAX_UTILIZATION_PCT,
-            allow_busy: bool = False, name: Optional[str] = None, wait_seconds: float = 0) -> Lease:
+            allow_busy: bool = False, name: Optional[str] = None, wait_seconds: float = 0,
+            mig: Optional[str] = None) -> Lease:
     """Takes a lease and returns it; the caller must release() it. Prefer the lease() context manager.
+    With mig (a profile such as "1g.10gb"), one free MIG instance of that profile instead of whole GPUs.
 
     Raises NoGpusAvailable when not enough GPUs qualify now (wait_seconds 0), Timeout when they did not
     within wait_seconds, AgentUnavailable when neither the agent nor the binary can be reached."""
+    _check_mig(mig, gpus)
     path = t.socket_path()
     if path is None:
-        return _acquire_binary(gpus, min_memory_mb, max_utilization, allow_busy, name, wait_seconds)
+        return _acquire_binary(gpus, min_memory_mb, max_utilization, allow_busy, name, wait_seconds, mig)
     conn = t.AgentSocket(path)
     try:
         args: Dict[str, Any] = {"gpus": gpus, "min_memory_mib": min_memory_mb, "max_utilization_pct": max_utilization,
                                 "allow_busy": allow_busy, "wait_s": wait_seconds, "tie": "connection"}
         if name:
             args["name"] = name
+        if mig:
+            args["mig"] = mig
         r = conn.request("acquire", **args)
         if not r.get("ok"):
             kind = (r.get("error") or {}).get("kind")
@@ -75,13 +101,13 @@ def acquire(gpus: int = 1, min_memory_mb: int = MIN_FREE_MEMORY_MB, max_utilizat
         conn.close()
         raise
     lease = r["lease"]
-    idx = [int(g["index"]) for g in lease.get("gpus", [])]
-    return Lease(id=lease["id"], indices=idx, cuda_visible_devices=",".join(str(i) for i in idx),
+    idx, visible, migs = _visible(lease.get("gpus", []))
+    return Lease(id=lease["id"], indices=idx, cuda_visible_devices=visible, mig_uuids=migs,
                  why=list(r.get("why") or []), gpu_info=r.get("gpu_info"), via="agent", _conn=conn)
 
 
 def _acquire_binary(gpus: int, min_memory_mb: int, max_utilization: int, allow_busy: bool,
-                    name: Optional[str], wait_seconds: float) -> Lease:
+                    name: Optional[str], wait_seconds: float, mig: Optional[str] = None) -> Lease:
     if wait_seconds > 0:
         raise GpufleetError("waiting for a lease needs the agent socket (gpufleet alloc takes GPUs now or never)")
     args = ["alloc", "--json", "--gpus", str(gpus), "--min-memory-mb", str(min_memory_mb),
@@ -90,11 +116,13 @@ def _acquire_binary(gpus: int, min_memory_mb: int, max_utilization: int, allow_b
         args.append("--allow-busy")
     if name:
         args += ["--name", name]
+    if mig:
+        args += ["--mig", mig]
     code, doc, err = t.run_binary(args, ok_codes=(0, 75))
     if code == 75:
         raise NoGpusAvailable(err.strip() or f"not enough GPUs for {gpus}")
-    idx = [int(g["index"]) for g in doc.get("gpus", [])]
-    return Lease(id=doc["id"], indices=idx, cuda_visible_devices=",".join(str(i) for i in idx),
+    idx, visible, migs = _visible(doc.get("gpus", []))
+    return Lease(id=doc["id"], indices=idx, cuda_visible_devices=visible, mig_uuids=migs,
                  why=list(doc.get("why") or []), via="binary")
 
 
@@ -103,11 +131,12 @@ _ENV_KEYS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 @contextmanager
 def lease(gpus: int = 1, min_memory_mb: int = MIN_FREE_MEMORY_MB, max_utilization: int = MAX_UTILIZATION_PCT,
-          allow_busy: bool = False, name: Optional[str] = None, wait_seconds: float = 0) -> Iterator[Lease]:
+          allow_busy: bool = False, name: Optional[str] = None, wait_seconds: float = 0,
+          mig: Optional[str] = None) -> Iterator[Lease]:
     """Holds GPUs for the block: CUDA_VISIBLE_DEVICES names them (in PCI bus order, as nvidia-smi and
     gpufleet number them) inside; on exit, even by an exception, the environment is restored and the
     lease released."""
-    held = acquire(gpus, min_memory_mb, max_utilization, allow_busy, name, wait_seconds)
+    held = acquire(gpus, min_memory_mb, max_utilization, allow_busy, name, wait_seconds, mig)
     saved = {k: os.environ.get(k) for k in _ENV_KEYS}
     os.environ["CUDA_VISIBLE_DEVICES"] = held.cuda_visible_devices
     os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"

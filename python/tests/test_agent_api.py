@@ -80,10 +80,27 @@ def test_estimate_is_the_agents(use_agent):
     req = urllib.request.Request(use_agent.url + "/api/v1/estimate", data=json.dumps(TASK).encode(), method="POST")
     with urllib.request.urlopen(req) as r:
         doc = json.loads(r.read())
-    assert gpufleet.estimate_gpu_requirements(TASK) == (doc["gpus"], doc["memory_mb_per_gpu"])
+    # The agent's own default is gpufleet's weights method; the seed's function asks for the seed's.
+    assert doc["method"] == "weights"
+    assert gpufleet.estimate_gpu_requirements(TASK, method="weights") == (doc["gpus"], doc["memory_mb_per_gpu"])
     assert doc["gpus"] == 4  # world size tp 4 x pp 1 x dp 1
+    assert gpufleet.estimate_gpu_requirements(TASK) == (4, 20000)  # the seed's own example
+    assert gpufleet.estimate_gpu_requirements(
+        {"model": {"id_or_path": "llama-2-13b"}, "parameters": {"tpsize": [1, 2]}}) == (2, 12000)
     with pytest.raises(gpufleet.GpufleetError):
         gpufleet.estimate_gpu_requirements({"parameters": {"tp-size": "many"}})
+    with pytest.raises(gpufleet.GpufleetError):
+        gpufleet.estimate_gpu_requirements(TASK, method="guess")
+
+
+def test_estimate_warns_on_a_key_that_looks_like_a_parallel_size(use_agent, caplog):
+    import logging
+    with caplog.at_level(logging.WARNING, logger="gpufleet"):
+        assert gpufleet.estimate_gpu_requirements(
+            {"model": {"id_or_path": "llama-3-70b"}, "parameters": {"tensor-parallel-sizes": [1, 2, 4]}}) == (1, 20000)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "'tensor-parallel-sizes'" in warnings[0].getMessage()
+    assert "'tensor-parallel-size'" in warnings[0].getMessage()
 
 
 def test_check_and_select(use_agent):

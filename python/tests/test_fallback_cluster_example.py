@@ -77,8 +77,16 @@ def test_cluster_functions(cluster_agent, monkeypatch):
     assert list(summaries) == ["node-a"]
     assert (summaries["node-a"].total_gpus, summaries["node-a"].idle_gpu_count) == (3, 1)
     assert gpufleet.find_best_node_for_deployment(required_gpus=1) == "node-a"
-    assert gpufleet.find_best_node_for_deployment(required_gpus=2) is None
-    assert gpufleet.find_best_node_for_deployment(required_gpus=2, utilization_threshold=40.0) == "node-a"
+    # No node has 2 idle GPUs: the seed's rule 3 takes the least-loaded node that can hold 2 GPUs ...
+    assert gpufleet.find_best_node_for_deployment(required_gpus=2) == "node-a"
+    # ... the CLI's default leaves it to the Kubernetes scheduler ...
+    assert gpufleet.find_best_node_for_deployment(required_gpus=2, fallback="none") is None
+    # ... and a node without 4 GPUs takes no 4-GPU deployment under either rule.
+    assert gpufleet.find_best_node_for_deployment(required_gpus=4) is None
+    assert gpufleet.find_best_node_for_deployment(required_gpus=2, utilization_threshold=40.0,
+                                                  fallback="none") == "node-a"
+    with pytest.raises(ValueError):
+        gpufleet.find_best_node_for_deployment(required_gpus=1, fallback="random")
 
 
 def test_seed_user_script_runs_unchanged(cluster_agent):
@@ -91,9 +99,9 @@ def test_seed_user_script_runs_unchanged(cluster_agent):
     assert "  Memory: 40000/81920 MB" in out
     assert "Available GPU indices: [0, 1]" in out
     assert "Sample count: " in out and "  Utilization: 90.0%" in out
-    assert "Estimated requirements: 4 GPUs" in out
+    assert "Estimated requirements: 4 GPUs, 20000 MB per GPU" in out  # the seed's own example
     assert "GPUs unavailable: " in out  # 4 GPUs are more than the node has
     assert "GPUs became available: " in out
     assert "node-a GPU 0: 10.0%" in out
     assert "node-a: 1 idle GPUs" in out
-    assert "Best node: None" in out  # 2 idle GPUs on no node (GPU 1 is 30 % busy): Kubernetes decides
+    assert "Best node: node-a" in out  # 2 idle GPUs on no node (GPU 1 is 30 % busy): the least-loaded one

@@ -46,6 +46,8 @@ std::string refusal_reason(const core::GpuReading& g, const SelectRequest& r) {
   if (g.health == core::Health::Error)
     return fmt::format("error: {}", g.health_message.empty() ? "the GPU answers errors" : g.health_message);
   if (r.leased.contains(g.index)) return "leased";
+  // A GPU in MIG mode is handed out only by its instances (--mig PROFILE), never whole.
+  if (g.mig_enabled.value_or(false)) return "in MIG mode (lease one of its instances with --mig PROFILE)";
 
   std::vector<std::string> reasons;
   if (!g.memory_free_mib) {

@@ -9,6 +9,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/jobs.hpp"
+#include "core/mig.hpp"
 #include "platform/log.hpp"
 
 namespace gf::app {
@@ -27,6 +28,7 @@ Result<std::pair<core::Lease, std::vector<std::string>>> alloc_via_agent(AgentCl
                       {"name", a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name},
                       {"wait_s", 0},
                       {"tie", "parent"}};
+  if (!a.mig.empty()) args["mig"] = a.mig;
   auto r = agent.call("acquire", std::move(args));
   if (!r) return r.error();
   auto lease = lease_from_json(r->value("lease", nlohmann::json()));
@@ -106,6 +108,7 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     req.min_memory_mib = a.min_memory_mb;
     req.max_utilization_pct = a.max_utilization;
     req.refuse_busy = !a.allow_busy;
+    req.mig_profile = a.mig;
     req.job_id = "shell-" + store::new_id();
     req.name = a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name;
     // The lease belongs to the calling shell: it ends when the shell does (or on `gpufleet release`).
@@ -119,7 +122,9 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     why = got->selection.why;
   }
   std::vector<std::string> ids;
-  for (const auto& gpu : lease.gpus) ids.push_back(a.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+  // A MIG instance is named by its MIG UUID (CUDA has no index for it).
+  for (const auto& gpu : lease.gpus)
+    ids.push_back((a.uuids && !gpu.uuid.empty()) || core::is_mig_uuid(gpu.uuid) ? gpu.uuid : std::to_string(gpu.index));
   if (a.json) {
     auto j = lease_json(lease);
     j["cuda_visible_devices"] = fmt::format("{}", fmt::join(ids, ","));
@@ -131,7 +136,7 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
     const auto shell_safe = [](const std::string& t) {
       return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
-               c == '.';
+               c == '.' || c == '/';  // '/': the older MIG-GPU-<uuid>/<gi>/<ci> form
       });
     };
     if (!shell_safe(lease.id) || !std::all_of(ids.begin(), ids.end(), shell_safe)) {
@@ -233,8 +238,10 @@ int run_leases(const GlobalOptions& g, bool json, bool all, const std::string& d
   (void)g;
   std::printf("%-12s  %-8s  %-10s  %8s  %-19s  %s\n", "LEASE", "GPUS", "USER", "PID", "SINCE", "JOB");
   for (const auto& l : *leases) {
-    std::vector<unsigned> idx;
-    for (const auto& gpu : l.gpus) idx.push_back(gpu.index);
+    std::vector<std::string> idx;  // a MIG instance as "<GPU>:<MIG UUID>"
+    for (const auto& gpu : l.gpus)
+      idx.push_back(core::is_mig_uuid(gpu.uuid) ? fmt::format("{}:{}", gpu.index, printable(gpu.uuid))
+                                                : std::to_string(gpu.index));
     std::string job = l.name.empty() ? l.job_id : l.name;
     if (l.released_at_ms) job += " (ended: " + l.release_reason + ")";
     std::printf("%-12s  %-8s  %-10s  %8u  %-19s  %s\n", l.id.c_str(), fmt::format("{}", fmt::join(idx, ",")).c_str(),

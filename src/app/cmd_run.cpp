@@ -14,6 +14,7 @@
 #include "app/jobs.hpp"
 #include "app/node_link.hpp"
 #include "app/render.hpp"
+#include "core/mig.hpp"
 #include "launch/docker.hpp"
 #include "platform/log.hpp"
 #include "sampler/hub.hpp"
@@ -33,10 +34,6 @@ void set_handler(int sig, void (*fn)(int)) {
   sa.sa_handler = fn;
   sigemptyset(&sa.sa_mask);
   sigaction(sig, &sa, nullptr);
-}
-
-std::string iso_ms(std::int64_t ms) {
-  return wire::iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
 }
 
 // One line of progress while waiting: rewritten in place on a terminal, printed on change otherwise.
@@ -96,6 +93,29 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     print_error("--interval must be between 0.05 and 60 seconds");
     return kExitUsage;
   }
+  if (r.docker_image.empty() && (!r.docker_volumes.empty() || !r.docker_publish.empty())) {
+    print_error("run: --volume and --publish go with --docker IMAGE");
+    return kExitUsage;
+  }
+  // Checked before any GPU is asked for: a typo must not cost a wait in the queue.
+  std::vector<std::string> binds;
+  std::vector<launch::DockerRunSpec::Port> ports;
+  for (const auto& v : r.docker_volumes) {
+    auto b = launch::parse_bind(v);
+    if (!b) {
+      print_error("run: " + b.error().message);
+      return kExitUsage;
+    }
+    binds.push_back(*b);
+  }
+  for (const auto& p : r.docker_publish) {
+    auto port = launch::parse_port(p);
+    if (!port) {
+      print_error("run: " + port.error().message);
+      return kExitUsage;
+    }
+    ports.push_back(*port);
+  }
   auto link = open_node_link(g, r.alloc.db);  // the node's agent, or the store without one
   if (!link) {
     print_error(link.error().message);
@@ -120,6 +140,7 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   req.min_memory_mib = r.alloc.min_memory_mb;
   req.max_utilization_pct = r.alloc.max_utilization;
   req.refuse_busy = !r.alloc.allow_busy;
+  req.mig_profile = r.alloc.mig;
   req.job_id = job.id;
   req.name = job.name;
   req.priority = r.priority;
@@ -155,7 +176,8 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   const core::Lease lease = got->lease;
   std::vector<std::string> ids;
   for (const auto& gpu : lease.gpus)
-    ids.push_back(r.alloc.uuids && !gpu.uuid.empty() ? gpu.uuid : std::to_string(gpu.index));
+    ids.push_back((r.alloc.uuids && !gpu.uuid.empty()) || core::is_mig_uuid(gpu.uuid) ? gpu.uuid
+                                                                                      : std::to_string(gpu.index));
   const std::string visible = fmt::format("{}", fmt::join(ids, ","));
   std::fprintf(stderr, "gpufleet: job %s on GPU %s (lease %s)\n", job.id.c_str(), visible.c_str(), lease.id.c_str());
 
@@ -180,6 +202,8 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
     spec.cmd = r.argv;
     spec.gpu_ids = ids;
     spec.labels = {{"gpufleet.job", job.id}, {"gpufleet.lease", lease.id}};
+    spec.binds = binds;
+    spec.ports = ports;
     if (!client) {
       docker_error = client.error().message;
     } else {
@@ -219,26 +243,9 @@ int run_job(const GlobalOptions& g, const RunCommand& r) {
   job.ended_at_ms = store::now_ms();
   g_interrupted = g_cancel.load();
   job.status = code == 0 ? "succeeded" : (g_interrupted ? "interrupted" : "failed");
-  nlohmann::json rec{{"id", job.id},
-                     {"name", job.name},
-                     {"command", command},
-                     {"status", job.status},
-                     {"exit_code", code},
-                     {"queued_at", iso_ms(queued_at_ms)},
-                     {"started_at", iso_ms(job.started_at_ms)},
-                     {"ended_at", iso_ms(*job.ended_at_ms)},
-                     {"duration_seconds", static_cast<double>(*job.ended_at_ms - job.started_at_ms) / 1000.0},
-                     {"lease_id", lease.id},
-                     {"backend", jc.node().monitor->backend_name()},
-                     {"host", hostname()},
-                     {"task", r.task.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.task)},
-                     {"gpu_info", got->gpu_info},
-                     {"metrics", {{"gpu_monitoring", wire::run_report_json(report)}}}};
-  if (!r.docker_image.empty()) {
-    rec["docker"] = {{"image", r.docker_image},
-                     {"container_id", container_id},
-                     {"error", docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(docker_error)}};
-  }
+  const nlohmann::json rec =
+      finished_run_json({job, command, queued_at_ms, jc.node().monitor->backend_name(), hostname(), got->gpu_info,
+                         report, r.docker_image, container_id, docker_error});
   job.record = rec.dump();
   if (auto w = jc.put_job(job); !w) print_error("cannot record the run: " + w.error().message);
   if (r.alloc.json) {

@@ -11,6 +11,7 @@
 #include "app/cmd_cluster.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
+#include "app/job_service.hpp"
 #include "app/kube_source.hpp"
 #include "app/serve_config.hpp"
 #include "app/serve_usage.hpp"
@@ -207,8 +208,30 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
            : nullptr;
   sampler::SampleHub::Subscription usage_sub;
 
+  // Jobs submitted over HTTP (POST /api/v1/jobs), when the config allows them; before the routes, after
+  // the arbiter, so it goes first at shutdown (its jobs' containers are stopped, their leases released).
+  std::unique_ptr<JobService> submitted;
+  if (c.jobs_submit) {
+    if (!arbiter) {
+      print_error("job submission needs the node store: POST /api/v1/jobs is off");
+    } else {
+      JobService::Options jo;
+      jo.max_in_flight = c.jobs_max_in_flight;
+      jo.sample_interval = c.interval;
+      jo.backend = ctx.monitor->backend_name();
+      jo.host = c.node_name;
+      submitted = std::make_unique<JobService>(
+          *arbiter, hub,
+          [&ws](std::string_view event, const nlohmann::json& data) {
+            ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
+          },
+          std::move(jo));
+    }
+  }
+
   api.agent = &agent;
   api.arbiter = arbiter.get();
+  api.submitter = submitted.get();
   api.monitor = ctx.monitor.get();
   api.ws = &ws;
   api.jobs = jobs.get();
@@ -297,7 +320,8 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
                agent_socket ? agent_socket->path().c_str() : (arbiter ? "none (--socket none)" : "none (no store)"));
   std::fflush(stderr);
 
-  http.run(true);  // until SIGINT/SIGTERM: then in-flight requests finish and clients are told
+  http.run(true);     // until SIGINT/SIGTERM: then in-flight requests finish and clients are told
+  submitted.reset();  // submitted jobs still in flight: their containers are stopped, their leases released
   if (agent_socket) agent_socket->stop();
   agent.stop();  // the last batch is written
   usage_sub.reset();

@@ -34,7 +34,8 @@ std::string value_text(const scheduler::TaskValue& v) {
 
 }  // namespace
 
-int run_estimate(const GlobalOptions&, const std::string& path, const std::string& engine, bool json) {
+int run_estimate(const GlobalOptions&, const std::string& path, const std::string& engine, const std::string& method,
+                 bool json) {
   auto task = read_task(path);
   if (!task) {
     print_error(task.error().message);
@@ -42,16 +43,23 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
   }
   scheduler::EstimateOptions opts;
   opts.engine = engine;
+  auto m = scheduler::parse_memory_method(method);
+  if (!m) {
+    print_error(m.error().message);
+    return kExitUsage;
+  }
+  opts.method = *m;
   auto e = scheduler::estimate(*task, opts);
   if (!e) {
     print_error(path + ": " + e.error().message);
     return exit_code(e.error());
   }
+  for (const auto& w : e->warnings) std::fprintf(stderr, "gpufleet: warning: %s: %s\n", path.c_str(), w.c_str());
   if (json) {
-    std::printf("%s\n",
-                wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine, e->explanation)
-                    .dump(2)
-                    .c_str());
+    std::printf("%s\n", wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine,
+                                            e->explanation, e->method, e->warnings)
+                            .dump(2)
+                            .c_str());
   } else {
     std::printf("%u GPU(s), %llu MiB free on each%s\n", e->gpus, static_cast<unsigned long long>(e->memory_mb_per_gpu),
                 e->memory_fraction
@@ -81,6 +89,12 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
   }
   scheduler::EstimateOptions eo;
   eo.engine = t.engine;
+  auto method = scheduler::parse_memory_method(t.method);
+  if (!method) {
+    print_error(method.error().message);
+    return kExitUsage;
+  }
+  eo.method = *method;
   // Check every job of the grid before running any: a bad value should not surface after an hour of runs.
   std::vector<scheduler::Estimate> estimates;
   for (const auto& combo : *grid) {
@@ -93,6 +107,9 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     }
     estimates.push_back(std::move(*e));
   }
+  // Every grid point reads the same keys: say each suspicious one once.
+  for (const auto& w : estimates.front().warnings)
+    std::fprintf(stderr, "gpufleet: warning: %s: %s\n", t.path.c_str(), w.c_str());
   const auto* named = task->find("name");
   const std::string task_name = named && named->is_string() ? named->get_string() : std::string("task");
   // An engine that reserves a fraction of every GPU (vLLM's gpu-memory-utilization, SGLang's

@@ -40,6 +40,7 @@ struct AllocCommand {
   bool json = false;
   std::string name;
   std::string db;
+  std::string mig;  // a MIG profile ("1g.10gb"): lease one instance of it; CUDA_VISIBLE_DEVICES=MIG-<uuid>
 };
 int run_alloc(const GlobalOptions& g, const AllocCommand& a);
 int run_release(const GlobalOptions& g, const std::string& lease_id, const std::string& db);
@@ -66,6 +67,8 @@ struct RunCommand {
   int priority = 0;
   double interval_s = 1.0;
   std::string docker_image;
+  std::vector<std::string> docker_volumes;  // --volume HOST:CONTAINER[:ro], with --docker
+  std::vector<std::string> docker_publish;  // --publish [IP:]HOST_PORT:CONTAINER_PORT, with --docker
   std::vector<std::string> argv;
   std::string task;  // set by `task run`: the task this run is one grid point of
 };
@@ -75,13 +78,15 @@ int run_job(const GlobalOptions& g, const RunCommand& r);
 bool last_run_interrupted();
 int run_jobs(const GlobalOptions& g, bool json, const std::string& db);
 
-int run_estimate(const GlobalOptions& g, const std::string& task_path, const std::string& engine, bool json);
+int run_estimate(const GlobalOptions& g, const std::string& task_path, const std::string& engine,
+                 const std::string& method, bool json);
 
 struct TaskCommand {
   std::string path;
   std::string engine;
-  bool min_memory_given = false;  // --min-memory-mb given: it overrides the estimate
-  RunCommand run;                 // options shared by every job of the grid
+  std::string method = "weights";  // the estimate's memory method: "weights" or "seed"
+  bool min_memory_given = false;   // --min-memory-mb given: it overrides the estimate
+  RunCommand run;                  // options shared by every job of the grid
 };
 // Expands the task's parameter grid and runs each job through the queue.
 int run_task(const GlobalOptions& g, const TaskCommand& t);

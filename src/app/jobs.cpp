@@ -73,3 +73,37 @@ std::string format_time_ms(std::int64_t ms) {
 }
 
 }  // namespace gf::app
+
+namespace gf::app {
+
+std::string iso_ms(std::int64_t ms) {
+  return wire::iso8601(std::chrono::system_clock::time_point(std::chrono::milliseconds(ms)));
+}
+
+nlohmann::json finished_run_json(const FinishedRun& r) {
+  const core::Job& job = r.job;
+  const std::int64_t ended = job.ended_at_ms.value_or(job.started_at_ms);
+  nlohmann::json rec{{"id", job.id},
+                     {"name", job.name},
+                     {"command", r.command},
+                     {"status", job.status},
+                     {"exit_code", job.exit_code ? nlohmann::json(*job.exit_code) : nlohmann::json(nullptr)},
+                     {"queued_at", iso_ms(r.queued_at_ms)},
+                     {"started_at", iso_ms(job.started_at_ms)},
+                     {"ended_at", iso_ms(ended)},
+                     {"duration_seconds", static_cast<double>(ended - job.started_at_ms) / 1000.0},
+                     {"lease_id", job.lease_id},
+                     {"backend", r.backend},
+                     {"host", r.host},
+                     {"task", job.task.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.task)},
+                     {"gpu_info", r.gpu_info},
+                     {"metrics", {{"gpu_monitoring", wire::run_report_json(r.report)}}}};
+  if (!r.docker_image.empty()) {
+    rec["docker"] = {{"image", r.docker_image},
+                     {"container_id", r.container_id},
+                     {"error", r.docker_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.docker_error)}};
+  }
+  return rec;
+}
+
+}  // namespace gf::app

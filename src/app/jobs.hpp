@@ -40,5 +40,22 @@ core::LeaseOwner owner_of(std::uint32_t pid);
 
 using wire::lease_json;
 std::string format_time_ms(std::int64_t ms);  // local "YYYY-MM-DD HH:MM:SS"
+std::string iso_ms(std::int64_t ms);          // UTC ISO 8601 with microseconds, as every document writes times
+
+// The record of a run that got its GPUs and ended (`gpufleet run`, and jobs submitted to the agent):
+// what core::Job::record holds. docker_image empty: not a Docker run (no "docker" block).
+struct FinishedRun {
+  const core::Job& job;  // id, name, status, exit_code, started/ended, lease_id, task
+  nlohmann::json command;
+  std::int64_t queued_at_ms = 0;
+  std::string backend;
+  std::string host;
+  nlohmann::json gpu_info;
+  const core::RunReport& report;
+  std::string docker_image;
+  std::string container_id;
+  std::string docker_error;
+};
+nlohmann::json finished_run_json(const FinishedRun& r);
 
 }  // namespace gf::app

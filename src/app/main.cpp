@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "allocator/mig_select.hpp"
 #include "app/cmd_cluster.hpp"
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
@@ -153,6 +154,15 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0u, 100u));
     sub->add_flag("--allow-busy", a.allow_busy, "also take GPUs running processes gpufleet did not start");
     sub->add_flag("--uuids", a.uuids, "CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices");
+    sub->add_option("--mig", a.mig,
+                    "lease one free MIG instance of this profile (e.g. 1g.10gb) instead of whole GPUs; "
+                    "CUDA_VISIBLE_DEVICES is then its MIG UUID")
+        ->check(CLI::Validator(
+            [](std::string& p) {
+              return gf::allocator::valid_mig_profile(p) ? std::string()
+                                                         : std::string("a MIG profile is written like 1g.10gb");
+            },
+            "PROFILE"));
     sub->add_option("--name", a.name, "a name for the lease or job");
     sub->add_option("--db", a.db,
                     "the node store (default: $GPUFLEET_DB, /var/lib/gpufleet/gpufleet.db as root, "
@@ -195,17 +205,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.05, 60.0));
   run->add_option("--docker", run_cmd.docker_image,
                   "run CMD in this image through the Docker engine (GPUs via DeviceRequests)");
+  run->add_option("--volume", run_cmd.docker_volumes,
+                  "with --docker: bind-mount HOST:CONTAINER[:ro] (absolute paths), as docker run -v; repeatable");
+  run->add_option("--publish", run_cmd.docker_publish,
+                  "with --docker: publish [IP:]HOST_PORT:CONTAINER_PORT, as docker run -p; repeatable");
   run->add_flag("--json", run_cmd.alloc.json, "print the job record as JSON when it ends");
   run->add_option("command", run_cmd.argv, "the command (put it after --)");
   run->footer(
       "Usage: gpufleet run --gpus N [OPTIONS] -- CMD [ARGS...]\nExit status: CMD's; 75 when the GPUs did not come "
       "within --wait.");
 
-  std::string task_path, engine;
+  std::string task_path, engine, estimate_method = "weights";
   auto* estimate =
       app.add_subcommand("estimate", "how many GPUs and how much memory a task needs, with the arithmetic");
   estimate->add_option("task", task_path, "task file (JSON: model.id_or_path, parameters, engine)")->required();
   estimate->add_option("--engine", engine, "apply this engine's arithmetic")->check(CLI::IsMember({"vllm", "sglang"}));
+  estimate
+      ->add_option("--method", estimate_method,
+                   "weights: from the model's size (gpufleet's; default); seed: the seed's table (70B/65B → "
+                   "20000, 13B/7B → 12000, otherwise 8000 MiB per GPU), for tasks tuned to the seed's numbers")
+      ->check(CLI::IsMember({"weights", "seed"}));
   estimate->add_flag("--json", json, "print JSON");
 
   TaskCommand task_cmd;
@@ -215,6 +234,8 @@ int main(int argc, char** argv) {
   task_run->add_option("task", task_cmd.path, "task file (JSON)")->required();
   task_run->add_option("--engine", task_cmd.engine, "apply this engine's arithmetic")
       ->check(CLI::IsMember({"vllm", "sglang"}));
+  task_run->add_option("--method", task_cmd.method, "the estimate's memory method: weights (default) or seed")
+      ->check(CLI::IsMember({"weights", "seed"}));
   alloc_options(task_run, task_cmd.run.alloc);
   task_run->add_option("-w,--wait", task_cmd.run.wait_s, "seconds each job waits for GPUs")
       ->capture_default_str()
@@ -246,7 +267,8 @@ int main(int argc, char** argv) {
   serve->add_option("--config", serve_cmd.config, "JSON config file (alerts, history retention, limits, …; see README)")
       ->check(CLI::ExistingFile);
   serve->add_option("--static", serve_cmd.static_dir,
-                    "the dashboard's directory (default: web/dist next to the binary)");
+                    "the dashboard's directory (default: PREFIX/share/gpufleet/web for PREFIX/bin/gpufleet, "
+                    "else the source tree's web/dist)");
   serve->add_option("--db", serve_cmd.db,
                     "the store: leases, jobs, history, alerts (default: GPUFLEET_DB or the state directory)");
   serve->add_option("--token-file", serve_cmd.token_file,
@@ -386,7 +408,7 @@ service account in a pod) is used if there is one; otherwise the command says wh
     if (*leases) return run_leases(g, json, all, db);
     if (*jobs) return run_jobs(g, json, db);
     if (*usage) return run_usage(g, usage_cmd);
-    if (*estimate) return run_estimate(g, task_path, engine, json);
+    if (*estimate) return run_estimate(g, task_path, engine, estimate_method, json);
     if (*task_run) {
       task_cmd.run.argv.insert(task_cmd.run.argv.end(), command.begin(), command.end());
       task_cmd.min_memory_given = task_run->count("--min-memory-mb") > 0;

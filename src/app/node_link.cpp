@@ -64,6 +64,7 @@ class AgentLink final : public NodeLink {
                         {"priority", req.priority},
                         {"wait_s", std::chrono::duration<double>(wo.timeout).count()},
                         {"tie", "connection"}};
+    if (!req.mig_profile.empty()) args["mig"] = req.mig_profile;
     auto on_event = [&wo](const nlohmann::json& e) {
       if (!wo.progress || e.value("event", "") != "waiting") return;
       scheduler::WaitProgress p;

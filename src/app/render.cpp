@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/fields.hpp"
+#include "core/mig.hpp"
 #include "core/policy.hpp"
 #include "platform/log.hpp"
 
@@ -159,6 +160,17 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
       line += " " + st.paint(fmt::format("{}/{}({})", who, p.pid, mem), "90");
     }
     out.push_back(std::move(line));
+    // MIG: one line per instance under its GPU, with the full UUID (what CUDA_VISIBLE_DEVICES takes).
+    // Its memory is part of the GPU's line above, not added to it.
+    for (const auto& m : g.mig_instances) {
+      const auto mib = [](const core::Reading<std::uint64_t>& r) {
+        return r ? std::to_string(*r) : std::string("n/a");
+      };
+      out.push_back(fmt::format("    {} {} | {} / {} MiB | GI {} CI {} | {}", st.paint("MIG", "36"),
+                                st.paint(pad(m.profile.empty() ? "?" : printable(m.profile), 10), "34"),
+                                st.paint(lpad(mib(m.memory_used_mib), 6), "33"), lpad(mib(m.memory_total_mib), 6),
+                                m.gpu_instance_id, m.compute_instance_id, printable(m.uuid)));
+    }
   }
   if (s.gpus.empty()) out.push_back(st.paint("No GPU found.", "1;33"));
   if (auto legend = missing_legend(s); !legend.empty()) out.push_back(st.paint(legend, "90"));
@@ -172,22 +184,33 @@ std::vector<std::string> render_processes(const core::Snapshot& s, const Style& 
   struct Row {
     unsigned gpu;
     const core::GpuProcess* p;
+    const core::GpuReading* g;
   };
   std::vector<Row> rows;
   for (const auto& g : s.gpus)
-    for (const auto& p : g.processes) rows.push_back({g.index, &p});
+    for (const auto& p : g.processes) rows.push_back({g.index, &p, &g});
+  const auto gpu_cell = [](const Row& r) {
+    if (!r.p->gpu_instance_id) return std::to_string(r.gpu);
+    if (const auto* m = core::mig_instance_of(*r.g, *r.p); m != nullptr && !m->profile.empty())
+      return fmt::format("{} {}", r.gpu, printable(m->profile));
+    return fmt::format("{} GI {}", r.gpu, *r.p->gpu_instance_id);
+  };
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     if (a.p->used_memory_mib.has_value() != b.p->used_memory_mib.has_value()) return a.p->used_memory_mib.has_value();
     return a.p->used_memory_mib.value_or(0) > b.p->used_memory_mib.value_or(0);
   });
   std::vector<std::string> out;
   if (s.simulated) out.push_back(st.paint("SIMULATED GPUs (--backend sim): not real hardware", "1;30;43"));
-  out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", "GPU", "PID", "USER",
+  // Under MIG the GPU cell names the instance too ("0 3g.40gb", or "0 GI 2" when the instance is not
+  // listed), so its column widens only when some process runs in one.
+  std::size_t gpu_w = 3;
+  for (const auto& r : rows) gpu_w = std::max(gpu_w, gpu_cell(r).size());
+  out.push_back(st.paint(fmt::format("{:>{}}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", "GPU", gpu_w, "PID", "USER",
                                      "GPU MEM", "TYPE", "CONTAINER", "COMMAND"),
                          "1"));
   for (const auto& r : rows) {
     const auto& p = *r.p;
-    out.push_back(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", r.gpu, p.pid,
+    out.push_back(fmt::format("{:>{}}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", gpu_cell(r), gpu_w, p.pid,
                               p.user.empty() ? "?" : printable(p.user),
                               p.used_memory_mib ? fmt::format("{} MiB", *p.used_memory_mib) : "unknown",
                               core::to_string(p.kind), printable(p.container.value_or("-")),
@@ -195,7 +218,7 @@ std::vector<std::string> render_processes(const core::Snapshot& s, const Style& 
   }
   for (const auto& g : s.gpus)
     if (g.memory_unattributed_mib && *g.memory_unattributed_mib > 0)
-      out.push_back(st.paint(fmt::format("{:>3}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", g.index, "-", "-",
+      out.push_back(st.paint(fmt::format("{:>{}}  {:>8}  {:<12}  {:>10}  {:<16}  {:<14}  {}", g.index, gpu_w, "-", "-",
                                          fmt::format("{} MiB", *g.memory_unattributed_mib), "-", "-",
                                          "other / not attributed (driver, contexts, processes not visible)"),
                              "90"));

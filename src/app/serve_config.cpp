@@ -144,7 +144,7 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
       "token_file", "read_token_file", "auth_read",         "history",     "alerts",
       "websocket",  "allowed_origins", "allowed_hosts",     "limits",      "usage",
       "reclaim",    "socket",          "max_user_priority", "admin_group", "max_gpus_per_user",
-      "max_jobs_per_user", "job_retention"};
+      "max_jobs_per_user", "job_retention", "jobs"};
   // clang-format on
   if (auto r = check_keys(j, src, kKeys); !r) return r.error();
   auto str = [&](const char* key, std::string& out) -> Result<void> {
@@ -180,6 +180,21 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
     if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > 1024)
       return make_error(src + ": 'max_gpus_per_user' must be an integer from 0 (no quota) to 1024");
     c.max_gpus_per_user = static_cast<unsigned>(v.get<std::int64_t>());
+  }
+  if (j.contains("jobs")) {
+    const json& jb = j["jobs"];
+    if (!jb.is_object()) return make_error(src + ": 'jobs' must be an object like {\"submit\": true}");
+    if (auto r = check_keys(jb, src + ": jobs", {"submit", "max_in_flight"}); !r) return r.error();
+    if (jb.contains("submit")) {
+      if (!jb["submit"].is_boolean()) return make_error(src + ": jobs.submit must be true or false");
+      c.jobs_submit = jb["submit"].get<bool>();
+    }
+    if (jb.contains("max_in_flight")) {
+      const json& v = jb["max_in_flight"];
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 1024)
+        return make_error(src + ": jobs.max_in_flight must be an integer from 1 to 1024");
+      c.jobs_max_in_flight = static_cast<std::size_t>(v.get<std::int64_t>());
+    }
   }
   if (j.contains("max_jobs_per_user")) {
     const json& v = j["max_jobs_per_user"];

@@ -68,6 +68,10 @@ struct ServeConfig {
   // for reports on it.
   std::uint64_t max_jobs_per_user = 10000;
   std::chrono::seconds job_retention = std::chrono::days(90);
+  // "jobs": {"submit": true, "max_in_flight": N}: POST /api/v1/jobs runs Docker-image jobs (off by default:
+  // a job is as powerful as the Docker socket, root on the node).
+  bool jobs_submit = false;
+  std::size_t jobs_max_in_flight = 16;
 };
 
 Result<ServeConfig> load_serve_config(const ServeCommand& cmd);

@@ -91,9 +91,15 @@ bool valid_label_name(std::string_view n) noexcept {
 
 std::vector<std::string> prometheus_queries(const std::string& l) {
   const std::string gpu = fmt::format("max by ({}, gpu, UUID) ", l);
+  // Framebuffer: a GPU's own series when it has one (a MIG instance's series carry GPU_I_ID); a GPU
+  // exported only per MIG instance gets the sum of its instances. Never both: that would count its
+  // memory twice.
+  const auto fb = [&](const char* m) {
+    return fmt::format("{}({}{{GPU_I_ID=\"\"}}) or sum by ({}, gpu, UUID) ({})", gpu, m, l, m);
+  };
   return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l),
-          gpu + "(DCGM_FI_DEV_FB_USED)",
-          gpu + "(DCGM_FI_DEV_FB_FREE)",
+          fb("DCGM_FI_DEV_FB_USED"),
+          fb("DCGM_FI_DEV_FB_FREE"),
           gpu + "(DCGM_FI_DEV_GPU_TEMP)",
           gpu + "(DCGM_FI_DEV_POWER_USAGE)",
           gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))"};

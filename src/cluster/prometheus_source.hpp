@@ -4,7 +4,8 @@
 // dcgm-exporter as well as for gpufleet agents (whose /metrics uses the same names and labels).
 //
 //   DCGM_FI_DEV_GPU_UTIL               utilization, %
-//   DCGM_FI_DEV_FB_USED, _FB_FREE      framebuffer MiB; total = used + free (dcgm-exporter has no total)
+//   DCGM_FI_DEV_FB_USED, _FB_FREE      framebuffer MiB; total = used + free (dcgm-exporter has no total);
+//                                      the GPU's own series ({GPU_I_ID=""}), else the sum of its MIG instances
 //   DCGM_FI_DEV_GPU_TEMP               °C (optional: absent series leave it unknown)
 //   DCGM_FI_DEV_POWER_USAGE            W (optional)
 //   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each GPU's utilization sample was taken (for --max-age, per GPU)

@@ -37,6 +37,15 @@ struct DockerRunSpec {
   std::vector<std::string> env;      // KEY=VALUE; CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES are dropped
   std::string name;                  // empty: the engine picks one
   std::map<std::string, std::string> labels;
+  // "HOST:CONTAINER[:ro]" bind mounts, as `docker run -v`; the host path is absolute.
+  std::vector<std::string> binds;
+  // Published ports, as `docker run -p [IP:]HOST_PORT:CONTAINER_PORT` (TCP).
+  struct Port {
+    std::string host_ip;  // empty: every address
+    unsigned host_port = 0;
+    unsigned container_port = 0;
+  };
+  std::vector<Port> ports;
   bool remove = true;           // like `docker run --rm`, but done by us after the logs are read
   int stop_grace_seconds = 10;  // on cancel: SIGTERM, then SIGKILL after this many seconds
 };
@@ -50,6 +59,11 @@ struct DockerRunResult {
 
 // The JSON body of POST /containers/create for `spec` (exposed for tests and a future --dry-run).
 std::string create_request_body(const DockerRunSpec& spec);
+
+// `docker run -v` and `-p` as the command line gives them: "HOST:CONTAINER[:ro|:rw]" with absolute paths,
+// and "[IP:]HOST_PORT:CONTAINER_PORT". One error sentence naming the value otherwise.
+Result<std::string> parse_bind(std::string_view text);
+Result<DockerRunSpec::Port> parse_port(std::string_view text);
 
 class DockerClient {
  public:

@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "launch/api_version.hpp"
 #include "launch/docker.hpp"
@@ -90,6 +93,17 @@ std::string create_request_body(const DockerRunSpec& spec) {
   };
   if (!spec.cmd.empty()) body["Cmd"] = spec.cmd;  // absent, not [], so the image's CMD applies
   json host = json::object();
+  if (!spec.binds.empty()) host["Binds"] = spec.binds;
+  if (!spec.ports.empty()) {
+    json exposed = json::object(), bindings = json::object();
+    for (const auto& p : spec.ports) {
+      const std::string key = fmt::format("{}/tcp", p.container_port);
+      exposed[key] = json::object();
+      bindings[key].push_back({{"HostIp", p.host_ip}, {"HostPort", std::to_string(p.host_port)}});
+    }
+    body["ExposedPorts"] = std::move(exposed);
+    host["PortBindings"] = std::move(bindings);
+  }
   if (!spec.gpu_ids.empty()) {
     // Exactly what `docker run --gpus '"device=0,1"'` sends: Count 0 because DeviceIDs picks them.
     host["DeviceRequests"] = json::array({{
@@ -101,6 +115,56 @@ std::string create_request_body(const DockerRunSpec& spec) {
   }
   body["HostConfig"] = std::move(host);
   return body.dump();
+}
+
+Result<std::string> parse_bind(std::string_view text) {
+  const std::string t(text);
+  auto bad = [&](std::string_view why) {
+    return make_error(ErrorKind::Usage,
+                      fmt::format("volume '{}': {} (expected HOST_PATH:CONTAINER_PATH[:ro])", t, why));
+  };
+  if (std::any_of(t.begin(), t.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    return bad("control characters");
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const auto colon = t.find(':', start);
+    parts.push_back(t.substr(start, colon == std::string::npos ? std::string::npos : colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3) return bad("two or three parts separated by ':'");
+  if (parts[0].empty() || parts[0].front() != '/') return bad("the host path must be absolute");
+  if (parts[1].empty() || parts[1].front() != '/') return bad("the container path must be absolute");
+  if (parts.size() == 3 && parts[2] != "ro" && parts[2] != "rw") return bad("the mode must be ro or rw");
+  return t;
+}
+
+Result<DockerRunSpec::Port> parse_port(std::string_view text) {
+  const std::string t(text);
+  auto bad = [&](std::string_view why) {
+    return make_error(ErrorKind::Usage, fmt::format("port '{}': {} (expected [IP:]HOST_PORT:CONTAINER_PORT)", t, why));
+  };
+  const auto last = t.rfind(':');
+  if (last == std::string::npos) return bad("no ':'");
+  const auto prev = last == 0 ? std::string::npos : t.rfind(':', last - 1);
+  const std::string host_part = prev == std::string::npos ? t.substr(0, last) : t.substr(prev + 1, last - prev - 1);
+  auto number = [](const std::string& s) -> std::optional<unsigned> {
+    if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    const unsigned long v = std::stoul(s);
+    if (v == 0 || v > 65535) return std::nullopt;
+    return static_cast<unsigned>(v);
+  };
+  const auto hp = number(host_part), cp = number(t.substr(last + 1));
+  if (!hp || !cp) return bad("ports are numbers from 1 to 65535");
+  DockerRunSpec::Port p;
+  p.host_port = *hp;
+  p.container_port = *cp;
+  if (prev != std::string::npos) {
+    p.host_ip = t.substr(0, prev);
+    if (p.host_ip.empty() || p.host_ip.find_first_not_of("0123456789abcdefABCDEF.:[]") != std::string::npos)
+      return bad("the address must be an IP address");
+  }
+  return p;
 }
 
 DockerClient::DockerClient(std::string socket_path) : socket_path_(std::move(socket_path)) {}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "allocator/mig_select.hpp"
 #include "platform/log.hpp"
 #include "platform/procfs.hpp"
 #include "platform/users.hpp"
@@ -169,6 +170,10 @@ Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const Ac
                                                       const core::LeaseOwner& owner) const {
   if (r.gpus < 1 || r.gpus > 1024) return make_error(ErrorKind::Invalid, "gpus must be from 1 to 1024");
   if (r.max_utilization_pct > 100) return make_error(ErrorKind::Invalid, "max_utilization_pct must be 0 to 100");
+  if (!r.mig_profile.empty() && !allocator::valid_mig_profile(r.mig_profile))
+    return make_error(ErrorKind::Invalid, "a MIG profile is written like 1g.10gb or 3g.40gb");
+  if (!r.mig_profile.empty() && r.gpus != 1)
+    return make_error(ErrorKind::Invalid, "a MIG lease is one instance: ask for --gpus 1 with --mig");
   if (r.priority > options_.max_user_priority && !peer.admin)
     return make_error(ErrorKind::Permission,
                       fmt::format("priority {} is above {}, the most a user may ask for (max_user_priority); only "
@@ -192,6 +197,7 @@ Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const Ac
   ar.min_memory_mib = r.min_memory_mib;
   ar.max_utilization_pct = r.max_utilization_pct;
   ar.refuse_busy = !r.allow_busy;
+  ar.mig_profile = r.mig_profile;
   ar.job_id = r.job_id.empty() ? "a-" + random_id() : r.job_id;
   ar.name = r.name;
   ar.priority = r.priority;
@@ -208,6 +214,12 @@ Result<void> Arbiter::meetable(const scheduler::AllocationRequest& ar) {
   if (!source_.latest) return {};
   const auto snap = source_.latest().first;
   if (!snap || snap->gpus.empty()) return {};
+  if (!ar.mig_profile.empty()) {
+    if (allocator::has_mig_profile(*snap, ar.mig_profile)) return {};
+    return make_error(ErrorKind::Invalid, fmt::format("no MIG instance of profile {} on this node (its MIG "
+                                                      "instances: {})",
+                                                      ar.mig_profile, allocator::mig_profiles_text(*snap)));
+  }
   std::size_t big_enough = 0;
   for (const auto& g : snap->gpus)
     if (!g.memory_total_mib || *g.memory_total_mib >= ar.min_memory_mib) ++big_enough;

@@ -70,6 +70,7 @@ struct AcquireRequest {
   int priority = 0;
   std::chrono::milliseconds wait{0};  // 0: now or never
   core::LeaseTie tie = core::LeaseTie::Connection;
+  std::string mig_profile;  // not empty: one MIG instance of this profile (gpus must be 1)
 };
 
 // Progress of a queued acquire.

@@ -232,10 +232,28 @@ Result<Memory> memory_per_gpu(const TaskValue& task, const Context& c) {
   return m;
 }
 
+// The seed's memory: its fixed table on the model's name, whatever else is known.
+Memory seed_memory(const TaskValue& task) {
+  std::string id;
+  if (const auto* model = task.find("model"); model && model->is_object())
+    if (const auto* it = model->find("id_or_path"); it && it->is_string()) id = it->get_string();
+  Memory m;
+  m.mib = seed_table_mib(id);
+  m.lines.push_back(
+      fmt::format("memory: the seed's table (70B/65B → 20000, 13B/7B → 12000, otherwise 8000 MiB per "
+                  "GPU) gives {} MiB for {}",
+                  m.mib, id.empty() ? std::string("a task with no model") : fmt::format("'{}'", id)));
+  return m;
+}
+
 Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions& options) {
   if (!task.is_object()) return make_error(fmt::format("task: expected a JSON object, got {}", describe_value(task)));
-  auto engine = choose_engine(task, options.engine);
+  const bool seed = options.method == MemoryMethod::Seed;
+  // The seed knew no engines: its method counts GPUs by its own rule, whatever the task names.
+  static const TaskValue kNoEngine = TaskValue::object();
+  auto engine = seed ? choose_engine(kNoEngine, "") : choose_engine(task, options.engine);
   if (!engine) return engine.error();
+  if (seed) engine->line = "engine: not considered (the seed's method); the seed's rule";
 
   static const TaskValue kNoParameters = TaskValue::object();
   const TaskValue* parameters = &kNoParameters;
@@ -252,7 +270,8 @@ Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions
   if (!world) return world.error();
   auto fraction = memory_fraction(engine->kind, *parameters, options.vllm_default_memory_utilization);
   if (!fraction) return fraction.error();
-  auto memory = memory_per_gpu(task, Context{engine->kind, *world, *sizes, *parameters, options});
+  auto memory = seed ? Result<Memory>(seed_memory(task))
+                     : memory_per_gpu(task, Context{engine->kind, *world, *sizes, *parameters, options});
   if (!memory) return memory.error();
 
   Estimate e;
@@ -260,6 +279,8 @@ Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions
   e.memory_mb_per_gpu = memory->mib;
   e.memory_fraction = fraction->value;
   e.engine = std::string(engine_name(engine->kind));
+  e.method = std::string(to_string(options.method));
+  e.warnings = unknown_parallel_keys(*parameters);
   std::vector<std::string> lines;
   lines.push_back(engine->line);
   lines.insert(lines.end(), world->lines.begin(), world->lines.end());
@@ -274,6 +295,17 @@ Result<Estimate> estimate_unguarded(const TaskValue& task, const EstimateOptions
 }
 
 }  // namespace
+
+std::string_view to_string(MemoryMethod m) noexcept { return m == MemoryMethod::Seed ? "seed" : "weights"; }
+
+Result<MemoryMethod> parse_memory_method(std::string_view text) {
+  if (text == "weights") return MemoryMethod::Weights;
+  if (text == "seed") return MemoryMethod::Seed;
+  return make_error(ErrorKind::Invalid,
+                    fmt::format("estimate method '{}': expected weights (gpufleet's, from the model's size) or seed "
+                                "(the seed's table: 70B/65B → 20000, 13B/7B → 12000, otherwise 8000 MiB)",
+                                text));
+}
 
 Result<Estimate> estimate(const TaskValue& task_config, const EstimateOptions& options) {
   // The module boundary: nothing may escape to the caller (a CLI verb, a worker loop).

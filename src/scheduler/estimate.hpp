@@ -18,6 +18,11 @@
 // object of scalars per experiment; the estimate of one experiment is the estimate of the task with
 // those parameters.
 //
+// Two methods. MemoryMethod::Weights (gpufleet's, the default) is described below. MemoryMethod::Seed is
+// the seed's estimate_gpu_requirements exactly: the seed's world-size rule whatever the engine, and the
+// seed's fixed table for memory, with no memory fraction. Tasks tuned to the seed's numbers keep them
+// with it; the weights method says what a model really needs on a GPU.
+//
 // Memory per GPU, best source first: (a) the model's shape from config.json when
 // model.id_or_path is a local directory holding one (Hugging Face format): parameter count → weight
 // bytes divided across tp × pp, plus a KV-cache allowance and a runtime reserve; (b) the parameter
@@ -43,7 +48,14 @@
 
 namespace gf::scheduler {
 
+enum class MemoryMethod { Weights, Seed };
+std::string_view to_string(MemoryMethod m) noexcept;  // "weights", "seed"
+// "weights" or "seed"; anything else is an error naming both.
+Result<MemoryMethod> parse_memory_method(std::string_view text);
+
 struct EstimateOptions {
+  MemoryMethod method = MemoryMethod::Weights;
+
   // "vllm" or "sglang" (any case); overrides the task's "engine". Empty: the task decides. Anything
   // else is an error (the CLI offers only these two).
   std::string engine;
@@ -75,7 +87,11 @@ struct Estimate {
   // max(memory_mb_per_gpu, fraction × total). Unset when the engine has none, or picks it itself.
   std::optional<double> memory_fraction;
   std::string engine;       // the arithmetic applied: "vllm", "sglang" or "default" (the seed's rule)
+  std::string method;       // "weights" or "seed"
   std::string explanation;  // the arithmetic, one step per line, no trailing newline
+  // Parameters that look like a parallel size but are not one the estimator knows, e.g.
+  // "tensor-parallel-sizes": one sentence each, naming the key and the spelling meant. They are ignored.
+  std::vector<std::string> warnings;
 };
 
 // Errors (one, naming the offending key): the task is not an object; "parameters" is not an object;

@@ -1,7 +1,9 @@
 #include "scheduler/estimate_params.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -11,20 +13,21 @@ namespace {
 
 // The seed's four spellings of each quantity come first; the snake_case long form is how Python
 // callers (vLLM's LLM(...), SGLang's Engine(...)) spell the same argument.
-constexpr std::array<std::string_view, 5> kTp = {"tensor-parallel-size", "tp-size", "tp_size", "tp",
-                                                 "tensor_parallel_size"};
-constexpr std::array<std::string_view, 5> kPp = {"pipeline-parallel-size", "pp-size", "pp_size", "pp",
-                                                 "pipeline_parallel_size"};
-constexpr std::array<std::string_view, 5> kDp = {"data-parallel-size", "dp-size", "dp_size", "dp",
-                                                 "data_parallel_size"};
+// Seed 002 also names the run-together form ("tpsize").
+constexpr std::array<std::string_view, 6> kTp = {"tensor-parallel-size", "tp-size", "tp_size", "tp",
+                                                 "tensor_parallel_size", "tpsize"};
+constexpr std::array<std::string_view, 6> kPp = {"pipeline-parallel-size", "pp-size", "pp_size", "pp",
+                                                 "pipeline_parallel_size", "ppsize"};
+constexpr std::array<std::string_view, 6> kDp = {"data-parallel-size", "dp-size", "dp_size", "dp",
+                                                 "data_parallel_size", "dpsize"};
 // vLLM has no "context parallel" flag of its own; what it calls prefill context parallel
 // (--prefill-context-parallel-size, -pcp) is the context parallelism that adds GPUs, so it is read as
 // cp.
-constexpr std::array<std::string_view, 10> kCp = {
-    "context-parallel-size",         "cp-size",  "cp_size",  "cp",  "context_parallel_size",
-    "prefill-context-parallel-size", "pcp-size", "pcp_size", "pcp", "prefill_context_parallel_size"};
-constexpr std::array<std::string_view, 5> kDcp = {"decode-context-parallel-size", "dcp-size", "dcp_size", "dcp",
-                                                  "decode_context_parallel_size"};
+constexpr std::array<std::string_view, 12> kCp = {
+    "context-parallel-size",         "cp-size",  "cp_size",  "cp",  "context_parallel_size",         "cpsize",
+    "prefill-context-parallel-size", "pcp-size", "pcp_size", "pcp", "prefill_context_parallel_size", "pcpsize"};
+constexpr std::array<std::string_view, 6> kDcp = {"decode-context-parallel-size", "dcp-size", "dcp_size", "dcp",
+                                                  "decode_context_parallel_size", "dcpsize"};
 
 std::string bad_value(std::string_view key, const TaskValue& v, std::string_view expected) {
   return fmt::format("parameter '{}': expected {}, got {}", key, expected, describe_value(v));
@@ -93,6 +96,65 @@ const ParallelSize& ParallelSizes::get(Parallel p) const {
     case Parallel::Dcp: return dcp;
   }
   return tp;
+}
+
+namespace {
+
+// Lower case, without '-' and '_': "Tensor-Parallel_Size" → "tensorparallelsize".
+std::string squash(std::string_view key) {
+  std::string out;
+  out.reserve(key.size());
+  for (const char c : key) {
+    if (c == '-' || c == '_') continue;
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// The quantity a suspicious key most likely means, by its words or its short form.
+std::optional<Parallel> meant(const std::string& k) {
+  if (k.find("decode") != std::string::npos || starts_with(k, "dcp")) return Parallel::Dcp;
+  if (k.find("tensor") != std::string::npos || starts_with(k, "tp")) return Parallel::Tp;
+  if (k.find("pipeline") != std::string::npos || starts_with(k, "pp")) return Parallel::Pp;
+  if (k.find("context") != std::string::npos || starts_with(k, "cp") || starts_with(k, "pcp")) return Parallel::Cp;
+  if (k.find("data") != std::string::npos || starts_with(k, "dp")) return Parallel::Dp;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> unknown_parallel_keys(const TaskValue& parameters) {
+  std::vector<std::string> out;
+  if (!parameters.is_object()) return out;
+  constexpr std::array kAll{Parallel::Tp, Parallel::Pp, Parallel::Dp, Parallel::Cp, Parallel::Dcp};
+  for (const auto& member : parameters.members()) {
+    const std::string& key = member.key;
+    bool known = false;
+    for (const Parallel p : kAll)
+      for (const auto alias : parallel_aliases(p)) known = known || alias == key;
+    if (known) continue;
+    const std::string k = squash(key);
+    // Sizes that do not add GPUs (expert parallelism shares the tensor-parallel GPUs; vLLM's local
+    // data-parallel size is a share of dp) are not typos.
+    if (k.find("expert") != std::string::npos || starts_with(k, "ep") || k.find("local") != std::string::npos) continue;
+    const bool long_form = k.find("parallelsize") != std::string::npos || k.find("parallelsizes") != std::string::npos;
+    bool short_form = false;
+    for (const std::string_view s : {"tp", "pp", "dp", "cp", "dcp", "pcp"})
+      for (const std::string_view tail : {"s", "sizes", "size"})
+        short_form = short_form || k == fmt::format("{}{}", s, tail);
+    if (!long_form && !short_form) continue;
+    const auto p = meant(k);
+    if (!p) continue;
+    // A key whose squashed form is an alias's ("Tensor-Parallel-Size", "TP_SIZE") differs only in case.
+    std::string_view suggestion = parallel_aliases(*p).front();
+    out.push_back(
+        fmt::format("parameter '{}' looks like a parallel size but is not one gpufleet reads; it is "
+                    "ignored (did you mean '{}'?)",
+                    key, suggestion));
+  }
+  return out;
 }
 
 Result<ParallelSizes> read_parallel_sizes(const TaskValue& parameters) {

@@ -45,6 +45,12 @@ struct ParallelSizes {
   ParallelSize& get(Parallel p) { return const_cast<ParallelSize&>(std::as_const(*this).get(p)); }
 };
 
+// The parameter keys of `parameters` that look like a parallel size (…parallel-size…, tpsizes, "tps")
+// but are none of parallel_aliases(): one warning each, naming the alias it most likely means. Keys of
+// sizes the estimator deliberately does not count (expert parallel, vLLM's local data-parallel size)
+// are left alone.
+std::vector<std::string> unknown_parallel_keys(const TaskValue& parameters);
+
 // `parameters` must be an object (the caller checks). Two aliases of one quantity: the largest value
 // wins and other_keys records the rest (the explanation says so).
 Result<ParallelSizes> read_parallel_sizes(const TaskValue& parameters);

@@ -1,5 +1,7 @@
 #include "scheduler/node_allocator.hpp"
 
+#include "allocator/mig_select.hpp"
+
 #include <fmt/format.h>
 
 namespace gf::scheduler {
@@ -52,6 +54,21 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
         if (!snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end of a wait
           out.why_not = "cannot read the GPUs: " + snap.error().message;
           return std::optional<std::vector<core::LeasedGpu>>();
+        }
+        if (!req.mig_profile.empty()) {  // one MIG instance, by its UUID
+          allocator::MigRequest mr;
+          mr.profile = req.mig_profile;
+          mr.refuse_busy = req.refuse_busy;
+          for (const auto& l : active)
+            for (const auto& g : l.gpus) mr.leased_uuids.insert(g.uuid);
+          auto pick = allocator::select_mig_instance(**snap, mr);
+          if (!pick) {
+            out.why_not = pick.error().message;
+            return std::optional<std::vector<core::LeasedGpu>>();
+          }
+          std::vector<core::LeasedGpu> one{{pick->gpu_index, pick->instance.uuid}};
+          out.granted = Allocation{{}, std::move(pick->selection), *snap};
+          return std::optional<std::vector<core::LeasedGpu>>(std::move(one));
         }
         auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
         if (!sel) {

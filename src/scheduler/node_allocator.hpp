@@ -39,6 +39,9 @@ struct AllocationRequest {
   int priority = 0;
   core::LeaseOwner owner;
   core::LeaseTie tie = core::LeaseTie::None;  // recorded with the lease
+  // Not empty: lease one free MIG instance of this profile ("1g.10gb") instead of whole GPUs (gpus is
+  // then 1). The lease's one LeasedGpu is the parent's index with the instance's "MIG-…" UUID.
+  std::string mig_profile;
 };
 
 struct Allocation {

@@ -336,6 +336,7 @@ node::AcquireRequest to_request(const wire::AcquireArgs& a) {
   r.priority = a.priority;
   r.wait = std::chrono::milliseconds(static_cast<std::int64_t>(a.wait_s * 1000.0));
   r.tie = a.tie;
+  r.mig_profile = a.mig;
   return r;
 }
 

@@ -5,7 +5,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "core/policy.hpp"
 #include "core/ports/clock.hpp"
 #include "node/agent.hpp"
 #include "node/arbiter.hpp"
@@ -20,6 +22,30 @@
 
 namespace gf::server {
 
+// A Docker-image job submitted over HTTP (POST /api/v1/jobs), as validated by the route.
+struct JobSubmission {
+  std::string image;
+  std::vector<std::string> args;  // the container's command; empty: the image's default
+  unsigned gpus = 1;
+  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
+  std::string name;  // empty: the image
+  int priority = 0;
+  std::chrono::milliseconds wait{0};  // how long it may wait for GPUs; 0: now or never
+};
+
+// Runs submitted jobs (implemented by app/job_service: the arbiter, the Docker engine, the sampler).
+// Thread-safety: any thread.
+class JobSubmitter {
+ public:
+  virtual ~JobSubmitter() = default;
+  // Records the job ("waiting") and queues it; returns its id at once. Unavailable when too many
+  // submitted jobs are in flight.
+  virtual Result<std::string> submit(const JobSubmission& s) = 0;
+  // Cancels a job it runs: one still waiting ends without GPUs, a running one's container is stopped.
+  // NotFound: no such job in flight here (unknown, finished, or not submitted through the API).
+  virtual Result<void> cancel(const std::string& id) = 0;
+};
+
 struct ApiContext {
   node::Agent* agent = nullptr;
   sampler::Monitor* monitor = nullptr;
@@ -29,6 +55,8 @@ struct ApiContext {
   node::NodeJobs* jobs = nullptr;      // may be null: the store could not be opened (endpoints answer 503)
   std::string store_error;             // why jobs is null
   node::UsageLedger* usage = nullptr;  // may be null: no accounting (GET /api/v1/usage answers 503)
+  // POST/DELETE /api/v1/jobs: null unless the config says "jobs": {"submit": true} (the routes answer 403).
+  JobSubmitter* submitter = nullptr;
   std::string version;
   std::string node_name;
   std::chrono::steady_clock::time_point started{};
@@ -52,6 +80,8 @@ const std::string& openapi_document();
 // Query helpers shared by the handlers. Each returns an error sentence for a 400 when the value is bad.
 Result<std::optional<std::int64_t>> query_int(const Request& req, const std::string& key, std::int64_t min,
                                               std::int64_t max);
+// "true"/"1" or "false"/"0"; `def` when the parameter is not given.
+Result<bool> query_bool(const Request& req, const std::string& key, bool def);
 // Epoch seconds (fractions allowed), ISO 8601 UTC ("2026-11-23T10:00:00Z"), or a duration before now
 // ("90s", "15m", "2h", "7d").
 Result<std::chrono::system_clock::time_point> parse_time(std::string_view text,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "allocator/mig_select.hpp"
 #include "core/policy.hpp"
 #include "platform/procfs.hpp"
 #include "scheduler/estimate.hpp"
@@ -92,6 +93,7 @@ node::AcquireRequest to_acquire(const scheduler::AllocationRequest& ar) {
   r.name = ar.name;
   r.job_id = ar.job_id;
   r.tie = core::LeaseTie::Process;
+  r.mig_profile = ar.mig_profile;
   return r;
 }
 
@@ -107,14 +109,6 @@ Result<std::string> text_param(const Request& req, const char* key, std::size_t 
   if (std::any_of(it->second.begin(), it->second.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
     return make_error(ErrorKind::Invalid, fmt::format("{} must not contain control characters", key));
   return it->second;
-}
-
-Result<bool> bool_param(const Request& req, const char* key, bool def) {
-  auto it = req.query.find(key);
-  if (it == req.query.end()) return def;
-  if (it->second == "1" || it->second == "true") return true;
-  if (it->second == "0" || it->second == "false") return false;
-  return make_error(ErrorKind::Invalid, fmt::format("{} must be true or false", key));
 }
 
 // The paging and owner filters shared by /jobs and /tasks: limit (1..1000), offset, user, uid.
@@ -135,6 +129,63 @@ Result<core::JobQuery> job_query(const Request& req, std::int64_t default_limit)
   return q;
 }
 
+// A POST /api/v1/jobs body: image (required), args, gpus, min_memory_mb, name, priority, wait_s. Every
+// string is bounded and free of control characters (they reach the Docker engine, records and terminals).
+Result<JobSubmission> job_submission(const json& body) {
+  static const std::set<std::string> kKeys = {"image", "args", "gpus", "min_memory_mb", "name", "priority", "wait_s"};
+  for (const auto& [k, v] : body.items())
+    if (!kKeys.contains(k))
+      return make_error(
+          ErrorKind::Invalid,
+          "unknown field '" + k + "' (expected image, args, gpus, min_memory_mb, name, priority, wait_s)");
+  auto text = [](const json& v, const char* what, std::size_t max) -> Result<std::string> {
+    if (!v.is_string()) return make_error(ErrorKind::Invalid, fmt::format("{} must be a string", what));
+    auto s = v.get<std::string>();
+    if (s.size() > max) return make_error(ErrorKind::Invalid, fmt::format("{} is longer than {} bytes", what, max));
+    if (std::any_of(s.begin(), s.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; }))
+      return make_error(ErrorKind::Invalid, fmt::format("{} must not contain control characters", what));
+    return s;
+  };
+  JobSubmission s;
+  if (!body.contains("image")) return make_error(ErrorKind::Invalid, "image is required (a Docker image reference)");
+  auto image = text(body["image"], "image", 512);
+  if (!image) return image.error();
+  if (image->empty() || image->front() == '-')
+    return make_error(ErrorKind::Invalid, "image must be a Docker image reference");
+  s.image = std::move(*image);
+  if (body.contains("args")) {
+    const json& a = body["args"];
+    if (!a.is_array() || a.size() > 256)
+      return make_error(ErrorKind::Invalid, "args must be a list of at most 256 strings");
+    for (const auto& v : a) {
+      auto arg = text(v, "each of args", 8192);
+      if (!arg) return arg.error();
+      s.args.push_back(std::move(*arg));
+    }
+  }
+  auto gpus = int_field(body, "gpus", 1, 1, 1024);
+  auto floor =
+      int_field(body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
+  auto priority = int_field(body, "priority", 0, -1000000, 1000000);
+  for (const auto* f : {&gpus, &floor, &priority})
+    if (!*f) return f->error();
+  s.gpus = static_cast<unsigned>(*gpus);
+  s.min_memory_mib = static_cast<std::uint64_t>(*floor);
+  s.priority = static_cast<int>(*priority);
+  if (body.contains("name")) {
+    auto name = text(body["name"], "name", 200);
+    if (!name) return name.error();
+    s.name = std::move(*name);
+  }
+  if (body.contains("wait_s")) {
+    const json& w = body["wait_s"];
+    if (!w.is_number() || w.get<double>() < 0 || w.get<double>() > 7 * 86400)
+      return make_error(ErrorKind::Invalid, "wait_s must be a number of seconds from 0 to 604800");
+    s.wait = std::chrono::milliseconds(static_cast<std::int64_t>(w.get<double>() * 1000.0));
+  }
+  return s;
+}
+
 }  // namespace
 
 void add_job_routes(Router& r, ApiContext& ctx) {
@@ -144,13 +195,13 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!c->jobs) return no_store(*c);
     auto body = json_object_body(req);
     if (!body) return error_response(body.error());
-    static const std::set<std::string> kKeys = {"gpus",       "min_memory_mb", "max_utilization",
-                                                "allow_busy", "name",          "pid"};
+    static const std::set<std::string> kKeys = {"gpus", "min_memory_mb", "max_utilization", "allow_busy", "name", "pid",
+                                                "mig"};
     for (const auto& [k, v] : body->items())
       if (!kKeys.contains(k))
         return error_response(
             ErrorKind::Invalid,
-            "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid)");
+            "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid, mig)");
     auto gpus = int_field(*body, "gpus", 1, 1, 1024);
     auto floor =
         int_field(*body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
@@ -162,12 +213,18 @@ void add_job_routes(Router& r, ApiContext& ctx) {
       return error_response(ErrorKind::Invalid, "allow_busy must be true or false");
     if (body->contains("name") && (!(*body)["name"].is_string() || (*body)["name"].get<std::string>().size() > 200))
       return error_response(ErrorKind::Invalid, "name must be a string of at most 200 characters");
+    if (body->contains("mig") &&
+        (!(*body)["mig"].is_string() || !allocator::valid_mig_profile((*body)["mig"].get<std::string>())))
+      return error_response(ErrorKind::Invalid, "mig must be a MIG profile such as 1g.10gb");
+    if (body->contains("mig") && *gpus != 1)
+      return error_response(ErrorKind::Invalid, "a MIG lease is one instance: gpus must be 1 with mig");
 
     scheduler::AllocationRequest ar;
     ar.gpus = static_cast<unsigned>(*gpus);
     ar.min_memory_mib = static_cast<std::uint64_t>(*floor);
     ar.max_utilization_pct = static_cast<unsigned>(*ceiling);
     ar.refuse_busy = !body->value("allow_busy", false);
+    ar.mig_profile = body->value("mig", std::string());
     ar.job_id = "api-" + store::new_id();
     // The owner: the process named by pid (the lease ends when it does), else the agent itself (the
     // lease lasts until DELETE, or until the agent stops).
@@ -244,7 +301,7 @@ void add_job_routes(Router& r, ApiContext& ctx) {
       return error_response(ErrorKind::Invalid, t.error().message);
     else
       q->task = *t;
-    auto series = bool_param(req, "series", true);
+    auto series = query_bool(req, "series", true);
     if (!series) return error_response(ErrorKind::Invalid, series.error().message);
     // A list page needs the summary, not the samples: series=false leaves each record's series out.
     q->with_series = *series;
@@ -282,18 +339,58 @@ void add_job_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Get, "/api/v1/jobs/{id}", Access::Read, Exec::Blocking, one_job);
   r.add(Method::Get, "/api/v1/experiments/{id}", Access::Read, Exec::Blocking, one_job);
 
+  // Job submission (issue 23, item 8): a Docker-image job queued through the node's arbiter, as `gpufleet run
+  // --docker` queues its own. A job is as powerful as the Docker socket (root on the node), so it needs the
+  // write token, and the agent serves these only when its config says "jobs": {"submit": true}.
+  r.add(Method::Post, "/api/v1/jobs", Access::Write, Exec::Blocking, [c](const Request& req) {
+    if (!c->submitter)
+      return error_response(403, "submission_disabled",
+                            "job submission is off on this agent (its config: \"jobs\": {\"submit\": true})");
+    auto body = json_object_body(req);
+    if (!body) return error_response(body.error());
+    auto sub = job_submission(*body);
+    if (!sub) return error_response(sub.error());
+    auto id = c->submitter->submit(*sub);
+    if (!id && id.error().kind == ErrorKind::Unavailable)
+      return error_response(429, "too_many_jobs", id.error().message);
+    if (!id) return error_response(id.error(), "submission_failed");
+    auto job = c->arbiter ? c->arbiter->job(*id) : Result<std::optional<core::Job>>(std::optional<core::Job>());
+    Response resp = json_response(202, job && *job ? wire::job_json(**job) : json{{"id", *id}, {"status", "waiting"}});
+    resp.headers.emplace_back("Location", "/api/v1/jobs/" + *id);
+    return resp;
+  });
+  // What this request's credentials may do here, for the dashboard: show the job form and cancel buttons
+  // only to the token holder, and only where submission is on.
+  r.add(Method::Get, "/api/v1/session", Access::Read, Exec::Inline, [c](const Request& req) {
+    return json_response(200, json{{"writer", req.writer}, {"jobs_submit", c->submitter != nullptr}});
+  });
+  r.add(Method::Delete, "/api/v1/jobs/{id}", Access::Write, Exec::Blocking, [c](const Request& req) {
+    if (!c->submitter)
+      return error_response(403, "submission_disabled",
+                            "job submission is off on this agent (its config: \"jobs\": {\"submit\": true})");
+    const std::string& id = req.params.at("id");
+    if (id.size() > 64) return error_response(ErrorKind::Invalid, "job id too long");
+    if (auto done = c->submitter->cancel(id); !done) return error_response(done.error(), "not_cancellable");
+    return json_response(200, json{{"id", id}, {"cancelled", true}});
+  });
+
   r.add(Method::Post, "/api/v1/estimate", Access::Read, Exec::Blocking, [](const Request& req) {
     auto body = json_object_body(req);
     if (!body) return error_response(body.error());
     scheduler::EstimateOptions opts;
     if (auto it = req.query.find("engine"); it != req.query.end()) opts.engine = it->second;
+    if (auto it = req.query.find("method"); it != req.query.end()) {
+      auto m = scheduler::parse_memory_method(it->second);
+      if (!m) return error_response(m.error());
+      opts.method = *m;
+    }
     // A model named by a local path is not read over the network API: that would let anyone who can
     // reach the agent probe the node's files. The model id's table entry is used instead.
     opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
     auto e = scheduler::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
     if (!e) return error_response(e.error());
-    return json_response(
-        200, wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine, e->explanation));
+    return json_response(200, wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine,
+                                                  e->explanation, e->method, e->warnings));
   });
 }
 

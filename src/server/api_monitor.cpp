@@ -102,6 +102,14 @@ Result<std::optional<std::int64_t>> query_int(const Request& req, const std::str
   return std::optional<std::int64_t>{n};
 }
 
+Result<bool> query_bool(const Request& req, const std::string& key, bool def) {
+  auto it = req.query.find(key);
+  if (it == req.query.end()) return def;
+  if (it->second == "1" || it->second == "true") return true;
+  if (it->second == "0" || it->second == "false") return false;
+  return make_error(fmt::format("query parameter {} must be true or false (got '{}')", key, it->second));
+}
+
 namespace {
 // Times are limited to [1970, 2200): system_clock counts nanoseconds in 64 bits (1677 to 2262).
 constexpr int kEndYear = 2200;
@@ -408,12 +416,18 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     auto ceiling = query_int(req, "max_utilization", 0, 100);
     for (const auto* q : {&gpus, &floor, &ceiling})
       if (!*q) return error_response(ErrorKind::Invalid, q->error().message);
+    // The seeds' rule by default: memory floor and utilization ceiling only, so a GPU with a small
+    // resident process (an Xorg, an idle server) qualifies; exclusive=true also refuses every GPU that
+    // runs a process gpufleet did not start.
+    auto exclusive = query_bool(req, "exclusive", false);
+    if (!exclusive) return error_response(ErrorKind::Invalid, exclusive.error().message);
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     allocator::SelectRequest sr;
     sr.count = static_cast<unsigned>(gpus->value_or(1));
     sr.min_free_memory_mib = static_cast<std::uint64_t>(floor->value_or(core::kDefaultMinFreeMemoryMib));
     sr.max_utilization_pct = static_cast<unsigned>(ceiling->value_or(core::kDefaultMaxUtilizationPct));
+    sr.refuse_busy = *exclusive;
     if (c->jobs) {
       auto active = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
       if (!active) return error_response(active.error(), "store_error");

@@ -25,6 +25,7 @@ struct Request {
   std::string content_type;
   std::string authorization;
   std::string body;
+  bool writer = false;  // set by decide(): the request carries the agent's (write) token
 };
 
 struct Response {

@@ -108,10 +108,11 @@ Decision decide(const Router& router, Request& req, std::string_view token, bool
     }
     return d;
   }
+  req.writer = !req.authorization.empty() && bearer_ok(req.authorization, token);
   if (m.route->access == Access::Write || auth_read) {
     const bool reader_ok =
         m.route->access != Access::Write && !read_token.empty() && bearer_ok(req.authorization, read_token);
-    if (!reader_ok && !bearer_ok(req.authorization, token)) {
+    if (!reader_ok && !req.writer) {
       Response r = error_response(401, "unauthorized",
                                   req.authorization.empty()
                                       ? "this request needs Authorization: Bearer <token> (the agent's token file)"

@@ -1,5 +1,7 @@
 #include "wire/agent_docs.hpp"
 
+#include "core/mig.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -165,6 +167,7 @@ json availability_json(const allocator::Availability& a, const core::Snapshot& s
               {"qualifying", a.qualifying},
               {"min_memory_mb", a.request.min_free_memory_mib},
               {"max_utilization", a.request.max_utilization_pct},
+              {"exclusive", a.request.refuse_busy},
               {"timestamp", iso8601(s.timestamp)},
               {"would_choose", choice},
               {"gpus", per_gpu}};
@@ -247,12 +250,15 @@ json tasks_json(const std::string& node, const core::TaskPage& page, std::size_t
 json released_json(const std::string& lease_id) { return json{{"id", lease_id}, {"released", true}}; }
 
 json estimate_json(unsigned gpus, std::uint64_t memory_mib_per_gpu, std::optional<double> memory_fraction,
-                   const std::string& engine, const std::string& explanation) {
+                   const std::string& engine, const std::string& explanation, std::string_view method,
+                   const std::vector<std::string>& warnings) {
   return json{{"gpus", gpus},
               {"memory_mb_per_gpu", memory_mib_per_gpu},
               {"memory_fraction", memory_fraction ? json(*memory_fraction) : json(nullptr)},
               {"engine", engine},
-              {"explanation", explanation}};
+              {"method", method},
+              {"explanation", explanation},
+              {"warnings", warnings}};
 }
 
 json gpu_info_json(const allocator::Selection& sel, const core::Snapshot& s, unsigned world_size) {
@@ -289,8 +295,9 @@ json allocation_json(const core::Lease& lease, const allocator::Selection& sel, 
                      unsigned world_size) {
   auto j = lease_json(lease);
   std::string ids;
-  for (const auto& g : lease.gpus) ids += (ids.empty() ? "" : ",") + std::to_string(g.index);
-  j["cuda_visible_devices"] = ids;
+  for (const auto& g : lease.gpus)
+    ids += (ids.empty() ? "" : ",") + (core::is_mig_uuid(g.uuid) ? g.uuid : std::to_string(g.index));
+  j["cuda_visible_devices"] = ids;  // a MIG instance is named by its MIG UUID, as CUDA wants it
   j["why"] = sel.why;
   j["gpu_info"] = gpu_info_json(sel, s, world_size);
   return j;

@@ -59,7 +59,7 @@ struct HealthFacts {
 };
 nlohmann::json health_json(const HealthFacts& h);
 
-// GET /api/v1/availability: {available, needed, qualifying, min_memory_mb, max_utilization,
+// GET /api/v1/availability: {available, needed, qualifying, min_memory_mb, max_utilization, exclusive,
 // timestamp, would_choose: {indices, method, why} or null, gpus: [{index, name, qualifies, reason,
 // memory_free_mb, utilization, availability_score}]}. `s` is the snapshot `a` was computed from.
 nlohmann::json availability_json(const allocator::Availability& a, const core::Snapshot& s);
@@ -93,11 +93,12 @@ nlohmann::json tasks_json(const std::string& node, const core::TaskPage& page, s
 // DELETE /api/v1/allocations/{id}: {id, released: true}.
 nlohmann::json released_json(const std::string& lease_id);
 
-// POST /api/v1/estimate and `gpufleet task estimate --json`: {gpus, memory_mb_per_gpu (MiB),
-// memory_fraction (null: none), engine, explanation} (scheduler::Estimate's fields; wire/ does not
-// know the scheduler).
+// POST /api/v1/estimate and `gpufleet estimate --json`: {gpus, memory_mb_per_gpu (MiB),
+// memory_fraction (null: none), engine, method ("weights"|"seed"), explanation, warnings: [sentence]}
+// (scheduler::Estimate's fields; wire/ does not know the scheduler).
 nlohmann::json estimate_json(unsigned gpus, std::uint64_t memory_mib_per_gpu, std::optional<double> memory_fraction,
-                             const std::string& engine, const std::string& explanation);
+                             const std::string& engine, const std::string& explanation, std::string_view method,
+                             const std::vector<std::string>& warnings);
 
 // The seed's record of a GPU allocation, shared by the CLI (`alloc --json`, job records) and the
 // agent: {model, count, device_ids, world_size, gpu_info: {count, indices, allocation_method, why,

@@ -1,5 +1,7 @@
 #include "wire/agent_protocol.hpp"
 
+#include "allocator/mig_select.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -78,7 +80,7 @@ Result<void> known_keys(const json& j, std::initializer_list<const char*> keys) 
 
 Result<AgentOp> parse_acquire(const json& j) {
   if (auto k = known_keys(j, {"gpus", "min_memory_mib", "max_utilization_pct", "allow_busy", "name", "job_id",
-                              "priority", "wait_s", "tie"});
+                              "priority", "wait_s", "tie", "mig"});
       !k)
     return k.error();
   AcquireArgs a;
@@ -90,6 +92,9 @@ Result<AgentOp> parse_acquire(const json& j) {
   GF_TRY(job, get_str(j, "job_id", 64));
   GF_TRY(prio, get_int(j, "priority", 0, -1000000, 1000000));
   GF_TRY(tie, get_str(j, "tie", 16));
+  GF_TRY(mig, get_str(j, "mig", 32));
+  if (!mig->empty() && !allocator::valid_mig_profile(*mig)) return invalid("mig must be a MIG profile such as 1g.10gb");
+  a.mig = std::move(*mig);
   a.gpus = static_cast<unsigned>(*gpus);
   a.min_memory_mib = static_cast<std::uint64_t>(*mem);
   a.max_utilization_pct = static_cast<unsigned>(*util);

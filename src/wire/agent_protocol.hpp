@@ -34,6 +34,7 @@ struct AcquireArgs {
   int priority = 0;
   double wait_s = 0;
   core::LeaseTie tie = core::LeaseTie::Connection;  // "connection" (default) or "parent" → Process
+  std::string mig;  // "mig": a MIG profile ("1g.10gb"): one instance of it instead of whole GPUs
 };
 struct CancelArgs {
   std::int64_t target = 0;

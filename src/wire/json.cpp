@@ -1,6 +1,7 @@
 #include "wire/json.hpp"
 
 #include "core/fields.hpp"
+#include "core/mig.hpp"
 
 #include <fmt/format.h>
 
@@ -42,7 +43,9 @@ json field_json(const core::FieldInfo& f, const core::FieldValue& v) {
   return nullptr;
 }
 
-json process_json(const core::GpuProcess& p) {
+json mib_json(const core::Reading<std::uint64_t>& r) { return r ? json(*r) : json(nullptr); }
+
+json process_json(const core::GpuProcess& p, const core::GpuReading* gpu = nullptr) {
   json j{{"pid", p.pid},
          {"name", p.name},
          {"user", p.user.empty() ? json(nullptr) : json(p.user)},
@@ -51,6 +54,12 @@ json process_json(const core::GpuProcess& p) {
          {"type", std::string(core::to_string(p.kind))},
          {"container", p.container ? json(*p.container) : json(nullptr)}};
   if (p.container_pid) j["container_pid"] = *p.container_pid;
+  // MIG: the instance the driver says the process runs in (null when MIG is off or it does not say).
+  j["gpu_instance_id"] = p.gpu_instance_id ? json(*p.gpu_instance_id) : json(nullptr);
+  j["compute_instance_id"] = p.compute_instance_id ? json(*p.compute_instance_id) : json(nullptr);
+  const core::MigInstance* m = gpu != nullptr ? core::mig_instance_of(*gpu, p) : nullptr;
+  j["mig_uuid"] = m ? json(m->uuid) : json(nullptr);
+  j["mig_profile"] = m ? json(m->profile) : json(nullptr);
   return j;
 }
 
@@ -113,9 +122,31 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
 }
 
+namespace {
+json mig_instance_json(const core::MigInstance& m) {
+  json missing = json::object();
+  for (auto [key, r] : {std::pair{"memory.total", &m.memory_total_mib}, std::pair{"memory.used", &m.memory_used_mib},
+                        std::pair{"memory.free", &m.memory_free_mib}})
+    if (!*r) missing[key] = std::string(core::code(r->why()));
+  return json{{"index", m.index},
+              {"uuid", m.uuid},
+              {"profile", m.profile.empty() ? json(nullptr) : json(m.profile)},
+              {"name", m.name},
+              {"gpu_instance_id", m.gpu_instance_id},
+              {"compute_instance_id", m.compute_instance_id},
+              {"memory",
+               {{"total", mib_json(m.memory_total_mib)},
+                {"used", mib_json(m.memory_used_mib)},
+                {"free", mib_json(m.memory_free_mib)}}},
+              {"missing_reasons", std::move(missing)}};
+}
+}  // namespace
+
 json gpu_json(const core::GpuReading& g) {
   json procs = json::array();
-  for (const auto& p : g.processes) procs.push_back(process_json(p));
+  for (const auto& p : g.processes) procs.push_back(process_json(p, &g));
+  json instances = json::array();
+  for (const auto& m : g.mig_instances) instances.push_back(mig_instance_json(m));
   json j{
       {"id", fmt::format("gpu-{}", g.index)},
       {"index", g.index},
@@ -125,6 +156,8 @@ json gpu_json(const core::GpuReading& g) {
       {"health", std::string(core::to_string(g.health))},
       {"health_message", g.health_message.empty() ? json(nullptr) : json(g.health_message)},
       {"processes", std::move(procs)},
+      // MIG: the GPU's instances (their memory is part of the GPU's, never added to it); empty when MIG is off.
+      {"mig_instances", std::move(instances)},
   };
   // Every metric from the field table: its value at its key, or null and the reason in missing_reasons.
   json missing = json::object();
@@ -193,7 +226,7 @@ json processes_json(const core::Snapshot& s) {
   });
   json list = json::array();
   for (const auto& r : rows) {
-    json j = process_json(*r.proc);
+    json j = process_json(*r.proc, r.gpu);
     j["gpu_index"] = r.gpu->index;
     j["gpu_uuid"] = r.gpu->uuid;
     list.push_back(std::move(j));
@@ -262,7 +295,9 @@ nlohmann::json owner_json(const core::LeaseOwner& o) {
 
 nlohmann::json lease_json(const core::Lease& l) {
   nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : l.gpus) gpus.push_back({{"index", g.index}, {"uuid", g.uuid}});
+  // A MIG lease holds one instance: its parent's index and the instance's MIG UUID (mig: true).
+  for (const auto& g : l.gpus)
+    gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"mig", core::is_mig_uuid(g.uuid)}});
   return {{"id", l.id},
           {"job_id", l.job_id},
           {"name", l.name},

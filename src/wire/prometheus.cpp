@@ -257,8 +257,10 @@ bool is_nvidia_backend(std::string_view backend) {
   return backend == "nvml" || backend == "nvidia-smi" || backend == "sim";
 }
 
-// gpu="0",UUID="…",pci_bus_id="…",device="nvidia0",modelName="…"[,Hostname="…"] — dcgm-exporter's order.
-std::string gpu_labels(const core::GpuReading& g, std::string_view device_prefix, std::string_view hostname) {
+// gpu="0",UUID="…",pci_bus_id="…",device="nvidia0",modelName="…"[,GPU_I_PROFILE="…",GPU_I_ID="…"]
+// [,Hostname="…"] — dcgm-exporter's order; the GPU_I_ labels name a MIG instance of the GPU.
+std::string gpu_labels(const core::GpuReading& g, std::string_view device_prefix, std::string_view hostname,
+                       const core::MigInstance* mig = nullptr) {
   std::string l;
   l.reserve(96 + g.uuid.size() + g.pci_bus_id.size() + g.name.size() + hostname.size());
   const fmt::format_int index(g.index);
@@ -274,6 +276,13 @@ std::string gpu_labels(const core::GpuReading& g, std::string_view device_prefix
   l += "\",modelName=\"";
   append_label_value(l, g.name);
   l += '"';
+  if (mig != nullptr) {
+    l += ",GPU_I_PROFILE=\"";
+    append_label_value(l, mig->profile);
+    l += "\",GPU_I_ID=\"";
+    l += fmt::format_int(mig->gpu_instance_id).c_str();
+    l += '"';
+  }
   if (!hostname.empty()) {
     l += ",Hostname=\"";
     append_label_value(l, hostname);
@@ -282,19 +291,39 @@ std::string gpu_labels(const core::GpuReading& g, std::string_view device_prefix
   return l;
 }
 
+// A MIG instance's reading of a per-instance family (framebuffer used / free), absent otherwise.
+using MigValue = Value (*)(const core::MigInstance&);
+Value mig_mib(const core::Reading<std::uint64_t>& r) { return core::field_value(r); }
+MigValue mig_value_of(std::string_view family) {
+  if (family == core::info(core::Field::MemoryUsed).prometheus_name)
+    return [](const core::MigInstance& m) { return mig_mib(m.memory_used_mib); };
+  if (family == core::info(core::Field::MemoryFree).prometheus_name)
+    return [](const core::MigInstance& m) { return mig_mib(m.memory_free_mib); };
+  return nullptr;
+}
+
+// Each GPU's sample, then (for the framebuffer families) one per MIG instance with the parent's labels
+// and GPU_I_PROFILE / GPU_I_ID added, as dcgm-exporter does. The parent's own sample stays the
+// whole-GPU figure: a query that adds the instances must leave it out ({GPU_I_ID=""} selects it).
 void write_gpu_family(std::string& out, const GpuFamily& f, const core::Snapshot& s,
-                      const std::vector<std::string>& labels) {
+                      const std::vector<std::string>& labels, std::string_view device_prefix = {},
+                      std::string_view hostname = {}) {
   bool header = false;
-  for (std::size_t i = 0; i < s.gpus.size(); ++i) {
-    const core::GpuReading& g = s.gpus[i];
-    if (g.health == core::Health::Lost) continue;  // a lost GPU's values, if any, are stale
-    const Value v = f.value(g);
-    if (v.kind == Kind::Absent) continue;
+  const MigValue per_instance = mig_value_of(f.family.name);
+  auto sample = [&](std::string_view l, const Value& v) {
+    if (v.kind == Kind::Absent) return;
     if (!header) {
       append_header(out, f.family);
       header = true;
     }
-    append_sample(out, f.family.name, labels[i], v);
+    append_sample(out, f.family.name, l, v);
+  };
+  for (std::size_t i = 0; i < s.gpus.size(); ++i) {
+    const core::GpuReading& g = s.gpus[i];
+    if (g.health == core::Health::Lost) continue;  // a lost GPU's values, if any, are stale
+    sample(labels[i], f.value(g));
+    if (per_instance == nullptr) continue;
+    for (const auto& m : g.mig_instances) sample(gpu_labels(g, device_prefix, hostname, &m), per_instance(m));
   }
 }
 
@@ -312,7 +341,7 @@ void write_prometheus_gpus(std::string& out, const core::Snapshot& s, const std:
   // Each GPU sample is name{labels} value\n: at most ~40 bytes of name and ~24 of value around the labels.
   out.reserve(out.size() + all_header_bytes() + kGpuSamplesPerGpu * (label_bytes + s.gpus.size() * 80) + 1024);
 
-  for (const auto& f : kDcgmFamilies) write_gpu_family(out, f, s, labels);
+  for (const auto& f : kDcgmFamilies) write_gpu_family(out, f, s, labels, device_prefix, hostname);
   write_gpu_family(out, kClockThrottleAlias, s, labels);
 
   if (!s.gpus.empty()) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -239,3 +240,36 @@ TEST(SystemdUnit, SharedNodeLayout) {
 }
 
 }  // namespace
+
+// The container image (issue 23, item 10). No container engine runs here, so the image is never built in
+// the suite; what can drift is checked instead: the build stage runs `make package` (which CI runs too),
+// the runtime stage installs the packages scripts/package.sh lists and starts the binary where the script
+// stages it, and the DaemonSet's image name is the one deploy/README.md tells people to build.
+TEST(ContainerImage, RunsTheStepsCiRunsAndStartsTheStagedAgent) {
+  std::ifstream in(fs::path(GF_SOURCE_DIR) / "Dockerfile");
+  ASSERT_TRUE(in.good());
+  std::vector<std::string> from, run;
+  std::string entrypoint, copy_stage;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("FROM ", 0) == 0) from.push_back(line);
+    if (line.rfind("RUN ", 0) == 0) run.push_back(line);
+    if (line.rfind("ENTRYPOINT ", 0) == 0) entrypoint = line;
+    if (line.rfind("COPY --from=build ", 0) == 0) copy_stage = line;
+  }
+  ASSERT_EQ(from.size(), 2u) << "a build stage and a runtime stage";
+  EXPECT_NE(from[0].find("bookworm"), std::string::npos) << from[0];  // Debian 12
+  EXPECT_EQ(from[1], "FROM debian:12-slim");
+  ASSERT_FALSE(run.empty());
+  EXPECT_EQ(run[0], "RUN make package DEPS_ARGS=--build PACKAGE_DIR=/stage");
+  EXPECT_EQ(copy_stage, "COPY --from=build /stage/ /");
+  EXPECT_EQ(entrypoint, R"(ENTRYPOINT ["/usr/local/bin/gpufleet"])");
+
+  std::ifstream script(fs::path(GF_SOURCE_DIR) / "scripts" / "package.sh");
+  const std::string text((std::istreambuf_iterator<char>(script)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(R"(install -m 0755 "$bin" "$stage/usr/local/bin/gpufleet")"), std::string::npos);
+  EXPECT_NE(text.find("usr/local/share/gpufleet/runtime-packages.txt"), std::string::npos);
+
+  std::ifstream ci(fs::path(GF_SOURCE_DIR) / ".ci" / "run");
+  const std::string ci_text((std::istreambuf_iterator<char>(ci)), std::istreambuf_iterator<char>());
+  EXPECT_NE(ci_text.find("stage make package"), std::string::npos) << "CI runs the image's build steps";
+}

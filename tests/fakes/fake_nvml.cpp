@@ -151,6 +151,10 @@ struct Gpu {
   bool lost = false;                          // current value of "lost"
   std::vector<int> nvlink_peer;               // per link: peer GPU index, -1 inactive; empty: no NvLink
   StepMode mode = StepMode::Clamp;
+  // MIG (see the MIG region below): a MIG device is a Gpu of its own with a parent; a parent holds its
+  // MIG devices by MIG index (null: no device at that index).
+  Gpu* parent = nullptr;
+  std::vector<std::unique_ptr<Gpu>> mig_devices;
 
   // The answer of `key` for this query; advances the key's position. A missing key is NOT_SUPPORTED.
   Answer take(const std::string& key, bool array_is_value = false) {
@@ -199,10 +203,15 @@ void count_call(State& s, const char* fn, bool device_call) {
 nvmlDevice_t handle_of(Gpu& g) { return reinterpret_cast<nvmlDevice_t>(&g); }
 
 Gpu* find_gpu(State& s, nvmlDevice_t dev) {
-  for (auto& g : s.gpus)
+  for (auto& g : s.gpus) {
     if (handle_of(*g) == dev) return g.get();
+    for (auto& m : g->mig_devices)
+      if (m && handle_of(*m) == dev) return m.get();
+  }
   return nullptr;
 }
+
+void load_mig_devices(Gpu& g);  // MIG region
 
 // Reads the scenario into `s`. Returns 0, init_error, or an error code after printing why.
 nvmlReturn_t load_scenario(State& s) {
@@ -231,6 +240,7 @@ nvmlReturn_t load_scenario(State& s) {
     g->spec = defaults;
     g->spec.update(gpus[i]);
     g->mode = mode;
+    load_mig_devices(*g);
     if (g->spec.contains("lost")) {
       const Answer first = resolve(g->spec.at("lost"), 0, mode, false);
       g->lost = first.code == kSuccess && first.value.is_boolean() && first.value.get<bool>();
@@ -293,7 +303,7 @@ nvmlReturn_t device_call(const char* fn, nvmlDevice_t dev, Body&& body) {
   if (s.refcount == 0) return kUninitialized;
   Gpu* g = find_gpu(s, dev);
   if (g == nullptr) return kInvalidArgument;
-  if (g->lost) return kGpuIsLost;
+  if (g->lost || (g->parent != nullptr && g->parent->lost)) return kGpuIsLost;
   try {
     return body(*g);
   } catch (const std::exception& e) {
@@ -477,6 +487,60 @@ nvmlReturn_t nvlink_peer(const State& s, const Gpu& g, unsigned link, const Gpu*
   return kSuccess;
 }
 
+// ---- MIG ----------------------------------------------------------------------------------------
+// A GPU's "mig_devices" list becomes MIG device handles, distinct from the parent's, as the driver
+// gives them: the name, UUID, memory and PCI queries answer on them with the instance's values
+// (name "<parent name> MIG <profile>"), the whole-GPU counters (utilization, …) answer NOT_SUPPORTED.
+constexpr nvmlReturn_t kNotFound = 6;
+constexpr unsigned kDefaultMaxMigDevices = 7;  // A100 / H100
+
+unsigned max_mig_devices(const Gpu& g) {
+  return g.spec.contains("mig_max_devices") ? static_cast<unsigned>(as_u64(g.spec.at("mig_max_devices")))
+                                            : kDefaultMaxMigDevices;
+}
+
+void load_mig_devices(Gpu& g) {
+  g.mig_devices.clear();
+  if (!g.spec.contains("mig_devices")) return;
+  const json& list = g.spec.at("mig_devices");
+  if (!list.is_array()) throw std::runtime_error("mig_devices must be a list");
+  const std::string parent_name = g.spec.value("name", std::string("NVIDIA Fake GPU"));
+  g.mig_devices.resize(max_mig_devices(g));
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const json& d = list[i];
+    const auto at = d.value("index", static_cast<unsigned>(i));
+    if (at >= g.mig_devices.size() || g.mig_devices[at]) throw std::runtime_error("mig_devices: bad or repeated index");
+    auto m = std::make_unique<Gpu>();
+    m->index = g.index;
+    m->parent = &g;
+    m->mode = g.mode;
+    m->spec = d;
+    if (!m->spec.contains("name")) m->spec["name"] = parent_name + " MIG " + d.value("profile", std::string("1g.10gb"));
+    if (!m->spec.contains("pci_bus_id")) m->spec["pci_bus_id"] = g.bus_id();
+    if (!m->spec.contains("uuid")) {
+      char uuid[64];
+      std::snprintf(uuid, sizeof uuid, "MIG-00000000-0000-5000-8000-%06u%06u", g.index, at);
+      m->spec["uuid"] = uuid;
+    }
+    g.mig_devices[at] = std::move(m);
+  }
+}
+
+// The parent's MIG mode now, without taking a step of "mig_mode" (the backend's own query does).
+[[maybe_unused]] unsigned current_mig_mode(Gpu& g) {
+  if (!g.spec.contains("mig_mode")) return 0;
+  const std::size_t n = g.cursor["mig_mode"];
+  const Answer a = resolve(g.spec.at("mig_mode"), n > 0 ? n - 1 : 0, g.mode, false);
+  return a.code == kSuccess ? static_cast<unsigned>(as_u64(a.value)) : 0;
+}
+
+[[maybe_unused]] nvmlReturn_t mig_instance_id(const char* fn, nvmlDevice_t dev, const char* key, unsigned* id) {
+  return device_call(fn, dev, [&](Gpu& g) {
+    if (id == nullptr) return kInvalidArgument;
+    if (g.parent == nullptr) return kNotSupported;  // not a MIG device handle
+    return take_number(g, key, id);
+  });
+}
 }  // namespace
 
 extern "C" {
@@ -759,6 +823,34 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t dev, unsigned link
     std::snprintf(pci->busId, sizeof pci->busId, "%s", peer->bus_id().c_str());
     return kSuccess;
   });
+}
+#endif
+
+// ---- MIG ----------------------------------------------------------------------------------------
+#if !FAKE_NVML_OLD_DRIVER
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned* count) {
+  return device_call("nvmlDeviceGetMaxMigDeviceCount", dev, [&](Gpu& g) {
+    if (count == nullptr || g.parent != nullptr) return kInvalidArgument;
+    if (!g.spec.contains("mig_mode")) return kNotSupported;  // a GPU without MIG
+    *count = max_mig_devices(g);
+    return kSuccess;
+  });
+}
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsigned index, nvmlDevice_t* mig) {
+  return device_call("nvmlDeviceGetMigDeviceHandleByIndex", dev, [&](Gpu& g) {
+    if (mig == nullptr || g.parent != nullptr) return kInvalidArgument;
+    if (!g.spec.contains("mig_mode") || current_mig_mode(g) != 1) return kNotSupported;
+    if (index >= max_mig_devices(g)) return kInvalidArgument;
+    if (index >= g.mig_devices.size() || !g.mig_devices[index]) return kNotFound;
+    *mig = handle_of(*g.mig_devices[index]);
+    return kSuccess;
+  });
+}
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dev, unsigned* id) {
+  return mig_instance_id("nvmlDeviceGetGpuInstanceId", dev, "gpu_instance_id", id);
+}
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dev, unsigned* id) {
+  return mig_instance_id("nvmlDeviceGetComputeInstanceId", dev, "compute_instance_id", id);
 }
 #endif
 

@@ -65,6 +65,23 @@ TEST_F(Fakes, NvmlVersionMismatchIsActionable) {
   EXPECT_NE(r.err.find("reboot"), std::string::npos) << r.err;
 }
 
+TEST_F(Fakes, MigInstancesShowInStatusAndPs) {
+  setenv("FAKE_NVML_SCENARIO", GF_FIXTURES_DIR "/nvml/mig.json", 1);
+  auto st = run({"--backend", "nvml", "--socket", "none", "status", "--no-color"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(
+      st.out.find("    MIG 3g.40gb    |  14013 /  40192 MiB | GI 2 CI 0 | MIG-feb88891-0321-5fef-9c87-d4af3b54259e"),
+      std::string::npos)
+      << st.out;
+  EXPECT_NE(st.out.find("utilization not reported under MIG on GPU 0,2"), std::string::npos) << st.out;
+  auto ps = run({"--backend", "nvml", "--socket", "none", "ps", "--no-color"});
+  ASSERT_EQ(ps.exit_code, 0) << ps.err;
+  EXPECT_NE(ps.out.find("0 1g.10gb      5002"), std::string::npos) << ps.out;
+  auto j = json_of(run({"--backend", "nvml", "--socket", "none", "status", "--json"}));
+  EXPECT_EQ(j["gpus"][0]["mig_instances"].size(), 4u);
+  EXPECT_EQ(j["gpus"][1]["mig_instances"].size(), 0u);
+}
+
 TEST_F(Fakes, HungNvidiaSmiIsKilledAndReported) {
   setenv("FAKE_NVIDIA_SMI_MODE", "hang", 1);
   auto r = run({"--backend", "nvidia-smi", "--nvidia-smi-timeout", "0.3", "status"});

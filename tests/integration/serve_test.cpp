@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -33,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "fakes/docker_standin.hpp"
 #include "platform/subprocess.hpp"
 
 #include "gf_test_paths.hpp"
@@ -734,6 +736,41 @@ TEST_F(Serve, EveryEndpointAnswersOnTheFakeNvml) {
   expect_clean_stop();
 }
 
+// MIG on the fake NVML: the instances reach the GPU documents, the process lists and /metrics (with
+// dcgm-exporter's GPU_I_PROFILE / GPU_I_ID), and the node's memory totals count each MiB once.
+TEST_F(Serve, MigInstancesReachTheDocumentsAndMetrics) {
+  ASSERT_TRUE(start("nvml", {"--interval", "0.2"},
+                    {std::string("GPUFLEET_NVML_LIBRARY=") + GF_FAKE_NVML,
+                     std::string("FAKE_NVML_SCENARIO=") + GF_FIXTURES_DIR + "/nvml/mig.json"}));
+  auto g0 = get_json(port(), "/api/v1/gpus/0");
+  ASSERT_EQ(g0["mig_instances"].size(), 4u) << g0.dump();
+  EXPECT_EQ(g0["mig_instances"][2]["uuid"], "MIG-50f1c4c9-1508-5e8d-bb06-d08145b22e01");
+  EXPECT_EQ(g0["mig_instances"][2]["profile"], "1g.10gb");
+  EXPECT_EQ(g0["mig_instances"][2]["memory"]["used"], 2013);
+  EXPECT_TRUE(g0["utilization"].is_null());
+  EXPECT_EQ(g0["missing_reasons"]["utilization"], "mig_enabled");
+  auto procs = get_json(port(), "/api/v1/processes");
+  bool seen = false;
+  for (const auto& p : procs["processes"])
+    if (p["pid"] == 5002) {
+      seen = true;
+      EXPECT_EQ(p["mig_uuid"], "MIG-50f1c4c9-1508-5e8d-bb06-d08145b22e01");
+      EXPECT_EQ(p["gpu_instance_id"], 9);
+    }
+  EXPECT_TRUE(seen) << procs.dump();
+  auto all = get_json(port(), "/api/gpu/metrics");
+  EXPECT_EQ(all["gpus"][0]["mig_instances"].size(), 4u);
+  // 81920 × 3 GPUs, whatever the instances hold.
+  EXPECT_EQ(all["summary"]["memory"]["total"], 3 * 81920) << all["summary"].dump();
+  EXPECT_EQ(all["summary"]["memory"]["used"], 16100 + 4000) << all["summary"].dump();
+  const std::string prom = get(port(), "/metrics").body;
+  EXPECT_NE(prom.find(R"(,GPU_I_PROFILE="3g.40gb",GPU_I_ID="2")"), std::string::npos) << prom;
+  EXPECT_NE(prom.find(R"(UUID="GPU-7fdaf0a5-179b-f636-d15d-daf243e3ff16",pci_bus_id="00000000:07:00.0",)"
+                      R"(device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",GPU_I_PROFILE="1g.10gb",GPU_I_ID="10")"),
+            std::string::npos);
+  expect_clean_stop();
+}
+
 TEST_F(Serve, HeadHasHeadersOnlyAndKeepAliveServesTwoRequests) {
   ASSERT_TRUE(start("sim"));
   Sock s(port());
@@ -807,6 +844,76 @@ TEST_F(Serve, AllocationsEndToEnd) {
   // With the lease gone both GPUs are free again.
   auto both = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 2, "min_memory_mb": 0})", {auth});
   EXPECT_EQ(both.status, 201) << both.body;
+  expect_clean_stop();
+}
+
+// MIG leases through the agent on the fake NVML (mig.json: GPU 0 cut into 3g.40gb, 2g.20gb and two
+// 1g.10gb, one of which runs pid 5002): the CLI over the agent socket (alloc, run, leases) and the REST
+// route hand out one instance by its MIG UUID; refusals name the profile; whole GPUs in MIG mode are not
+// handed out.
+TEST_F(Serve, MigInstancesAreLeasedThroughTheSocketAndTheApi) {
+  const std::string scenario = std::string(GF_FIXTURES_DIR) + "/nvml/mig.json";
+  setenv("GPUFLEET_NVML_LIBRARY", GF_FAKE_NVML, 1);  // for the CLI processes below
+  setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
+  const std::string sock = (dir / "agent.sock").string();
+  ASSERT_TRUE(start("nvml", {"--interval", "0.2", "--socket", sock}));
+  const auto gf = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {GF_BINARY, "--backend", "nvml", "--socket", sock});
+    auto r = gf::platform::run_process(args, gf::platform::RunOptions{30s});
+    EXPECT_TRUE(r);
+    return r ? *r : gf::platform::ProcessOutput{};
+  };
+
+  auto a = gf({"alloc", "--mig", "1g.10gb"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("export CUDA_VISIBLE_DEVICES=MIG-36c795f2-5cf7-55d6-af30-e535e79b7bb6\n"), std::string::npos)
+      << a.out;
+  auto busy = gf({"alloc", "--mig", "1g.10gb"});
+  EXPECT_EQ(busy.exit_code, 75) << busy.out << busy.err;
+  EXPECT_NE(busy.err.find("no free MIG instance of profile 1g.10gb: GPU 0 MIG-50f1c4c9-1508-5e8d-bb06-d08145b22e01 "
+                          "(GI 9): busy: pid 5002; GPU 0 MIG-36c795f2-5cf7-55d6-af30-e535e79b7bb6 (GI 10): leased"),
+            std::string::npos)
+      << busy.err;
+  auto missing = gf({"alloc", "--mig", "7g.80gb"});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("no MIG instance of profile 7g.80gb on this node (its MIG instances: 1g.10gb ×2, "
+                             "2g.20gb, 3g.40gb)"),
+            std::string::npos)
+      << missing.err;
+  auto whole = gf({"alloc", "--gpus", "3", "--allow-busy", "--min-memory-mb", "0"});
+  EXPECT_EQ(whole.exit_code, 75) << whole.out;
+  EXPECT_NE(whole.err.find("GPU 2: in MIG mode"), std::string::npos) << whole.err;
+
+  // The REST route: one instance of another profile.
+  const std::string auth = "Authorization: Bearer " + token();
+  auto made =
+      http(port(), "POST", "/api/v1/allocations", R"({"gpus": 1, "mig": "2g.20gb", "name": "api-mig"})", {auth});
+  ASSERT_EQ(made.status, 201) << made.body;
+  const auto lease = made.body_json();
+  EXPECT_EQ(lease["cuda_visible_devices"], "MIG-a25704ba-3a06-5299-a795-fd7cf4d13973") << made.body;
+  EXPECT_EQ(lease["gpus"][0]["mig"], true);
+  EXPECT_EQ(lease["gpus"][0]["index"], 0);
+  auto again = http(port(), "POST", "/api/v1/allocations", R"({"mig": "2g.20gb"})", {auth});
+  EXPECT_EQ(again.status, 409) << again.body;
+  EXPECT_NE(again.body.find("no free MIG instance of profile 2g.20gb"), std::string::npos) << again.body;
+  auto bad = http(port(), "POST", "/api/v1/allocations", R"({"mig": "1g.10gb; rm"})", {auth});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  auto two = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 2, "mig": "1g.10gb"})", {auth});
+  EXPECT_EQ(two.status, 400) << two.body;
+
+  // `leases` shows each instance as <GPU>:<MIG UUID>.
+  auto l = gf({"leases"});
+  EXPECT_EQ(l.exit_code, 0) << l.err;
+  EXPECT_NE(l.out.find("0:MIG-36c795f2-5cf7-55d6-af30-e535e79b7bb6"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("0:MIG-a25704ba-3a06-5299-a795-fd7cf4d13973"), std::string::npos) << l.out;
+
+  // run --mig: the command sees the instance's MIG UUID.
+  auto run =
+      gf({"run", "--mig", "3g.40gb", "--allow-busy", "--", "sh", "-c", "echo \"visible=$CUDA_VISIBLE_DEVICES\""});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("visible=MIG-feb88891-0321-5fef-9c87-d4af3b54259e"), std::string::npos) << run.out << run.err;
+  unsetenv("GPUFLEET_NVML_LIBRARY");
+  unsetenv("FAKE_NVML_SCENARIO");
   expect_clean_stop();
 }
 
@@ -1754,6 +1861,108 @@ TEST_F(Serve, IdleLeaseIsWarnedThenReclaimed) {
   expect_clean_stop();
 }
 
+// Issue 23, item 8: a Docker-image job submitted over HTTP is queued through the arbiter, runs in the
+// engine (the stand-in) on the GPUs it was granted, is recorded, and its life goes out on /ws; a waiting
+// one is cancelled with DELETE. Off without the config, and never without the token.
+TEST_F(Serve, SubmittedJobsRunInDockerAndCanBeCancelled) {
+  gf::fakes::DockerStandinConfig engine_cfg;
+  engine_cfg.exit_code = 0;
+  engine_cfg.run_time = 300ms;
+  gf::fakes::DockerStandin engine(engine_cfg);
+  const std::vector<std::string> env{"DOCKER_HOST=unix://" + engine.socket_path()};
+
+  // Off by default: 403, whatever the token.
+  ASSERT_TRUE(start("sim", {"--interval", "0.1", "--socket", "none"}, env));
+  const std::string off_auth = "Authorization: Bearer " + token();
+  auto off = http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox"})", {off_auth});
+  EXPECT_EQ(off.status, 403) << off.body;
+  EXPECT_EQ(off.body_json()["error"], "submission_disabled") << off.body;
+  expect_clean_stop();
+
+  const auto cfg = write_file("jobs.json", R"({"jobs": {"submit": true}})");
+  ASSERT_TRUE(start("sim", {"--interval", "0.1", "--socket", "none", "--config", cfg}, env));
+  WsConn ws(port(), "/ws?period_ms=60000");
+  ASSERT_TRUE(ws.open()) << ws.handshake.raw_head;
+  const std::string auth = "Authorization: Bearer " + token();
+  const std::string body =
+      R"J({"image": "nvcr.io/nvidia/pytorch:24.01-py3", "args": ["python", "-c", "print(1)"], "gpus": 2,
+          "min_memory_mb": 1000, "name": "submitted", "wait_s": 5})J";
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", body).status, 401);
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", R"({"image": "x", "cmd": []})", {auth}).status, 400);
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", R"({"args": ["a"]})", {auth}).status, 400);
+  EXPECT_EQ(http(port(), "POST", "/api/v1/jobs", R"({"image": "bad\nname"})", {auth}).status, 400);
+
+  auto made = http(port(), "POST", "/api/v1/jobs", body, {auth, "Content-Type: application/json"});
+  ASSERT_EQ(made.status, 202) << made.body;
+  const std::string id = made.body_json()["id"].get<std::string>();
+  EXPECT_EQ(made.body_json()["status"], "waiting");
+
+  auto queued = ws.next_event("job_queued", in(20s));
+  ASSERT_TRUE(queued) << "no job_queued event";
+  EXPECT_EQ(queued->j()["data"]["id"], id);
+  auto started = ws.next_event("job_started", in(20s));
+  ASSERT_TRUE(started) << "no job_started event";
+  EXPECT_EQ(started->j()["data"]["gpus"].size(), 2u) << started->text;
+  auto finished = ws.next_event("job_finished", in(20s));
+  ASSERT_TRUE(finished) << "no job_finished event";
+  EXPECT_EQ(finished->j()["data"]["exit_code"], 0);
+
+  // Recorded as a CLI run is, with the container; the GPUs reached it as DeviceRequests.
+  auto until = [](const std::function<bool()>& done) {
+    for (const auto deadline = in(20s); Clock::now() < deadline; std::this_thread::sleep_for(50ms))
+      if (done()) return true;
+    return false;
+  };
+  json rec;
+  ASSERT_TRUE(until([&] {
+    rec = get_json(port(), "/api/v1/jobs/" + id);
+    return rec.value("status", "") == "succeeded";
+  })) << rec.dump();
+  EXPECT_EQ(rec["exit_code"], 0) << rec.dump();
+  auto create = json::parse(engine.last_create_body().value_or("{}"));
+  EXPECT_EQ(create["Image"], "nvcr.io/nvidia/pytorch:24.01-py3");
+  EXPECT_EQ(create["HostConfig"]["DeviceRequests"][0]["DeviceIDs"].size(), 2u) << create.dump();
+  EXPECT_TRUE(get_json(port(), "/api/v1/leases")["leases"].empty());  // released at the end
+
+  // While a lease holds both GPUs, a job waits; DELETE cancels it, and job_failed says so.
+  auto held = http(port(), "POST", "/api/v1/allocations", R"({"gpus": 2, "min_memory_mb": 0})", {auth});
+  ASSERT_EQ(held.status, 201) << held.body;
+  auto waiting =
+      http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox", "min_memory_mb": 0, "wait_s": 60})", {auth});
+  ASSERT_EQ(waiting.status, 202) << waiting.body;
+  const std::string wid = waiting.body_json()["id"].get<std::string>();
+  ASSERT_TRUE(ws.next_event("job_queued", in(20s)));
+  EXPECT_EQ(http(port(), "DELETE", "/api/v1/jobs/" + wid, {}).status, 401);
+  auto del = http(port(), "DELETE", "/api/v1/jobs/" + wid, {}, {auth});
+  EXPECT_EQ(del.status, 200) << del.body;
+  auto failed = ws.next_event("job_failed", in(20s));
+  ASSERT_TRUE(failed) << "no job_failed event";
+  EXPECT_EQ(failed->j()["data"]["id"], wid);
+  EXPECT_EQ(failed->j()["data"]["status"], "interrupted");
+  ASSERT_TRUE(until([&] { return get_json(port(), "/api/v1/jobs/" + wid).value("status", "") == "interrupted"; }));
+  EXPECT_EQ(http(port(), "DELETE", "/api/v1/jobs/" + wid, {}, {auth}).status, 404);
+
+  // No GPUs within a short wait: a failure with its error, as the seed's worker reads it.
+  auto brief =
+      http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox", "min_memory_mb": 0, "wait_s": 0.3})", {auth});
+  ASSERT_EQ(brief.status, 202) << brief.body;
+  const std::string bid = brief.body_json()["id"].get<std::string>();
+  ASSERT_TRUE(until([&] {
+    rec = get_json(port(), "/api/v1/jobs/" + bid);
+    return rec.value("status", "") == "no_gpus";
+  })) << rec.dump();
+  EXPECT_NE(rec.value("error", "").find("no GPUs within the wait"), std::string::npos) << rec.dump();
+  // A request the node can never serve fails at once, saying why.
+  auto never = http(port(), "POST", "/api/v1/jobs", R"({"image": "busybox", "gpus": 64})", {auth});
+  ASSERT_EQ(never.status, 202) << never.body;
+  ASSERT_TRUE(until([&] {
+    rec = get_json(port(), "/api/v1/jobs/" + never.body_json()["id"].get<std::string>());
+    return rec.value("status", "") == "failed";
+  })) << rec.dump();
+  EXPECT_NE(rec.value("error", "").find("this node has 2"), std::string::npos) << rec.dump();
+  expect_clean_stop();
+}
+
 // A wrong usage or reclaim setting stops the agent at start with one line naming the key.
 TEST_F(Serve, BadReclaimConfigIsOneClearError) {
   for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
@@ -1761,7 +1970,11 @@ TEST_F(Serve, BadReclaimConfigIsOneClearError) {
            {R"({"reclaim": {"enabled": "yes"}})", "reclaim.enabled"},
            {R"({"reclaim": {"utilization_threshold_pct": 101}})", "reclaim.utilization_threshold_pct"},
            {R"({"reclaim": {"idle": 5}})", "unknown key 'idle'"},
-           {R"({"usage": {"busy_threshold_pct": -1}})", "usage.busy_threshold_pct"}}) {
+           {R"({"usage": {"busy_threshold_pct": -1}})", "usage.busy_threshold_pct"},
+           {R"({"jobs": {"submit": "yes"}})", "jobs.submit"},
+           {R"({"jobs": {"max_in_flight": 0}})", "jobs.max_in_flight"},
+           {R"({"jobs": {"run": true}})", "unknown key 'run'"},
+           {R"({"jobs": true})", "'jobs' must be an object"}}) {
     const auto cfg = write_file("bad.json", text);
     auto r = gf::platform::run_process(
         {GF_BINARY, "--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--config", cfg},

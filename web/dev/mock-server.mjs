@@ -458,6 +458,8 @@ const server = createServer((req, res) => {
     '/api/v1/alerts': () => alertsRoute(u.searchParams),
     '/api/v1/leases': () => [200, leases()],
     '/api/v1/jobs': () => jobsRoute(u.searchParams),
+    // Submission is off here, as on an agent without "jobs": {"submit": true}.
+    '/api/v1/session': () => [200, { writer: false, jobs_submit: false }],
     '/api/v1/tasks': () => tasksRoute(u.searchParams),
     // The agent's health in its shape: gpu_monitoring is the home monitor's word, the detail is monitoring.
     '/api/health': () => [200, {

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, ApiError, auth, LiveLink, type AgentHealth, type Alert, type ChartMetric, type FieldsDoc, type Gpu, type Job, type LeasesDoc, type LinkState, type Snapshot } from './api';
 import { Alerts } from './components/Alerts';
 import { BAND_TOP, Chart, LINES_MAX_GPUS } from './components/Chart';
@@ -9,6 +9,7 @@ import { GpuPage } from './components/GpuPage';
 import { GpuCard } from './components/GpuCard';
 import { Header, PERIODS_MS } from './components/Header';
 import { Processes } from './components/Processes';
+import { SubmitJob } from './components/SubmitJob';
 import { Jobs, Leases } from './components/Work';
 import { fmtClock } from './format';
 import { href, navigate, useRoute } from './router';
@@ -73,7 +74,7 @@ export function chartMetrics(doc: FieldsDoc, charted: ChartMetric[]): MetricDef[
 function processSignature(gpus: Gpu[]): string {
   let s = '';
   for (const g of gpus)
-    for (const p of g.processes) s += `${g.index}/${p.pid}/${p.memoryMib}/${p.name}/${p.user}/${p.container}/${p.command}\n`;
+    for (const p of g.processes) s += `${g.index}/${p.pid}/${p.memoryMib}/${p.name}/${p.user}/${p.container}/${p.command}/${p.migProfile}\n`;
   return s;
 }
 
@@ -290,6 +291,9 @@ export function App() {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
 
+  const refreshJobs = useCallback(() => {
+    api.jobs().then((j) => (setJobs(j), setJobsErr(null)), (e) => setJobsErr(errText(e)));
+  }, []);
   // Leases, jobs and the agent's health, every ~10 s.
   useEffect(() => {
     const poll = () => {
@@ -350,6 +354,7 @@ export function App() {
   const alertsEl = useMemo(() => <Alerts firing={firingList} recent={recent} now={now} error={alertsErr} />, [firingList, recent, now, alertsErr]);
   const leasesEl = useMemo(() => <Leases doc={leases} error={leasesErr} now={now} />, [leases, leasesErr, now]);
   const jobsEl = useMemo(() => <Jobs jobs={jobs} error={jobsErr} now={now} />, [jobs, jobsErr, now]);
+  const submitEl = useMemo(() => <SubmitJob jobs={jobs} onChange={refreshJobs} />, [jobs, refreshJobs]);
   // chooseCharted reads only fields and charted: the element made with them stays right until they change.
   // eslint-disable-next-line react-hooks/exhaustive-deps
   const pickerEl = useMemo(() => fields && <ChartPicker fields={fields} charted={charted} onChange={chooseCharted} />, [fields, charted]);
@@ -462,6 +467,7 @@ export function App() {
           {leasesEl}
           {jobsEl}
         </div>
+        {submitEl}
       </main>
       )}
       <footer class="foot">

@@ -15,6 +15,22 @@ export interface GpuProcess {
   container: string | null;
   type: string | null;
   memoryMib: number | null;
+  /** MIG: the instance the driver says the process runs in (null when MIG is off or it does not say). */
+  migUuid: string | null;
+  migProfile: string | null;
+  gpuInstanceId: number | null;
+}
+
+/** One MIG instance of a GPU. Its memory is part of the GPU's, never added to it. */
+export interface MigInstance {
+  index: number | null;
+  uuid: string | null;
+  profile: string | null;
+  gpuInstanceId: number | null;
+  computeInstanceId: number | null;
+  memoryTotalMib: number | null;
+  memoryUsedMib: number | null;
+  memoryFreeMib: number | null;
 }
 
 export interface Gpu {
@@ -39,6 +55,8 @@ export interface Gpu {
   performanceState: string | null;
   availabilityScore: number | null;
   processes: GpuProcess[];
+  /** MIG: the GPU's instances, by index; empty when MIG is off. */
+  migInstances: MigInstance[];
   /** Every numeric metric by its field key ("utilization", "memory.used"): what the charts pick from. */
   values: Record<string, number | null>;
   /** Field key → why its value is null ("not_supported", "no_permission", "gpu_lost", …). */
@@ -118,6 +136,24 @@ export interface Job {
   exitCode: number | null;
   startedAt: number | null;
   endedAt: number | null;
+  /** "api" for a job submitted with POST /api/v1/jobs (those can be cancelled from here). */
+  submittedVia: string | null;
+}
+
+/** What this page's credentials may do on the agent (GET /api/v1/session). */
+export interface Session {
+  writer: boolean;
+  jobsSubmit: boolean;
+}
+
+/** A Docker-image job for POST /api/v1/jobs. */
+export interface JobRequest {
+  image: string;
+  args: string[];
+  gpus: number;
+  min_memory_mb: number;
+  name?: string;
+  wait_s: number;
 }
 
 /** A metric the charts show: the history endpoint's metric name (see FieldInfo.historyMetric). */
@@ -188,6 +224,24 @@ function readProcess(x: unknown): GpuProcess {
     container: str(p.container) ?? str(obj(p.container).name),
     type: str(p.type),
     memoryMib: first(num(p.used_memory_mb), num(p.used_memory_mib), num(p.memory_mib)),
+    migUuid: str(p.mig_uuid),
+    migProfile: str(p.mig_profile),
+    gpuInstanceId: num(p.gpu_instance_id),
+  };
+}
+
+function readMigInstance(x: unknown): MigInstance {
+  const m = obj(x);
+  const mem = obj(m.memory);
+  return {
+    index: num(m.index),
+    uuid: str(m.uuid),
+    profile: str(m.profile),
+    gpuInstanceId: num(m.gpu_instance_id),
+    computeInstanceId: num(m.compute_instance_id),
+    memoryTotalMib: num(mem.total),
+    memoryUsedMib: num(mem.used),
+    memoryFreeMib: num(mem.free),
   };
 }
 
@@ -254,6 +308,7 @@ export function readGpu(x: unknown, position: number): Gpu {
     performanceState: str(g.performance_state),
     availabilityScore: num(g.availability_score),
     processes: arr(g.processes).map(readProcess),
+    migInstances: arr(g.mig_instances).map(readMigInstance),
     values: numericValues(g),
     missing: readMissing(g.missing_reasons),
   };
@@ -351,6 +406,7 @@ function readJob(x: unknown): Job {
     exitCode: num(j.exit_code),
     startedAt: parseTime(j.started_at),
     endedAt: parseTime(j.ended_at),
+    submittedVia: str(j.submitted_via),
   };
 }
 
@@ -422,6 +478,20 @@ export async function getJson(path: string, signal?: AbortSignal, okStatuses: nu
   return body;
 }
 
+/** A state-changing request with the page's token; a non-2xx answer throws ApiError with the agent's message. */
+async function send(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<unknown> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (auth.token) headers.authorization = `Bearer ${auth.token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(url(path), { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
+  const doc: unknown = await res.json().catch(() => null);
+  if (!res.ok) {
+    const e = obj(doc);
+    throw new ApiError(res.status, str(e.error), str(e.message) ?? `${method} ${path}: HTTP ${res.status}`);
+  }
+  return doc;
+}
+
 const MIB_PER_UNIT: Record<string, number> = { MiB: 1, MB: 1e6 / 2 ** 20, GiB: 1024, GB: 1e9 / 2 ** 20, B: 2 ** -20, bytes: 2 ** -20 };
 
 export const api = {
@@ -434,6 +504,14 @@ export const api = {
     return { leases: arr(d.leases).map(readLease), waiting: arr(d.waiting).map(readWaiter) };
   },
   jobs: async (signal?: AbortSignal) => arr(obj(await getJson('api/v1/jobs?series=false', signal)).jobs).map(readJob),
+  session: async (signal?: AbortSignal): Promise<Session> => {
+    const d = obj(await getJson('api/v1/session', signal));
+    return { writer: d.writer === true, jobsSubmit: d.jobs_submit === true };
+  },
+  submitJob: async (r: JobRequest): Promise<Job> => readJob(await send('POST', 'api/v1/jobs', r)),
+  cancelJob: async (id: string): Promise<void> => {
+    await send('DELETE', `api/v1/jobs/${encodeURIComponent(id)}`);
+  },
   /** The agent answers 503 with the same document when it is degraded. */
   health: async (signal?: AbortSignal): Promise<AgentHealth> => {
     const d = obj(await getJson('api/health', signal, [503]));

@@ -15,18 +15,33 @@ const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const binary = resolve(process.env.GF_BINARY ?? join(webDir, '..', 'build', 'gpufleet'));
 const TOKEN = 'sio-test-token-0123456789abcdef';
 const agents = [];
+// The Docker stand-in (tests/fakes/standin_main.cpp) for the job events; ctest sets GF_STANDIN.
+const standinBinary = process.env.GF_STANDIN ? resolve(process.env.GF_STANDIN) : null;
+let engine = null;
 
-async function startAgent({ authRead = false } = {}) {
+/** `standin docker`: resolves to its socket path; its containers run 300 ms and exit 0. */
+async function startEngine() {
+  engine = spawn(standinBinary, ['docker', '--run-time-ms', '300'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let out = '';
+  engine.stdout.on('data', (d) => (out += d));
+  return until('the Docker stand-in', () => (out.includes('\n') ? out.split('\n')[0].trim() : null), 10_000);
+}
+
+async function startAgent({ authRead = false, dockerSocket = null } = {}) {
   const tmp = mkdtempSync(join(tmpdir(), 'gf-sio-test-'));
   const portFile = join(tmp, 'port');
   const config = join(tmp, 'agent.json');
   // The alert rule fires soon (the sim backend has a GPU above 50 %), so a connected client sees it.
   writeFileSync(
     config,
-    JSON.stringify({ alerts: { high_gpu_usage: { duration_s: 3 } }, auth_read: authRead, allowed_origins: ['http://dash.example'] }),
+    JSON.stringify({
+      alerts: { high_gpu_usage: { duration_s: 3 } }, auth_read: authRead, allowed_origins: ['http://dash.example'],
+      ...(dockerSocket ? { jobs: { submit: true } } : {}),
+    }),
   );
   const args = ['serve', '--backend', 'sim', '--listen', '127.0.0.1:0', '--port-file', portFile, '--db', join(tmp, 'db'), '--config', config];
-  const env = { ...process.env, NO_COLOR: '1', GPUFLEET_TOKEN: TOKEN, GPUFLEET_SOCKET: 'none' };
+  const env = { ...process.env, NO_COLOR: '1', GPUFLEET_TOKEN: TOKEN, GPUFLEET_SOCKET: 'none',
+    ...(dockerSocket ? { DOCKER_HOST: `unix://${dockerSocket}` } : {}) };
   const proc = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   const a = { proc, tmp, log: '' };
   agents.push(a);
@@ -53,6 +68,7 @@ async function startAgent({ authRead = false } = {}) {
 }
 
 async function cleanup() {
+  if (engine && engine.exitCode === null) engine.stdin.end();
   for (const a of agents) {
     if (a.proc.exitCode === null && a.proc.signalCode === null) {
       a.proc.kill('SIGTERM');
@@ -111,7 +127,8 @@ async function main() {
   } catch {
     throw new SetupError('socket.io-client is not installed: cd web && npm ci');
   }
-  const agent = await startAgent();
+  if (!standinBinary || !existsSync(standinBinary)) throw new SetupError('no Docker stand-in (set GF_STANDIN to build/tests/standin)');
+  const agent = await startAgent({ dockerSocket: await startEngine() });
   console.log(`# agent: ${binary} at ${agent.base}`);
   const opts = (extra) => ({ reconnection: false, timeout: 10_000, forceNew: true, ...extra });
   const sockets = [];
@@ -166,6 +183,22 @@ async function main() {
       await until('the alert on all three clients', () => sockets.slice(0, 3).every((s) => alerts(s).length > 0), 30_000);
       const a = alerts(sockets[0])[0];
       assert(a && typeof a === 'object' && 'state' in a, `alert payload: ${JSON.stringify(a)}`);
+    });
+
+    await check('a submitted job\'s life (job_queued, job_started, job_finished) reaches every transport', async () => {
+      const r = await fetch(`${agent.base}/api/v1/jobs`, {
+        method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ image: 'busybox', args: ['true'], min_memory_mb: 0, wait_s: 10 }),
+      });
+      const text = await r.text();
+      assert(r.status === 202, `POST /api/v1/jobs: ${r.status} ${text}`);
+      const { id } = JSON.parse(text);
+      const of = (s, event) => s.__seen.find((e) => e.event === event && e.args[0]?.id === id)?.args[0];
+      await until('job_finished on all three clients', () => sockets.slice(0, 3).every((s) => of(s, 'job_finished')), 30_000);
+      for (const s of sockets.slice(0, 3)) {
+        assert(of(s, 'job_queued') && Array.isArray(of(s, 'job_started')?.gpus), 'job_queued / job_started missing');
+        assert(of(s, 'job_finished').exit_code === 0, `job_finished: ${JSON.stringify(of(s, 'job_finished'))}`);
+      }
     });
 
     await check('another namespace is refused with connect_error', async () => {

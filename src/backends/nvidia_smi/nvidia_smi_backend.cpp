@@ -1,9 +1,11 @@
 // The nvidia-smi fallback backend: for hosts where libnvidia-ml cannot be loaded into our process
 // (a container with only the tool mounted, a driver/library mismatch) but nvidia-smi still answers.
-// Each snapshot runs nvidia-smi twice (GPUs, then compute processes), without a shell, each under a
+// Each snapshot runs nvidia-smi twice (GPUs, then compute processes; with a GPU in MIG mode also -L, and
+// -q -x when MIG devices exist), without a shell, each under a
 // hard timeout: a wedged driver makes nvidia-smi hang in the kernel, and the sampler must not hang too.
 #include "backends/nvidia_smi/nvidia_smi_backend.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <memory>
@@ -17,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "backends/nvidia_smi/csv.hpp"
+#include "backends/nvidia_smi/mig_text.hpp"
 #include "platform/clock.hpp"
 #include "platform/subprocess.hpp"
 
@@ -81,6 +84,7 @@ class NvidiaSmiBackend final : public Backend {
     s.driver_version = std::move(table->driver_version);
     s.gpus = std::move(table->gpus);
     add_processes(s);
+    add_mig_instances(s);
     add_persistence_warning(s);
     return s;
   }
@@ -162,6 +166,46 @@ class NvidiaSmiBackend final : public Backend {
       }
     }
     s.process_visibility = {false, "nvidia-smi lists compute processes only; graphics processes are not shown"};
+  }
+
+  // MIG: only when a GPU is in MIG mode. `nvidia-smi -L` (one quick call for every GPU) names the MIG
+  // devices; only when it lists some is the query interface (`-q -x`, one call for every GPU) asked for
+  // their instance ids and memory and the processes' instance ids. So at most two extra runs per
+  // collection, none on a node without MIG.
+  void add_mig_instances(core::Snapshot& s) const {
+    bool any = false;
+    for (auto& g : s.gpus) {
+      if (!g.mig_enabled.value_or(false)) continue;
+      any = true;
+      // Under MIG nvidia-smi prints [N/A] for the whole GPU's utilization: say why.
+      for (auto* r : {&g.utilization_pct, &g.memory_utilization_pct})
+        if (!*r && r->why() == core::Absent::Unavailable)
+          *r = core::Reading<unsigned>::absent(core::Absent::MigEnabled);
+    }
+    if (!any) return;
+    auto listed = run_parsed({"-L"}, &parse_list);
+    if (!listed) {
+      s.warnings.push_back("MIG devices are not shown: " + listed.error().message);
+      return;
+    }
+    const bool devices =
+        std::any_of(listed->begin(), listed->end(), [](const ListedGpu& g) { return !g.migs.empty(); });
+    if (!devices) return;
+    auto xml = run_parsed({"-q", "-x"}, &parse_query_xml);
+    auto problems = nvidia_smi::add_mig_instances(s.gpus, *listed, xml ? *xml : std::vector<XmlGpu>{});
+    if (!xml) {  // one sentence for all the devices it leaves out
+      s.warnings.push_back("MIG devices are not shown: " + xml.error().message);
+      return;
+    }
+    for (auto& p : problems) s.warnings.push_back(std::move(p));
+  }
+
+  template <class T>
+  Result<T> run_parsed(std::vector<std::string> args, Result<T> (*parse)(std::string_view)) const {
+    auto out = run(std::move(args));
+    if (!out) return out.error();
+    if (out->exit_code != 0) return exit_error(*out);
+    return parse(out->out);  // its errors name the command
   }
 
   static void add_persistence_warning(core::Snapshot& s) {

@@ -18,6 +18,7 @@ inline constexpr Return kSuccess = 0;
 inline constexpr Return kErrorInvalidArgument = 2;
 inline constexpr Return kErrorNotSupported = 3;
 inline constexpr Return kErrorNoPermission = 4;
+inline constexpr Return kErrorNotFound = 6;
 inline constexpr Return kErrorInsufficientSize = 7;
 inline constexpr Return kErrorDriverNotLoaded = 9;
 inline constexpr Return kErrorFunctionNotFound = 13;
@@ -46,6 +47,11 @@ inline constexpr int kTopologyNode = 40;        // same NUMA node
 inline constexpr int kTopologySystem = 50;      // across CPU sockets
 // NVML_NVLINK_MAX_LINKS: NvLink link numbers run 0..17.
 inline constexpr unsigned kNvLinkMaxLinks = 18;
+
+// nvmlProcessInfo_t's gpuInstanceId / computeInstanceId when MIG is off (or the driver does not say).
+inline constexpr unsigned kNoMigInstance = 0xFFFFFFFFu;
+// A MIG device's name is "<GPU name> MIG <profile>", e.g. "NVIDIA H100 80GB HBM3 MIG 1g.10gb".
+inline constexpr char kMigNameMarker[] = " MIG ";
 
 // usedGpuMemory when the driver cannot tell (common inside containers).
 inline constexpr unsigned long long kValueNotAvailable = 0xFFFFFFFFFFFFFFFFULL;
@@ -194,6 +200,7 @@ using FnDeviceUnsignedBy = Return(Device, int, unsigned*);  // (sensor or clock 
 using FnDeviceU64 = Return(Device, unsigned long long*);
 using FnDeviceInt = Return(Device, int*);
 using FnDeviceMig = Return(Device, unsigned*, unsigned*);  // (current, pending)
+using FnDeviceChild = Return(Device, unsigned, Device*);   // (index, MIG device handle)
 using FnDeviceEcc = Return(Device, int, int, unsigned long long*);
 using FnDeviceProcesses = Return(Device, unsigned*, ProcessInfoV2*);
 using FnDeviceProcessesV1 = Return(Device, unsigned*, ProcessInfoV1*);
@@ -236,6 +243,10 @@ using FnGpmMetricsGet = Return(GpmMetricsGet*);
     "nvmlDeviceGetCurrentClocksThrottleReasons")                                                                       \
   X(performance_state, FnDeviceInt, Optional, "nvmlDeviceGetPerformanceState")                                         \
   X(mig_mode, FnDeviceMig, Optional, "nvmlDeviceGetMigMode")                                                           \
+  X(max_mig_devices, FnDeviceUnsigned, Optional, "nvmlDeviceGetMaxMigDeviceCount")                                     \
+  X(mig_device_handle, FnDeviceChild, Optional, "nvmlDeviceGetMigDeviceHandleByIndex")                                 \
+  X(gpu_instance_id, FnDeviceUnsigned, Optional, "nvmlDeviceGetGpuInstanceId")                                         \
+  X(compute_instance_id, FnDeviceUnsigned, Optional, "nvmlDeviceGetComputeInstanceId")                                 \
   X(ecc_total, FnDeviceEcc, Optional, "nvmlDeviceGetTotalEccErrors")                                                   \
   X(persistence_mode, FnDeviceInt, Optional, "nvmlDeviceGetPersistenceMode")                                           \
   X(compute_processes, FnDeviceProcesses, Optional, "nvmlDeviceGetComputeRunningProcesses_v3",                         \

@@ -101,6 +101,7 @@ class NvmlBackend final : public Backend {
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
         persistence_off.push_back(index);
       for (auto& p : result.process_problems) process_problems.push_back(std::move(p));
+      for (auto& p : result.mig_problems) snap.warnings.push_back(std::move(p));
       snap.gpus.push_back(std::move(result.reading));
     }
 

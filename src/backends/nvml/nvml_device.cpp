@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace gf::backends::nvml {
@@ -209,7 +210,14 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
 struct RawProcess {
   std::uint32_t pid = 0;
   std::optional<std::uint64_t> used_mib;
+  std::optional<unsigned> gpu_instance_id;  // MIG: the instance the driver says the process runs in
+  std::optional<unsigned> compute_instance_id;
 };
+
+std::optional<unsigned> mig_id(unsigned id) {
+  if (id == kNoMigInstance) return std::nullopt;
+  return id;
+}
 using ProcessList = std::vector<RawProcess>;
 
 // One process-list call with NVML's count-in/count-out protocol: on INSUFFICIENT_SIZE, `count`
@@ -228,7 +236,14 @@ Return list_processes(Return (*fn)(Device, unsigned*, Info*), Device device, uns
     if (r != kSuccess) return r;
     count = std::min(count, static_cast<unsigned>(buffer.size()));
     out.reserve(count);
-    for (unsigned i = 0; i < count; ++i) out.push_back({buffer[i].pid, bytes_to_mib(buffer[i].used_gpu_memory_bytes)});
+    for (unsigned i = 0; i < count; ++i) {
+      RawProcess p{buffer[i].pid, bytes_to_mib(buffer[i].used_gpu_memory_bytes), std::nullopt, std::nullopt};
+      if constexpr (std::is_same_v<Info, ProcessInfoV2>) {  // the v1 layout has no MIG ids
+        p.gpu_instance_id = mig_id(buffer[i].gpu_instance_id);
+        p.compute_instance_id = mig_id(buffer[i].compute_instance_id);
+      }
+      out.push_back(p);
+    }
     return kSuccess;
   }
   return kErrorInsufficientSize;
@@ -237,6 +252,8 @@ Return list_processes(Return (*fn)(Device, unsigned*, Info*), Device device, uns
 struct MergedProcess {
   std::uint32_t pid = 0;
   std::optional<std::uint64_t> used_mib;
+  std::optional<unsigned> gpu_instance_id;
+  std::optional<unsigned> compute_instance_id;
   bool compute = false;
   bool graphics = false;
   bool mps = false;
@@ -245,8 +262,12 @@ struct MergedProcess {
 void merge(std::vector<MergedProcess>& all, const ProcessList& list, bool MergedProcess::*kind) {
   for (const auto& p : list) {
     auto it = std::find_if(all.begin(), all.end(), [&](const MergedProcess& m) { return m.pid == p.pid; });
-    if (it == all.end()) it = all.insert(all.end(), MergedProcess{p.pid, std::nullopt});
+    if (it == all.end()) it = all.insert(all.end(), MergedProcess{p.pid, std::nullopt, std::nullopt, std::nullopt});
     (*it).*kind = true;
+    if (p.gpu_instance_id && !it->gpu_instance_id) {
+      it->gpu_instance_id = p.gpu_instance_id;
+      it->compute_instance_id = p.compute_instance_id;
+    }
     // The lists report the same process's memory; a known value beats an unknown one.
     if (p.used_mib) it->used_mib = std::max(it->used_mib.value_or(0), *p.used_mib);
   }
@@ -292,8 +313,25 @@ void read_processes(const Api& api, Device device, unsigned index, DeviceState& 
     p.pid = m.pid;
     p.used_memory_mib = m.used_mib;
     p.kind = kind_of(m);
+    p.gpu_instance_id = m.gpu_instance_id;
+    p.compute_instance_id = m.compute_instance_id;
     out.push_back(std::move(p));
   }
+}
+
+// The MIG devices of a GPU in MIG mode. A driver without MIG device handles leaves the list empty
+// (and is not asked again); a lost parent stops the reading like any other call.
+void read_mig(const Api& api, Device device, unsigned index, DeviceState& state, Asker& asker, DeviceResult& result) {
+  std::vector<std::string> problems;
+  auto instances = asker.ask<std::vector<core::MigInstance>>(
+      Query::MigDevices, api.max_mig_devices != nullptr && api.mig_device_handle != nullptr,
+      [&](std::vector<core::MigInstance>& out) { return read_mig_devices(api, device, state.mig, out, problems); });
+  if (instances) {
+    result.reading.mig_instances = std::move(*instances);
+  } else if (instances.why() != Absent::NotSupported && asker.fatal() == kSuccess) {
+    problems.push_back(fmt::format("cannot list MIG devices: {}", describe(api, asker.last())));
+  }
+  for (auto& p : problems) result.mig_problems.push_back(fmt::format("GPU {}: {}", index, p));
 }
 
 }  // namespace
@@ -307,6 +345,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   read_identity(api, device, state, asker);
   read_memory(api, device, asker, g);
   read_gauges(api, device, asker, g);
+  if (g.mig_enabled && *g.mig_enabled) read_mig(api, device, index, state, asker, result);
   read_processes(api, device, index, state, asker, result);
   // With MIG on, the whole-GPU utilization counters are not kept (NVML answers NOT_SUPPORTED; the MIG
   // instances have their own): say so rather than "not supported", which reads as a hardware limit.

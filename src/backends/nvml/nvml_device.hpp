@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/nvml/nvml_api.hpp"
+#include "backends/nvml/nvml_mig.hpp"
 #include "core/snapshot.hpp"
 
 namespace gf::backends::nvml {
@@ -34,6 +35,7 @@ enum class Query : unsigned {
   ClockEventReasons,
   PerformanceState,
   MigMode,
+  MigDevices,
   EccUncorrected,
   PersistenceMode,
   ComputeProcesses,
@@ -57,12 +59,16 @@ struct DeviceState {
   // Buffer size for process lists; grows when NVML answers INSUFFICIENT_SIZE, so that a busy GPU
   // costs one call per list, not two.
   unsigned process_capacity = 16;
+  // The MIG devices seen at each index (identity read once per instance); used only under MIG.
+  MigState mig;
 };
 
 struct DeviceResult {
   core::GpuReading reading;
   // "GPU 1: cannot list compute processes: …" when a process list could not be read.
   std::vector<std::string> process_problems;
+  // "GPU 7: MIG device 2: cannot read its memory: …" when a MIG device could not be read fully.
+  std::vector<std::string> mig_problems;
 };
 
 // Reads every field of the device with handle `device` at NVML index `index`. Field errors blank

@@ -94,5 +94,30 @@ TEST(RenderStatus, NoGpusAndNothingMissing) {
   EXPECT_EQ(missing_legend(s), "");
 }
 
+TEST(RenderMig, InstancesUnderTheirGpuAndProcessesInTheirs) {
+  core::Snapshot s = snapshot();
+  auto& g = s.gpus[0];
+  core::MigInstance m;
+  m.uuid = "MIG-feb88891-0321-5fef-9c87-d4af3b54259e";
+  m.profile = "3g.40gb";
+  m.gpu_instance_id = 2;
+  m.memory_total_mib = std::uint64_t{40192};
+  m.memory_used_mib = std::uint64_t{12013};
+  g.mig_instances = {m};
+  g.processes[0].gpu_instance_id = 2u;
+  g.processes[0].compute_instance_id = 0u;
+  const auto lines = body(render_status(s, "host", Style{false}));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[1],
+            "    MIG 3g.40gb    |  12013 /  40192 MiB | GI 2 CI 0 | MIG-feb88891-0321-5fef-9c87-d4af3b54259e");
+  const auto ps = render_processes(s, Style{false});
+  ASSERT_GE(ps.size(), 2u);
+  EXPECT_EQ(ps[0].substr(0, 14), "      GPU     ");
+  EXPECT_EQ(ps[1].substr(0, 19), "0 3g.40gb      4242");
+  // An instance id with no listed instance still says which one.
+  s.gpus[0].mig_instances.clear();
+  EXPECT_EQ(render_processes(s, Style{false})[1].substr(0, 16), "0 GI 2      4242");
+}
+
 }  // namespace
 }  // namespace gf::app

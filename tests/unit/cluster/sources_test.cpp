@@ -102,7 +102,9 @@ TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   const auto q = prometheus_queries("kubernetes_node");
   ASSERT_EQ(q.size(), 6u);
   EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
-  EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE)");
+  EXPECT_EQ(q[2],
+            "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE{GPU_I_ID=\"\"}) or "
+            "sum by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE)");
   EXPECT_EQ(q[5], "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");  // per GPU
   EXPECT_TRUE(valid_label_name("Hostname"));
   EXPECT_TRUE(valid_label_name("_a9"));

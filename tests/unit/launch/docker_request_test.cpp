@@ -78,3 +78,51 @@ TEST(DockerHost, FromEnvironmentReadsDockerHost) {
 
 }  // namespace
 }  // namespace gf::launch
+
+namespace gf::launch {
+namespace {
+
+TEST(CreateRequestBody, VolumesAndPortsAreWhatDockerRunSends) {
+  DockerRunSpec spec;
+  spec.image = "lmsysorg/sglang:latest";
+  spec.binds = {"/mnt/data/models/llama:/model:ro"};
+  spec.ports = {{"127.0.0.1", 30000, 8000}, {"", 9000, 9001}};
+  const auto body = nlohmann::json::parse(create_request_body(spec));
+  EXPECT_EQ(body["HostConfig"]["Binds"], nlohmann::json::array({"/mnt/data/models/llama:/model:ro"}));
+  EXPECT_EQ(body["ExposedPorts"], nlohmann::json::parse(R"({"8000/tcp": {}, "9001/tcp": {}})"));
+  EXPECT_EQ(body["HostConfig"]["PortBindings"]["8000/tcp"],
+            nlohmann::json::parse(R"([{"HostIp": "127.0.0.1", "HostPort": "30000"}])"));
+  EXPECT_EQ(body["HostConfig"]["PortBindings"]["9001/tcp"],
+            nlohmann::json::parse(R"([{"HostIp": "", "HostPort": "9000"}])"));
+  DockerRunSpec plain;
+  plain.image = "x";
+  const auto none = nlohmann::json::parse(create_request_body(plain));
+  EXPECT_FALSE(none["HostConfig"].contains("Binds"));
+  EXPECT_FALSE(none.contains("ExposedPorts"));
+}
+
+TEST(DockerArguments, BindsAndPortsAreCheckedWithOneSentence) {
+  EXPECT_EQ(*parse_bind("/data:/data"), "/data:/data");
+  EXPECT_EQ(*parse_bind("/data:/in:ro"), "/data:/in:ro");
+  for (const char* bad : {"data:/data", "/data", "/a:b", "/a:/b:rx", "/a:/b:ro:x", "/a\n:/b"}) {
+    auto r = parse_bind(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("volume"), std::string::npos) << r.error().message;
+  }
+  auto p = parse_port("8000:80");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->host_port, 8000u);
+  EXPECT_EQ(p->container_port, 80u);
+  EXPECT_TRUE(p->host_ip.empty());
+  p = parse_port("127.0.0.1:30000:8000");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->host_ip, "127.0.0.1");
+  for (const char* bad : {"8000", "0:80", "70000:80", "a:80", ":80", "x y:1:2"}) {
+    auto r = parse_port(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_NE(r.error().message.find("port"), std::string::npos) << r.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace gf::launch

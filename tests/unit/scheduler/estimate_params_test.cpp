@@ -62,7 +62,7 @@ TEST(EstimateParams, AbsentMeansOne) {
 }
 
 TEST(EstimateParams, UnknownKeysAreIgnored) {
-  auto sizes = read_parallel_sizes(json{{"tp-size", 2}, {"mem-fraction-static", "whatever"}, {"tpsize", "x"}});
+  auto sizes = read_parallel_sizes(json{{"tp-size", 2}, {"mem-fraction-static", "whatever"}, {"tensor-size", "x"}});
   ASSERT_TRUE(sizes) << sizes.error().message;
   EXPECT_EQ(sizes->tp.value, 2u);
 }

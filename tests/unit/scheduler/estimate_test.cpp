@@ -2,6 +2,7 @@
 // malformed tasks, the text entry point and the grid expansion.
 #include "scheduler/estimate.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "unit/scheduler/task_json_support.hpp"
@@ -48,6 +49,74 @@ TEST(Estimate, SeedExample) {
   EXPECT_TRUE(has(e, "tp 4 ('tp-size', largest of the list)")) << e.explanation;
   EXPECT_TRUE(has(e, "estimate: 4 GPUs with 37741 MiB each")) << e.explanation;
   EXPECT_NE(e.explanation.back(), '\n');
+}
+
+EstimateOptions seed_method() {
+  EstimateOptions o;
+  o.method = MemoryMethod::Seed;
+  return o;
+}
+
+TEST(Estimate, TheSeedsMethodGivesTheSeedsAnswers) {
+  // Seed 001's own example, and its table's three rows.
+  auto e = must(estimate(task({{"tp-size", {1, 2, 4}}, {"pp-size", {1}}, {"dp-size", {1}}}), seed_method()));
+  EXPECT_EQ(e.gpus, 4u);
+  EXPECT_EQ(e.memory_mb_per_gpu, 20000u);
+  EXPECT_EQ(e.method, "seed");
+  EXPECT_FALSE(e.memory_fraction);
+  EXPECT_TRUE(has(e, "the seed's table")) << e.explanation;
+  EXPECT_EQ(must(estimate(task({{"tp", 2}}, "llama-2-13b"), seed_method())).memory_mb_per_gpu, 12000u);
+  EXPECT_EQ(must(estimate(task({{"tp", 1}}, "mistral-7b"), seed_method())).memory_mb_per_gpu, 12000u);
+  EXPECT_EQ(must(estimate(task({{"tp", 1}}, "llama-65b"), seed_method())).memory_mb_per_gpu, 20000u);
+  EXPECT_EQ(must(estimate(task({{"tp", 1}}, "Qwen2.5-32B"), seed_method())).memory_mb_per_gpu, 8000u);
+  EXPECT_EQ(must(estimate(json{{"parameters", {{"tp", 2}}}}, seed_method())).memory_mb_per_gpu, 8000u);
+  // The seed knew no engines: vLLM's decode context parallel would reuse the tp GPUs; the seed's rule adds.
+  auto v = must(estimate(
+      json{{"model", {{"id_or_path", "llama-3-70b"}}}, {"engine", "vllm"}, {"parameters", {{"tp", 4}, {"dcp", 2}}}},
+      seed_method()));
+  EXPECT_EQ(v.gpus, 8u);
+  EXPECT_EQ(v.engine, "default");
+  EXPECT_FALSE(v.memory_fraction);
+  // The default stays gpufleet's weights method.
+  EXPECT_EQ(must(estimate(task({{"tp", 4}}))).method, "weights");
+}
+
+TEST(Estimate, MethodNames) {
+  EXPECT_EQ(*parse_memory_method("seed"), MemoryMethod::Seed);
+  EXPECT_EQ(*parse_memory_method("weights"), MemoryMethod::Weights);
+  auto bad = parse_memory_method("fast");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("'fast'"), std::string::npos);
+}
+
+TEST(Estimate, RunTogetherAliasesCount) {
+  // Seed 002 names "tpsize"; it used to be ignored ("parallel sizes: none given").
+  EXPECT_EQ(must(estimate(task({{"tpsize", {1, 2, 4}}}))).gpus, 4u);
+  EXPECT_EQ(must(estimate(task({{"tpsize", 2}, {"ppsize", 2}, {"dpsize", 3}}))).gpus, 12u);
+}
+
+TEST(Estimate, WarnsOnAKeyThatLooksLikeAParallelSize) {
+  auto e = must(estimate(task({{"tensor-parallel-sizes", {1, 2}}, {"TP_SIZE", 4}, {"pp-sizes", 2}, {"tp", 1}})));
+  EXPECT_EQ(e.gpus, 1u);  // none of the three is read
+  ASSERT_EQ(e.warnings.size(), 3u);
+  std::set<std::string> text(e.warnings.begin(), e.warnings.end());
+  auto mentions = [&](std::string_view key, std::string_view meant) {
+    for (const auto& w : e.warnings)
+      if (w.find(fmt::format("'{}'", key)) != std::string::npos &&
+          w.find(fmt::format("'{}'", meant)) != std::string::npos)
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(mentions("tensor-parallel-sizes", "tensor-parallel-size"));
+  EXPECT_TRUE(mentions("TP_SIZE", "tensor-parallel-size"));
+  EXPECT_TRUE(mentions("pp-sizes", "pipeline-parallel-size"));
+  // Known sizes that add no GPUs, and other knobs, are not suspicious.
+  auto quiet = must(estimate(task({{"expert-parallel-size", 8},
+                                   {"enable-expert-parallel", true},
+                                   {"data-parallel-size-local", 2},
+                                   {"max-model-len", 8192},
+                                   {"tp", 2}})));
+  EXPECT_TRUE(quiet.warnings.empty()) << quiet.warnings.front();
 }
 
 TEST(Estimate, MaxOfDataContextAndDecodeContext) {

@@ -561,6 +561,46 @@ TEST_F(ApiTest, AvailabilityExplainsEachGpu) {
   }
 }
 
+TEST_F(ApiTest, AvailabilityTakesTheSeedsRuleUnlessExclusive) {
+  // GPU 0 qualifies on memory and utilization but runs a process gpufleet did not start (an Xorg).
+  auto g0 = gpu(0, 10, 1000, 40, 100);
+  core::GpuProcess xorg;
+  xorg.pid = 4242;
+  xorg.used_memory_mib = 200;
+  xorg.name = "Xorg";
+  g0.processes.push_back(xorg);
+  rig.set_gpus({g0, gpu(1, 80, 2000, 60, 200), gpu(2, 5, 79000, 50, 50.5)});
+
+  auto r = get("/api/v1/availability?fresh=1");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("exclusive"), false);
+  EXPECT_EQ(r.j["gpus"][0].at("qualifies"), true) << r;
+  EXPECT_EQ(r.j.at("would_choose").at("indices"), json::array({0}));
+
+  r = get("/api/v1/availability?fresh=1&exclusive=true");
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("exclusive"), true);
+  EXPECT_EQ(r.j.at("available"), false) << r;
+  EXPECT_NE(r.j["gpus"][0].at("reason").get<std::string>().find("4242"), std::string::npos) << r;
+
+  r = get("/api/v1/availability?exclusive=maybe");
+  EXPECT_EQ(r.status, 400u) << r;
+  EXPECT_NE(r.message().find("exclusive"), std::string::npos) << r;
+}
+
+TEST_F(ApiTest, SessionSaysWhatTheCredentialsMayDo) {
+  auto r = call(Method::Get, "/api/v1/session", {}, /*auth=*/false);
+  ASSERT_EQ(r.status, 200u) << r;
+  EXPECT_EQ(r.j.at("writer"), false);
+  EXPECT_EQ(r.j.at("jobs_submit"), false);  // no submitter in this context: submission is off
+  r = call(Method::Get, "/api/v1/session");
+  EXPECT_EQ(r.j.at("writer"), true) << r;
+  // Off: the job routes say so, whatever the token.
+  r = post("/api/v1/jobs", R"({"image": "busybox"})");
+  EXPECT_EQ(r.status, 403u) << r;
+  EXPECT_EQ(r.j.value("error", ""), "submission_disabled");
+}
+
 // ---- allocations -------------------------------------------------------------------------------
 
 TEST_F(ApiTest, AllocationValidation) {

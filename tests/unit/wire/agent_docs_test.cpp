@@ -195,10 +195,11 @@ TEST(AgentDocs, TasksSumsWithOwnerAndRoundedGpuHours) {
 
 TEST(AgentDocs, ReleasedAndEstimate) {
   EXPECT_EQ(released_json("l1"), json::parse(R"({"id": "l1", "released": true})"));
-  EXPECT_EQ(estimate_json(2, 40000, 0.9, "vllm", "tp 2"),
+  EXPECT_EQ(estimate_json(2, 40000, 0.9, "vllm", "tp 2", "weights", {"parameter 'tps' looks like …"}),
             json::parse(R"({"gpus": 2, "memory_mb_per_gpu": 40000, "memory_fraction": 0.9, "engine": "vllm",
-                            "explanation": "tp 2"})"));
-  EXPECT_TRUE(estimate_json(1, 8000, std::nullopt, "default", "").at("memory_fraction").is_null());
+                            "method": "weights", "explanation": "tp 2",
+                            "warnings": ["parameter 'tps' looks like …"]})"));
+  EXPECT_TRUE(estimate_json(1, 8000, std::nullopt, "default", "", "seed", {}).at("memory_fraction").is_null());
 }
 
 TEST(AgentDocs, AllocationCarriesTheSeedsGpuInfo) {

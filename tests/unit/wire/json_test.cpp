@@ -197,6 +197,52 @@ TEST(Json, ProcessShape) {
   EXPECT_EQ(p["container"], "3f4e5d6c7b8a");
 }
 
+TEST(Json, MigInstancesSitUnderTheirGpuAndProcessesNameTheirs) {
+  core::Snapshot s = sample();
+  auto& g = s.gpus[0];
+  core::MigInstance m;
+  m.uuid = "MIG-feb88891-0321-5fef-9c87-d4af3b54259e";
+  m.profile = "3g.40gb";
+  m.name = "NVIDIA H100 80GB HBM3 MIG 3g.40gb";
+  m.index = 1;
+  m.gpu_instance_id = 2;
+  m.compute_instance_id = 0;
+  m.memory_total_mib = std::uint64_t{40192};
+  m.memory_used_mib = std::uint64_t{8013};
+  m.memory_free_mib = core::Reading<std::uint64_t>::absent(core::Absent::Error);
+  g.mig_instances = {m};
+  g.processes[0].gpu_instance_id = 2u;
+  g.processes[0].compute_instance_id = 0u;
+  const auto j = snapshot_json(s);
+  const auto& gj = j["gpus"][0];
+  ASSERT_EQ(gj["mig_instances"].size(), 1u);
+  const auto& mj = gj["mig_instances"][0];
+  EXPECT_EQ(mj["uuid"], "MIG-feb88891-0321-5fef-9c87-d4af3b54259e");
+  EXPECT_EQ(mj["profile"], "3g.40gb");
+  EXPECT_EQ(mj["index"], 1);
+  EXPECT_EQ(mj["gpu_instance_id"], 2);
+  EXPECT_EQ(mj["compute_instance_id"], 0);
+  EXPECT_EQ(mj["memory"]["total"], 40192);
+  EXPECT_EQ(mj["memory"]["used"], 8013);
+  EXPECT_TRUE(mj["memory"]["free"].is_null());
+  EXPECT_EQ(mj["missing_reasons"], (nlohmann::json{{"memory.free", "error"}}));
+  // The GPU's own memory is not changed by its instances.
+  EXPECT_EQ(gj["memory"]["used"], snapshot_json(sample())["gpus"][0]["memory"]["used"]);
+  const auto& p = gj["processes"][0];
+  EXPECT_EQ(p["gpu_instance_id"], 2);
+  EXPECT_EQ(p["compute_instance_id"], 0);
+  EXPECT_EQ(p["mig_uuid"], "MIG-feb88891-0321-5fef-9c87-d4af3b54259e");
+  EXPECT_EQ(p["mig_profile"], "3g.40gb");
+  const auto ps = processes_json(s)["processes"];
+  ASSERT_FALSE(ps.empty());
+  EXPECT_EQ(ps[0]["mig_uuid"], "MIG-feb88891-0321-5fef-9c87-d4af3b54259e");
+  // MIG off: every MIG key is there, and null.
+  const auto off = snapshot_json(sample())["gpus"][0];
+  EXPECT_EQ(off["mig_instances"], nlohmann::json::array());
+  EXPECT_TRUE(off["processes"][0]["gpu_instance_id"].is_null());
+  EXPECT_TRUE(off["processes"][0]["mig_uuid"].is_null());
+}
+
 TEST(Json, PsListsBiggestFirstUnknownLast) {
   auto s = sample();
   core::GpuProcess small;

@@ -371,6 +371,50 @@ TEST(Prometheus, GpuAndAgentHalvesMakeTheWholeText) {
   }
 }
 
+// MIG: each instance's framebuffer used/free as dcgm-exporter exports it (the parent's labels with
+// GPU_I_PROFILE and GPU_I_ID before Hostname); the parent keeps its whole-GPU series, and no other family
+// gains instance series.
+TEST(Prometheus, MigInstancesGetTheirOwnFramebufferSeries) {
+  core::Snapshot s = one_gpu();
+  auto& g = s.gpus[0];
+  g.mig_enabled = true;
+  g.utilization_pct = core::Reading<unsigned>::absent(core::Absent::MigEnabled);
+  core::MigInstance m;
+  m.uuid = "MIG-feb88891-0321-5fef-9c87-d4af3b54259e";
+  m.profile = "3g.40gb";
+  m.gpu_instance_id = 2;
+  m.memory_total_mib = std::uint64_t{40192};
+  m.memory_used_mib = std::uint64_t{14013};
+  m.memory_free_mib = std::uint64_t{26179};
+  core::MigInstance n = m;
+  n.profile = "1g.10gb";
+  n.gpu_instance_id = 9;
+  n.memory_used_mib = core::Reading<std::uint64_t>::absent(core::Absent::Error);
+  n.memory_free_mib = std::uint64_t{9000};
+  g.mig_instances = {m, n};
+  const std::string text = prometheus_text(s, "node-1", agent());
+  EXPECT_TRUE(valid_exposition(text));
+  const std::string base =
+      R"(gpu="0",UUID="GPU-0a1b2c3d",pci_bus_id="00000000:1B:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3")";
+  EXPECT_TRUE(contains(text, "DCGM_FI_DEV_FB_USED{" + base +
+                                 R"(,Hostname="node-1"} 8192)"
+                                 "\n"));
+  EXPECT_TRUE(contains(text, "DCGM_FI_DEV_FB_USED{" + base +
+                                 R"(,GPU_I_PROFILE="3g.40gb",GPU_I_ID="2",Hostname="node-1"} 14013)"
+                                 "\n"));
+  EXPECT_TRUE(contains(text, "DCGM_FI_DEV_FB_FREE{" + base +
+                                 R"(,GPU_I_PROFILE="1g.10gb",GPU_I_ID="9",Hostname="node-1"} 9000)"
+                                 "\n"));
+  EXPECT_EQ(lines_starting(text, "DCGM_FI_DEV_FB_USED{").size(), 2u);  // an absent instance reading: no sample
+  EXPECT_EQ(lines_starting(text, "DCGM_FI_DEV_FB_FREE{").size(), 3u);
+  EXPECT_TRUE(lines_starting(text, "DCGM_FI_DEV_GPU_UTIL{").empty());  // null under MIG, never 0
+  EXPECT_FALSE(contains(text, "DCGM_FI_DEV_GPU_TEMP{" + base + ",GPU_I_"));
+  // Without a Hostname the instance labels end the set.
+  std::string bare;
+  write_prometheus_gpus(bare, s, "");
+  EXPECT_TRUE(contains(bare, R"(GPU_I_PROFILE="3g.40gb",GPU_I_ID="2"} 14013)"));
+}
+
 TEST(Prometheus, AbsentReadingsHaveNoSample) {
   core::Snapshot s;
   s.backend = "nvml";

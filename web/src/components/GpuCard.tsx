@@ -2,6 +2,7 @@ import { Component } from 'preact';
 import type { FieldsDoc, Gpu } from '../api';
 import { fmtInt, fmtNum, gpuColor, NA, pct } from '../format';
 import { href } from '../router';
+import { MigInstances } from './MigInstances';
 
 function Bar({ value, label }: { value: number | null; label: string }) {
   return (
@@ -160,6 +161,7 @@ function GpuCardBody({ gpu, fields, charted, onChartToggle, cardRef }: CardProps
         <Stat label={pstate.label} value={gpu.performanceState ?? NA} title={tip('performance_state')} />
         <Stat label={avail.label} value={fmtNum(gpu.availabilityScore, 2)} title={tip('availability_score')} />
       </div>
+      <MigInstances gpu={gpu} />
     </article>
   );
 }

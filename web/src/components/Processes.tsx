@@ -34,7 +34,10 @@ export function Processes({ gpus, visibilityMessage }: { gpus: Gpu[]; visibility
                     {p.command && p.command !== p.name && <span class="muted"> {p.command}</span>}
                   </td>
                   <td>{p.container ?? '—'}</td>
-                  <td class="num">{gpu}</td>
+                  <td class="num" title={p.migUuid ?? undefined}>
+                    {gpu}
+                    {p.migProfile !== null ? <span class="mig-profile"> {p.migProfile}</span> : p.gpuInstanceId !== null ? ` GI ${p.gpuInstanceId}` : ''}
+                  </td>
                   <td class="num">{fmtMib(p.memoryMib)}</td>
                 </tr>
               ))}

@@ -136,10 +136,48 @@ TEST_F(NvidiaSmiBackendTest, NormalModeGivesEightGpusWithTheirComputeProcesses) 
 
   // The exact command lines: no shell, name last, the formats asked for.
   const auto lines = log_lines();
-  ASSERT_EQ(lines.size(), 3u);  // open's probe, then the snapshot's two queries
+  // open's probe, then the snapshot's two queries, and -L because GPU 6 is in MIG mode (it lists no MIG
+  // device, so the query interface is not asked).
+  ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[1], HasSubstr("--query-gpu=index,uuid,pci.bus_id,"));
   EXPECT_THAT(lines[1], HasSubstr(",driver_version,name --format=csv,noheader,nounits"));
   EXPECT_EQ(lines[2], "--query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader,nounits");
+  EXPECT_EQ(lines[3], "-L");
+  EXPECT_TRUE(gpu_by_index(*s, 6)->mig_instances.empty());
+  EXPECT_EQ(gpu_by_index(*s, 6)->utilization_pct, core::Reading<unsigned>(0));  // it reports one: kept
+}
+
+// MIG on the fallback path: -L names the devices, -q -x (the recorded answer of a real A100 in MIG mode)
+// gives their ids and memory; one run of each per snapshot, whatever the number of GPUs.
+TEST_F(NvidiaSmiBackendTest, MigDevicesComeFromTheListAndTheQueryInterface) {
+  ScopedEnv mode("FAKE_NVIDIA_SMI_MODE", "mig");
+  ScopedEnv log("FAKE_NVIDIA_SMI_LOG", log_.string());
+  auto b = open_nvidia_smi(options());
+  ASSERT_TRUE(b) << b.error().message;
+  auto s = (*b)->snapshot();
+  ASSERT_TRUE(s) << s.error().message;
+  ASSERT_EQ(s->gpus.size(), 1u);
+  const auto& g = s->gpus[0];
+  EXPECT_EQ(g.utilization_pct.why(), core::Absent::MigEnabled);
+  ASSERT_EQ(g.mig_instances.size(), 2u);
+  EXPECT_EQ(g.mig_instances[1].uuid, "MIG-2b8d4f63-a1c5-5e2f-9037-4d5e6f7a8b91");
+  EXPECT_EQ(g.mig_instances[1].profile, "3g.20gb");
+  EXPECT_EQ(g.mig_instances[1].name, "NVIDIA A100-SXM4-40GB MIG 3g.20gb");
+  EXPECT_EQ(g.mig_instances[1].gpu_instance_id, 2u);
+  EXPECT_EQ(g.mig_instances[1].memory_total_mib, core::Reading<std::uint64_t>(19968));
+  EXPECT_EQ(g.mig_instances[1].memory_used_mib, core::Reading<std::uint64_t>(19));
+  EXPECT_EQ(g.memory_total_mib, core::Reading<std::uint64_t>(40960));  // the GPU's own, not the sum
+  const auto lines = log_lines();
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[3], "-L");
+  EXPECT_EQ(lines[4], "-q -x");
+
+  ScopedEnv fail("FAKE_NVIDIA_SMI_MODE", "migxmlfail");
+  auto t = (*b)->snapshot();
+  ASSERT_TRUE(t) << t.error().message;  // the GPU readings stand
+  EXPECT_TRUE(t->gpus[0].mig_instances.empty());
+  EXPECT_THAT(t->warnings,
+              ::testing::Contains(HasSubstr("MIG devices are not shown: nvidia-smi exited with status 255")));
 }
 
 TEST_F(NvidiaSmiBackendTest, MissingValuesAreAbsentAndPersistenceOffIsWarnedAbout) {
