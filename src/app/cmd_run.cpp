@@ -407,9 +407,11 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
             std::string activity;
             for (const char* k : {"sm_active", "sm_occupancy", "tensor_active", "dram_active", "fp64_active",
                                   "fp32_active", "fp16_active"}) {
-              if (!p.contains(k) || !p[k].is_object() || !p[k].contains("mean") || !p[k]["mean"].is_number()) continue;
-              activity +=
-                  fmt::format("{}{} {:.1f} %", activity.empty() ? "" : ", ", k, p[k]["mean"].get<double>() * 100);
+              if (!p.contains(k)) continue;
+              // Full statistics, or the bare mean of a record summarised to fit the agent's limit.
+              const auto& v = p[k].is_object() && p[k].contains("mean") ? p[k]["mean"] : p[k];
+              if (!v.is_number()) continue;
+              activity += fmt::format("{}{} {:.1f} %", activity.empty() ? "" : ", ", k, v.get<double>() * 100);
             }
             if (!activity.empty())
               std::printf("      activity (GPM means): %s\n", activity.c_str());

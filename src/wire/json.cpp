@@ -75,25 +75,23 @@ json metric_json(const std::optional<core::MetricStats>& m, bool with_samples) {
 }
 
 // What the GPU's "utilization" was made of over the run (NVML GPM): each activity ratio's and
-// throughput's statistics under its key in the GPU document's "profiling" object, null when no sample
-// had it; "note" says why there were none.
+// throughput's statistics under its key in the GPU document's "profiling" object; a field no sample had
+// is left out (a record is kept under a size limit: twelve nulls per GPU add up), and "note" says why
+// when there are none at all.
 json profiling_json(const core::GpuRunStats& g) {
   json out = json::object();
   for (std::size_t i = 0; i < core::kProfilingFields.size(); ++i) {
     std::string_view key = core::info(core::kProfilingFields[i]).json_key;
     key.remove_prefix(key.find('.') + 1);  // "profiling.tensor_active" -> "tensor_active"
     const auto& m = g.profiling[i];
-    if (!m) {
-      out[std::string(key)] = nullptr;
-      continue;
-    }
+    if (!m) continue;
     // Ratios keep 4 decimals (as in the GPU document); bytes/s are whole numbers.
     const int decimals = core::info(core::kProfilingFields[i]).json_decimals;
     out[std::string(key)] = json{{"min", round_to(m->min, decimals)},   {"max", round_to(m->max, decimals)},
                                  {"mean", round_to(m->mean, decimals)}, {"p50", round_to(m->p50, decimals)},
                                  {"p95", round_to(m->p95, decimals)},   {"samples", m->samples}};
   }
-  out["note"] = g.profiling_note.empty() ? json(nullptr) : json(g.profiling_note);
+  if (!g.profiling_note.empty()) out["note"] = g.profiling_note;
   return out;
 }
 
