@@ -77,7 +77,7 @@ int agent(const std::string& path, int n) {
 int direct(const std::string& db, int n) {
   auto opts = backends::BackendOptions::from_environment();
   opts.sim_gpus = 8;
-  auto opened = backends::open_backend(backends::BackendKind::Sim, opts);
+  auto opened = backends::open_backend("sim", opts);
   if (!opened.backend) return 1;
   auto st = store::NodeStore::open(db);
   if (!st) {

@@ -67,7 +67,7 @@ struct World {
   World() {
     const auto dir = std::filesystem::temp_directory_path() / ("gf-fuzz-api-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    auto opened = gf::backends::open_backend(gf::backends::BackendKind::Sim, gf::backends::BackendOptions{});
+    auto opened = gf::backends::open_backend("sim", gf::backends::BackendOptions{});
     monitor = std::make_unique<gf::sampler::Monitor>(std::move(opened.backend), gf::platform::system_clock());
     hub = std::make_unique<gf::sampler::SampleHub>(*monitor);
     gf::node::AgentOptions ao;

@@ -41,7 +41,7 @@ struct World {
   std::unique_ptr<gs::SocketIo> sio;
 
   World() {
-    auto opened = gf::backends::open_backend(gf::backends::BackendKind::Sim, gf::backends::BackendOptions{});
+    auto opened = gf::backends::open_backend("sim", gf::backends::BackendOptions{});
     monitor = std::make_unique<gf::sampler::Monitor>(std::move(opened.backend), gf::platform::system_clock());
     hub = std::make_unique<gf::sampler::SampleHub>(*monitor);
     gf::node::AgentOptions ao;

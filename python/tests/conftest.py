@@ -98,7 +98,7 @@ def fake_nvml_env(tmp: Path) -> Dict[str, str]:
     return env
 
 
-# Where no GPU stack can be found: no NVML library, no nvidia-smi, no sysfs with an amdgpu card. The
+# Where no GPU stack can be found: no NVML library, no nvidia-smi, no sysfs with an amdgpu or Intel card. The
 # simulated backend is only used when asked for, so gpufleet finds no GPU at all.
 NO_GPU_ENV = {"GPUFLEET_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1",
               "GPUFLEET_NVIDIA_SMI": "/nonexistent/nvidia-smi",

@@ -75,10 +75,11 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
   if (temps) n.avg_temperature_c = temp_sum / temps;
   if (powers) n.total_power_w = power_sum;
   n.idle_gpu_count = idle;
-  const bool agent = m->source == "agent";
-  n.from.idle_gpu_count = agent ? "agent: utilization and memory under the thresholds"
-                                : "prometheus: utilization and memory under the thresholds";
-  n.from.utilization = agent ? "agent" : "prometheus";
+  const bool agent = m->source == "agent", exec = m->source == "exec";
+  n.from.idle_gpu_count = agent  ? "agent: utilization and memory under the thresholds"
+                          : exec ? "exec: nvidia-smi's utilization and memory under the thresholds"
+                                 : "prometheus: utilization and memory under the thresholds";
+  n.from.utilization = agent ? "agent" : exec ? "exec: nvidia-smi in a GPU pod" : "prometheus";
 }
 
 // One vendor's resource when every GPU's model names the same vendor; empty otherwise.
@@ -211,7 +212,10 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
         n.idle_gpu_count = n.free_gpus;
         n.from.idle_gpu_count =
             m->source == "agent" ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
-                                 : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
+            : m->source == "exec"
+                ? "exec: nvidia-smi's utilization and memory under the thresholds, capped at the free "
+                  "GPUs"
+                : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
       }
       if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
     }

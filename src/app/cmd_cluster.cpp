@@ -107,6 +107,11 @@ Result<cluster::FleetSources> configured_sources(const ClusterCommand& c) {
     s.agents.push_back(*u);
   }
   if (c.timeout_s) s.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout_s * 1000));
+  if (c.exec_nvidia_smi) s.exec_nvidia_smi = true;
+  if (c.exec_parallel) s.exec_parallel = *c.exec_parallel;
+  if (c.exec_timeout_s) s.exec_timeout = std::chrono::milliseconds(static_cast<long long>(*c.exec_timeout_s * 1000));
+  if ((c.exec_parallel || c.exec_timeout_s) && !s.exec_nvidia_smi)
+    return make_error("--exec-parallel and --exec-timeout need --exec-nvidia-smi (or \"exec_nvidia_smi\": true)");
   if (c.utilization_threshold) s.idle.utilization_pct = *c.utilization_threshold;
   if (c.memory_threshold) s.idle.memory_pct = *c.memory_threshold;
   if (c.fallback) {
@@ -153,10 +158,11 @@ bool names_a_source(const ClusterCommand& c) {
 Result<std::optional<cluster::FleetSources>> serve_fleet_sources(const ClusterCommand& c, const KubeEnvironment& env) {
   if (c.config.empty() && !names_a_source(c)) {
     if (c.node_label || c.max_age_s || c.timeout_s || c.utilization_threshold || c.memory_threshold || c.fallback ||
-        c.prometheus_token_file)
+        c.prometheus_token_file || c.exec_nvidia_smi || c.exec_parallel || c.exec_timeout_s)
       return make_error(
           "the fleet options (--node-label, --max-age, --timeout, --utilization-threshold, --memory-threshold, "
-          "--fallback, --prometheus-token-file) need a fleet source: --cluster-config FILE, --kubeconfig FILE, "
+          "--fallback, --prometheus-token-file, --exec-nvidia-smi) need a fleet source: --cluster-config FILE, "
+          "--kubeconfig FILE, "
           "--context NAME, "
           "--in-cluster, --prometheus URL, --agents FILE or --agent URL");
     return std::optional<cluster::FleetSources>{};

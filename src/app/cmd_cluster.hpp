@@ -29,6 +29,10 @@ struct ClusterCommand {
   std::optional<std::string> agents_file;
   std::vector<std::string> agents;
   std::optional<double> timeout_s;
+  // nvidia-smi through pods/exec (seed 002's way)
+  bool exec_nvidia_smi = false;
+  std::optional<unsigned> exec_parallel;
+  std::optional<double> exec_timeout_s;
   // Selection
   std::optional<double> utilization_threshold;
   std::optional<double> memory_threshold;

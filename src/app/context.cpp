@@ -18,10 +18,10 @@ Context open_context(const GlobalOptions& g) {
   opts.sim_gpus = g.sim_gpus;
   opts.nvidia_smi_timeout = std::chrono::milliseconds(static_cast<long long>(g.nvidia_smi_timeout_s * 1000));
   opts.gpm_interval = std::chrono::milliseconds(static_cast<long long>(g.gpm_interval_s * 1000));
-  auto kind = backends::parse_backend_kind(g.backend).value_or(backends::BackendKind::Auto);
-  auto opened = backends::open_backend(kind, opts);
+  const std::string_view name = backends::parse_backend_name(g.backend).value_or(std::string_view("auto"));
+  auto opened = backends::open_backend(name, opts);
   ctx.steps = opened.steps;
-  ctx.explicit_backend_failed = kind != backends::BackendKind::Auto && !opened.backend;
+  ctx.explicit_backend_failed = name != "auto" && !opened.backend;
   sampler::MonitorOptions mo;
   mo.proc_root = opts.proc_root;
   if (!opened.backend) mo.no_backend_reasons = describe_steps(opened.steps);

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include "cluster/exec_source.hpp"
 #include "cluster/kube_client.hpp"
 #include "platform/fs.hpp"
 
@@ -37,7 +38,13 @@ bool default_kube_available(const KubeEnvironment& env) {
 }
 
 Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& env) {
-  if (!s.kubernetes) return {};
+  if (!s.kubernetes) {
+    if (s.exec_nvidia_smi)
+      return make_error(
+          "exec_nvidia_smi (--exec-nvidia-smi) needs the Kubernetes source: --kubeconfig FILE, --context NAME, "
+          "--in-cluster, or \"kubernetes\": true");
+    return {};
+  }
   const auto options = kube_options(*s.kubernetes, env);
   // Loaded once now so that a wrong file, context or credential is reported before anything runs.
   auto config = cluster::load_kube_config(options);
@@ -51,6 +58,23 @@ Result<void> wire_kubernetes(cluster::FleetSources& s, const KubeEnvironment& en
     if (!c) return c.error();
     return cluster::KubeClient(std::move(*c), ko).gpu_nodes();
   };
+  if (s.exec_nvidia_smi) {
+    cluster::ExecSourceOptions eo;
+    eo.parallel = s.exec_parallel;
+    eo.timeout = s.exec_timeout;
+    s.exec_metrics = [options, ko,
+                      eo](const std::vector<core::KubeNode>& nodes) -> Result<std::vector<core::NodeMetrics>> {
+      auto c = cluster::load_kube_config(options);
+      if (!c) return c.error();
+      auto pods = cluster::KubeClient(*c, ko).running_gpu_pods();
+      if (!pods) return pods.error();
+      const cluster::KubeConfig config = std::move(*c);
+      return cluster::exec_fleet(
+          cluster::choose_exec_targets(nodes, *pods),
+          [&config](const cluster::ExecRequest& rq) { return cluster::exec_in_pod(config, rq); }, eo,
+          [] { return std::chrono::system_clock::now(); });
+    };
+  }
   return {};
 }
 

@@ -9,11 +9,13 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/serve_config.hpp"
+#include "backends/backend.hpp"
 
 namespace {
 
+// Follows "Backends: auto-detection tries <the registry's order>" (backends/registry.cpp).
 constexpr const char* kFooter =
-    R"(Backends: auto-detection tries NVML, then nvidia-smi, then amdgpu, and says which it chose
+    R"(, and says which it chose
 (`gpufleet backends`); it never falls back to simulated GPUs. --backend sim shows clearly labelled
 simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT,
 GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), GPUFLEET_SOCKET, DOCKER_HOST, NO_COLOR.
@@ -50,6 +52,13 @@ void add_fleet_source_options(CLI::App* sub, gf::app::ClusterCommand& c, const s
   in_group(sub->add_option("--timeout", c.timeout_s,
                            "seconds each request to Kubernetes, Prometheus or an agent may take (default 10)"))
       ->check(CLI::Range(0.1, 600.0));
+  in_group(sub->add_flag("--exec-nvidia-smi", c.exec_nvidia_smi,
+                         "Kubernetes: run nvidia-smi through pods/exec in a pod that requests nvidia.com/gpu on each "
+                         "node without other metrics (seed 002's way; needs RBAC create on pods/exec)"));
+  in_group(sub->add_option("--exec-parallel", c.exec_parallel, "pods exec'ed at once (default 8)"))
+      ->check(CLI::Range(1u, 64u));
+  in_group(sub->add_option("--exec-timeout", c.exec_timeout_s, "seconds each pod's exec may take (default 10)"))
+      ->check(CLI::Range(0.1, 600.0));
   in_group(sub->add_option("--utilization-threshold", c.utilization_threshold,
                            "a GPU is idle below this utilization (%, default 30)"))
       ->check(CLI::Range(0.0, 100.0));
@@ -64,14 +73,16 @@ int main(int argc, char** argv) {
   using namespace gf::app;
   CLI::App app{"gpufleet: what your GPUs are doing, who is using them, and what they did while a job ran"};
   app.name("gpufleet");  // parse() gets the arguments without argv[0]
-  app.footer(kFooter);
+  app.footer("Backends: auto-detection tries " + gf::backends::auto_detection_order() + kFooter);
   app.set_version_flag("--version", std::string("gpufleet ") + GF_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options are accepted after the verb too
 
   GlobalOptions g;
-  app.add_option("--backend", g.backend, "auto, nvml, nvidia-smi, amdgpu or sim")
-      ->check(CLI::IsMember({"auto", "nvml", "nvidia-smi", "amdgpu", "sim"}))
+  std::vector<std::string> backend_names{"auto"};
+  for (const auto& b : gf::backends::registered_backends()) backend_names.emplace_back(b.name);
+  app.add_option("--backend", g.backend, gf::backends::backend_choices())
+      ->check(CLI::IsMember(backend_names))
       ->capture_default_str();
   app.add_option("--sim-scenario", g.sim_scenario, "JSON scenario for --backend sim (default: built-in demo)")
       ->check(CLI::ExistingFile);

@@ -1,9 +1,11 @@
 #pragma once
-// The one interface every GPU vendor backend implements. Adding a vendor: a folder under backends/,
-// an open_<vendor>() factory, and one line in registry.cpp.
+// The one interface every GPU vendor backend implements. Adding a vendor: a folder under backends/
+// (with an open_<vendor>() factory), one row in registry.cpp, and its folder's line in CMakeLists.txt
+// and docs/architecture.md. The CLI's choices and help text come from the registry.
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,7 +40,7 @@ struct BackendOptions {
 class Backend {
  public:
   virtual ~Backend() = default;
-  // "nvml", "nvidia-smi", "amdgpu", "sim".
+  // Its registry name: "nvml", "nvidia-smi", "amdgpu", "intel", "sim".
   virtual std::string_view name() const noexcept = 0;
   // One reading of every GPU. Processes carry pid, memory and kind (and a name when the vendor tool
   // gives one); the caller resolves names, users and containers from /proc. A failure of one GPU is
@@ -50,9 +52,20 @@ class Backend {
   virtual Result<core::Topology> topology() { return core::Topology{}; }
 };
 
-enum class BackendKind { Auto, Nvml, NvidiaSmi, Amdgpu, Sim };
-Result<BackendKind> parse_backend_kind(std::string_view text);
-std::string_view to_string(BackendKind k) noexcept;
+// One row of the registry (registry.cpp), in its order.
+struct BackendInfo {
+  std::string_view name;  // what --backend takes
+  bool in_auto;           // tried by auto-detection, in the registry's order
+};
+std::span<const BackendInfo> registered_backends() noexcept;
+
+// "auto" or a registered backend's name (as the registry spells it, so it outlives the argument);
+// otherwise an error that lists the choices.
+Result<std::string_view> parse_backend_name(std::string_view text);
+// "auto, nvml, nvidia-smi, amdgpu, intel or sim": the choices, for help texts and errors.
+std::string backend_choices();
+// "nvml, then nvidia-smi, then amdgpu, then intel": what auto-detection tries, in order.
+std::string auto_detection_order();
 
 struct DetectionStep {
   std::string backend;
@@ -68,8 +81,9 @@ struct OpenedBackend {
   std::optional<core::Snapshot> probe;
 };
 
-// Opens the backend asked for. Auto tries NVML, then nvidia-smi, then amdgpu, and takes the first
-// that opens and sees at least one GPU; it never falls back to the simulated backend.
-OpenedBackend open_backend(BackendKind kind, const BackendOptions& opts);
+// Opens the backend named (a registered name, or "auto"; anything else opens nothing and says so).
+// "auto" tries the registry's in_auto rows in order (auto_detection_order()) and takes the first that
+// opens and sees at least one GPU; it never falls back to the simulated backend.
+OpenedBackend open_backend(std::string_view name, const BackendOptions& opts);
 
 }  // namespace gf::backends

@@ -1,8 +1,14 @@
+#include <array>
 #include <functional>
+#include <iterator>
+#include <string>
 #include <utility>
+
+#include <fmt/core.h>
 
 #include "backends/amdgpu/amdgpu_backend.hpp"
 #include "backends/backend.hpp"
+#include "backends/intel/intel_backend.hpp"
 #include "backends/nvidia_smi/nvidia_smi_backend.hpp"
 #include "backends/nvml/nvml_backend.hpp"
 #include "backends/sim/sim_backend.hpp"
@@ -14,19 +20,24 @@ namespace {
 using Factory = Result<std::unique_ptr<Backend>> (*)(const BackendOptions&);
 
 struct Entry {
-  BackendKind kind;
-  std::string_view name;
+  BackendInfo info;
   Factory open;
-  bool in_auto;  // tried by auto-detection, in this order
 };
 
-// The registry: one line per backend.
+// The registry: one line per backend. Auto-detection tries the in_auto rows in this order; the CLI's
+// --backend choices and help text list them in this order too.
 constexpr Entry kBackends[] = {
-    {BackendKind::Nvml, "nvml", &open_nvml, true},
-    {BackendKind::NvidiaSmi, "nvidia-smi", &open_nvidia_smi, true},
-    {BackendKind::Amdgpu, "amdgpu", &open_amdgpu, true},
-    {BackendKind::Sim, "sim", &open_sim, false},
+    {{"nvml", true}, &open_nvml},     {{"nvidia-smi", true}, &open_nvidia_smi},
+    {{"amdgpu", true}, &open_amdgpu}, {{"intel", true}, &open_intel},
+    {{"sim", false}, &open_sim},
 };
+
+constexpr std::array<BackendInfo, std::size(kBackends)> infos() {
+  std::array<BackendInfo, std::size(kBackends)> out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kBackends[i].info;
+  return out;
+}
+constexpr auto kInfos = infos();
 
 }  // namespace
 
@@ -40,39 +51,53 @@ BackendOptions BackendOptions::from_environment() {
   return o;
 }
 
-Result<BackendKind> parse_backend_kind(std::string_view text) {
-  if (text == "auto") return BackendKind::Auto;
+std::span<const BackendInfo> registered_backends() noexcept { return kInfos; }
+
+Result<std::string_view> parse_backend_name(std::string_view text) {
+  if (text == "auto") return std::string_view("auto");
   for (const auto& e : kBackends)
-    if (e.name == text) return e.kind;
-  return make_error("unknown backend '" + std::string(text) + "' (expected auto, nvml, nvidia-smi, amdgpu or sim)");
+    if (e.info.name == text) return e.info.name;
+  return make_error(fmt::format("unknown backend '{}' (expected {})", text, backend_choices()));
 }
 
-std::string_view to_string(BackendKind k) noexcept {
-  if (k == BackendKind::Auto) return "auto";
-  for (const auto& e : kBackends)
-    if (e.kind == k) return e.name;
-  return "auto";
+std::string backend_choices() {
+  std::string out = "auto";
+  for (std::size_t i = 0; i < std::size(kBackends); ++i)
+    out += fmt::format("{}{}", i + 1 == std::size(kBackends) ? " or " : ", ", kBackends[i].info.name);
+  return out;
 }
 
-OpenedBackend open_backend(BackendKind kind, const BackendOptions& opts) {
+std::string auto_detection_order() {
+  std::string out;
+  for (const auto& e : kBackends)
+    if (e.info.in_auto) out += fmt::format("{}{}", out.empty() ? "" : ", then ", e.info.name);
+  return out;
+}
+
+OpenedBackend open_backend(std::string_view name, const BackendOptions& opts) {
   OpenedBackend out;
+  const bool automatic = name == "auto";
+  if (!automatic && !parse_backend_name(name)) {
+    out.steps.push_back({std::string(name), false, parse_backend_name(name).error().message});
+    return out;
+  }
   for (const auto& e : kBackends) {
-    if (kind == BackendKind::Auto ? !e.in_auto : e.kind != kind) continue;
+    if (automatic ? !e.info.in_auto : e.info.name != name) continue;
     auto b = e.open(opts);
     if (!b) {
-      out.steps.push_back({std::string(e.name), false, b.error().message});
+      out.steps.push_back({std::string(e.info.name), false, b.error().message});
       continue;
     }
-    if (kind == BackendKind::Auto) {
+    if (automatic) {
       // A backend that opens but sees no GPU (NVML on a machine whose GPUs are all AMD) is not chosen.
       auto s = (*b)->snapshot();
       if (!s || s->gpus.empty()) {
-        out.steps.push_back({std::string(e.name), false, s ? "loaded, but reports no GPU" : s.error().message});
+        out.steps.push_back({std::string(e.info.name), false, s ? "loaded, but reports no GPU" : s.error().message});
         continue;
       }
       out.probe = std::move(*s);
     }
-    out.steps.push_back({std::string(e.name), true, "opened"});
+    out.steps.push_back({std::string(e.info.name), true, "opened"});
     out.backend = std::move(*b);
     break;
   }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cluster/agent_source.hpp"
@@ -47,6 +48,25 @@ Result<std::string> read_small_file(const std::string& path, const std::string& 
   return ss.str();
 }
 
+// The exec source for the Kubernetes GPU nodes that no other source describes. Its metrics go after
+// the working sources' and before the failed ones' (the first entry of a node is the one used).
+void exec_round(const FleetSources& s, allocator::FleetFacts& f) {
+  std::set<std::string_view> described;
+  for (const auto& m : f.metrics)
+    if (m.error.empty()) described.insert(m.node);
+  std::vector<core::KubeNode> wanted;
+  for (const auto& n : *f.kube)
+    if (!n.gpu_resource.empty() && !described.contains(n.name)) wanted.push_back(n);
+  if (wanted.empty()) return;
+  auto r = s.exec_metrics(wanted);
+  if (!r) {
+    f.source_errors.push_back("exec: " + r.error().message);
+    return;
+  }
+  for (auto& m : *r) f.metrics.push_back(std::move(m));
+  std::stable_partition(f.metrics.begin(), f.metrics.end(), [](const core::NodeMetrics& m) { return m.error.empty(); });
+}
+
 }  // namespace
 
 std::vector<std::string> FleetSources::describe() const {
@@ -62,6 +82,9 @@ std::vector<std::string> FleetSources::describe() const {
                             prometheus_insecure().empty() ? "" : "; insecure"));
   if (!agents_file.empty()) d.push_back("agents file " + agents_file);
   if (!agents.empty()) d.push_back(fmt::format("{} agent(s)", agents.size()));
+  if (exec_metrics)
+    d.push_back(
+        fmt::format("nvidia-smi through pods/exec ({} at once, {} ms each)", exec_parallel, exec_timeout.count()));
   return d;
 }
 
@@ -174,6 +197,18 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
       auto f = parse_fallback(*t);
       if (!f) return make_error(where + ": " + f.error().message);
       s.fallback = *f;
+    } else if (key == "exec_nvidia_smi") {
+      if (!v.is_boolean()) return make_error(where + ": expected true or false");
+      s.exec_nvidia_smi = v.get<bool>();
+    } else if (key == "exec_parallel") {
+      auto n = number(v, where, 1, 64);
+      if (!n) return n.error();
+      if (*n != std::floor(*n)) return make_error(where + ": expected a whole number from 1 to 64");
+      s.exec_parallel = static_cast<unsigned>(*n);
+    } else if (key == "exec_timeout_s") {
+      auto n = number(v, where, 0.1, 600);
+      if (!n) return n.error();
+      s.exec_timeout = ms(*n);
     } else if (key == "kubernetes" || key == "in_cluster") {
       if (!v.is_boolean()) return make_error(where + ": expected true or false");
       if (key == "kubernetes") {
@@ -198,7 +233,7 @@ Result<FleetSources> fleet_sources_from_json(const std::string& body, const std:
       return make_error(fmt::format(
           "{}: unknown key '{}' (known: prometheus, prometheus_token_file, node_label, max_age_s, agents_file, agents, "
           "timeout_s, refresh_interval_s, utilization_threshold, memory_threshold, fallback, "
-          "kubernetes, kubeconfig, context, in_cluster)",
+          "kubernetes, kubeconfig, context, in_cluster, exec_nvidia_smi, exec_parallel, exec_timeout_s)",
           source, key));
     }
   }
@@ -280,6 +315,7 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
     auto r = kube.get();
     if (r) {
       f.kube = std::move(*r);
+      if (s.exec_metrics) exec_round(s, f);
     } else {
       f.kube_error = "kubernetes: " + r.error().message;
       f.source_errors.push_back(*f.kube_error);

@@ -46,6 +46,16 @@ struct FleetSources {
   // Set with kube_nodes when the API server is reached unsafely: the warning line ("TLS verification is off
   // for https://…", "sending a bearer token over plain http to http://…"); empty: nothing to say.
   std::string kube_insecure;
+  // Seed 002's way to metrics: nvidia-smi's CSV query through pods/exec in a pod that requests
+  // nvidia.com/gpu on each node (exec_source.hpp). Off unless asked for (--exec-nvidia-smi,
+  // "exec_nvidia_smi": true): it runs a command in other users' containers. Needs Kubernetes.
+  bool exec_nvidia_smi = false;
+  unsigned exec_parallel = 8;                     // pods exec'ed at once
+  std::chrono::milliseconds exec_timeout{10000};  // each pod's whole exec
+  // The exec round for these nodes (the Kubernetes GPU nodes without metrics from another source),
+  // wired by the caller with kube_nodes when exec_nvidia_smi is on. An error when the pods cannot be
+  // listed; a node whose exec fails is a NodeMetrics with `error`.
+  std::function<Result<std::vector<core::NodeMetrics>>(const std::vector<core::KubeNode>&)> exec_metrics;
 
   bool any() const { return !prometheus_url.empty() || !agents_file.empty() || !agents.empty() || kube_nodes; }
   // "kubernetes (…)", "prometheus http://…", "agents file F", "3 agent(s)" — for documents and messages.
@@ -75,11 +85,11 @@ std::vector<std::string> insecure_warnings_for(const FleetSources& s, const allo
 
 // Reads a JSON config: {"prometheus", "prometheus_token_file", "node_label", "max_age_s", "agents_file", "agents",
 // "timeout_s", "refresh_interval_s", "utilization_threshold", "memory_threshold", "fallback", "kubernetes",
-// "kubeconfig", "context", "in_cluster"}. Keys given replace those of `base`; an unknown key or a bad
-// value is an error naming the file and the key. A relative agents_file, prometheus_token_file or
-// kubeconfig is taken relative to the config file's directory. "kubernetes": true turns Kubernetes on with the usual
-// kubeconfig search; "kubeconfig", "context" or "in_cluster": true turn it on too; "kubernetes": false turns it off
-// (and may not be combined with the other three).
+// "kubeconfig", "context", "in_cluster", "exec_nvidia_smi", "exec_parallel", "exec_timeout_s"}. Keys given replace
+// those of `base`; an unknown key or a bad value is an error naming the file and the key. A relative agents_file,
+// prometheus_token_file or kubeconfig is taken relative to the config file's directory. "kubernetes": true turns
+// Kubernetes on with the usual kubeconfig search; "kubeconfig", "context" or "in_cluster": true turn it on too;
+// "kubernetes": false turns it off (and may not be combined with the other three).
 Result<FleetSources> fleet_sources_from_json(const std::string& text, const std::string& source,
                                              FleetSources base = {});
 Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources base = {});
@@ -92,6 +102,8 @@ Result<allocator::Fallback> parse_fallback(const std::string& text);
 // stops node selection: see allocator::FleetFacts); an error only when the sources cannot even be read
 // (no source at all, an unreadable or malformed agents file).
 // Metrics of a node from a reachable agent win over Prometheus; Prometheus wins over an unreachable agent.
+// The exec source (exec_metrics) runs after Kubernetes has answered, only for the GPU nodes that no
+// agent or Prometheus describes; its metrics rank after theirs and before any failed source's.
 Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now);
 
 }  // namespace gf::cluster

@@ -299,6 +299,25 @@ Result<PodPage> parse_pod_list(std::string_view text) {
     }
     pod.node = string_at(*spec, "nodeName");
     if (const json* status = member(item, "status")) pod.phase = string_at(*status, "phase");
+    if (const json* cs = member(*spec, "containers"); cs != nullptr && cs->is_array()) {
+      for (const auto& c : *cs) {
+        bool asks = false;
+        for (const auto resource : kGpuResources) {
+          auto r = container_request(c, resource);
+          asks = asks || (r && *r > 0);
+        }
+        if (asks) {
+          pod.gpu_container = string_at(c, "name");
+          break;
+        }
+      }
+    }
+    if (const json* st = path(item, {"status", "containerStatuses"});
+        st != nullptr && st->is_array() && !pod.gpu_container.empty()) {
+      for (const auto& cs : *st)
+        if (string_at(cs, "name") == pod.gpu_container)
+          pod.gpu_container_running = path(cs, {"state", "running"}) != nullptr;
+    }
     for (const auto resource : kGpuResources) {
       auto n = pod_request(*spec, resource);
       if (!n)
@@ -454,6 +473,30 @@ Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
   if (!listed) return listed.error();
   add_pod_requests(nodes, pods);
   return nodes;
+}
+
+Result<std::vector<PodGpuRequest>> KubeClient::running_gpu_pods() {
+  const std::string server = printable(platform::url_for_display(config_.server));
+  const std::string first = fmt::format("/api/v1/pods?limit={}&fieldSelector={}", options_.page_size,
+                                        platform::url_escape("status.phase=Running"));
+  std::vector<PodGpuRequest> pods;
+  std::string token;
+  for (unsigned n = 0; n < kMaxPages; ++n) {
+    const std::string target = token.empty() ? first : first + "&continue=" + platform::url_escape(token);
+    auto body = get_list(target, "list pods", "list pods in all namespaces (get and list on pods)");
+    if (!body) return body.error();
+    auto page = parse_pod_list(*body);
+    if (!page)
+      return make_error(fmt::format("the API server at {} sent a malformed PodList for GET {}: {}", server,
+                                    printable(target), page.error().message));
+    for (auto& pod : page->pods)
+      if (pod.phase == "Running") pods.push_back(std::move(pod));  // again, for servers that ignore the selector
+    if (page->continue_token.empty()) return pods;
+    if (page->continue_token == token)
+      return make_error(fmt::format("the API server at {} repeated the continue token of PodList (list pods)", server));
+    token = std::move(page->continue_token);
+  }
+  return make_error(fmt::format("the API server at {} did not end the PodList after {} pages", server, kMaxPages));
 }
 
 }  // namespace gf::cluster

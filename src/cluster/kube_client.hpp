@@ -43,6 +43,11 @@ struct PodGpuRequest {
   std::string node;                           // spec.nodeName; empty: not scheduled
   std::string phase;                          // status.phase
   std::map<std::string, std::uint64_t> gpus;  // "nvidia.com/gpu" → 2
+  // The first of spec.containers that asks for a GPU resource itself (empty: only init containers do),
+  // and whether status.containerStatuses says it is running: where `kubectl exec -c` would go to see
+  // the pod's GPUs.
+  std::string gpu_container;
+  bool gpu_container_running = false;
 };
 
 struct PodPage {
@@ -82,6 +87,10 @@ class KubeClient {
   // that ignore it). Errors name the cause: 401 (the credentials and where they came from), 403 (the
   // RBAC permission missing), TLS, unreachable server, timeout, too large or malformed answer.
   Result<std::vector<core::KubeNode>> gpu_nodes();
+
+  // The pods in phase Running that request a GPU resource, every namespace (a paginated list with
+  // fieldSelector status.phase=Running, filtered again here). Errors as gpu_nodes'.
+  Result<std::vector<PodGpuRequest>> running_gpu_pods();
 
   struct Response {
     long status = 0;

@@ -66,6 +66,7 @@ enum class Field : std::uint8_t {
   ProfPcieRxBytes,     // B/s
   ProfNvlinkTxBytes,   // B/s
   ProfNvlinkRxBytes,   // B/s
+  SmClockMax,          // MHz (after the others: added later)
   AvailabilityScore,   // 0..1
 };
 
@@ -401,6 +402,13 @@ inline constexpr std::array<FieldInfo, kFieldCount> kFields{{
      "DCGM_FI_PROF_NVLINK_RX_BYTES", "Bytes per second received over NVLink.",
      MetricType::Gauge, "nvlink_rx_bytes", "prof_nvlink_rx",
      &read_member<&GpuReading::prof_nvlink_rx_bytes>, &mark_member<&GpuReading::prof_nvlink_rx_bytes>,
+     kNotOnStatusLine},
+    // DCGM's field 110. Filled by the intel backend (the GT's max_freq: the limit now in force, which an
+    // administrator may have lowered below the hardware's).
+    {Field::SmClockMax, "clock_speeds.graphics_max", JsonForm::Number, 0, "MHz", "max SM clock",
+     "Highest graphics clock allowed now",
+     "DCGM_FI_DEV_MAX_SM_CLOCK", "Maximum supported SM clock for the device (in MHz).", MetricType::Gauge, "", "",
+     &read_member<&GpuReading::clock_graphics_max_mhz>, &mark_member<&GpuReading::clock_graphics_max_mhz>,
      kNotOnStatusLine},
     {Field::AvailabilityScore, "availability_score", JsonForm::Number, 4, "", "availability score",
      "How free the GPU is for new work, 0..1: 0.6 free memory share + 0.4 idle share",

@@ -23,6 +23,9 @@ struct GpuProcess {
   std::uint32_t pid = 0;                         // as the driver reports it (host pid namespace for NVML)
   std::optional<std::uint64_t> used_memory_mib;  // nullopt: the driver cannot tell
   ProcessKind kind = ProcessKind::Compute;
+  // Its busiest engine's busy share over the last collection interval, 0..100 (DRM fdinfo engine time,
+  // summed over the process's clients); absent where the driver does not give it per process.
+  Reading<unsigned> utilization_pct;
   // Filled from /proc when visible; empty when the process could not be resolved.
   std::string name;
   std::string user;
@@ -71,6 +74,7 @@ struct GpuReading {
   Reading<unsigned> fan_pct;
   Reading<unsigned> clock_graphics_mhz;
   Reading<unsigned> clock_memory_mhz;
+  Reading<unsigned> clock_graphics_max_mhz;    // the highest graphics clock allowed now (MHz)
   Reading<std::uint64_t> clock_event_reasons;  // NVML bit mask (see clock_event_names)
   Reading<unsigned> performance_state;         // 0 = P0 (fastest) .. 15
   Reading<bool> mig_enabled;
@@ -129,7 +133,7 @@ struct ProcessVisibility {
 
 struct Snapshot {
   std::chrono::system_clock::time_point timestamp{};
-  std::string backend;  // "nvml", "nvidia-smi", "amdgpu", "sim", "none"
+  std::string backend;  // "nvml", "nvidia-smi", "amdgpu", "intel", "sim", "none"
   bool simulated = false;
   std::string driver_version;       // empty when unknown
   std::string cuda_driver_version;  // e.g. "12.4"; empty when unknown or not NVIDIA

@@ -60,6 +60,14 @@ json process_json(const core::GpuProcess& p, const core::GpuReading* gpu = nullp
   const core::MigInstance* m = gpu != nullptr ? core::mig_instance_of(*gpu, p) : nullptr;
   j["mig_uuid"] = m ? json(m->uuid) : json(nullptr);
   j["mig_profile"] = m ? json(m->profile) : json(nullptr);
+  // Only backends that measure it per process (DRM fdinfo) say anything; elsewhere the key is left out.
+  // A null says why, as a GPU's fields do.
+  if (p.utilization_pct) {
+    j["utilization"] = *p.utilization_pct;
+  } else if (p.utilization_pct.why() != core::Absent::NotQueried) {
+    j["utilization"] = nullptr;
+    j["missing_reasons"] = {{"utilization", std::string(core::code(p.utilization_pct.why()))}};
+  }
   return j;
 }
 

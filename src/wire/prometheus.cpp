@@ -173,6 +173,7 @@ constexpr std::array kDcgmFamilies{
     field_family(core::Field::ProfPcieRxBytes),
     field_family(core::Field::ProfNvlinkTxBytes),
     field_family(core::Field::ProfNvlinkRxBytes),
+    field_family(core::Field::SmClockMax),
 };
 
 // DCGM's name for the clock-event mask before DCGM 3.3, which existing dashboards and alert rules still

@@ -77,11 +77,12 @@ class Kustomize : public ::testing::Test {
 TEST_F(Kustomize, RendersExactlyTheExpectedObjects) {
   std::set<std::string> keys;
   for (const auto& [k, v] : objects_) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{"Namespace/gpufleet", "ServiceAccount/gpufleet-agent",
-                                         "ServiceAccount/gpufleet-cluster", "ClusterRole/gpufleet-cluster-view",
-                                         "ClusterRoleBinding/gpufleet-cluster-view", "ClusterRole/gpufleet-place",
-                                         "RoleBinding/gpufleet-place", "DaemonSet/gpufleet-agent",
-                                         "Service/gpufleet-agent", "ServiceMonitor/gpufleet-agent"}));
+  EXPECT_EQ(keys, (std::set<std::string>{
+                      "Namespace/gpufleet", "ServiceAccount/gpufleet-agent", "ServiceAccount/gpufleet-cluster",
+                      "ClusterRole/gpufleet-cluster-view", "ClusterRoleBinding/gpufleet-cluster-view",
+                      "ClusterRole/gpufleet-place", "RoleBinding/gpufleet-place", "DaemonSet/gpufleet-agent",
+                      "Service/gpufleet-agent", "ServiceMonitor/gpufleet-agent", "ServiceAccount/gpufleet-exec",
+                      "ClusterRole/gpufleet-exec-nvidia-smi", "ClusterRoleBinding/gpufleet-exec-nvidia-smi"}));
   for (const auto& [k, v] : objects_) {
     const auto kind = v["kind"].as<std::string>();
     if (kind == "Namespace" || kind.rfind("Cluster", 0) == 0) continue;
@@ -183,6 +184,18 @@ TEST_F(Kustomize, RbacGivesEachRoleOnlyWhatItNeeds) {
     }
   }
   EXPECT_FALSE(get("ServiceAccount/gpufleet-agent")["automountServiceAccountToken"].as<bool>(true));
+  // The exec source: exec (get for the WebSocket upgrade, create since 1.30) and the listings, bound to
+  // its own account alone; the cluster view's account cannot exec.
+  EXPECT_EQ(grants(get("ClusterRole/gpufleet-exec-nvidia-smi")),
+            (Grants{{"/nodes", {"get", "list"}}, {"/pods", {"get", "list"}}, {"/pods/exec", {"get", "create"}}}));
+  const auto exec_binding = get("ClusterRoleBinding/gpufleet-exec-nvidia-smi");
+  ASSERT_EQ(exec_binding["subjects"].size(), 1u);
+  EXPECT_EQ(exec_binding["subjects"][0]["name"].as<std::string>(""), "gpufleet-exec");
+  for (const auto& [k, v] : objects_) {
+    if (v["kind"].as<std::string>().find("Binding") == std::string::npos) continue;
+    if (v["roleRef"]["name"].as<std::string>("") == "gpufleet-exec-nvidia-smi") continue;
+    for (const auto& s : v["subjects"]) EXPECT_NE(s["name"].as<std::string>(""), "gpufleet-exec") << k;
+  }
 }
 
 TEST(SystemdUnit, VerifiesWithoutWarnings) {

@@ -12,12 +12,15 @@
 #endif
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -32,6 +35,7 @@ namespace {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using json = nlohmann::json;
 using Request = http::request<http::string_body>;
@@ -161,6 +165,7 @@ std::optional<ObjectPath> object_path(const std::string& path) {
 
 struct KubeStandin::Impl {
   struct Session;
+  struct ExecSession;
 
   KubeStandinConfig config;
   json nodes = json::array(), pods = json::array();
@@ -174,8 +179,17 @@ struct KubeStandin::Impl {
   std::map<std::string, json> objects;  // by item path
   std::string canned;
   long resource_version = 1000;
+  std::vector<KubeStandinExecCall> exec_calls;
+  // Open exec streams, shared with each stream: a stream may end after Impl's members are gone (when
+  // the io_context is destroyed).
+  struct ExecCount {
+    std::atomic<std::size_t> open{0}, max{0};
+  };
+  std::shared_ptr<ExecCount> exec_count = std::make_shared<ExecCount>();
 
   void accept();
+  // The upgrade of a pods/exec request; false when `req` is not one (the normal routes answer it).
+  bool exec_upgrade(tcp::socket& socket, const Request& req, std::shared_ptr<void>& keep);
 
   Response reply(const Request& req, int status, const json& body) const {
     Response res{static_cast<http::status>(status), req.version()};
@@ -203,6 +217,7 @@ struct KubeStandin::Impl::Session : std::enable_shared_from_this<Session> {
     req = {};
     http::async_read(socket, buffer, req, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return;
+      if (self->impl.exec_upgrade(self->socket, self->req, self->exec)) return;
       if (self->impl.config.never_answer) {
         self->impl.route(self->req);  // recorded; the answer is dropped and the connection kept open
         self->impl.held.push_back(self);
@@ -230,7 +245,180 @@ struct KubeStandin::Impl::Session : std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer;
   Request req;
   Response res;
+  std::shared_ptr<void> exec;
 };
+
+// One exec stream: the messages to send, one after another, then the close.
+struct KubeStandin::Impl::ExecSession : std::enable_shared_from_this<ExecSession> {
+  ExecSession(std::shared_ptr<ExecCount> count, tcp::socket socket) : count(std::move(count)), ws(std::move(socket)) {
+    const auto now = ++this->count->open;
+    for (auto m = this->count->max.load(); now > m && !this->count->max.compare_exchange_weak(m, now);) {
+    }
+  }
+  ~ExecSession() { --count->open; }
+
+  void next() {
+    if (sent == messages.size()) {
+      ws.async_close(websocket::close_code::normal, [self = shared_from_this()](beast::error_code) {});
+      return;
+    }
+    ws.binary(true);
+    ws.async_write(asio::buffer(messages[sent]), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return;
+      ++self->sent;
+      self->next();
+    });
+  }
+  void drain() {  // reads until the client goes (a hung pod never answers it)
+    ws.async_read(in, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return;
+      self->in.consume(self->in.size());
+      self->drain();
+    });
+  }
+
+  std::shared_ptr<ExecCount> count;
+  websocket::stream<tcp::socket> ws;
+  beast::flat_buffer in;
+  std::vector<std::string> messages;
+  std::size_t sent = 0;
+  asio::steady_timer delay{ws.get_executor()};
+};
+
+bool KubeStandin::Impl::exec_upgrade(tcp::socket& socket, const Request& req, std::shared_ptr<void>& keep) {
+  const std::string target(req.target());
+  const auto qpos = target.find('?');
+  const auto parts = split(target.substr(0, qpos), '/');
+  // "", api, v1, namespaces, {ns}, pods, {pod}, exec
+  if (parts.size() != 8 || parts[1] != "api" || parts[3] != "namespaces" || parts[5] != "pods" || parts[7] != "exec")
+    return false;
+  if (!websocket::is_upgrade(req)) return false;
+  KubeStandinExecCall call;
+  call.pod = parts[4] + "/" + parts[6];
+  call.offered = std::string(req[http::field::sec_websocket_protocol]);
+  const std::string_view q = qpos == std::string::npos ? std::string_view() : std::string_view(target).substr(qpos + 1);
+  for (const auto& kv : split(q, '&')) {
+    const auto eq = kv.find('=');
+    const auto key = percent_decode(kv.substr(0, eq));
+    const auto value = eq == std::string::npos ? std::string() : percent_decode(kv.substr(eq + 1));
+    if (key == "command") call.command.push_back(value);
+    if (key == "container") call.container = value;
+  }
+  auto refuse = [&](int status, std::string_view reason, std::string_view message) {
+    auto res = std::make_shared<Response>(error(req, status, reason, message));
+    res->keep_alive(false);
+    auto sock = std::make_shared<tcp::socket>(std::move(socket));
+    http::async_write(*sock, *res, [res, sock](beast::error_code, std::size_t) {
+      beast::error_code ignored;
+      sock->shutdown(tcp::socket::shutdown_send, ignored);
+    });
+  };
+  std::lock_guard lock(mu);
+  requests.push_back({std::string(req.method_string()),
+                      target,
+                      target.substr(0, qpos),
+                      {},
+                      std::string(req[http::field::authorization]),
+                      {},
+                      {}});
+  for (const auto& p : config.exec_protocols) {
+    for (const auto& o : split(call.offered, ',')) {
+      auto offered = o;
+      offered.erase(0, offered.find_first_not_of(' '));
+      offered.erase(offered.find_last_not_of(' ') + 1);
+      if (call.protocol.empty() && offered == p) call.protocol = p;
+    }
+  }
+  if (!config.token.empty() && req[http::field::authorization] != "Bearer " + config.token) {
+    call.protocol.clear();
+    exec_calls.push_back(call);
+    refuse(401, "Unauthorized", "Unauthorized");
+    return true;
+  }
+  if (config.forbid_exec) {
+    call.protocol.clear();
+    exec_calls.push_back(call);
+    refuse(403, "Forbidden",
+           fmt::format("pods \"{}\" is forbidden: User \"system:serviceaccount:gpufleet:gpufleet\" cannot create "
+                       "resource \"pods/exec\" in API group \"\" in the namespace \"{}\"",
+                       parts[6], parts[4]));
+    return true;
+  }
+  if (call.protocol.empty()) {
+    exec_calls.push_back(call);
+    refuse(400, "BadRequest", "no supported exec subprotocol was offered");
+    return true;
+  }
+  exec_calls.push_back(call);
+  auto session = std::make_shared<ExecSession>(exec_count, std::move(socket));
+  const bool v5 = call.protocol == "v5.channel.k8s.io";
+  auto channel = [](unsigned char c, std::string_view data) {
+    return std::string(1, static_cast<char>(c)) + std::string(data);
+  };
+  // The real server first sends each stream's channel byte alone.
+  for (unsigned char c : {1, 2, 3}) session->messages.push_back(channel(c, ""));
+  json status{{"metadata", json::object()}, {"status", "Success"}};
+  auto it = config.exec.find(call.pod);
+  if (it == config.exec.end() && config.exec_default) it = config.exec.emplace(call.pod, *config.exec_default).first;
+  const bool hang = it != config.exec.end() && it->second.hang;
+  const unsigned delay_ms = it != config.exec.end() ? it->second.delay_ms : 0;
+  if (it == config.exec.end() || !it->second.failure_message.empty()) {
+    const std::string message = it == config.exec.end()
+                                    ? fmt::format(
+                                          "Internal error occurred: error executing command in container: failed "
+                                          "to exec in container: OCI runtime exec failed: exec failed: unable to "
+                                          "start container process: exec: \"{}\": executable file not found in "
+                                          "$PATH: unknown",
+                                          call.command.empty() ? "" : call.command[0])
+                                    : it->second.failure_message;
+    status = json{{"metadata", json::object()},
+                  {"status", "Failure"},
+                  {"message", message},
+                  {"reason", "InternalError"},
+                  {"code", 500}};
+  } else {
+    const auto& e = it->second;
+    std::string out = e.out, err = e.err;
+    int code = e.exit_code;
+    bool rejected = false;
+    for (const auto& arg : call.command)
+      rejected = rejected || (!e.reject_field.empty() && arg.find(e.reject_field) != std::string::npos);
+    if (rejected) {
+      out = fmt::format("Field \"{}\" is not a valid field to query.\n\n", e.reject_field);
+      err.clear();
+      code = 2;
+    }
+    for (std::size_t i = 0; i < out.size(); i += 64) session->messages.push_back(channel(1, out.substr(i, 64)));
+    if (!err.empty()) session->messages.push_back(channel(2, err));
+    if (code != 0)
+      status = json{
+          {"metadata", json::object()},
+          {"status", "Failure"},
+          {"message", fmt::format("command terminated with non-zero exit code: exit status {}", code)},
+          {"reason", "NonZeroExitCode"},
+          {"details", {{"causes", json::array({json{{"reason", "ExitCode"}, {"message", std::to_string(code)}}})}}}};
+  }
+  if (v5) {
+    session->messages.push_back(channel(255, std::string(1, '\x01')));
+    session->messages.push_back(channel(255, std::string(1, '\x02')));
+  }
+  session->messages.push_back(channel(3, status.dump()));
+  session->ws.set_option(websocket::stream_base::decorator([protocol = call.protocol](websocket::response_type& res) {
+    res.set(http::field::sec_websocket_protocol, protocol);
+  }));
+  session->ws.async_accept(req, [session, hang, delay_ms](beast::error_code ec) {
+    if (ec) return;
+    session->drain();
+    if (hang) return;
+    if (delay_ms == 0) return session->next();
+    session->delay.expires_after(std::chrono::milliseconds(delay_ms));
+    session->delay.async_wait([session](beast::error_code ec) {
+      if (!ec) session->next();
+    });
+  });
+  keep = session;  // a hung pod's stream lives as long as its connection's session
+  return true;
+}
 
 void KubeStandin::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
@@ -455,6 +643,13 @@ std::optional<std::string> KubeStandin::object(std::string_view item_path) const
   if (it == impl_->objects.end()) return std::nullopt;
   return it->second.dump();
 }
+
+std::vector<KubeStandinExecCall> KubeStandin::exec_calls() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->exec_calls;
+}
+
+std::size_t KubeStandin::max_concurrent_execs() const { return impl_->exec_count->max.load(); }
 
 void KubeStandin::set_canned_answer(std::string body) {
   std::lock_guard lock(impl_->mu);

@@ -11,7 +11,8 @@
 #include <fmt/core.h>
 
 #include "backends/amdgpu/card.hpp"
-#include "backends/amdgpu/proc_scan.hpp"
+#include "backends/amdgpu/drm_clients.hpp"
+#include "backends/drm/proc_scan.hpp"
 #include "platform/clock.hpp"
 #include "platform/fs.hpp"
 
@@ -45,21 +46,16 @@ class AmdgpuBackend final : public Backend {
     s.backend = "amdgpu";
     s.driver_version = driver_version_;
     // One walk of /proc serves every card: the fdinfo records name their GPU (drm-pdev).
-    const amdgpu::DrmScan scan = amdgpu::scan_drm_clients(proc_root_);
+    const drm::DrmScan scan = drm::scan_drm_clients(proc_root_, {"amdgpu"});
     s.gpus.reserve(cards_.size());
     for (std::size_t i = 0; i < cards_.size(); ++i) {
       core::GpuReading g = amdgpu::read_card(cards_[i], static_cast<unsigned>(i));
       // Attributed even when the card is in error: fdinfo is a separate source and still tells
       // who holds the device open.
-      g.processes = scan.tally.processes_on(cards_[i].pci_bus_id);
+      g.processes = amdgpu::processes_on(scan.tally, cards_[i].pci_bus_id);
       s.gpus.push_back(std::move(g));
     }
-    if (scan.unreadable_pids > 0) {
-      s.process_visibility.complete = false;
-      s.process_visibility.message =
-          fmt::format("the open files of {} processes could not be read (permission); their GPU use is not shown",
-                      scan.unreadable_pids);
-    }
+    drm::note_visibility(scan, s);
     return s;
   }
 

@@ -1,21 +1,15 @@
 #include "backends/amdgpu/card.hpp"
 
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include <fmt/core.h>
 
 #include "backends/amdgpu/sysfs_text.hpp"
-#include "backends/amdgpu/text_util.hpp"
+#include "backends/drm/sysfs.hpp"
 #include "platform/fs.hpp"
 
 namespace gf::backends::amdgpu {
@@ -24,55 +18,13 @@ namespace {
 using core::Absent;
 using core::Reading;
 
-constexpr long long kAmdVendorId = 0x1002;
+using drm::read_integer;
+using drm::read_parsed;
+using drm::transform;
+
+constexpr unsigned kAmdVendorId = 0x1002;
 // pwm1_max is 255 on every amdgpu board; the hwmon ABI makes 255 the default when it is absent.
 constexpr std::uint64_t kDefaultPwmMax = 255;
-// Sysfs attributes are at most a page; the pp_dpm tables are a few hundred bytes.
-constexpr std::size_t kMaxSysfsBytes = 4096;
-
-// ---- reading files ------------------------------------------------------------------------------
-
-// A file's text, or why there is none.
-struct FileText {
-  std::optional<std::string> text;
-  Absent why = Absent::NotSupported;
-};
-
-FileText read_sysfs(const std::string& path) {
-  if (auto s = platform::read_file(path, kMaxSysfsBytes)) return {std::move(s), Absent::NotSupported};
-  // amdgpu hides attributes a board lacks, so a missing file means "not supported". A file that is
-  // there but fails to read is either refused to us or the driver said no (EOPNOTSUPP from firmware
-  // without that sensor, EBUSY during a reset): an error, not a fact about the board.
-  if (!platform::exists(path)) return {std::nullopt, Absent::NotSupported};
-  if (::access(path.c_str(), R_OK) != 0 && errno == EACCES) return {std::nullopt, Absent::NoPermission};
-  return {std::nullopt, Absent::Error};
-}
-
-// A file that holds one decimal integer of type T.
-template <class T>
-Reading<T> read_integer(const std::string& path) {
-  const FileText f = read_sysfs(path);
-  if (!f.text) return Reading<T>::absent(f.why);
-  if (const auto v = text::parse_decimal<T>(text::trim(*f.text))) return *v;
-  return Reading<T>::absent(Absent::Error);
-}
-
-// A file whose text a pure parser turns into a value; a parse failure is an Error.
-template <class T, class Parse>
-Reading<T> read_parsed(const std::string& path, Parse parse) {
-  const FileText f = read_sysfs(path);
-  if (!f.text) return Reading<T>::absent(f.why);
-  if (const auto v = parse(*f.text)) return static_cast<T>(*v);
-  return Reading<T>::absent(Absent::Error);
-}
-
-// Applies f (returning std::optional<U>) to a present reading; nullopt becomes Error.
-template <class U, class T, class F>
-Reading<U> transform(const Reading<T>& r, F f) {
-  if (!r) return Reading<U>::absent(r.why());
-  if (const std::optional<U> v = f(*r)) return *v;
-  return Reading<U>::absent(Absent::Error);
-}
 
 // ---- the metrics --------------------------------------------------------------------------------
 
@@ -164,35 +116,6 @@ void mark_all_failed(core::GpuReading& g) {
 
 // ---- discovery ----------------------------------------------------------------------------------
 
-// N of "cardN"; nullopt for connectors ("card0-DP-1"), render nodes and anything else.
-std::optional<unsigned> card_number(std::string_view name) {
-  if (!name.starts_with("card")) return std::nullopt;
-  return text::parse_decimal<unsigned>(name.substr(4));
-}
-
-std::string_view basename(std::string_view path) {
-  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
-  const auto slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
-// The PCI address is the name of the directory the device link points to
-// (device -> ../../../0000:03:00.0). canonical() also resolves the class link in front of it.
-std::string pci_bus_id(const std::string& device_dir) {
-  std::error_code ec;
-  const auto real = std::filesystem::canonical(device_dir, ec);
-  if (!ec) return real.filename().string();
-  if (const auto link = platform::read_link(device_dir)) return std::string(basename(*link));
-  return {};
-}
-
-std::string find_hwmon(const std::string& device_dir) {
-  // amdgpu registers exactly one hwmon device per GPU; its number depends on probe order.
-  for (const auto& n : platform::list_dir(device_dir + "/hwmon"))
-    if (n.starts_with("hwmon")) return device_dir + "/hwmon/" + n;
-  return {};
-}
-
 std::string card_name(const std::string& device_dir) {
   // product_name comes from the board's FRU EEPROM; many consumer boards have none and the file
   // then reads empty.
@@ -213,28 +136,18 @@ std::string card_uuid(const std::string& device_dir, const std::string& bus_id) 
 }  // namespace
 
 std::vector<CardInfo> discover_cards(const std::string& sysfs_root) {
-  const std::string drm_dir = platform::under_root(sysfs_root, "/sys/class/drm");
   std::vector<CardInfo> cards;
-  for (const auto& entry : platform::list_dir(drm_dir)) {
-    const auto number = card_number(entry);
-    if (!number) continue;
+  // An AMD GPU may be bound to radeon (pre-GCN boards) or vfio-pci (passed to a VM): not ours to read.
+  for (drm::DrmCard& d : drm::list_cards(sysfs_root, kAmdVendorId, {"amdgpu"})) {
     CardInfo c;
-    c.card_number = *number;
-    c.device_dir = drm_dir + "/" + entry + "/device";
-    if (platform::read_int(c.device_dir + "/vendor") != kAmdVendorId) continue;
-    // An AMD GPU may be bound to radeon (pre-GCN boards) or vfio-pci (passed to a VM): not ours
-    // to read. A tree without the driver link (a hand-made fixture) is taken on the vendor alone.
-    if (const auto driver = platform::read_link(c.device_dir + "/driver"); driver && basename(*driver) != "amdgpu")
-      continue;
-    c.pci_bus_id = pci_bus_id(c.device_dir);
-    c.hwmon_dir = find_hwmon(c.device_dir);
+    c.card_number = d.card_number;
+    c.device_dir = std::move(d.device_dir);
+    c.pci_bus_id = std::move(d.pci_bus_id);
+    c.hwmon_dir = std::move(d.hwmon_dir);
     c.name = card_name(c.device_dir);
     c.uuid = card_uuid(c.device_dir, c.pci_bus_id);
     cards.push_back(std::move(c));
   }
-  // list_dir sorts by name, which puts card10 before card2.
-  std::sort(cards.begin(), cards.end(),
-            [](const CardInfo& a, const CardInfo& b) { return a.card_number < b.card_number; });
   return cards;
 }
 

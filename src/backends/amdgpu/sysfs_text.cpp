@@ -1,9 +1,10 @@
 #include "backends/amdgpu/sysfs_text.hpp"
 
-#include "backends/amdgpu/text_util.hpp"
+#include "backends/drm/text_util.hpp"
 
 namespace gf::backends::amdgpu {
 
+namespace text = drm::text;
 using text::next_line;
 using text::trim;
 

@@ -156,8 +156,9 @@ TEST(Fields, EveryReaderReadsItsOwnMember) {
   g.prof_pcie_rx_bytes = 42.0;
   g.prof_nvlink_tx_bytes = 43.0;
   g.prof_nvlink_rx_bytes = 44.0;
-  g.availability_score = 45.0;
-  static_assert(kFieldCount == 45, "give the new field a value above");
+  g.clock_graphics_max_mhz = 45u;
+  g.availability_score = 46.0;
+  static_assert(kFieldCount == 46, "give the new field a value above");
   for (const auto& f : kFields) {
     SCOPED_TRACE(std::string(f.json_key));
     // Booleans read as 0/1; every other field reads the value its position gave it.

@@ -129,6 +129,7 @@ TEST(Json, MissingReasonsEmptyWhenEverythingIsThere) {
   g.fan_pct = 1u;
   g.clock_graphics_mhz = 1u;
   g.clock_memory_mhz = 1u;
+  g.clock_graphics_max_mhz = 1u;
   g.clock_event_reasons = std::uint64_t{0};
   g.performance_state = 0u;
   g.mig_enabled = false;

@@ -3,7 +3,6 @@
 #include "backends/amdgpu/amdgpu_backend.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include "core/ports/clock.hpp"
 
 #include "gf_test_paths.hpp"
+#include "support/unprivileged.hpp"
 
 namespace gf::backends {
 namespace {
@@ -363,22 +363,8 @@ TEST_F(AmdgpuTempTree, UnreadableProcessesAreSkippedAndReportedAsInvisible) {
     if (s.process_visibility.message.find("1 processes") == std::string::npos) return 5;
     return 0;
   };
-  int failed;
-  if (::geteuid() == 0) {
-    // Root reads any directory: check as an unprivileged user (nobody) in a child process.
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(90);
-      ::_exit(check());
-    }
-    int status = 0;
-    ASSERT_EQ(::waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status));
-    failed = WEXITSTATUS(status);
-  } else {
-    failed = check();
-  }
+  // Root reads any directory: the check runs as nobody in a child process.
+  const int failed = test::run_unprivileged(check);
   fs::permissions(proc() + "/2345/fdinfo", fs::perms::owner_all);
   EXPECT_EQ(failed, 0) << "expectation " << failed << " failed (90: could not drop privileges)";
 }

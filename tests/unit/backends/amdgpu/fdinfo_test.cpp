@@ -1,5 +1,6 @@
-// The pure parsers of the amdgpu backend: DRM fdinfo, the client tally, pp_dpm tables, RAS counts.
-#include "backends/amdgpu/fdinfo.hpp"
+// The pure parsers of the amdgpu backend: DRM fdinfo (backends/drm/) as amdgpu prints it, amdgpu's
+// reading of the client tally, pp_dpm tables, RAS counts.
+#include "backends/drm/fdinfo.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,20 @@
 
 namespace gf::backends::amdgpu {
 namespace {
+
+using drm::DrmFdinfo;
+using drm::parse_drm_fdinfo;
+using drm::parse_drm_memory_bytes;
+
+// The tally as the amdgpu backend makes it.
+struct AmdTally {
+  drm::DrmClientTally tally{{"amdgpu"}};
+  void add(std::uint32_t pid, const DrmFdinfo& f) { tally.add(pid, f); }
+  std::vector<core::GpuProcess> processes_on(const std::string& pdev) const {
+    return amdgpu::processes_on(tally, pdev);
+  }
+  bool empty() const { return tally.empty(); }
+};
 
 // What a 6.8 kernel prints for a Vulkan client (tabs as the kernel writes them).
 constexpr const char* kAmdgpuFdinfo =
@@ -177,7 +192,7 @@ TEST(ParseDrmFdinfo, EmbeddedNulsDoNotStopTheParse) {
 // ---- DrmClientTally -----------------------------------------------------------------------------
 
 TEST(DrmClientTally, CountsAClientSharedByManyFdsOnce) {
-  DrmClientTally t;
+  AmdTally t;
   t.add(100, amd(42, "0000:03:00.0", 1024 * kMiB));
   t.add(100, amd(42, "0000:03:00.0", 1024 * kMiB));  // dup()ed fd
   t.add(100, amd(42, "0000:03:00.0", 1024 * kMiB));
@@ -190,7 +205,7 @@ TEST(DrmClientTally, CountsAClientSharedByManyFdsOnce) {
 }
 
 TEST(DrmClientTally, SumsDistinctClientsOfAPid) {
-  DrmClientTally t;
+  AmdTally t;
   t.add(100, amd(42, "0000:03:00.0", 1024 * kMiB));
   t.add(100, amd(43, "0000:03:00.0", 2 * kMiB));
   t.add(100, amd(44, "0000:0a:00.0", 512 * kMiB));
@@ -204,7 +219,7 @@ TEST(DrmClientTally, SumsDistinctClientsOfAPid) {
 
 TEST(DrmClientTally, SameClientInTwoPidsCountsForEach) {
   // After fork() parent and child share the client; each holds the memory alive.
-  DrmClientTally t;
+  AmdTally t;
   t.add(200, amd(7, "0000:03:00.0", 10 * kMiB));
   t.add(100, amd(7, "0000:03:00.0", 10 * kMiB));
   const auto p = t.processes_on("0000:03:00.0");
@@ -215,7 +230,7 @@ TEST(DrmClientTally, SameClientInTwoPidsCountsForEach) {
 }
 
 TEST(DrmClientTally, IgnoresOtherDriversAndUnattributableRecords) {
-  DrmClientTally t;
+  AmdTally t;
   DrmFdinfo intel = amd(1, "0000:03:00.0", kMiB);
   intel.driver = "i915";
   t.add(1, intel);
@@ -229,7 +244,7 @@ TEST(DrmClientTally, IgnoresOtherDriversAndUnattributableRecords) {
 }
 
 TEST(DrmClientTally, MemoryRoundsDownAndMayBeUnknown) {
-  DrmClientTally t;
+  AmdTally t;
   t.add(1, amd(1, "p", 1023 * 1024));  // 1023 KiB
   t.add(2, amd(2, "p", 1025 * 1024));  // 1025 KiB
   t.add(3, amd(3, "p", std::nullopt));
