@@ -401,6 +401,23 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
               printable(s.value("name", "")).c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
               mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
               s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
+          // What the utilization was made of (NVML GPM), as percent means; or why there is nothing.
+          if (s.contains("profiling") && s["profiling"].is_object()) {
+            const auto& p = s["profiling"];
+            std::string activity;
+            for (const char* k : {"sm_active", "sm_occupancy", "tensor_active", "dram_active", "fp64_active",
+                                  "fp32_active", "fp16_active"}) {
+              if (!p.contains(k)) continue;
+              // Full statistics, or the bare mean of a record summarised to fit the agent's limit.
+              const auto& v = p[k].is_object() && p[k].contains("mean") ? p[k]["mean"] : p[k];
+              if (!v.is_number()) continue;
+              activity += fmt::format("{}{} {:.1f} %", activity.empty() ? "" : ", ", k, v.get<double>() * 100);
+            }
+            if (!activity.empty())
+              std::printf("      activity (GPM means): %s\n", activity.c_str());
+            else if (p.contains("note") && p["note"].is_string())
+              std::printf("      activity: n/a (%s)\n", printable(p["note"].get<std::string>()).c_str());
+          }
         }
       }
     } catch (const nlohmann::json::exception& ex) {

@@ -70,19 +70,41 @@ int run_fields(bool json) {
 int run_backends(const GlobalOptions& g, bool json) {
   Context ctx = open_context(g);
   const bool found = ctx.monitor->has_backend();
+  // What the chosen backend can tell of each GPU beyond the basics: profiling (NVML GPM) or why not.
+  // The reading is auto-detection's probe when there was one, so no second query.
+  nlohmann::json gpus = nlohmann::json::array();
+  if (found) {
+    if (auto snap = ctx.monitor->snapshot(true)) {
+      for (const auto& gpu : (*snap)->gpus) {
+        const bool profiling = core::read(core::Field::ProfSmActive, gpu).has_value() ||
+                               core::read(core::Field::ProfGraphicsActive, gpu).has_value();
+        gpus.push_back({{"index", gpu.index},
+                        {"uuid", gpu.uuid},
+                        {"name", gpu.name},
+                        {"profiling", profiling},
+                        {"profiling_note",
+                         gpu.profiling_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(gpu.profiling_note)}});
+      }
+    }
+  }
   if (json) {
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : ctx.steps)
       steps.push_back({{"backend", s.backend}, {"chosen", s.chosen}, {"detail", s.detail}});
     std::printf("%s\n", nlohmann::json{{"chosen",
                                         found ? nlohmann::json(ctx.monitor->backend_name()) : nlohmann::json(nullptr)},
-                                       {"steps", steps}}
+                                       {"steps", steps},
+                                       {"gpus", gpus}}
                             .dump(2)
                             .c_str());
   } else {
     for (const auto& s : ctx.steps)
       std::printf("%-11s %s  %s\n", s.backend.c_str(), s.chosen ? "chosen " : "skipped",
                   platform::printable(s.detail).c_str());
+    for (const auto& gpu : gpus)
+      if (gpu["profiling_note"].is_string())
+        std::printf("GPU %u profiling: %s\n", gpu["index"].get<unsigned>(),
+                    platform::printable(gpu["profiling_note"].get<std::string>()).c_str());
     if (!found) std::printf("No GPU backend is usable on this machine.\n");
   }
   return found ? kExitOk : kExitNoBackend;

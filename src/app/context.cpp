@@ -18,6 +18,7 @@ Context open_context(const GlobalOptions& g, bool listen_for_events) {
   if (!g.sim_scenario.empty()) opts.sim_scenario = g.sim_scenario;
   opts.sim_gpus = g.sim_gpus;
   opts.nvidia_smi_timeout = std::chrono::milliseconds(static_cast<long long>(g.nvidia_smi_timeout_s * 1000));
+  opts.gpm_interval = std::chrono::milliseconds(static_cast<long long>(g.gpm_interval_s * 1000));
   const std::string_view name = backends::parse_backend_name(g.backend).value_or(std::string_view("auto"));
   auto opened = backends::open_backend(name, opts);
   ctx.steps = opened.steps;

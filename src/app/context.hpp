@@ -15,6 +15,7 @@ struct GlobalOptions {
   std::string sim_scenario;
   unsigned sim_gpus = 0;
   double nvidia_smi_timeout_s = 5.0;
+  double gpm_interval_s = 10.0;  // --gpm-interval: least seconds between NVML GPM samples of a GPU; 0: off
   bool no_color = false;
   std::string socket;  // --socket: the agent's socket ("none": no agent; "": find it, app/agent_client.hpp)
 };

@@ -91,6 +91,22 @@ int main(int argc, char** argv) {
   app.add_option("--nvidia-smi-timeout", g.nvidia_smi_timeout_s, "seconds before a hung nvidia-smi is killed")
       ->check(CLI::Range(0.1, 600.0))
       ->capture_default_str();
+  app.add_option("--gpm-interval", g.gpm_interval_s,
+                 "least seconds between two NVML GPM (profiling) samples of a GPU: each reading averages that "
+                 "span; 0: GPM off")
+      ->envname("GPUFLEET_GPM_INTERVAL")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            // NVML wants more than 100 ms between samples; an hour is longer than any useful average.
+            double v = -1;
+            try {
+              v = std::stod(text);
+            } catch (const std::exception&) {
+            }
+            return v == 0 || (v >= 0.2 && v <= 3600) ? std::string() : "must be 0 (off) or 0.2 to 3600 seconds";
+          },
+          "0 or 0.2..3600"))
+      ->capture_default_str();
   app.add_flag("--no-color", g.no_color, "no colours (also: NO_COLOR set, or output not a terminal)");
   app.add_option("--socket", g.socket,
                  "the node agent's socket (default: $GPUFLEET_SOCKET, /run/gpufleet/agent.sock, this user's own; "

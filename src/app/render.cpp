@@ -257,6 +257,17 @@ std::vector<std::string> render_report(const core::RunReport& r, const Style& st
       out.push_back(
           fmt::format("    energy       {:.1f} J ({})", *g.energy_joules,
                       g.energy_source == core::EnergySource::Counter ? "driver energy counter" : "integrated power"));
+    // What the utilization was made of (NVML GPM): the mean of each activity, in percent like utilization.
+    std::vector<std::string> activity;
+    for (std::size_t i = 0; i < core::kProfilingFields.size(); ++i) {
+      const auto& m = g.profiling[i];
+      const auto& f = core::info(core::kProfilingFields[i]);
+      if (m && f.unit.empty()) activity.push_back(fmt::format("{} {:.1f} %", f.label, m->mean * 100));
+    }
+    if (!activity.empty())
+      out.push_back(fmt::format("    activity     {} (means, NVML GPM)", fmt::join(activity, ", ")));
+    else if (!g.profiling_note.empty())
+      out.push_back("    activity     n/a: " + printable(g.profiling_note));
   }
   if (r.gpus.empty()) out.push_back("No GPU readings were collected.");
   return out;

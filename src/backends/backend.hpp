@@ -32,6 +32,11 @@ struct BackendOptions {
   // watch): a one-shot command would only pay the thread's start and stop (up to one 250 ms wait) and
   // could never see an XID that came before it started. Off: last_xid is absent, "not queried".
   bool xid_events = false;
+  // NVML GPM (profiling metrics, Hopper and later): the least time between two GPM samples of a GPU.
+  // Each reading is the average over the time between two samples, so a longer interval loses time
+  // resolution, not coverage; collections in between keep the last values. 0: GPM off. NVML wants
+  // more than 100 ms between samples. See docs/profiling.md for what it costs.
+  std::chrono::milliseconds gpm_interval{10'000};
 
   static BackendOptions from_environment();
 };

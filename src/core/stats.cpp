@@ -119,6 +119,9 @@ void RunAggregator::add(const Snapshot& s, std::chrono::steady_clock::time_point
       tr.power.add(t, *pt.power_draw_w);
     }
     if (pt.temperature_c) tr.temperature.add(t, *pt.temperature_c);
+    for (std::size_t i = 0; i < kProfilingFields.size(); ++i)
+      if (const FieldValue v = read(kProfilingFields[i], g); v.has_value()) tr.profiling[i].add(t, v.as_double());
+    tr.profiling_note = g.profiling_note;
     if (g.energy_mj) {
       if (!tr.energy_first_mj) tr.energy_first_mj = *g.energy_mj;
       if (tr.energy_last_mj && *g.energy_mj < *tr.energy_last_mj) tr.energy_counter_ok = false;  // driver reloaded
@@ -162,6 +165,12 @@ RunReport RunAggregator::report() const {
       g.energy_joules = tr.energy_integrated_j;
       g.energy_source = EnergySource::IntegratedPower;
     }
+    bool any_profiling = false;
+    for (std::size_t i = 0; i < kProfilingFields.size(); ++i) {
+      g.profiling[i] = tr.profiling[i].stats();
+      any_profiling = any_profiling || g.profiling[i].has_value();
+    }
+    if (!any_profiling) g.profiling_note = tr.profiling_note;
     r.gpus.emplace(index, std::move(g));
     r.series.emplace(index, tr.series);
   }

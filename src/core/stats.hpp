@@ -5,6 +5,7 @@
 // Means are time-weighted (trapezoids between consecutive samples), so late or missing samples do not
 // skew them; percentiles are over the samples. Energy comes from the driver's energy counter when every
 // sample of a GPU has one, else from integrating power over time.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fields.hpp"
 #include "core/snapshot.hpp"
 
 namespace gf::core {
@@ -22,6 +24,13 @@ struct MetricStats {
 };
 
 enum class EnergySource { None, Counter, IntegratedPower };
+
+// The profiling (NVML GPM) fields a run's statistics cover, in table order: activity ratios 0..1, then
+// PCIe and NVLink throughput in bytes/s.
+inline constexpr std::array<Field, 12> kProfilingFields = {
+    Field::ProfGraphicsActive, Field::ProfSmActive,    Field::ProfSmOccupancy,   Field::ProfTensorActive,
+    Field::ProfDramActive,     Field::ProfFp64Active,  Field::ProfFp32Active,    Field::ProfFp16Active,
+    Field::ProfPcieTxBytes,    Field::ProfPcieRxBytes, Field::ProfNvlinkTxBytes, Field::ProfNvlinkRxBytes};
 
 struct GpuRunStats {
   std::string name;
@@ -34,6 +43,11 @@ struct GpuRunStats {
   std::optional<MetricStats> power_draw_w;
   std::optional<double> energy_joules;
   EnergySource energy_source = EnergySource::None;
+  // Per kProfilingFields entry: its statistics over the samples that had it (what the "utilization"
+  // above was made of: SM activity, tensor work, …); nullopt when none had it.
+  std::array<std::optional<MetricStats>, kProfilingFields.size()> profiling;
+  // When no sample had profiling readings: the GPU's last profiling_note (why); empty otherwise.
+  std::string profiling_note;
 };
 
 struct SeriesPoint {
@@ -77,6 +91,8 @@ class RunAggregator {
   };
   struct Track {
     Metric utilization, mem_used, mem_pct, temperature, power;
+    std::array<Metric, kProfilingFields.size()> profiling;
+    std::string profiling_note;
     double energy_integrated_j = 0;  // trapezoids of power over time
     std::optional<std::uint64_t> energy_first_mj, energy_last_mj;
     bool energy_counter_ok = true;

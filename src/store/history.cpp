@@ -14,16 +14,32 @@ using std::chrono::milliseconds;
 
 // 2: alerts_gpu_started (GET /api/v1/alerts?gpu=N reads one GPU's episodes by it). The schema text is all
 // IF NOT EXISTS: a version bump runs it again over a version-1 file and adds what is new.
-constexpr std::int64_t kSchemaVersion = 2;
+// 3: the profiling (NVML GPM) columns, added by ALTER TABLE (schema_v3_sql), which runs once per file
+// after version 2 is in place, on new and old files alike. Files written before keep their rows: the new
+// columns read NULL there (absent, never 0), and older gpufleet versions, which name their columns,
+// still read and write a version-3 file.
+constexpr std::int64_t kSchemaBase = 2;
+constexpr std::int64_t kSchemaProfiling = 3;
 constexpr std::int64_t kMinuteMs = 60'000;
 constexpr std::int64_t kHourMs = 3'600'000;
 
 // The columns of samples_raw in schema version 1, in their on-disk order; each is rolled up as
 // <col>_n/_min/_max/_avg. power is REAL (W); the rest are integers in the unit of the GpuReading field.
-// This list is the stored schema: it changes only with a migration. Which field fills which column comes
-// from core::kFields (history_column); the check below keeps the two in step.
-constexpr std::array<std::string_view, 9> kColumns = {"util",  "mem_util", "mem_used", "mem_total", "temp",
-                                                      "power", "fan",      "sm_clock", "mem_clock"};
+// Then the columns schema version 3 adds: profiling ratios (0..1) and bytes/s, all REAL.
+// These lists are the stored schema: they change only with a migration. Which field fills which column
+// comes from core::kFields (history_column); the check below keeps the two in step.
+constexpr std::array<std::string_view, 9> kColumnsV1 = {"util",  "mem_util", "mem_used", "mem_total", "temp",
+                                                        "power", "fan",      "sm_clock", "mem_clock"};
+constexpr std::array<std::string_view, 12> kColumnsV3 = {
+    "prof_gr",   "prof_sm",   "prof_occ",     "prof_tensor",  "prof_dram",      "prof_fp64",
+    "prof_fp32", "prof_fp16", "prof_pcie_tx", "prof_pcie_rx", "prof_nvlink_tx", "prof_nvlink_rx"};
+constexpr auto kColumns = [] {
+  std::array<std::string_view, kColumnsV1.size() + kColumnsV3.size()> out{};
+  std::size_t n = 0;
+  for (auto c : kColumnsV1) out[n++] = c;
+  for (auto c : kColumnsV3) out[n++] = c;
+  return out;
+}();
 
 constexpr bool columns_match_field_table() {
   std::size_t stored = 0;
@@ -57,7 +73,7 @@ constexpr std::array<std::int64_t, 3> kResolutionMs = {1, kMinuteMs, kHourMs};
 
 std::string rollup_table_sql(const char* table) {
   std::string cols;
-  for (auto c : kColumns) cols += fmt::format(" {0}_n INTEGER NOT NULL, {0}_min, {0}_max, {0}_avg REAL,", c);
+  for (auto c : kColumnsV1) cols += fmt::format(" {0}_n INTEGER NOT NULL, {0}_min, {0}_max, {0}_avg REAL,", c);
   return fmt::format(
       "CREATE TABLE IF NOT EXISTS {0}(ts_ms INTEGER NOT NULL, gpu INTEGER NOT NULL, uuid TEXT NOT NULL, "
       "n INTEGER NOT NULL,{1} PRIMARY KEY(gpu, ts_ms));\n"
@@ -85,6 +101,19 @@ std::string schema_sql() {
        " value REAL NOT NULL, threshold REAL NOT NULL, resolved_ms INTEGER, PRIMARY KEY(alert_id, started_ms));\n"
        "CREATE INDEX IF NOT EXISTS alerts_started ON alerts(started_ms);\n"
        "CREATE INDEX IF NOT EXISTS alerts_gpu_started ON alerts(gpu, started_ms);\n";
+  return s;
+}
+
+std::string schema_v3_sql() {
+  std::string s;
+  for (auto c : kColumnsV3) {
+    s += fmt::format("ALTER TABLE samples_raw ADD COLUMN {} REAL;\n", c);
+    for (const char* t : {"samples_1m", "samples_1h"})
+      s += fmt::format(
+          "ALTER TABLE {0} ADD COLUMN {1}_n INTEGER NOT NULL DEFAULT 0; ALTER TABLE {0} ADD COLUMN {1}_min;"
+          " ALTER TABLE {0} ADD COLUMN {1}_max; ALTER TABLE {0} ADD COLUMN {1}_avg REAL;\n",
+          t, c);
+  }
   return s;
 }
 
@@ -189,8 +218,10 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path
   auto db = Db::open(path);
   if (!db) return db.error();
   std::unique_ptr<HistoryStore> s(new HistoryStore(std::move(*db), options));
-  if (auto m = s->db_.migrate("history", kSchemaVersion, schema_sql().c_str()); !m)
+  if (auto m = s->db_.migrate("history", kSchemaBase, schema_sql().c_str()); !m)
     return make_error("cannot prepare the history store " + path + ": " + m.error().message);
+  if (auto m = s->db_.migrate("history", kSchemaProfiling, schema_v3_sql().c_str()); !m)
+    return make_error("cannot add the profiling columns to the history store " + path + ": " + m.error().message);
   return s;
 }
 

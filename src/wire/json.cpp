@@ -83,6 +83,27 @@ json metric_json(const std::optional<core::MetricStats>& m, bool with_samples) {
   return j;
 }
 
+// What the GPU's "utilization" was made of over the run (NVML GPM): each activity ratio's and
+// throughput's statistics under its key in the GPU document's "profiling" object; a field no sample had
+// is left out (a record is kept under a size limit: twelve nulls per GPU add up), and "note" says why
+// when there are none at all.
+json profiling_json(const core::GpuRunStats& g) {
+  json out = json::object();
+  for (std::size_t i = 0; i < core::kProfilingFields.size(); ++i) {
+    std::string_view key = core::info(core::kProfilingFields[i]).json_key;
+    key.remove_prefix(key.find('.') + 1);  // "profiling.tensor_active" -> "tensor_active"
+    const auto& m = g.profiling[i];
+    if (!m) continue;
+    // Ratios keep 4 decimals (as in the GPU document); bytes/s are whole numbers.
+    const int decimals = core::info(core::kProfilingFields[i]).json_decimals;
+    out[std::string(key)] = json{{"min", round_to(m->min, decimals)},   {"max", round_to(m->max, decimals)},
+                                 {"mean", round_to(m->mean, decimals)}, {"p50", round_to(m->p50, decimals)},
+                                 {"p95", round_to(m->p95, decimals)},   {"samples", m->samples}};
+  }
+  if (!g.profiling_note.empty()) out["note"] = g.profiling_note;
+  return out;
+}
+
 std::string_view energy_source(core::EnergySource s) {
   switch (s) {
     case core::EnergySource::Counter: return "energy_counter";
@@ -175,6 +196,9 @@ json gpu_json(const core::GpuReading& g) {
     if (!v.has_value()) missing[std::string(f.json_key)] = std::string(core::code(v.why));
   }
   j["missing_reasons"] = std::move(missing);
+  // Why the profiling (GPM) readings are missing, when they are: no GPM before Hopper, a driver without
+  // it, the first sample of a span, MIG. Null when they are there.
+  j["profiling_note"] = g.profiling_note.empty() ? json(nullptr) : json(g.profiling_note);
   return j;
 }
 
@@ -259,6 +283,7 @@ json run_report_json(const core::RunReport& r, bool with_series) {
         {"power_draw_w", metric_json(g.power_draw_w, true)},
         {"energy_joules", g.energy_joules ? json(round_to(*g.energy_joules, 3)) : json(nullptr)},
         {"energy_source", std::string(energy_source(g.energy_source))},
+        {"profiling", profiling_json(g)},
     };
   }
   json out{{"monitoring_duration_seconds", round_to(r.duration_s, 3)},

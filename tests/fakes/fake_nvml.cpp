@@ -219,6 +219,7 @@ struct State {
   std::map<std::pair<unsigned, unsigned>, int> levels;  // common ancestor by (low, high) index
   unsigned long long device_calls = 0;
   std::map<std::string, unsigned long long, std::less<>> calls;
+  std::map<std::string, long long, std::less<>> gpm_cost_us;  // GPM: "gpm_call_cost_us" (fake_nvml_gpm.hpp)
 };
 
 State& state() {
@@ -279,6 +280,10 @@ nvmlReturn_t load_scenario(State& s) {
     }
     s.gpus.push_back(std::move(g));
   }
+
+  s.gpm_cost_us.clear();  // GPM: what each GPM call costs (fake_nvml_gpm.hpp)
+  const json gpm_cost = scenario.value("gpm_call_cost_us", json::object());
+  for (const auto& [fn, us] : gpm_cost.items()) s.gpm_cost_us[fn] = us.get<long long>();
 
   s.levels.clear();
   s.default_level = 50;
@@ -1086,3 +1091,6 @@ int fake_nvml_event_sets(void) {
 }
 
 }  // extern "C"
+
+// GPM (sample handles, metrics from the scenario): in a file of its own, after everything it uses.
+#include "fake_nvml_gpm.hpp"

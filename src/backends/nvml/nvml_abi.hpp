@@ -4,6 +4,7 @@
 // Layouts follow NVML's published nvml.h (x86-64, natural alignment); the static_asserts pin them.
 //
 // Internal to the nvml backend; not part of gpufleet's public interface.
+#include <cstddef>
 #include <cstdint>
 
 namespace gf::backends::nvml {
@@ -154,6 +155,63 @@ static_assert(sizeof(ProcessInfoV1) == 16);
 static_assert(sizeof(PciInfo) == 68);
 static_assert(sizeof(PciInfoLegacy) == 52);
 
+// NVML GPM (GPU performance monitoring; Hopper and later): the driver's counters read into sample
+// buffers, and metrics computed from two samples of one device. Layouts and numbers from nvml.h's
+// "GPM" groups.
+struct GpmSampleOpaque;
+using GpmSample = GpmSampleOpaque*;  // nvmlGpmSample_t: opaque, from nvmlGpmSampleAlloc
+
+inline constexpr unsigned kGpmSupportVersion = 1;     // NVML_GPM_SUPPORT_VERSION
+inline constexpr unsigned kGpmMetricsGetVersion = 1;  // NVML_GPM_METRICS_GET_VERSION
+// NVML_GPM_METRIC_MAX as of CUDA 13's nvml.h (98 in CUDA 12.0's, with the same struct version 1). The
+// driver reads numMetrics entries, so any size that holds the metrics we ask for is understood.
+inline constexpr unsigned kGpmMetricMax = 333;
+
+struct GpmSupport {      // nvmlGpmSupport_t
+  unsigned int version;  // kGpmSupportVersion
+  unsigned int is_supported_device;
+};
+
+struct GpmMetric {         // nvmlGpmMetric_t
+  unsigned int metric_id;  // IN: an nvmlGpmMetricId_t below
+  Return nvml_return;      // OUT: this metric's status; value is valid only when kSuccess
+  double value;            // OUT: percent or MiB/s, as the id says
+  struct {
+    char* short_name;  // OUT: may be null
+    char* long_name;
+    char* unit;
+  } metric_info;
+};
+
+struct GpmMetricsGet {       // nvmlGpmMetricsGet_t
+  unsigned int version;      // kGpmMetricsGetVersion
+  unsigned int num_metrics;  // entries of metrics[] to compute
+  GpmSample sample1;         // the earlier sample
+  GpmSample sample2;         // the later sample, of the same device
+  GpmMetric metrics[kGpmMetricMax];
+};
+
+// nvmlGpmMetricId_t values we ask for. Activity is percent (0..100), throughput MiB/s.
+inline constexpr unsigned kGpmGraphicsUtil = 1;          // NVML_GPM_METRIC_GRAPHICS_UTIL
+inline constexpr unsigned kGpmSmUtil = 2;                // NVML_GPM_METRIC_SM_UTIL
+inline constexpr unsigned kGpmSmOccupancy = 3;           // NVML_GPM_METRIC_SM_OCCUPANCY
+inline constexpr unsigned kGpmAnyTensorUtil = 5;         // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+inline constexpr unsigned kGpmDramBwUtil = 10;           // NVML_GPM_METRIC_DRAM_BW_UTIL
+inline constexpr unsigned kGpmFp64Util = 11;             // NVML_GPM_METRIC_FP64_UTIL
+inline constexpr unsigned kGpmFp32Util = 12;             // NVML_GPM_METRIC_FP32_UTIL
+inline constexpr unsigned kGpmFp16Util = 13;             // NVML_GPM_METRIC_FP16_UTIL
+inline constexpr unsigned kGpmPcieTxPerSec = 20;         // NVML_GPM_METRIC_PCIE_TX_PER_SEC
+inline constexpr unsigned kGpmPcieRxPerSec = 21;         // NVML_GPM_METRIC_PCIE_RX_PER_SEC
+inline constexpr unsigned kGpmNvlinkTotalRxPerSec = 60;  // NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC
+inline constexpr unsigned kGpmNvlinkTotalTxPerSec = 61;  // NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
+
+static_assert(sizeof(GpmSample) == 8);
+static_assert(sizeof(GpmSupport) == 8);
+static_assert(sizeof(GpmMetric) == 40);
+static_assert(offsetof(GpmMetric, value) == 8 && offsetof(GpmMetric, metric_info) == 16);
+static_assert(offsetof(GpmMetricsGet, sample1) == 8 && offsetof(GpmMetricsGet, metrics) == 24);
+static_assert(sizeof(GpmMetricsGet) == 24 + kGpmMetricMax * sizeof(GpmMetric));
+
 // Function types, grouped by shape.
 using FnVoid = Return();
 using FnErrorString = const char*(Return);
@@ -188,6 +246,11 @@ using FnEventSetCreate = Return(EventSet*);
 using FnEventSetFree = Return(EventSet);
 using FnDeviceRegisterEvents = Return(Device, unsigned long long, EventSet);  // (device, types, set)
 using FnEventSetWait = Return(EventSet, EventData*, unsigned);                // (set, out, timeout ms)
+using FnGpmSupport = Return(Device, GpmSupport*);
+using FnGpmSampleAlloc = Return(GpmSample*);
+using FnGpmSampleFree = Return(GpmSample);
+using FnGpmSampleGet = Return(Device, GpmSample);
+using FnGpmMetricsGet = Return(GpmMetricsGet*);
 
 // Every entry point, once: X(member, function type, Required|Optional, names in order of preference).
 // The loader tries the names left to right; a later name must have the same signature (a different
@@ -245,6 +308,11 @@ using FnEventSetWait = Return(EventSet, EventData*, unsigned);                //
   X(topology_common_ancestor, FnDevicePairLevel, Optional, "nvmlDeviceGetTopologyCommonAncestor")                      \
   X(nvlink_state, FnDeviceLinkState, Optional, "nvmlDeviceGetNvLinkState")                                             \
   X(nvlink_remote_pci, FnDeviceLinkPci, Optional, "nvmlDeviceGetNvLinkRemotePciInfo_v2")                               \
-  X(nvlink_remote_pci_legacy, FnDeviceLinkPciLegacy, Optional, "nvmlDeviceGetNvLinkRemotePciInfo")
+  X(nvlink_remote_pci_legacy, FnDeviceLinkPciLegacy, Optional, "nvmlDeviceGetNvLinkRemotePciInfo")                     \
+  X(gpm_query_device_support, FnGpmSupport, Optional, "nvmlGpmQueryDeviceSupport")                                     \
+  X(gpm_sample_alloc, FnGpmSampleAlloc, Optional, "nvmlGpmSampleAlloc")                                                \
+  X(gpm_sample_free, FnGpmSampleFree, Optional, "nvmlGpmSampleFree")                                                   \
+  X(gpm_sample_get, FnGpmSampleGet, Optional, "nvmlGpmSampleGet")                                                      \
+  X(gpm_metrics_get, FnGpmMetricsGet, Optional, "nvmlGpmMetricsGet")
 
 }  // namespace gf::backends::nvml

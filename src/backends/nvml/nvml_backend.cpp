@@ -10,6 +10,7 @@
 #include "backends/nvml/nvml_api.hpp"
 #include "backends/nvml/nvml_device.hpp"
 #include "backends/nvml/nvml_events.hpp"
+#include "backends/nvml/nvml_gpm.hpp"
 #include "backends/nvml/nvml_topology.hpp"
 #include "platform/clock.hpp"
 #include "platform/dynlib.hpp"
@@ -43,8 +44,14 @@ std::string init_failure(const Api& api, const std::string& path, Return code) {
 
 class NvmlBackend final : public Backend {
  public:
-  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock, bool xid_events)
-      : lib_(std::move(lib)), api_(api), clock_(clock), xid_events_(xid_events), events_(api_, clock_) {}
+  NvmlBackend(platform::DynamicLibrary lib, Api api, const core::Clock& clock, bool xid_events,
+              std::chrono::milliseconds gpm_interval)
+      : lib_(std::move(lib)),
+        api_(api),
+        clock_(clock),
+        xid_events_(xid_events),
+        events_(api_, clock_),
+        gpm_(api_, gpm_interval) {}
   NvmlBackend(const NvmlBackend&) = delete;
   NvmlBackend& operator=(const NvmlBackend&) = delete;
 
@@ -52,6 +59,7 @@ class NvmlBackend final : public Backend {
   // declared first, so it is destroyed last).
   ~NvmlBackend() override {
     events_.stop();  // the event thread waits on NVML: it ends before nvmlShutdown
+    gpm_.clear();    // GPM sample buffers go back to NVML while it is still initialised
     if (initialised_) api_.shutdown();
   }
 
@@ -95,6 +103,7 @@ class NvmlBackend final : public Backend {
     if (const Return r = api_.device_count(&count); r != nvml::kSuccess)
       return make_error(fmt::format("nvml: cannot count GPUs: {}", nvml::describe(api_, r)));
 
+    const auto now = clock_.now();
     std::vector<unsigned> persistence_off;
     std::vector<std::string> process_problems;
     snap.gpus.reserve(count);
@@ -111,6 +120,7 @@ class NvmlBackend final : public Backend {
       }
       auto result = nvml::read_device(api_, device, index, devices_[device]);
       if (xid_events_) events_.fill(device, result.reading);  // else last_xid stays "not queried"
+      if (result.reading.health == core::Health::Ok) gpm_.read(device, now, result.reading);
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
         persistence_off.push_back(index);
       for (auto& p : result.process_problems) process_problems.push_back(std::move(p));
@@ -158,6 +168,8 @@ class NvmlBackend final : public Backend {
   // The handles registered for XID events, by NVML index at start.
   std::vector<Device> event_devices_;
   nvml::XidEvents events_;  // after api_ and clock_, which it uses
+  // GPM profiling per device (its own interval; see nvml_gpm.hpp). After api_: it keeps a reference.
+  nvml::GpmCollector gpm_;
 };
 
 }  // namespace
@@ -168,7 +180,7 @@ Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts) {
   auto api = nvml::load_api(*lib);
   if (!api) return api.error();
   const core::Clock& clock = opts.clock ? *opts.clock : platform::system_clock();
-  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock, opts.xid_events);
+  auto backend = std::make_unique<NvmlBackend>(std::move(*lib), *api, clock, opts.xid_events, opts.gpm_interval);
   if (auto started = backend->start(); !started) return started.error();
   return std::unique_ptr<Backend>(std::move(backend));
 }

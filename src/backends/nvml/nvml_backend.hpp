@@ -15,7 +15,9 @@ namespace gf::backends {
 // usual), asks each device only for what it has not already called NOT_SUPPORTED, and leaves process
 // names, users and commands for the caller. topology() gives every pair's PCIe common ancestor and the
 // active NvLink links between GPUs; whatever the driver or a device cannot tell stays Unknown (not an
-// error). Not thread-safe: one caller at a time.
+// error). On GPUs with NVML GPM (Hopper and later) snapshot() also fills the profiling readings, with a
+// GPM sample every opts.gpm_interval (nvml_gpm.hpp); elsewhere they are absent and profiling_note says
+// why. Not thread-safe: one caller at a time.
 Result<std::unique_ptr<Backend>> open_nvml(const BackendOptions& opts);
 
 }  // namespace gf::backends

@@ -47,6 +47,38 @@
 namespace gf::backends {
 namespace {
 
+// NVML GPM for Hopper-class names (H100, H200, GH200, B200…): the real H100's proportions under a bf16
+// matrix-product load (../shared/captures/h100-580: SM 97 %, occupancy 14 %, tensor 94 %, DRAM 25 % at
+// 100 % utilization; FP pipes idle), scaled by the simulated utilization. Other names have no GPM, as
+// real GPUs before Hopper have none, and say so.
+void simulate_profiling(const std::string& name, double util_pct, core::GpuReading& r) {
+  const bool hopper_class = name.find("H100") != std::string::npos || name.find("H200") != std::string::npos ||
+                            name.find("H20") != std::string::npos || name.find("B200") != std::string::npos ||
+                            name.find("B100") != std::string::npos;
+  if (!hopper_class) {
+    for (auto* m : {&r.prof_graphics_active, &r.prof_sm_active, &r.prof_sm_occupancy, &r.prof_tensor_active,
+                    &r.prof_dram_active, &r.prof_fp64_active, &r.prof_fp32_active, &r.prof_fp16_active,
+                    &r.prof_pcie_tx_bytes, &r.prof_pcie_rx_bytes, &r.prof_nvlink_tx_bytes, &r.prof_nvlink_rx_bytes})
+      *m = core::Reading<double>::absent(core::Absent::NotSupported);
+    r.profiling_note = "no GPM on this GPU: NVML's profiling metrics need a Hopper or later GPU (simulated)";
+    return;
+  }
+  const double u = util_pct / 100.0;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  r.prof_graphics_active = 0.99863 * u;
+  r.prof_sm_active = 0.96537 * u;
+  r.prof_sm_occupancy = 0.14266 * u;
+  r.prof_tensor_active = 0.93694 * u;
+  r.prof_dram_active = 0.25368 * u;
+  r.prof_fp64_active = 0.0;
+  r.prof_fp32_active = 0.0;
+  r.prof_fp16_active = 0.0;
+  r.prof_pcie_tx_bytes = (0.377 + 5.667 * u) * kMiB;
+  r.prof_pcie_rx_bytes = (0.452 + 15.765 * u) * kMiB;
+  r.prof_nvlink_tx_bytes = 0.0;
+  r.prof_nvlink_rx_bytes = 0.0;
+}
+
 struct LoadPoint {
   double t_s = 0;
   double utilization = 0;
@@ -266,6 +298,7 @@ class SimBackend final : public Backend {
     r.ecc_uncorrected_volatile = std::uint64_t{0};
     r.persistence_mode = true;
     r.energy_mj = static_cast<std::uint64_t>(g.energy_mj);
+    simulate_profiling(g.name, util, r);
     for (const auto& p : procs_)
       if (p.gpu == index) r.processes.push_back(p.proc);
     for (auto f : g.unsupported) core::info(f).mark_absent(r, core::Absent::NotSupported);

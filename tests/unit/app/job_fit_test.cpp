@@ -30,7 +30,8 @@ using nlohmann::json;
 
 // A run's record as `gpufleet run` writes it (src/app/cmd_run.cpp): 8 GPUs sampled every 2.5 s for
 // about 14 hours, so the aggregator's series is at its 2048 points per GPU.
-core::Job long_run(const std::vector<std::string>& argv) {
+// With `gpm`, every GPU also has the twelve profiling (GPM) readings, as a Hopper GPU has.
+core::Job long_run(const std::vector<std::string>& argv, bool gpm = false) {
   core::RunAggregator agg;
   const auto t0 = std::chrono::steady_clock::time_point(std::chrono::hours(1));
   core::Snapshot s;
@@ -49,6 +50,15 @@ core::Job long_run(const std::vector<std::string>& argv) {
       gpu.memory_used_mib = std::uint64_t{40000} + static_cast<std::uint64_t>((i * 13 + g) % 997);
       gpu.temperature_c = 40 + (i + g) % 45;
       gpu.power_draw_w = 123.456 + (i * 3 + g) % 300;
+      if (gpm) {
+        const double u = *gpu.utilization_pct / 100.0;
+        for (auto* r : {&gpu.prof_graphics_active, &gpu.prof_sm_active, &gpu.prof_sm_occupancy, &gpu.prof_tensor_active,
+                        &gpu.prof_dram_active, &gpu.prof_fp64_active, &gpu.prof_fp32_active, &gpu.prof_fp16_active})
+          *r = u * 0.93694;
+        for (auto* r :
+             {&gpu.prof_pcie_tx_bytes, &gpu.prof_pcie_rx_bytes, &gpu.prof_nvlink_tx_bytes, &gpu.prof_nvlink_rx_bytes})
+          *r = 17004544.0 + i;
+      }
     }
     agg.add(s, t0 + std::chrono::milliseconds(2500) * i);
   }
@@ -170,6 +180,26 @@ TEST_F(JobFitTest, ALongCommandLineIsCutAndTheRecordStillFits) {
   EXPECT_EQ(json::parse(job.command), after["command"]) << "the column and the record agree";
   EXPECT_TRUE(after["metrics"]["gpu_monitoring"].contains("series")) << "the command is cut before the series goes";
 
+  auto id = arb->job_put(alice, through_the_socket(job));
+  ASSERT_TRUE(id) << id.error().message;
+}
+
+TEST_F(JobFitTest, ProfilingStatisticsKeepTheirMeansBeforeTheSeriesGoes) {
+  core::Job job = long_run({"python", "train.py"}, true);
+  const json before = json::parse(job.record);
+  const auto& full = before["metrics"]["gpu_monitoring"]["gpu_stats"]["3"]["profiling"]["tensor_active"];
+  ASSERT_TRUE(full.contains("p95")) << full.dump();
+
+  ASSERT_TRUE(fit_job_document(job, agent_job_budget()));
+  EXPECT_LE(wire::job_document_bytes(job), agent_job_budget());
+  const json after = json::parse(job.record);
+  const auto& mon = after["metrics"]["gpu_monitoring"];
+  EXPECT_TRUE(mon.contains("profiling_summarised"));
+  const auto& profiling = mon["gpu_stats"]["3"]["profiling"];
+  EXPECT_NEAR(profiling["tensor_active"].get<double>(), full["mean"].get<double>(), 0.0005);  // the mean, kept
+  EXPECT_TRUE(profiling.contains("sm_occupancy"));
+  EXPECT_FALSE(profiling.contains("pcie_tx_bytes"));  // throughput goes first
+  EXPECT_TRUE(mon.contains("series")) << "the series is thinned, not dropped";
   auto id = arb->job_put(alice, through_the_socket(job));
   ASSERT_TRUE(id) << id.error().message;
 }

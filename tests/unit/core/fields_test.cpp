@@ -38,7 +38,11 @@ TEST(Fields, EveryRowIsCompleteAndNamesAreUnique) {
 TEST(Fields, HistoryNamesAreTheStoredOnes) {
   // Stored data and URLs depend on these: the table must never rename them.
   EXPECT_EQ(history_metric_list(),
-            "utilization, memory_utilization, memory_used, temperature, power, fan, sm_clock, mem_clock");
+            "utilization, memory_utilization, memory_used, temperature, power, fan, sm_clock, mem_clock, "
+            "graphics_active, sm_active, sm_occupancy, tensor_active, dram_active, fp64_active, fp32_active, "
+            "fp16_active, pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes");
+  EXPECT_EQ(info(Field::ProfTensorActive).history_column, "prof_tensor");
+  EXPECT_EQ(info(Field::ProfNvlinkRxBytes).history_column, "prof_nvlink_rx");
   EXPECT_EQ(info(Field::Utilization).history_column, "util");
   EXPECT_EQ(info(Field::MemoryUtilization).history_column, "mem_util");
   EXPECT_EQ(info(Field::MemoryUsed).history_column, "mem_used");

@@ -880,8 +880,12 @@ TEST_F(ApiTest, OpenApiListsTheHistoryMetricsFromTheTable) {
   for (const auto& p : doc["paths"]["/api/v1/history"]["get"]["parameters"])
     if (p["name"] == "metric") metric = p;
   ASSERT_TRUE(metric.is_object());
-  EXPECT_EQ(metric["schema"]["enum"], nlohmann::json({"utilization", "memory_utilization", "memory_used", "temperature",
-                                                      "power", "fan", "sm_clock", "mem_clock"}));
+  EXPECT_EQ(
+      metric["schema"]["enum"],
+      nlohmann::json({"utilization",  "memory_utilization", "memory_used",   "temperature",     "power",
+                      "fan",          "sm_clock",           "mem_clock",     "graphics_active", "sm_active",
+                      "sm_occupancy", "tensor_active",      "dram_active",   "fp64_active",     "fp32_active",
+                      "fp16_active",  "pcie_tx_bytes",      "pcie_rx_bytes", "nvlink_tx_bytes", "nvlink_rx_bytes"}));
   EXPECT_NE(metric["description"].get<std::string>().find("temperature (°C)"), std::string::npos);
 }
 

@@ -116,7 +116,8 @@ TEST_F(HistoryTest, UnknownMetricErrorListsTheNames) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message,
             "unknown metric 'gpu_temp' (expected one of utilization, memory_utilization, memory_used, temperature, "
-            "power, fan, sm_clock, mem_clock)");
+            "power, fan, sm_clock, mem_clock, graphics_active, sm_active, sm_occupancy, tensor_active, dram_active, "
+            "fp64_active, fp32_active, fp16_active, pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes)");
   EXPECT_EQ(*parse_metric("power"), core::Field::PowerDraw);
 }
 

@@ -61,10 +61,10 @@ TEST_F(NvmlQueriesTest, UnsupportedFieldsAreAskedOnceThenSkipped) {
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetTotalEccErrors"), 4u);  // each of the four ECC counters once
   // An error is not "not supported": it may pass, so it is asked every time.
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetTemperature"), 3u);
-  // Later snapshots skip the unsupported fields and the identity (uuid, name, PCI) read once: fan,
-  // MIG, four ECC counters, three retired-page queries, remapped rows, PCIe replays, two violation
-  // policies, and the three identity reads.
-  EXPECT_EQ(calls[0] - calls[1], 16u);
+  // Later snapshots skip the unsupported fields, the identity (uuid, name, PCI) read once, and the GPM
+  // support query (this GPU has no GPM): fan, MIG, four ECC counters, three retired-page queries,
+  // remapped rows, PCIe replays, two violation policies, the three identity reads, and GPM support.
+  EXPECT_EQ(calls[0] - calls[1], 17u);
   EXPECT_EQ(calls[1], calls[2]);
   // What remains, per snapshot: count, handle, memory, utilization, temperature, power, limit,
   // energy, two clocks, clock reasons, P-state, persistence, and three process lists.
