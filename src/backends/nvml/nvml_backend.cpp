@@ -78,14 +78,15 @@ class NvmlBackend final : public Backend {
       cuda_driver_version_ = format_cuda_version(cuda);
     // XID events for the GPUs present now; their handles stay valid until shutdown. A GPU that
     // appears later is not registered (NVML keeps its device list from init).
-    if (!xid_events_) return {};
-    unsigned count = 0;
-    if (api_.device_count(&count) == nvml::kSuccess) {
-      event_devices_.assign(count, nullptr);
-      for (unsigned index = 0; index < count; ++index)
-        if (api_.device_handle(index, &event_devices_[index]) != nvml::kSuccess) event_devices_[index] = nullptr;
+    if (xid_events_) {
+      unsigned count = 0;
+      if (api_.device_count(&count) == nvml::kSuccess) {
+        event_devices_.assign(count, nullptr);
+        for (unsigned index = 0; index < count; ++index)
+          if (api_.device_handle(index, &event_devices_[index]) != nvml::kSuccess) event_devices_[index] = nullptr;
+      }
+      events_.start(event_devices_);
     }
-    events_.start(event_devices_);
     return {};
   }
 
