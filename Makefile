@@ -60,7 +60,7 @@ asan: deps web
 # servers, the sampler hub, the store's checkpointer, the cluster's fetches; `integration` and `python`:
 # the agent binary under real clients); only their targets are built. halt_on_error: the first race fails its test;
 # tests/tsan.supp names races outside our code.
-TSAN_TARGETS = gpufleet fake_nvml fake_nvml_old gf_integration_tests \
+TSAN_TARGETS = gpufleet fake_nvml fake_nvml_old standin gf_integration_tests \
   $(addprefix gf_test_,platform launch node sampler scheduler server store cluster)
 tsan: deps web
 	@cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_TSAN=ON -DGF_WERROR=ON -DGF_BENCH=OFF >/dev/null

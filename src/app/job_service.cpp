@@ -110,7 +110,7 @@ void JobService::reap_locked() {
   }
 }
 
-Result<std::string> JobService::submit(const server::JobSubmission& s) {
+Result<core::Job> JobService::submit(const server::JobSubmission& s) {
   core::Job job;
   job.id = store::new_id();
   job.name = s.name.empty() ? s.image : s.name;
@@ -133,10 +133,11 @@ Result<std::string> JobService::submit(const server::JobSubmission& s) {
         fmt::format("{} submitted jobs are already waiting or running (the most at once); try later", flights_.size()));
   auto put = arbiter_.job_put(api_peer(), job);
   if (!put) return put.error();
+  job.id = *put;
   auto flight = std::make_shared<Flight>();
-  flights_[*put] = flight;
-  flight->thread = std::thread([this, id = *put, s, flight] { run(id, s, flight); });
-  return *put;
+  flights_[job.id] = flight;
+  flight->thread = std::thread([this, id = job.id, s, flight] { run(id, s, flight); });
+  return job;
 }
 
 Result<void> JobService::cancel(const std::string& id) {

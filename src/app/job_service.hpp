@@ -52,7 +52,7 @@ class JobService final : public server::JobSubmitter {
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
 
-  Result<std::string> submit(const server::JobSubmission& s) override;
+  Result<core::Job> submit(const server::JobSubmission& s) override;
   Result<void> cancel(const std::string& id) override;
   std::size_t in_flight() const;
 

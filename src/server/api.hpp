@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/job.hpp"
 #include "core/policy.hpp"
 #include "core/ports/clock.hpp"
 #include "node/agent.hpp"
@@ -38,9 +39,10 @@ struct JobSubmission {
 class JobSubmitter {
  public:
   virtual ~JobSubmitter() = default;
-  // Records the job ("waiting") and queues it; returns its id at once. Unavailable when too many
-  // submitted jobs are in flight.
-  virtual Result<std::string> submit(const JobSubmission& s) = 0;
+  // Records the job ("waiting") and queues it; returns that first record at once (its id included): what
+  // the job is when submitted, whatever its thread has done since. Unavailable when too many submitted
+  // jobs are in flight.
+  virtual Result<core::Job> submit(const JobSubmission& s) = 0;
   // Cancels a job it runs: one still waiting ends without GPUs, a running one's container is stopped.
   // NotFound: no such job in flight here (unknown, finished, or not submitted through the API).
   virtual Result<void> cancel(const std::string& id) = 0;

@@ -350,13 +350,12 @@ void add_job_routes(Router& r, ApiContext& ctx) {
     if (!body) return error_response(body.error());
     auto sub = job_submission(*body);
     if (!sub) return error_response(sub.error());
-    auto id = c->submitter->submit(*sub);
-    if (!id && id.error().kind == ErrorKind::Unavailable)
-      return error_response(429, "too_many_jobs", id.error().message);
-    if (!id) return error_response(id.error(), "submission_failed");
-    auto job = c->arbiter ? c->arbiter->job(*id) : Result<std::optional<core::Job>>(std::optional<core::Job>());
-    Response resp = json_response(202, job && *job ? wire::job_json(**job) : json{{"id", *id}, {"status", "waiting"}});
-    resp.headers.emplace_back("Location", "/api/v1/jobs/" + *id);
+    auto job = c->submitter->submit(*sub);
+    if (!job && job.error().kind == ErrorKind::Unavailable)
+      return error_response(429, "too_many_jobs", job.error().message);
+    if (!job) return error_response(job.error(), "submission_failed");
+    Response resp = json_response(202, wire::job_json(*job));
+    resp.headers.emplace_back("Location", "/api/v1/jobs/" + job->id);
     return resp;
   });
   // What this request's credentials may do here, for the dashboard: show the job form and cancel buttons
