@@ -75,8 +75,10 @@ release: deps
 	@cmake --build build-release -j $(JOBS)
 
 # clang-tidy's short list (.clang-tidy) over src/, with the compile commands of the dev build.
+# clang-tidy over src/, but cluster/exec_client.cpp: its Asio coroutines need C++20 coroutine support that
+# Debian 12's clang 14 lacks with libstdc++ 12 (GCC builds it; its code is checked by the GCC warnings).
 tidy: build
-	@run-clang-tidy -quiet -p $(BUILD) -j $(JOBS) -extra-arg=-Wno-unknown-warning-option '$(CURDIR)/src/' >$(BUILD)/tidy.log 2>&1 \
+	@run-clang-tidy -quiet -p $(BUILD) -j $(JOBS) -extra-arg=-Wno-unknown-warning-option '$(CURDIR)/src/(?!cluster/exec_client\.cpp)' >$(BUILD)/tidy.log 2>&1 \
 	  || { grep -E 'error:|warning:' -A3 $(BUILD)/tidy.log | head -100; echo "clang-tidy: findings above"; exit 1; }
 	@echo "clang-tidy: no findings"
 

@@ -196,7 +196,7 @@ Result<std::vector<XmlGpu>> parse_query_xml(std::string_view xml) {
       XmlMig m;
       for (auto* r : {&m.memory_total_mib, &m.memory_used_mib, &m.memory_free_mib})
         *r = Reading<std::uint64_t>::absent(Absent::Unavailable);
-      gpus.back().migs.push_back(std::move(m));
+      gpus.back().migs.push_back(m);
     } else if (!gpus.empty() && at({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
       if (gpus.back().processes.size() >= kMaxXmlProcessesPerGpu)
         return make_error("nvidia-smi -q -x: too many processes");

@@ -205,7 +205,7 @@ inline constexpr unsigned kGpmPcieRxPerSec = 21;         // NVML_GPM_METRIC_PCIE
 inline constexpr unsigned kGpmNvlinkTotalRxPerSec = 60;  // NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC
 inline constexpr unsigned kGpmNvlinkTotalTxPerSec = 61;  // NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
 
-static_assert(sizeof(GpmSample) == 8);
+static_assert(sizeof(GpmSample) == 8);  // NOLINT(bugprone-sizeof-expression): nvmlGpmSample_t is a handle
 static_assert(sizeof(GpmSupport) == 8);
 static_assert(sizeof(GpmMetric) == 40);
 static_assert(offsetof(GpmMetric, value) == 8 && offsetof(GpmMetric, metric_info) == 16);

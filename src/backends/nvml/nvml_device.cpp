@@ -389,7 +389,7 @@ void read_mig(const Api& api, Device device, unsigned index, DeviceState& state,
       Query::MigDevices, api.max_mig_devices != nullptr && api.mig_device_handle != nullptr,
       [&](std::vector<core::MigInstance>& out) { return read_mig_devices(api, device, state.mig, out, problems); });
   if (instances) {
-    result.reading.mig_instances = std::move(*instances);
+    result.reading.mig_instances = *instances;
   } else if (instances.why() != Absent::NotSupported && asker.fatal() == kSuccess) {
     problems.push_back(fmt::format("cannot list MIG devices: {}", describe(api, asker.last())));
   }
