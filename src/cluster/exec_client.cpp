@@ -28,6 +28,7 @@
 
 #include "cluster/kube_client.hpp"
 #include "platform/http_client.hpp"
+#include "platform/log.hpp"
 #include "platform/url.hpp"
 
 namespace gf::cluster {
@@ -156,7 +157,7 @@ asio::awaitable<Outcome> converse(Ws& ws, const Call& c) {
   for (const auto& p : c.rq.protocols) offered = offered || p == chosen;
   if (!offered || (chosen != kExecProtocolV5 && chosen != kExecProtocolV4))
     co_return fmt::format("the API server at {} chose the exec subprotocol \"{}\" for pod {} (offered: {})", c.server,
-                          exec_printable(chosen, 60), c.pod_name, c.protocols);
+                          platform::printable(chosen, 60), c.pod_name, c.protocols);
   ExecStreams streams(v5, c.rq.max_output_bytes);
   beast::flat_buffer buffer;
   while (true) {
@@ -226,11 +227,12 @@ std::string exec_target(std::string_view prefix, const ExecRequest& rq) {
 }
 
 Result<ExecOutput> exec_in_pod(const KubeConfig& config, const ExecRequest& rq) {
-  const std::string server = exec_printable(platform::url_for_display(config.server));
+  const std::string server = platform::printable(platform::url_for_display(config.server));
   auto url = split_server(config.server);
   if (!url) return make_error(fmt::format("the API server URL {}: {}", server, url.error().message));
   if (rq.command.empty()) return make_error("exec: no command");
-  Call c{config, rq, *url, exec_target(url->prefix, rq), exec_printable(rq.namespace_ + "/" + rq.pod, 320), server, {}};
+  Call c{config, rq, *url, exec_target(url->prefix, rq), platform::printable(rq.namespace_ + "/" + rq.pod, 320),
+         server, {}};
   for (const auto& p : rq.protocols) c.protocols += (c.protocols.empty() ? "" : ", ") + p;
 
   asio::io_context ioc(1);

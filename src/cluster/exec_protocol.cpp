@@ -1,6 +1,8 @@
 // Decoding of the pods/exec channel protocol (see exec_protocol.hpp).
 #include "cluster/exec_protocol.hpp"
 
+#include "platform/log.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -27,22 +29,9 @@ void append_bounded(std::string& to, std::string_view data, std::size_t max, boo
 
 }  // namespace
 
-std::string exec_printable(std::string_view s, std::size_t max_chars) {
-  std::string out;
-  for (const char c : s.substr(0, max_chars)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F)
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out.push_back(c);
-  }
-  if (s.size() > max_chars) out += "…";
-  return out;
-}
-
 Result<ExecStatus> parse_exec_status(std::string_view text) {
   const auto doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return make_error("the exec status is not JSON: " + exec_printable(text, 100));
+  if (doc.is_discarded()) return make_error("the exec status is not JSON: " + platform::printable(text, 100));
   if (!doc.is_object()) return make_error("the exec status is not a JSON object");
   ExecStatus s;
   const std::string status = string_member(doc, "status");
@@ -53,9 +42,9 @@ Result<ExecStatus> parse_exec_status(std::string_view text) {
   }
   if (status != "Failure")
     return make_error(
-        fmt::format("the exec status says \"{}\" (expected Success or Failure)", exec_printable(status, 40)));
-  s.reason = exec_printable(string_member(doc, "reason"), 100);
-  s.message = exec_printable(string_member(doc, "message"));
+        fmt::format("the exec status says \"{}\" (expected Success or Failure)", platform::printable(status, 40)));
+  s.reason = platform::printable(string_member(doc, "reason"), 100);
+  s.message = platform::printable(string_member(doc, "message"));
   if (string_member(doc, "reason") == "NonZeroExitCode") {
     const auto details = doc.find("details");
     const json* causes = nullptr;
@@ -71,7 +60,7 @@ Result<ExecStatus> parse_exec_status(std::string_view text) {
         const auto [end, ec] = std::from_chars(m.data(), m.data() + m.size(), code);
         if (ec != std::errc() || end != m.data() + m.size() || code < 0 || code > 255)
           return make_error("the exec status has an exit code that is not a number from 0 to 255: " +
-                            exec_printable(m, 40));
+                            platform::printable(m, 40));
         s.exit_code = code;
       }
     }

@@ -70,8 +70,4 @@ class ExecStreams {
   unsigned closed_ = 0;
 };
 
-// Text from the container or the API server, safe for a terminal and a log: control characters as
-// \xNN, at most max_chars characters and "…" when cut.
-std::string exec_printable(std::string_view s, std::size_t max_chars = 300);
-
 }  // namespace gf::cluster

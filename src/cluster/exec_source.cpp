@@ -1,6 +1,8 @@
 // nvidia-smi through pods/exec as a fleet source (see exec_source.hpp).
 #include "cluster/exec_source.hpp"
 
+#include "platform/log.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -62,7 +64,7 @@ core::NodeMetrics exec_node_metrics(const std::string& node, const nsmi::GpuTabl
 
 core::NodeMetrics exec_target_metrics(const ExecTarget& t, const ExecRunner& run, const ExecSourceOptions& o,
                                       const std::function<std::chrono::system_clock::time_point()>& now) {
-  const std::string where = fmt::format("exec in pod {}", exec_printable(t.namespace_ + "/" + t.pod, 320));
+  const std::string where = fmt::format("exec in pod {}", platform::printable(t.namespace_ + "/" + t.pod, 320));
   auto failed = [&](std::string why) {
     core::NodeMetrics m;
     m.node = t.node;
@@ -97,7 +99,7 @@ core::NodeMetrics exec_target_metrics(const ExecTarget& t, const ExecRunner& run
                                                                                      : out.status.reason);
       if (!out.status.message.empty() && !out.status.exit_code) why += ": " + out.status.message;
       const std::string said = !out.err.empty() ? out.err : out.out;
-      if (!said.empty()) why += ": " + exec_printable(said.substr(0, said.find('\n')), 200);
+      if (!said.empty()) why += ": " + platform::printable(said.substr(0, said.find('\n')), 200);
       return failed(std::move(why));
     }
     if (out.out_truncated) return failed(fmt::format("nvidia-smi printed more than {} bytes", o.max_output_bytes));

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "platform/http_client.hpp"
+#include "platform/log.hpp"
 #include "platform/url.hpp"
 
 namespace gf::cluster {
@@ -22,20 +23,6 @@ constexpr std::string_view kLiveFieldSelector = "status.phase!=Succeeded,status.
 constexpr std::array<std::string_view, 2> kGpuResources = {kNvidiaGpu, kAmdGpu};
 constexpr std::array<std::string_view, 3> kProductLabels = {"nvidia.com/gpu.product", "amd.com/gpu.product-name",
                                                             "beta.amd.com/gpu.product-name"};
-
-// Text from the server, safe for a terminal: control characters as \xNN, at most max_chars.
-std::string printable(std::string_view s, std::size_t max_chars = 300) {
-  std::string out;
-  for (const char c : s.substr(0, max_chars)) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F)
-      out += fmt::format("\\x{:02x}", u);
-    else
-      out.push_back(c);
-  }
-  if (s.size() > max_chars) out += "…";
-  return out;
-}
 
 const json* member(const json& obj, std::string_view key) {
   if (!obj.is_object()) return nullptr;
@@ -62,7 +49,7 @@ Result<const json*> list_items(const json& doc, std::string_view kind) {
   if (!doc.is_object()) return make_error(fmt::format("not a {} (not a JSON object)", kind));
   const auto got = string_at(doc, "kind");
   if (!got.empty() && got != kind)
-    return make_error(fmt::format("expected a {}, got kind {}", kind, printable(got, 60)));
+    return make_error(fmt::format("expected a {}, got kind {}", kind, platform::printable(got, 60)));
   static const json kEmpty = json::array();
   const json* items = member(doc, "items");
   if (items == nullptr) return &kEmpty;
@@ -143,10 +130,10 @@ std::string reason_phrase(long status) {
 std::string status_message(std::string_view body) {
   const auto doc = json::parse(body, nullptr, false);
   if (doc.is_object()) {
-    if (auto m = string_at(doc, "message"); !m.empty()) return printable(m);
+    if (auto m = string_at(doc, "message"); !m.empty()) return platform::printable(m, 300);
   }
   const auto line = body.substr(0, body.find('\n'));
-  return printable(line, 200);
+  return platform::printable(line, 200);
 }
 
 std::string credential_kind(const KubeConfig& c) {
@@ -158,7 +145,7 @@ std::string credential_kind(const KubeConfig& c) {
 }  // namespace
 
 Result<std::uint64_t> parse_quantity_count(std::string_view q) {
-  const std::string shown = printable(q, 40);
+  const std::string shown = platform::printable(q, 40);
   auto bad = [&] { return make_error(fmt::format("\"{}\" is not a quantity", shown)); };
   if (!q.empty() && q.front() == '+') q.remove_prefix(1);
   if (!q.empty() && q.front() == '-') return make_error(fmt::format("\"{}\" is negative", shown));
@@ -242,7 +229,8 @@ Result<NodePage> parse_node_list(std::string_view text) {
   page.continue_token = continue_of(doc);
   for (const auto& item : **items) {
     core::KubeNode node;
-    node.name = printable(string_at(member(item, "metadata") ? *member(item, "metadata") : json(), "name"), 253);
+    node.name =
+        platform::printable(string_at(member(item, "metadata") ? *member(item, "metadata") : json(), "name"), 253);
     if (node.name.empty()) return make_error("a node without metadata.name");
     if (const json* labels = path(item, {"metadata", "labels"}); labels != nullptr && labels->is_object()) {
       for (const auto& [k, v] : labels->items()) {
@@ -265,7 +253,7 @@ Result<NodePage> parse_node_list(std::string_view text) {
     for (const auto label : kProductLabels) {
       const auto it = node.labels.find(std::string(label));
       if (it != node.labels.end() && !it->second.empty()) {
-        node.gpu_product = printable(it->second, 120);
+        node.gpu_product = platform::printable(it->second, 120);
         break;
       }
     }
@@ -321,8 +309,8 @@ Result<PodPage> parse_pod_list(std::string_view text) {
     for (const auto resource : kGpuResources) {
       auto n = pod_request(*spec, resource);
       if (!n)
-        return make_error(
-            fmt::format("pod {}/{}: {}", printable(pod.namespace_, 63), printable(pod.name, 253), n.error().message));
+        return make_error(fmt::format("pod {}/{}: {}", platform::printable(pod.namespace_, 63),
+                                      platform::printable(pod.name, 253), n.error().message));
       if (*n > 0) pod.gpus.emplace(std::string(resource), *n);
     }
     if (!pod.gpus.empty()) page.pods.push_back(std::move(pod));
@@ -345,20 +333,20 @@ void add_pod_requests(std::vector<core::KubeNode>& nodes, const std::vector<PodG
 
 std::string describe_status_error(const KubeConfig& config, long status, std::string_view method,
                                   std::string_view path_and_query, std::string_view body, std::string_view rbac) {
-  const std::string server = printable(platform::url_for_display(config.server));
+  const std::string server = platform::printable(platform::url_for_display(config.server), 300);
   if (status == 401) {
     return fmt::format("the API server at {} refused the credentials (401 Unauthorized) from {} ({})", server,
-                       printable(config.source), credential_kind(config));
+                       platform::printable(config.source, 300), credential_kind(config));
   }
   const std::string message = status_message(body);
   if (status == 403) {
     return fmt::format("the API server at {} forbids {} {} (403 Forbidden): {}{}{}", server, method,
-                       printable(path_and_query), message.empty() ? "no reason given" : message,
+                       platform::printable(path_and_query, 300), message.empty() ? "no reason given" : message,
                        rbac.empty() ? "" : "; the account needs RBAC permission to ", rbac);
   }
   const auto phrase = reason_phrase(status);
   return fmt::format("the API server at {} answered {}{}{} to {} {}{}{}", server, status, phrase.empty() ? "" : " ",
-                     phrase, method, printable(path_and_query), message.empty() ? "" : ": ", message);
+                     phrase, method, platform::printable(path_and_query, 300), message.empty() ? "" : ": ", message);
 }
 
 KubeClient::KubeClient(KubeConfig config, KubeOptions options) : config_(std::move(config)), options_(options) {
@@ -368,7 +356,8 @@ KubeClient::KubeClient(KubeConfig config, KubeOptions options) : config_(std::mo
 Result<KubeClient::Response> KubeClient::request(std::string_view method, std::string_view path_and_query,
                                                  std::optional<std::string> body, std::string_view content_type) {
   if (path_and_query.empty() || path_and_query.front() != '/') {
-    return make_error(fmt::format("Kubernetes API path \"{}\" must start with /", printable(path_and_query)));
+    return make_error(
+        fmt::format("Kubernetes API path \"{}\" must start with /", platform::printable(path_and_query, 300)));
   }
   platform::HttpRequest rq;
   rq.method = std::string(method);
@@ -387,19 +376,19 @@ Result<KubeClient::Response> KubeClient::request(std::string_view method, std::s
     return Response{r.status, std::move(r.body), std::move(r.content_type)};
   }
   const auto& e = outcome.error();
-  const std::string server = printable(platform::url_for_display(config_.server));
-  const std::string what = fmt::format("{} {}", method, printable(path_and_query));
+  const std::string server = platform::printable(platform::url_for_display(config_.server), 300);
+  const std::string what = fmt::format("{} {}", method, platform::printable(path_and_query, 300));
   switch (e.kind) {
     case platform::TransportFailure::Unreachable:
       return make_error(fmt::format("cannot reach the API server at {} (from {}): {}", server,
-                                    printable(config_.source), printable(e.message)));
+                                    platform::printable(config_.source, 300), platform::printable(e.message, 300)));
     case platform::TransportFailure::TimedOut:
       return make_error(
           fmt::format("the API server at {} did not answer {} within {} ms", server, what, options_.timeout.count()));
     case platform::TransportFailure::Tls: {
       const bool system_cas = config_.tls.ca_file.empty() && config_.tls.ca_pem.empty();
       return make_error(fmt::format("TLS with the API server at {} failed (from {}): {}{}", server,
-                                    printable(config_.source), printable(e.message),
+                                    platform::printable(config_.source, 300), platform::printable(e.message, 300),
                                     system_cas && !config_.tls.insecure_skip_verify
                                         ? " (no certificate-authority was given: the system's CAs were used)"
                                         : ""));
@@ -410,7 +399,8 @@ Result<KubeClient::Response> KubeClient::request(std::string_view method, std::s
     case platform::TransportFailure::Cancelled:
     case platform::TransportFailure::Other: break;
   }
-  return make_error(fmt::format("{} to the API server at {} failed: {}", what, server, printable(e.message)));
+  return make_error(
+      fmt::format("{} to the API server at {} failed: {}", what, server, platform::printable(e.message, 300)));
 }
 
 Result<std::string> KubeClient::get_list(const std::string& path_and_query, std::string_view what,
@@ -425,7 +415,7 @@ Result<std::string> KubeClient::get_list(const std::string& path_and_query, std:
 }
 
 Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
-  const std::string server = printable(platform::url_for_display(config_.server));
+  const std::string server = platform::printable(platform::url_for_display(config_.server), 300);
   // Pages of one listing: `first` is the path with its query; the continue token is appended.
   auto pages = [&](const std::string& first, std::string_view what, std::string_view rbac, std::string_view kind,
                    auto&& parse, auto&& take) -> Result<void> {
@@ -437,7 +427,7 @@ Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
       auto page = parse(*body);
       if (!page) {
         return make_error(fmt::format("the API server at {} sent a malformed {} for GET {}: {}", server, kind,
-                                      printable(target), page.error().message));
+                                      platform::printable(target, 300), page.error().message));
       }
       take(*page);
       if (page->continue_token.empty()) return {};
@@ -476,7 +466,7 @@ Result<std::vector<core::KubeNode>> KubeClient::gpu_nodes() {
 }
 
 Result<std::vector<PodGpuRequest>> KubeClient::running_gpu_pods() {
-  const std::string server = printable(platform::url_for_display(config_.server));
+  const std::string server = platform::printable(platform::url_for_display(config_.server), 300);
   const std::string first = fmt::format("/api/v1/pods?limit={}&fieldSelector={}", options_.page_size,
                                         platform::url_escape("status.phase=Running"));
   std::vector<PodGpuRequest> pods;
@@ -488,7 +478,7 @@ Result<std::vector<PodGpuRequest>> KubeClient::running_gpu_pods() {
     auto page = parse_pod_list(*body);
     if (!page)
       return make_error(fmt::format("the API server at {} sent a malformed PodList for GET {}: {}", server,
-                                    printable(target), page.error().message));
+                                    platform::printable(target, 300), page.error().message));
     for (auto& pod : page->pods)
       if (pod.phase == "Running") pods.push_back(std::move(pod));  // again, for servers that ignore the selector
     if (page->continue_token.empty()) return pods;

@@ -35,6 +35,12 @@ std::string escape(std::string_view text, bool backslash) {
 
 std::string printable(std::string_view text) { return escape(text, false); }
 
+std::string printable(std::string_view text, std::size_t max_bytes) {
+  std::string out = escape(text.substr(0, max_bytes), false);
+  if (text.size() > max_bytes) out += "…";
+  return out;
+}
+
 std::string escape_control(std::string_view text) { return escape(text, true); }
 
 void log_line(std::string_view component, std::string_view message) {

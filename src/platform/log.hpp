@@ -13,6 +13,9 @@ namespace gf::platform {
 // a UTF-8 terminal obeys like ESC sequences) as \u00NN. Everything else, other UTF-8 included, is kept.
 // Only for text output: --json keeps the exact text (JSON escapes what it must).
 std::string printable(std::string_view text);
+// The same for text of any length from outside (a server's answer, a pod's name): its first max_bytes
+// bytes, then "…" when it was longer.
+std::string printable(std::string_view text, std::size_t max_bytes);
 
 // printable(), with '\\' also written as "\\\\" so that a log line reads back unambiguously.
 std::string escape_control(std::string_view text);

@@ -37,5 +37,11 @@ TEST(Printable, ControlCharactersAreEscapedAndTheRestKept) {
   EXPECT_EQ(escape_control("\xc2\x85"), "\\u0085");
 }
 
+TEST(Printable, BoundedTextIsCutAndMarked) {
+  EXPECT_EQ(printable("abc", 10), "abc");
+  EXPECT_EQ(printable("abcdef", 3), "abc…");
+  EXPECT_EQ(printable(std::string_view("a\x1b[2Jb", 6), 4), "a\\x1b[2…");
+}
+
 }  // namespace
 }  // namespace gf::platform
