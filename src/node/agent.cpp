@@ -6,6 +6,7 @@
 #include <exception>
 #include <iterator>
 
+#include "core/text.hpp"
 #include "platform/log.hpp"
 #include "wire/json.hpp"
 
@@ -17,17 +18,6 @@ bool same_episode(const core::Alert& a, const core::Alert& b) {
   using std::chrono::floor;
   using std::chrono::milliseconds;
   return a.id == b.id && floor<milliseconds>(a.started_at) == floor<milliseconds>(b.started_at);
-}
-
-// The message of the exception being handled (call inside a catch block).
-std::string current_exception_message() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
 }
 
 }  // namespace
@@ -51,7 +41,7 @@ void Agent::start() {
   try {
     if (auto s = monitor_.snapshot(true)) publish(*s, clock_.now());
   } catch (...) {
-    collection_failed("the first reading failed: " + current_exception_message(), clock_.now());
+    collection_failed("the first reading failed: " + core::current_exception_message(), clock_.now());
   }
   if (history_ && options_.writer_thread) writer_ = std::jthread([this](std::stop_token st) { writer(st); });
   sub_ = hub_.subscribe(
@@ -91,7 +81,7 @@ void Agent::tick(const Result<core::SnapshotPtr>& snap, std::chrono::steady_cloc
   try {
     collect(snap, taken);
   } catch (...) {
-    collection_failed("the collection threw: " + current_exception_message(), taken);
+    collection_failed("the collection threw: " + core::current_exception_message(), taken);
   }
 }
 
@@ -180,7 +170,7 @@ void Agent::collect(const Result<core::SnapshotPtr>& snap, std::chrono::steady_c
     try {
       l(events);
     } catch (...) {  // one bad listener neither stops the others nor fails the collection
-      platform::log_line("agent", "an alert listener threw: " + current_exception_message());
+      platform::log_line("agent", "an alert listener threw: " + core::current_exception_message());
     }
   }
 }
@@ -224,7 +214,7 @@ Result<std::shared_ptr<const Published>> Agent::query_fresh() {
     latest_ = p;
     return std::shared_ptr<const Published>(std::move(p));
   } catch (...) {
-    return make_error("the backend (" + monitor_.backend_name() + ") threw: " + current_exception_message());
+    return make_error("the backend (" + monitor_.backend_name() + ") threw: " + core::current_exception_message());
   }
 }
 

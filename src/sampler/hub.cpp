@@ -3,6 +3,7 @@
 #include <exception>
 #include <vector>
 
+#include "core/text.hpp"
 #include "platform/log.hpp"
 
 namespace gf::sampler {
@@ -120,10 +121,8 @@ Result<core::SnapshotPtr> SampleHub::query() {
       last_logged_.clear();
     }
     return snap;
-  } catch (const std::exception& e) {
-    what = e.what();
   } catch (...) {
-    what = "an exception that is not a std::exception";
+    what = core::current_exception_message();
   }
   backend_exceptions_.fetch_add(1);
   auto message = "the backend (" + monitor_.backend_name() + ") threw: " + what;
@@ -139,10 +138,8 @@ void SampleHub::call(const Listener& fn, const Result<core::SnapshotPtr>& snap, 
   try {
     fn(snap, taken);
     return;
-  } catch (const std::exception& e) {
-    what = e.what();
   } catch (...) {
-    what = "an exception that is not a std::exception";
+    what = core::current_exception_message();
   }
   listener_exceptions_.fetch_add(1);
   auto message = "a listener threw (the loop goes on): " + what;
