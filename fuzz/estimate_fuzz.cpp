@@ -11,10 +11,10 @@
 #include <string>
 #include <string_view>
 
-#include "scheduler/estimate.hpp"
-#include "scheduler/estimate_engine.hpp"
-#include "scheduler/model_size.hpp"
-#include "scheduler/task.hpp"
+#include "estimate/estimate.hpp"
+#include "estimate/estimate_engine.hpp"
+#include "estimate/model_size.hpp"
+#include "estimate/task.hpp"
 
 namespace {
 
@@ -22,7 +22,7 @@ void check(bool ok) {
   if (!ok) __builtin_trap();
 }
 
-namespace gs = gf::scheduler;
+namespace gs = gf::estimate;
 
 void check_result(const gf::Result<gs::Estimate>& r) {
   if (!r) {

@@ -8,17 +8,17 @@
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
+#include "estimate/estimate.hpp"
 #include "platform/fs.hpp"
-#include "scheduler/estimate.hpp"
 #include "wire/agent_docs.hpp"
 
 namespace gf::app {
 namespace {
 
-Result<scheduler::TaskValue> read_task(const std::string& path) {
+Result<estimate::TaskValue> read_task(const std::string& path) {
   auto text = platform::read_file(path, 16 * 1024 * 1024);
   if (!text) return make_error("cannot read task file " + path);
-  auto task = scheduler::parse_task(*text);
+  auto task = estimate::parse_task(*text);
   if (!task) return with_context(path + ": ", task.error());
   return task;
 }
@@ -28,8 +28,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-std::string value_text(const scheduler::TaskValue& v) {
-  return v.is_string() ? v.get_string() : scheduler::to_json_text(v);
+std::string value_text(const estimate::TaskValue& v) {
+  return v.is_string() ? v.get_string() : estimate::to_json_text(v);
 }
 
 }  // namespace
@@ -41,15 +41,15 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
     print_error(task.error().message);
     return exit_code(task.error());
   }
-  scheduler::EstimateOptions opts;
+  estimate::EstimateOptions opts;
   opts.engine = engine;
-  auto m = scheduler::parse_memory_method(method);
+  auto m = estimate::parse_memory_method(method);
   if (!m) {
     print_error(m.error().message);
     return kExitUsage;
   }
   opts.method = *m;
-  auto e = scheduler::estimate(*task, opts);
+  auto e = estimate::estimate(*task, opts);
   if (!e) {
     print_error(path + ": " + e.error().message);
     return exit_code(e.error());
@@ -81,28 +81,28 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     return kExitUsage;
   }
   const auto* given = task->find("parameters");
-  const scheduler::TaskValue params = given ? *given : scheduler::TaskValue::object();
-  auto grid = scheduler::expand_grid(params);
+  const estimate::TaskValue params = given ? *given : estimate::TaskValue::object();
+  auto grid = estimate::expand_grid(params);
   if (!grid) {
     print_error(t.path + ": " + grid.error().message);
     return exit_code(grid.error());
   }
-  scheduler::EstimateOptions eo;
+  estimate::EstimateOptions eo;
   eo.engine = t.engine;
-  auto method = scheduler::parse_memory_method(t.method);
+  auto method = estimate::parse_memory_method(t.method);
   if (!method) {
     print_error(method.error().message);
     return kExitUsage;
   }
   eo.method = *method;
   // Check every job of the grid before running any: a bad value should not surface after an hour of runs.
-  std::vector<scheduler::Estimate> estimates;
+  std::vector<estimate::Estimate> estimates;
   for (const auto& combo : *grid) {
-    scheduler::TaskValue one = *task;
+    estimate::TaskValue one = *task;
     one.set("parameters", combo);
-    auto e = scheduler::estimate(one, eo);
+    auto e = estimate::estimate(one, eo);
     if (!e) {
-      print_error(fmt::format("{}: job {}: {}", t.path, scheduler::to_json_text(combo), e.error().message));
+      print_error(fmt::format("{}: job {}: {}", t.path, estimate::to_json_text(combo), e.error().message));
       return exit_code(e.error());
     }
     estimates.push_back(std::move(*e));

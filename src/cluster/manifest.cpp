@@ -9,7 +9,7 @@
 
 #include "cluster/pod_spec.hpp"
 #include "cluster/yaml_text.hpp"
-#include "scheduler/estimate_engine.hpp"
+#include "estimate/estimate_engine.hpp"
 
 namespace gf::cluster {
 
@@ -269,8 +269,8 @@ Error printable(Error e) {
 }
 
 Result<PlaceResult> place_checked(std::string_view text, const PlaceOptions& options) {
-  if (options.gpus && (*options.gpus == 0 || *options.gpus > scheduler::kMaxWorldSize)) {
-    return make_error(fmt::format("--gpus {}: expected 1 to {}", *options.gpus, scheduler::kMaxWorldSize));
+  if (options.gpus && (*options.gpus == 0 || *options.gpus > estimate::kMaxWorldSize)) {
+    return make_error(fmt::format("--gpus {}: expected 1 to {}", *options.gpus, estimate::kMaxWorldSize));
   }
   if (options.node && !dns_subdomain(*options.node, 253, true)) {
     return make_error(

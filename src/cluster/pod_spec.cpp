@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cluster/yaml_text.hpp"
-#include "scheduler/estimate_engine.hpp"
-#include "scheduler/estimate_params.hpp"
+#include "estimate/estimate_engine.hpp"
+#include "estimate/estimate_params.hpp"
 
 namespace gf::cluster {
 
@@ -158,7 +158,7 @@ Result<ResourceGpus> read_gpu_resources(const YAML::Node& resources, std::string
     auto v = get(**map, name);
     if (!v) continue;
     const auto item_path = fmt::format("{}.{}", path, name);
-    auto n = whole_number(*v, item_path, "a whole number of GPUs", scheduler::kMaxWorldSize);
+    auto n = whole_number(*v, item_path, "a whole number of GPUs", estimate::kMaxWorldSize);
     if (!n) return n.error();
     out.count = out.count.value_or(0) + *n;
     out.found.push_back(fmt::format("{} = {}", item_path, *n));
@@ -191,9 +191,9 @@ Result<ContainerGpus> read_container_gpus(const PodContainer& c) {
 // --- parallel sizes in args and env ---------------------------------------------------------------
 
 bool is_parallel_alias(std::string_view name, bool env_only) {
-  for (const auto p : {scheduler::Parallel::Tp, scheduler::Parallel::Pp, scheduler::Parallel::Dp,
-                       scheduler::Parallel::Cp, scheduler::Parallel::Dcp}) {
-    for (const auto alias : scheduler::parallel_aliases(p)) {
+  for (const auto p : {estimate::Parallel::Tp, estimate::Parallel::Pp, estimate::Parallel::Dp, estimate::Parallel::Cp,
+                       estimate::Parallel::Dcp}) {
+    for (const auto alias : estimate::parallel_aliases(p)) {
       // In env only the spelled-out names count: a variable called DP or CP may mean anything.
       if (alias == name && (!env_only || alias.find("size") != std::string_view::npos)) return true;
     }
@@ -201,7 +201,7 @@ bool is_parallel_alias(std::string_view name, bool env_only) {
   return false;
 }
 
-scheduler::TaskValue parallel_value(std::string_view text) {
+estimate::TaskValue parallel_value(std::string_view text) {
   std::uint64_t n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (!text.empty() && ec == std::errc{} && end == text.data() + text.size()) return n;
@@ -234,7 +234,7 @@ std::vector<std::pair<std::string, std::string>> command_words(const PodContaine
 }
 
 struct ParallelParams {
-  scheduler::TaskValue params = scheduler::TaskValue::object();
+  estimate::TaskValue params = estimate::TaskValue::object();
   std::vector<std::string> paths;  // where each was found
 };
 
@@ -388,7 +388,7 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
     }
   }
   const auto clamp = [](std::uint64_t n) {
-    return static_cast<unsigned>(std::min<std::uint64_t>(n, scheduler::kMaxWorldSize));
+    return static_cast<unsigned>(std::min<std::uint64_t>(n, estimate::kMaxWorldSize));
   };
   // Where a GPU limit goes when the pod spec asks for none: the main container. For an OME component
   // that is the runner, and only when it already sets resources: OME takes the runner's resources
@@ -438,9 +438,9 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
     auto params = read_parallel_params(spec.containers[i]);
     if (!params) return params.error();
     if (params->paths.empty()) continue;
-    auto sizes = scheduler::read_parallel_sizes(params->params);
+    auto sizes = estimate::read_parallel_sizes(params->params);
     if (!sizes) return make_error(fmt::format("{}: {}", spec.containers[i].path, sizes.error().message));
-    auto world = scheduler::world_size(scheduler::EngineKind::Default, *sizes, params->params);
+    auto world = estimate::world_size(estimate::EngineKind::Default, *sizes, params->params);
     if (!world) return make_error(fmt::format("{}: {}", spec.containers[i].path, world.error().message));
     total += world->gpus;
     lines.push_back(fmt::format("{}: {}", fmt::join(params->paths, ", "), world->lines.back()));

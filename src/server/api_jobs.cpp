@@ -9,8 +9,8 @@
 
 #include "allocator/mig_select.hpp"
 #include "core/policy.hpp"
+#include "estimate/estimate.hpp"
 #include "platform/procfs.hpp"
-#include "scheduler/estimate.hpp"
 #include "server/api.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/json.hpp"
@@ -376,17 +376,17 @@ void add_job_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Post, "/api/v1/estimate", Access::Read, Exec::Blocking, [](const Request& req) {
     auto body = json_object_body(req);
     if (!body) return error_response(body.error());
-    scheduler::EstimateOptions opts;
+    estimate::EstimateOptions opts;
     if (auto it = req.query.find("engine"); it != req.query.end()) opts.engine = it->second;
     if (auto it = req.query.find("method"); it != req.query.end()) {
-      auto m = scheduler::parse_memory_method(it->second);
+      auto m = estimate::parse_memory_method(it->second);
       if (!m) return error_response(m.error());
       opts.method = *m;
     }
     // A model named by a local path is not read over the network API: that would let anyone who can
     // reach the agent probe the node's files. The model id's table entry is used instead.
     opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-    auto e = scheduler::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
+    auto e = estimate::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
     if (!e) return error_response(e.error());
     return json_response(200, wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine,
                                                   e->explanation, e->method, e->warnings));

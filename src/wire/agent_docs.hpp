@@ -105,7 +105,7 @@ nlohmann::json released_json(const std::string& lease_id);
 
 // POST /api/v1/estimate and `gpufleet estimate --json`: {gpus, memory_mb_per_gpu (MiB),
 // memory_fraction (null: none), engine, method ("weights"|"seed"), explanation, warnings: [sentence]}
-// (scheduler::Estimate's fields; wire/ does not know the scheduler).
+// (estimate::Estimate's fields; wire/ does not know estimate/).
 nlohmann::json estimate_json(unsigned gpus, std::uint64_t memory_mib_per_gpu, std::optional<double> memory_fraction,
                              const std::string& engine, const std::string& explanation, std::string_view method,
                              const std::vector<std::string>& warnings);

@@ -1,16 +1,16 @@
 #pragma once
 // The engine-specific arithmetic of an estimate: which engine's rules apply, how many GPUs a
 // parallel layout takes under them, and the fraction of each GPU the engine reserves. Internal to
-// gf_scheduler (estimate.cpp); public for the tests.
+// gf_estimate (estimate.cpp); public for the tests.
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/result.hpp"
-#include "scheduler/estimate_params.hpp"
+#include "estimate/estimate_params.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 enum class EngineKind { Default, Vllm, Sglang };
 
@@ -46,4 +46,4 @@ struct MemoryFraction {
 
 Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& parameters, double vllm_default);
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

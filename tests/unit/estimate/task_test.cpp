@@ -1,10 +1,10 @@
-#include "scheduler/task.hpp"
+#include "estimate/task.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace gf::scheduler {
+namespace gf::estimate {
 namespace {
 
 TEST(Task, ParsesEveryShape) {
@@ -70,4 +70,4 @@ TEST(Task, DescribeIsShort) {
 }
 
 }  // namespace
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

@@ -1,4 +1,4 @@
-#include "scheduler/estimate_params.hpp"
+#include "estimate/estimate_params.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 namespace {
 
@@ -278,4 +278,4 @@ Result<std::optional<Param<std::vector<std::string>>>> read_strings(const TaskVa
   return out;
 }
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

@@ -1,4 +1,4 @@
-#include "scheduler/model_size.hpp"
+#include "estimate/model_size.hpp"
 
 #include <algorithm>
 #include <array>
@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "scheduler/estimate_params.hpp"
+#include "estimate/estimate_params.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 using nlohmann::json;
 
@@ -450,4 +450,4 @@ std::string format_params(double params) {
   return fmt::format("{:.0f}", params);
 }
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

@@ -2,7 +2,7 @@
 // How big a model is: its parameter count and bytes per parameter, from a Hugging Face config.json
 // (the shape) or from the model's name ("llama-3-70b"), plus the seed's fixed table as the last
 // fallback. Pure functions over text; reading the file is the caller's business. Internal to
-// gf_scheduler (estimate.cpp); public for the tests.
+// gf_estimate (estimate.cpp); public for the tests.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,7 +11,7 @@
 
 #include "core/result.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 // A decoder-only transformer as config.json describes it (Llama, Mistral, Qwen, Mixtral, DeepSeek and
 // other models with the same keys).
@@ -87,4 +87,4 @@ std::uint64_t seed_table_mib(std::string_view id);
 // "405 B", "70.6 B", "8.03 B", "350 M", "1.00 T": a parameter count for explanations.
 std::string format_params(double params);
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

@@ -1,6 +1,6 @@
 // Estimation glue: engine → parallel sizes → GPU count; model → memory per GPU; and the explanation,
 // which shows every number the result came from so a user can check it by hand.
-#include "scheduler/estimate.hpp"
+#include "estimate/estimate.hpp"
 
 #include <algorithm>
 #include <array>
@@ -9,12 +9,12 @@
 
 #include <fmt/format.h>
 
+#include "estimate/estimate_engine.hpp"
+#include "estimate/estimate_params.hpp"
+#include "estimate/model_size.hpp"
 #include "platform/fs.hpp"
-#include "scheduler/estimate_engine.hpp"
-#include "scheduler/estimate_params.hpp"
-#include "scheduler/model_size.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 namespace {
 
@@ -373,4 +373,4 @@ Result<std::vector<TaskValue>> expand_grid(const TaskValue& parameters, std::siz
   return out;
 }
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

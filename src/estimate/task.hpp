@@ -18,7 +18,7 @@
 
 #include "core/result.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 class TaskValue {
  public:
@@ -110,4 +110,4 @@ std::optional<std::uint64_t> natural(const TaskValue& v);
 // (strings quoted and cut at 40 bytes), containers by kind and size. Safe on hostile input.
 std::string describe_value(const TaskValue& v);
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

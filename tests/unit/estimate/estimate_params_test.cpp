@@ -1,12 +1,12 @@
-#include "scheduler/estimate_params.hpp"
+#include "estimate/estimate_params.hpp"
 
 #include <gtest/gtest.h>
 
-#include "unit/scheduler/task_json_support.hpp"
+#include "unit/estimate/task_json_support.hpp"
 
-#include "scheduler/estimate.hpp"
+#include "estimate/estimate.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 namespace {
 
 using nlohmann::json;
@@ -149,4 +149,4 @@ TEST(EstimateParams, DescribeIsBoundedAndSafe) {
 }
 
 }  // namespace
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

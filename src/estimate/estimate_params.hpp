@@ -1,7 +1,7 @@
 #pragma once
 // Reading a task's "parameters" for estimation: every alias of each parallel size, scalars or lists,
 // and the engine knobs that change the arithmetic (memory fractions, DP attention, context length,
-// KV-cache dtype). Internal to gf_scheduler (estimate.cpp); public for the tests.
+// KV-cache dtype). Internal to gf_estimate (estimate.cpp); public for the tests.
 //
 // Every reader validates what it reads and names the key in its error; keys it does not know are
 // ignored. A list counts with its largest value (the largest configuration of a sweep).
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/result.hpp"
-#include "scheduler/task.hpp"
+#include "estimate/task.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 enum class Parallel { Tp, Pp, Dp, Cp, Dcp };
 
@@ -75,4 +75,4 @@ Result<std::optional<Param<std::uint64_t>>> read_positive(const TaskValue& param
 Result<std::optional<Param<std::vector<std::string>>>> read_strings(const TaskValue& parameters,
                                                                     std::span<const std::string_view> keys);
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

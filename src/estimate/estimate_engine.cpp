@@ -29,7 +29,7 @@
 //   mem_fraction_static: when not given, SGLang derives it from each GPU's memory at start
 //     ((total − reserved) / total, reserved ≥ 10 GiB on GPUs above 60 GiB), so there is no fixed
 //     default to report.
-#include "scheduler/estimate_engine.hpp"
+#include "estimate/estimate_engine.hpp"
 
 #include <algorithm>
 #include <array>
@@ -37,7 +37,7 @@
 
 #include <fmt/format.h>
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 namespace {
 
@@ -311,4 +311,4 @@ Result<MemoryFraction> memory_fraction(EngineKind engine, const TaskValue& param
   return out;
 }
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

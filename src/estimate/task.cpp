@@ -1,13 +1,13 @@
 // TaskValue and its one door to JSON: the JSON library is used here only, so nothing that includes
-// scheduler/ headers sees it.
-#include "scheduler/task.hpp"
+// estimate/ headers sees it.
+#include "estimate/task.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-namespace gf::scheduler {
+namespace gf::estimate {
 namespace {
 
 using nlohmann::json;
@@ -171,4 +171,4 @@ std::string describe_value(const TaskValue& v) {
   return "an object";
 }
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

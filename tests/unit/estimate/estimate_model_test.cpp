@@ -2,15 +2,15 @@
 // and the seed table.
 #include <gtest/gtest.h>
 
-#include "unit/scheduler/task_json_support.hpp"
+#include "unit/estimate/task_json_support.hpp"
 
+#include "estimate/estimate.hpp"
+#include "estimate/model_size.hpp"
 #include "platform/fs.hpp"
-#include "scheduler/estimate.hpp"
-#include "scheduler/model_size.hpp"
 
 #include "gf_test_paths.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 namespace {
 
 using nlohmann::json;
@@ -290,4 +290,4 @@ TEST(EstimateModelConfig, ConfigErrorsNameTheKey) {
 }
 
 }  // namespace
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

@@ -44,9 +44,9 @@
 #include <vector>
 
 #include "core/result.hpp"
-#include "scheduler/task.hpp"
+#include "estimate/task.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 enum class MemoryMethod { Weights, Seed };
 std::string_view to_string(MemoryMethod m) noexcept;  // "weights", "seed"
@@ -114,4 +114,4 @@ Result<Estimate> estimate_text(std::string_view json_text, const EstimateOptions
 // max_combinations experiments.
 Result<std::vector<TaskValue>> expand_grid(const TaskValue& parameters, std::size_t max_combinations = 100000);
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

@@ -1,15 +1,15 @@
 // Estimates of whole tasks: the seed's example and rule, each engine's rule, memory fractions,
 // malformed tasks, the text entry point and the grid expansion.
-#include "scheduler/estimate.hpp"
+#include "estimate/estimate.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "unit/scheduler/task_json_support.hpp"
+#include "unit/estimate/task_json_support.hpp"
 
 #include <set>
 
-namespace gf::scheduler {
+namespace gf::estimate {
 namespace {
 
 using nlohmann::json;
@@ -383,4 +383,4 @@ TEST(Grid, EachExperimentEstimatesOnItsOwn) {
 }
 
 }  // namespace
-}  // namespace gf::scheduler
+}  // namespace gf::estimate

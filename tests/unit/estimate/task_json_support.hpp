@@ -4,12 +4,12 @@
 // the JSON-free API; expand_grid's experiments come back as JSON for the assertions.
 #include <nlohmann/json.hpp>
 
-#include "scheduler/estimate.hpp"
-#include "scheduler/estimate_engine.hpp"
-#include "scheduler/estimate_params.hpp"
-#include "scheduler/task.hpp"
+#include "estimate/estimate.hpp"
+#include "estimate/estimate_engine.hpp"
+#include "estimate/estimate_params.hpp"
+#include "estimate/task.hpp"
 
-namespace gf::scheduler {
+namespace gf::estimate {
 
 inline TaskValue task_value(const nlohmann::json& j) {
   using nlohmann::json;
@@ -74,4 +74,4 @@ inline Result<MemoryFraction> memory_fraction(EngineKind e, const nlohmann::json
 inline std::optional<std::uint64_t> json_natural(const nlohmann::json& j) { return natural(task_value(j)); }
 inline std::string describe_json(const nlohmann::json& j) { return describe_value(task_value(j)); }
 
-}  // namespace gf::scheduler
+}  // namespace gf::estimate
