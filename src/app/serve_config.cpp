@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "wire/alert_config.hpp"
+#include "config/alert_config.hpp"
 
 namespace gf::app {
 
@@ -246,7 +246,7 @@ Result<ServeConfig> serve_config_from_json(const std::string& text, const std::s
   }
   if (auto r = usage_keys(j, src, c); !r) return r.error();
   if (j.contains("alerts")) {
-    auto rules = wire::parse_alert_rules(j["alerts"]);
+    auto rules = config::parse_alert_rules(j["alerts"]);
     if (!rules) return make_error(src + ": " + rules.error().message);
     c.alert_rules = std::move(*rules);
   }

@@ -3,13 +3,13 @@
 // Pure: no I/O, no clock, no JSON. The caller feeds every snapshot with the steady time it was taken
 // (durations) — the snapshot's own wall timestamp stamps started_at / resolved_at — and publishes the
 // returned events (the server pushes them on the WebSocket as {"event": event_name(kind), "data": …},
-// see wire/alert_config.hpp).
+// see config/alert_config.hpp).
 //
 // Thread-safety: none. One AlertEngine belongs to one thread (the server's collection loop); firing()
 // returns copies, so the loop may hand them to other threads.
 //
 // The rules and their defaults (default_alert_rules(); every threshold, duration, severity and enabled
-// flag is configurable, see wire::parse_alert_rules):
+// flag is configurable, see config::parse_alert_rules):
 //
 //   config key      event                    condition                            default
 //   high_gpu_usage  high_gpu_usage_alert     utilization_pct >  threshold %       50,   30 s, warning
@@ -160,7 +160,7 @@ struct AlertEvent {
 class AlertEngine {
  public:
   // Throws std::invalid_argument for two rules of one kind or a negative duration (programming errors;
-  // config input is validated by wire::parse_alert_rules). Missing kinds are simply not evaluated.
+  // config input is validated by config::parse_alert_rules). Missing kinds are simply not evaluated.
   explicit AlertEngine(std::vector<AlertRule> rules = default_alert_rules());
 
   // Feeds one snapshot taken at `now` (steady; s.timestamp is its wall time). Returns what changed:

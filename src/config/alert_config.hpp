@@ -7,7 +7,7 @@
 #include "core/alerts.hpp"
 #include "core/result.hpp"
 
-namespace gf::wire {
+namespace gf::config {
 
 // Reads the "alerts" section of the config file, e.g.
 //   {"high_gpu_usage": {"enabled": true, "threshold": 50, "duration_s": 30, "severity": "warning"},
@@ -37,4 +37,4 @@ nlohmann::json alert_json(const core::Alert& a);
 // The WebSocket message of an event: {"event": "<event name>", "data": alert_json(alert)}.
 nlohmann::json alert_event_json(const core::AlertEvent& e);
 
-}  // namespace gf::wire
+}  // namespace gf::config

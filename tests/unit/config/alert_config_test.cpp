@@ -1,10 +1,10 @@
-#include "wire/alert_config.hpp"
+#include "config/alert_config.hpp"
 
 #include <gtest/gtest.h>
 
 #include <locale>
 
-namespace gf::wire {
+namespace gf::config {
 namespace {
 
 using namespace std::chrono_literals;
@@ -230,4 +230,4 @@ TEST(AlertJson, EngineToWebSocketMessage) {
 }
 
 }  // namespace
-}  // namespace gf::wire
+}  // namespace gf::config

@@ -1,4 +1,4 @@
-#include "wire/alert_config.hpp"
+#include "config/alert_config.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "wire/json.hpp"
 
-namespace gf::wire {
+namespace gf::config {
 namespace {
 
 using nlohmann::json;
@@ -196,4 +196,4 @@ json alert_event_json(const core::AlertEvent& e) {
   return json{{"event", std::string(core::event_name(e.alert.kind))}, {"data", alert_json(e.alert)}};
 }
 
-}  // namespace gf::wire
+}  // namespace gf::config
