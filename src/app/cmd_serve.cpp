@@ -30,7 +30,7 @@
 #include "store/checkpointer.hpp"
 #include "store/history.hpp"
 #include "store/node_store.hpp"
-#include "config/alert_config.hpp"
+#include "wire/alert_json.hpp"
 
 namespace gf::app {
 namespace {
@@ -156,7 +156,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   server::WsHub ws(agent, hub, c.ws);
   agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
     for (const auto& e : events) {
-      const auto j = config::alert_event_json(e);
+      const auto j = wire::alert_event_json(e);
       ws.broadcast(server::WsHub::envelope(j["event"].get<std::string>(), j["data"].dump()), false);
     }
   });

@@ -8,8 +8,6 @@
 #include <optional>
 #include <string>
 
-#include "wire/json.hpp"
-
 namespace gf::config {
 namespace {
 
@@ -144,11 +142,6 @@ Result<void> parse_rule(const std::string& key, const json& j, core::AlertRule& 
   return {};
 }
 
-double round_to(double v, int decimals) {
-  const double f = std::pow(10.0, decimals);
-  return std::round(v * f) / f;
-}
-
 }  // namespace
 
 Result<std::vector<core::AlertRule>> parse_alert_rules(const json& section) {
@@ -167,33 +160,6 @@ Result<std::vector<core::AlertRule>> parse_alert_rules(const json& section) {
     if (auto ok = parse_rule(key, body, *rule); !ok) return ok.error();
   }
   return rules;
-}
-
-json alert_json(const core::Alert& a) {
-  json j{{"id", a.id},
-         {"kind", std::string(core::event_name(a.kind))},
-         {"event", std::string(core::event_name(a.kind))},
-         {"rule", std::string(core::rule_name(a.kind))},
-         {"gpu_index", a.gpu_index},
-         {"gpu_uuid", a.gpu_uuid.empty() ? json(nullptr) : json(a.gpu_uuid)},
-         {"severity", a.severity},
-         {"message", a.message},
-         {"value", round_to(a.value, 2)},
-         {"threshold", round_to(a.threshold, 2)},
-         {"state", a.resolved_at ? "resolved" : "firing"},
-         {"started_at", iso8601(a.started_at)},
-         {"resolved_at", a.resolved_at ? json(iso8601(*a.resolved_at)) : json(nullptr)}};
-  if (a.kind == core::AlertKind::Throttling) {
-    json reasons = json::array();
-    if (a.value >= 1 && a.value <= kMaxExactInteger)
-      for (auto n : core::clock_event_names(static_cast<std::uint64_t>(a.value))) reasons.push_back(std::string(n));
-    j["reasons"] = std::move(reasons);
-  }
-  return j;
-}
-
-json alert_event_json(const core::AlertEvent& e) {
-  return json{{"event", std::string(core::event_name(e.alert.kind))}, {"data", alert_json(e.alert)}};
 }
 
 }  // namespace gf::config

@@ -1,5 +1,5 @@
 #pragma once
-// Alerts at the edge: the config file's "alerts" section in, the WebSocket alert messages out.
+// The config file's "alerts" section in: alert rules (their JSON out is wire/alert_json.hpp).
 // Pure functions: no I/O, numbers locale-independent.
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -27,14 +27,5 @@ namespace gf::config {
 // Unknown rule names, unknown fields, wrong types and out-of-range values are errors naming the key:
 //   "alerts.temperature.threshold: expected a number, got string".
 Result<std::vector<core::AlertRule>> parse_alert_rules(const nlohmann::json& alerts_section);
-
-// An alert as the API and the WebSocket show it:
-// {"id","kind" (event name),"gpu_index","gpu_uuid" (null when unknown),"severity","message","value",
-//  "threshold","state": "firing"|"resolved","started_at","resolved_at" (ISO 8601, null while firing)};
-// throttling alerts add "reasons": the names of the reason bits in value.
-nlohmann::json alert_json(const core::Alert& a);
-
-// The WebSocket message of an event: {"event": "<event name>", "data": alert_json(alert)}.
-nlohmann::json alert_event_json(const core::AlertEvent& e);
 
 }  // namespace gf::config

@@ -3,7 +3,7 @@
 // Pure: no I/O, no clock, no JSON. The caller feeds every snapshot with the steady time it was taken
 // (durations) — the snapshot's own wall timestamp stamps started_at / resolved_at — and publishes the
 // returned events (the server pushes them on the WebSocket as {"event": event_name(kind), "data": …},
-// see config/alert_config.hpp).
+// see wire/alert_json.hpp).
 //
 // Thread-safety: none. One AlertEngine belongs to one thread (the server's collection loop); firing()
 // returns copies, so the loop may hand them to other threads.

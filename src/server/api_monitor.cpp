@@ -18,7 +18,7 @@
 #include "server/api.hpp"
 #include "store/history.hpp"
 #include "wire/agent_docs.hpp"
-#include "config/alert_config.hpp"
+#include "wire/alert_json.hpp"
 #include "wire/json.hpp"
 #include "wire/seed_docs.hpp"
 

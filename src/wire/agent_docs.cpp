@@ -7,7 +7,7 @@
 
 #include "core/gpu_health.hpp"
 #include "core/policy.hpp"
-#include "config/alert_config.hpp"
+#include "wire/alert_json.hpp"
 #include "wire/json.hpp"
 
 namespace gf::wire {
