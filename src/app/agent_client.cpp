@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <ctime>
 
 #include "platform/fs.hpp"
 #include "platform/log.hpp"
@@ -201,116 +200,6 @@ bool AgentClient::watch_until(const std::atomic<bool>& stop) {
     if (m.error().kind != ErrorKind::Unavailable) return false;
   }
   return true;
-}
-
-std::optional<std::int64_t> parse_time_ms(const nlohmann::json& v) {
-  if (v.is_number_integer()) return v.get<std::int64_t>();
-  if (!v.is_string()) return std::nullopt;
-  const std::string s = v.get<std::string>();
-  // YYYY-MM-DDTHH:MM:SS[.fff]Z, parsed by hand: locale-free and strict.
-  auto num = [&](std::size_t at, std::size_t n, int& out) {
-    if (at + n > s.size()) return false;
-    out = 0;
-    for (std::size_t i = at; i < at + n; ++i) {
-      if (s[i] < '0' || s[i] > '9') return false;
-      out = out * 10 + (s[i] - '0');
-    }
-    return true;
-  };
-  std::tm tm{};
-  int ms = 0;
-  if (!num(0, 4, tm.tm_year) || s.size() < 20 || s[4] != '-' || !num(5, 2, tm.tm_mon) || s[7] != '-' ||
-      !num(8, 2, tm.tm_mday) || s[10] != 'T' || !num(11, 2, tm.tm_hour) || s[13] != ':' || !num(14, 2, tm.tm_min) ||
-      s[16] != ':' || !num(17, 2, tm.tm_sec))
-    return std::nullopt;
-  std::size_t at = 19;
-  if (s[at] == '.') {
-    std::size_t digits = 0;
-    for (++at; at < s.size() && s[at] >= '0' && s[at] <= '9'; ++at, ++digits)
-      if (digits < 3) ms = ms * 10 + (s[at] - '0');
-    for (; digits < 3; ++digits) ms *= 10;
-  }
-  if (at + 1 != s.size() || s[at] != 'Z') return std::nullopt;
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  return static_cast<std::int64_t>(::timegm(&tm)) * 1000 + ms;
-}
-
-Result<core::Lease> lease_from_json(const nlohmann::json& j) {
-  if (!j.is_object() || !j.contains("id") || !j["id"].is_string())
-    return make_error("the agent sent a lease without an id");
-  core::Lease l;
-  l.id = j["id"].get<std::string>();
-  l.job_id = j.value("job_id", "");
-  if (j.contains("name") && j["name"].is_string()) l.name = j["name"].get<std::string>();
-  if (auto g = j.find("gpus"); g != j.end() && g->is_array())
-    for (const auto& x : *g)
-      if (x.is_object())
-        l.gpus.push_back(
-            {x.value("index", 0u), x.contains("uuid") && x["uuid"].is_string() ? x["uuid"].get<std::string>() : ""});
-  if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
-    l.owner.pid = o->value("pid", 0u);
-    if (o->contains("user") && (*o)["user"].is_string()) l.owner.user = (*o)["user"].get<std::string>();
-  }
-  if (j.contains("created_at")) l.created_at_ms = parse_time_ms(j["created_at"]).value_or(0);
-  if (j.contains("released_at")) l.released_at_ms = parse_time_ms(j["released_at"]);
-  if (auto r = j.find("release_reason"); r != j.end() && r->is_string()) l.release_reason = r->get<std::string>();
-  return l;
-}
-
-core::Waiter waiter_from_json(const nlohmann::json& j) {
-  core::Waiter w;
-  if (!j.is_object()) return w;
-  if (j.contains("id") && j["id"].is_string()) w.id = j["id"].get<std::string>();
-  if (j.contains("name") && j["name"].is_string()) w.name = j["name"].get<std::string>();
-  if (j.contains("priority") && j["priority"].is_number_integer()) w.priority = j["priority"].get<int>();
-  if (j.contains("gpus") && j["gpus"].is_number_unsigned()) w.gpus = j["gpus"].get<unsigned>();
-  if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
-    w.owner.pid = o->value("pid", 0u);
-    if (o->contains("user") && (*o)["user"].is_string()) w.owner.user = (*o)["user"].get<std::string>();
-  }
-  return w;
-}
-
-core::Job job_from_json(const nlohmann::json& j) {
-  core::Job out;
-  if (!j.is_object()) return out;
-  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
-  out.id = str("id");
-  out.name = str("name");
-  out.status = str("status");
-  out.lease_id = str("lease_id");
-  if (auto t = j.find("task"); t != j.end() && t->is_string()) out.task = t->get<std::string>();
-  if (auto c = j.find("command"); c != j.end()) out.command = c->is_string() ? c->get<std::string>() : c->dump();
-  if (auto e = j.find("exit_code"); e != j.end() && e->is_number_integer()) out.exit_code = e->get<int>();
-  // The agent sends wire::job_json: the record itself with id, status and ISO times merged in.
-  for (const char* k : {"started_at_ms", "started_at"})
-    if (auto s = j.find(k); s != j.end() && out.started_at_ms == 0) out.started_at_ms = parse_time_ms(*s).value_or(0);
-  for (const char* k : {"ended_at_ms", "ended_at"})
-    if (auto s = j.find(k); s != j.end() && !out.ended_at_ms) out.ended_at_ms = parse_time_ms(*s);
-  if (auto r = j.find("record"); r != j.end())
-    out.record = r->is_string() ? r->get<std::string>() : r->dump();
-  else
-    out.record = j.dump();
-  if (auto o = j.find("owner"); o != j.end() && o->is_object()) {
-    out.owner.pid = o->value("pid", 0u);
-    if (o->contains("user") && (*o)["user"].is_string()) out.owner.user = (*o)["user"].get<std::string>();
-  }
-  return out;
-}
-
-nlohmann::json job_to_json(const core::Job& j) {
-  nlohmann::json out{{"name", j.name}, {"status", j.status}, {"started_at_ms", j.started_at_ms}};
-  if (!j.id.empty()) out["id"] = j.id;
-  auto cmd = nlohmann::json::parse(j.command, nullptr, false);
-  out["command"] = cmd.is_discarded() ? nlohmann::json::array() : cmd;
-  out["exit_code"] = j.exit_code ? nlohmann::json(*j.exit_code) : nlohmann::json(nullptr);
-  out["ended_at_ms"] = j.ended_at_ms ? nlohmann::json(*j.ended_at_ms) : nlohmann::json(nullptr);
-  out["lease_id"] = j.lease_id;
-  if (!j.task.empty()) out["task"] = j.task;
-  auto rec = nlohmann::json::parse(j.record.empty() ? "{}" : j.record, nullptr, false);
-  out["record"] = rec.is_object() ? rec : nlohmann::json::object();
-  return out;
 }
 
 }  // namespace gf::app

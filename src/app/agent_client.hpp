@@ -91,13 +91,9 @@ class AgentClient {
   std::string ending_;
 };
 
-// The protocol's documents back into the core's types (wire::lease_json's shape; waiters and jobs as the
-// agent sends them). Times are ISO 8601 UTC ("2025-01-02T03:04:05.678Z") or epoch milliseconds.
-Result<core::Lease> lease_from_json(const nlohmann::json& j);
-core::Waiter waiter_from_json(const nlohmann::json& j);
-core::Job job_from_json(const nlohmann::json& j);  // wire::job_json's shape, or job_put's
-nlohmann::json job_to_json(const core::Job& j);    // job_put's "job"
-std::optional<std::int64_t> parse_time_ms(const nlohmann::json& v);
+// The protocol's documents are read back with wire/'s decoders, beside their encoders:
+// wire::lease_from_json (wire/json.hpp), wire::waiter_from_json and wire::job_from_json
+// (wire/agent_docs.hpp), wire::job_to_json (wire/agent_protocol.hpp).
 
 // "invalid", "permission", … back to the kind (unknown names: Failed).
 ErrorKind error_kind_from_name(std::string_view name);

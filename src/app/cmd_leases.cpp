@@ -11,6 +11,8 @@
 #include "app/jobs.hpp"
 #include "core/mig.hpp"
 #include "platform/log.hpp"
+#include "wire/agent_docs.hpp"
+#include "wire/json.hpp"
 
 namespace gf::app {
 
@@ -31,7 +33,7 @@ Result<std::pair<core::Lease, std::vector<std::string>>> alloc_via_agent(AgentCl
   if (!a.mig.empty()) args["mig"] = a.mig;
   auto r = agent.call("acquire", std::move(args));
   if (!r) return r.error();
-  auto lease = lease_from_json(r->value("lease", nlohmann::json()));
+  auto lease = wire::lease_from_json(r->value("lease", nlohmann::json()));
   if (!lease) return lease.error();
   std::vector<std::string> why;
   if (auto w = r->find("why"); w != r->end() && w->is_array())
@@ -51,12 +53,12 @@ Result<LeaseView> leases_via_agent(AgentClient& agent, bool all) {
   LeaseView v;
   if (auto l = r->find("leases"); l != r->end() && l->is_array())
     for (const auto& x : *l) {
-      auto lease = lease_from_json(x);
+      auto lease = wire::lease_from_json(x);
       if (!lease) return lease.error();
       v.leases.push_back(std::move(*lease));
     }
   if (auto w = r->find("waiting"); w != r->end() && w->is_array())
-    for (const auto& x : *w) v.waiters.push_back(waiter_from_json(x));
+    for (const auto& x : *w) v.waiters.push_back(wire::waiter_from_json(x));
   return v;
 }
 

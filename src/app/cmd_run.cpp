@@ -19,6 +19,7 @@
 #include "platform/log.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/sampler.hpp"
+#include "wire/agent_docs.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
@@ -265,7 +266,7 @@ Result<std::vector<store::Job>> jobs_via_agent(AgentClient& agent) {
   if (!r) return r.error();
   std::vector<store::Job> out;
   if (auto l = r->find("jobs"); l != r->end() && l->is_array())
-    for (const auto& j : *l) out.push_back(job_from_json(j));
+    for (const auto& j : *l) out.push_back(wire::job_from_json(j));
   if (r->value("truncated", false))
     std::fprintf(stderr, "gpufleet: the agent sent the newest %zu records, as many as fit in one reply\n", out.size());
   return out;
@@ -276,7 +277,7 @@ Result<std::optional<store::Job>> job_via_agent(AgentClient& agent, const std::s
     if (r.error().kind == ErrorKind::NotFound) return std::optional<store::Job>();
     return r.error();
   }
-  return std::optional<store::Job>(job_from_json(r->value("job", nlohmann::json::object())));
+  return std::optional<store::Job>(wire::job_from_json(r->value("job", nlohmann::json::object())));
 }
 
 }  // namespace

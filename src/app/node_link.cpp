@@ -11,6 +11,8 @@
 #include "app/jobs.hpp"
 #include "platform/log.hpp"
 #include "wire/agent_docs.hpp"
+#include "wire/agent_protocol.hpp"
+#include "wire/json.hpp"
 
 namespace gf::app {
 namespace {
@@ -48,7 +50,7 @@ class AgentLink final : public NodeLink {
     // cannot be made to fit is sent as it is, and the agent's refusal says why.
     core::Job sent = job;
     (void)fit_job_document(sent, agent_job_budget());
-    auto r = client_.call("job_put", {{"job", job_to_json(sent)}});
+    auto r = client_.call("job_put", {{"job", wire::job_to_json(sent)}});
     if (!r) return r.error();
     if (auto id = r->find("job_id"); id != r->end() && id->is_string()) job.id = id->get<std::string>();
     return {};
@@ -74,12 +76,12 @@ class AgentLink final : public NodeLink {
       if (auto a = e.find("ahead"); a != e.end() && a->is_number_unsigned()) p.ahead = a->get<std::size_t>();
       if (auto h = e.find("holders"); h != e.end() && h->is_array())
         for (const auto& l : *h)
-          if (auto lease = lease_from_json(l)) p.holders.push_back(std::move(*lease));
+          if (auto lease = wire::lease_from_json(l)) p.holders.push_back(std::move(*lease));
       wo.progress(p);
     };
     auto r = client_.call("acquire", std::move(args), on_event, wo.cancel);
     if (!r) return r.error();
-    auto lease = lease_from_json(r->value("lease", nlohmann::json()));
+    auto lease = wire::lease_from_json(r->value("lease", nlohmann::json()));
     if (!lease) return lease.error();
     Grant g{std::move(*lease), {}, r->value("gpu_info", nlohmann::json::object())};
     for (const auto& gpu : g.lease.gpus) g.indices.push_back(gpu.index);

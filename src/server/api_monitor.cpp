@@ -13,6 +13,7 @@
 #include "allocator/select.hpp"
 #include "core/fields.hpp"
 #include "core/policy.hpp"
+#include "core/text.hpp"
 #include "platform/host_stats.hpp"
 #include "platform/log.hpp"
 #include "server/api.hpp"
@@ -21,6 +22,7 @@
 #include "wire/alert_json.hpp"
 #include "wire/json.hpp"
 #include "wire/seed_docs.hpp"
+#include "wire/time.hpp"
 
 namespace gf::server {
 namespace {
@@ -111,10 +113,8 @@ Result<bool> query_bool(const Request& req, const std::string& key, bool def) {
 }
 
 namespace {
-// Times are limited to [1970, 2200): system_clock counts nanoseconds in 64 bits (1677 to 2262).
-constexpr int kEndYear = 2200;
-constexpr double kEndEpochS = 7258118400.0;           // 2200-01-01T00:00:00Z
-constexpr long long kMaxBackS = 200LL * 366 * 86400;  // a duration before now: at most ~200 years
+constexpr double kEndEpochS = 7258118400.0;  // 2200-01-01T00:00:00Z: a nanosecond system_clock ends in 2262
+constexpr std::chrono::seconds kMaxBack = std::chrono::days(200 * 366);  // a duration before now: ~200 years
 }  // namespace
 
 Result<system_clock::time_point> parse_time(std::string_view text, system_clock::time_point now) {
@@ -126,15 +126,13 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
         "': expected epoch seconds, ISO 8601 (2026-11-23T10:00:00Z) or a duration before now (15m, 2h, 7d)");
   };
   if (t.empty() || t.size() > 40) return bad();
-  // A duration before now: digits and one unit.
+  // A duration before now: digits and one unit (core::parse_duration's grammar; zero is now).
   if (const char u = t.back(); (u == 's' || u == 'm' || u == 'h' || u == 'd') && t.size() > 1 &&
                                std::all_of(t.begin(), t.end() - 1, [](char c) { return c >= '0' && c <= '9'; })) {
-    if (t.size() > 10) return bad();
-    const long long n = std::stoll(t.substr(0, t.size() - 1));
-    const long long mult = u == 's' ? 1 : u == 'm' ? 60 : u == 'h' ? 3600 : 86400;
-    // A nanosecond system_clock spans about ±292 years: a longer duration would overflow it.
-    if (n * mult > kMaxBackS) return bad();
-    return now - seconds(n * mult);
+    if (t.find_first_not_of('0') == t.size() - 1) return now;
+    auto d = core::parse_duration(t, core::BareNumber::Refused, kMaxBack);
+    if (!d) return bad();
+    return now - *d;
   }
   // Epoch seconds, fractions allowed.
   if (std::all_of(t.begin(), t.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
@@ -145,35 +143,11 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
     // ".25" down to ".249999…".
     return system_clock::time_point(round<microseconds>(duration<double>(v)));
   }
-  // ISO 8601 UTC: YYYY-MM-DDTHH:MM:SS[.fff][Z|+00:00], every field its fixed number of digits.
-  auto digits = [&](std::size_t at, std::size_t n, int& out) {
-    if (at + n > t.size()) return false;
-    for (std::size_t i = at; i < at + n; ++i)
-      if (t[i] < '0' || t[i] > '9') return false;
-    out = std::stoi(t.substr(at, n));
-    return true;
-  };
-  int Y = 0, M = 0, D = 0, h = 0, m = 0, whole_sec = 0;
-  if (!(digits(0, 4, Y) && t.size() > 4 && t[4] == '-' && digits(5, 2, M) && t.size() > 7 && t[7] == '-' &&
-        digits(8, 2, D) && t.size() > 10 && t[10] == 'T' && digits(11, 2, h) && t.size() > 13 && t[13] == ':' &&
-        digits(14, 2, m) && t.size() > 16 && t[16] == ':' && digits(17, 2, whole_sec)))
-    return bad();
-  std::size_t at = 19;
-  double sec = whole_sec;
-  if (at < t.size() && t[at] == '.') {
-    const std::size_t start = ++at;
-    while (at < t.size() && t[at] >= '0' && t[at] <= '9') ++at;
-    if (at == start) return bad();
-    double scale = 0.1;  // by hand, not strtod: the locale must not decide what "." means
-    for (std::size_t i = start; i < std::min(at, start + 9); ++i, scale /= 10) sec += (t[i] - '0') * scale;
-  }
-  const std::string tz = t.substr(at);
-  if (!(tz.empty() || tz == "Z" || tz == "+00:00")) return bad();
-  if (M < 1 || M > 12 || D < 1 || D > 31 || h < 0 || h > 23 || m < 0 || m > 59 || !(sec >= 0 && sec < 61)) return bad();
-  if (Y < 1970 || Y >= kEndYear) return bad();  // beyond a nanosecond system_clock's range otherwise
-  const auto days = sys_days(year(Y) / month(static_cast<unsigned>(M)) / day(static_cast<unsigned>(D)));
-  if (!(year(Y) / month(static_cast<unsigned>(M)) / day(static_cast<unsigned>(D))).ok()) return bad();
-  return system_clock::time_point(days) + hours(h) + minutes(m) + round<microseconds>(duration<double>(sec));
+  // ISO 8601 UTC (wire::parse_iso8601), where a time without a zone is UTC too.
+  auto iso = wire::parse_iso8601(t);
+  if (!iso && t.find_first_of("Z+", 10) == std::string::npos) iso = wire::parse_iso8601(t + "Z");
+  if (!iso) return bad();
+  return *iso;
 }
 
 void add_monitoring_routes(Router& r, ApiContext& ctx) {

@@ -207,6 +207,18 @@ json waiter_json(const core::Waiter& w) {
           {"enqueued_at", ms_time(w.enqueued_at_ms)}};
 }
 
+core::Waiter waiter_from_json(const json& j) {
+  core::Waiter w;
+  if (!j.is_object()) return w;
+  if (j.contains("id") && j["id"].is_string()) w.id = j["id"].get<std::string>();
+  if (j.contains("name") && j["name"].is_string()) w.name = j["name"].get<std::string>();
+  if (j.contains("priority") && j["priority"].is_number_integer()) w.priority = j["priority"].get<int>();
+  if (j.contains("gpus") && j["gpus"].is_number_unsigned()) w.gpus = j["gpus"].get<unsigned>();
+  if (auto o = j.find("owner"); o != j.end()) w.owner = owner_from_json(*o);
+  if (auto t = j.find("enqueued_at"); t != j.end()) w.enqueued_at_ms = ms_time_from_json(*t).value_or(0);
+  return w;
+}
+
 json leases_json(const std::string& node, const std::vector<core::Lease>& leases,
                  const std::vector<core::Waiter>& waiting) {
   json out{{"node", node}, {"leases", json::array()}, {"waiting", json::array()}};
@@ -234,6 +246,30 @@ json job_json(const core::Job& j) {
   rec["user"] = j.owner.user.empty() ? json(nullptr) : json(j.owner.user);
   rec["uid"] = j.owner.uid ? json(*j.owner.uid) : json(nullptr);
   return rec;
+}
+
+core::Job job_from_json(const json& j) {
+  core::Job out;
+  if (!j.is_object()) return out;
+  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
+  out.id = str("id");
+  out.name = str("name");
+  out.status = str("status");
+  out.lease_id = str("lease_id");
+  out.task = str("task");
+  if (auto c = j.find("command"); c != j.end()) out.command = c->is_string() ? c->get<std::string>() : c->dump();
+  if (auto e = j.find("exit_code"); e != j.end() && e->is_number_integer()) out.exit_code = e->get<int>();
+  for (const char* k : {"started_at_ms", "started_at"})
+    if (auto s = j.find(k); s != j.end() && out.started_at_ms == 0)
+      out.started_at_ms = ms_time_from_json(*s).value_or(0);
+  for (const char* k : {"ended_at_ms", "ended_at"})
+    if (auto s = j.find(k); s != j.end() && !out.ended_at_ms) out.ended_at_ms = ms_time_from_json(*s);
+  if (auto r = j.find("record"); r != j.end())
+    out.record = r->is_string() ? r->get<std::string>() : r->dump();
+  else
+    out.record = j.dump();
+  if (auto o = j.find("owner"); o != j.end()) out.owner = owner_from_json(*o);
+  return out;
 }
 
 std::size_t job_document_bytes(const core::Job& j) {

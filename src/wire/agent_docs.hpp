@@ -76,6 +76,8 @@ nlohmann::json availability_json(const allocator::Availability& a, const core::S
 
 // A waiting request: {id, name, priority, gpus, owner: {pid, user}, enqueued_at}.
 nlohmann::json waiter_json(const core::Waiter& w);
+// waiter_json back: a default for a missing or odd field, never an exception.
+core::Waiter waiter_from_json(const nlohmann::json& j);
 // GET /api/v1/leases: {node, leases: [lease_json…], waiting: [waiter_json…]}.
 nlohmann::json leases_json(const std::string& node, const std::vector<core::Lease>& leases,
                            const std::vector<core::Waiter>& waiting);
@@ -84,6 +86,10 @@ nlohmann::json leases_json(const std::string& node, const std::vector<core::Leas
 // columns laid over it, since they are the truth (a run whose owner died is "lost" there, whatever it
 // wrote): {id, name, status, exit_code, started_at, ended_at, command, lease_id, task, user, uid, …}.
 nlohmann::json job_json(const core::Job& j);
+// job_json back, or job_put's "job" (wire::job_to_json: times as "started_at_ms"/"ended_at_ms", the record
+// under "record"). Without "record", the record is the whole object. A default for a missing or odd
+// field, never an exception.
+core::Job job_from_json(const nlohmann::json& j);
 // The size of a job as the limits on job records count it (issue 20, finding 4): the larger of its
 // served document (job_json, serialized) and the text the store keeps for it (record, command, name
 // and every other text column), so neither a record that does not parse nor one whose text grows when

@@ -351,4 +351,18 @@ json acquire_result_json(const core::Lease& lease, const allocator::Selection& s
   return json{{"lease", lease_json(lease)}, {"why", sel.why}, {"gpu_info", gpu_info_json(sel, s, world_size)}};
 }
 
+json job_to_json(const core::Job& j) {
+  json out{{"name", j.name}, {"status", j.status}, {"started_at_ms", j.started_at_ms}};
+  if (!j.id.empty()) out["id"] = j.id;
+  auto cmd = json::parse(j.command, nullptr, false);
+  out["command"] = cmd.is_discarded() ? json::array() : cmd;
+  out["exit_code"] = j.exit_code ? json(*j.exit_code) : json(nullptr);
+  out["ended_at_ms"] = j.ended_at_ms ? json(*j.ended_at_ms) : json(nullptr);
+  out["lease_id"] = j.lease_id;
+  if (!j.task.empty()) out["task"] = j.task;
+  auto rec = json::parse(j.record.empty() ? "{}" : j.record, nullptr, false);
+  out["record"] = rec.is_object() ? rec : json::object();
+  return out;
+}
+
 }  // namespace gf::wire

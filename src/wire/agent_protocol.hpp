@@ -90,6 +90,10 @@ std::string lease_ended_line(const std::string& lease, const std::string& reason
 nlohmann::json leases_result_json(const std::vector<core::Lease>& leases, const std::vector<core::Waiter>& waiting);
 // job_put: {job_id}.
 nlohmann::json job_put_result_json(const std::string& job_id);
+// job_put's "job" as the client sends it: {name, status, started_at_ms, id (when set), command (a JSON
+// array), exit_code, ended_at_ms, lease_id, task (when set), record (an object)}; parse_agent_request
+// reads it back into JobPutArgs.
+nlohmann::json job_to_json(const core::Job& j);
 // jobs: {jobs: [job_json…]}.
 nlohmann::json jobs_result_json(const std::vector<core::Job>& jobs);
 // job: {job: job_json}.

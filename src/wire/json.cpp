@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 
 namespace gf::wire {
 namespace {
@@ -114,20 +113,6 @@ std::string_view energy_source(core::EnergySource s) {
 }
 
 }  // namespace
-
-std::string iso8601(std::chrono::system_clock::time_point t) {
-  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  long long frac = us % 1000000;
-  if (frac < 0) {
-    frac += 1000000;
-    --secs;
-  }
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                     tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
-}
 
 // The health verdict (core/gpu_health.hpp) and the XIDs behind it.
 static void add_health_verdict(json& j, const core::GpuReading& g) {
@@ -332,6 +317,44 @@ nlohmann::json lease_json(const core::Lease& l) {
                                                  std::chrono::milliseconds(*l.released_at_ms))))
                                            : nlohmann::json(nullptr)},
           {"release_reason", l.release_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.release_reason)}};
+}
+
+std::optional<std::int64_t> ms_time_from_json(const nlohmann::json& v) {
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (!v.is_string()) return std::nullopt;
+  auto t = parse_iso8601(v.get_ref<const std::string&>());
+  if (!t) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t->time_since_epoch()).count();
+}
+
+core::LeaseOwner owner_from_json(const nlohmann::json& o) {
+  core::LeaseOwner out;
+  if (!o.is_object()) return out;
+  if (auto p = o.find("pid"); p != o.end() && p->is_number_unsigned()) out.pid = p->get<std::uint32_t>();
+  if (auto u = o.find("user"); u != o.end() && u->is_string()) out.user = u->get<std::string>();
+  if (auto u = o.find("uid"); u != o.end() && u->is_number_unsigned()) out.uid = u->get<std::uint32_t>();
+  return out;
+}
+
+Result<core::Lease> lease_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_string())
+    return make_error("the agent sent a lease without an id");
+  auto str = [&](const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); };
+  core::Lease l;
+  l.id = j["id"].get<std::string>();
+  l.job_id = str("job_id");
+  l.name = str("name");
+  if (auto g = j.find("gpus"); g != j.end() && g->is_array())
+    for (const auto& x : *g)
+      if (x.is_object())
+        l.gpus.push_back({x.contains("index") && x["index"].is_number_unsigned() ? x["index"].get<unsigned>() : 0u,
+                          x.contains("uuid") && x["uuid"].is_string() ? x["uuid"].get<std::string>() : ""});
+  if (auto o = j.find("owner"); o != j.end()) l.owner = owner_from_json(*o);
+  l.tie = core::tie_from_name(str("tie"));
+  if (j.contains("created_at")) l.created_at_ms = ms_time_from_json(j["created_at"]).value_or(0);
+  if (j.contains("released_at")) l.released_at_ms = ms_time_from_json(j["released_at"]);
+  l.release_reason = str("release_reason");
+  return l;
 }
 
 }  // namespace gf::wire

@@ -1,17 +1,18 @@
 #pragma once
 // JSON documents gpufleet prints and (later) serves. Pure encoders: no I/O, locale-independent.
 #include <chrono>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "core/ports/lease_store.hpp"
+#include "core/result.hpp"
 #include "core/snapshot.hpp"
 #include "core/stats.hpp"
+#include "wire/time.hpp"  // iso8601, which the documents write their times with
 
 namespace gf::wire {
-
-// "2025-03-04T23:02:50.123456Z" (UTC, microseconds).
-std::string iso8601(std::chrono::system_clock::time_point t);
 
 // The document of `gpufleet status --json` and GET /api/v1/monitoring/gpu-metrics:
 // {"timestamp","backend","simulated","driver_version","cuda_driver_version","warnings",
@@ -46,5 +47,14 @@ nlohmann::json owner_json(const core::LeaseOwner& o);
 // A lease: {id, job_id, name, gpus: [{index, uuid}], owner, tie ("connection", "process" or null),
 // created_at, released_at, release_reason}.
 nlohmann::json lease_json(const core::Lease& l);
+
+// Their decoders (the agent client reads the socket's replies with them): exact for what the encoders
+// write, a default for a field of the wrong type, never an exception.
+// A time as the documents write it (ISO 8601 UTC, wire/time.hpp) or epoch milliseconds; nullopt otherwise.
+std::optional<std::int64_t> ms_time_from_json(const nlohmann::json& v);
+// lease_json back; an error when it is not an object with a string "id".
+Result<core::Lease> lease_from_json(const nlohmann::json& j);
+// owner_json back (a missing or odd field keeps its default).
+core::LeaseOwner owner_from_json(const nlohmann::json& j);
 
 }  // namespace gf::wire

@@ -1,7 +1,7 @@
 // Issue 20, finding 4: the agent keeps at most 16 KiB of a user's job document, and the CLI's own record
 // of a long `gpufleet run` (8 GPUs, thousands of samples each, a long command line) must still be
 // recorded: app::fit_job_document thins its series (and cuts a long command) so it fits. Checked through
-// the real request path: job_to_json, the protocol's parser, and node::Arbiter as a non-admin.
+// the real request path: wire::job_to_json, the protocol's parser, and node::Arbiter as a non-admin.
 #include "app/job_fit.hpp"
 
 #include <gtest/gtest.h>
@@ -95,9 +95,9 @@ core::Job long_run(const std::vector<std::string>& argv, bool gpm = false) {
   return job;
 }
 
-// The fitted job as the agent receives it: job_to_json, one request line, the protocol's parser.
+// The fitted job as the agent receives it: wire::job_to_json, one request line, the protocol's parser.
 core::Job through_the_socket(const core::Job& job) {
-  json line = {{"id", 1}, {"op", "job_put"}, {"job", job_to_json(job)}};
+  json line = {{"id", 1}, {"op", "job_put"}, {"job", wire::job_to_json(job)}};
   const std::string text = line.dump();
   EXPECT_LT(text.size(), kAgentMaxLine);
   auto parsed = wire::parse_agent_request(text);
