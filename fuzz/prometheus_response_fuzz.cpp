@@ -11,6 +11,7 @@
 #include "allocator/node_rank.hpp"
 #include "cluster/agent_source.hpp"
 #include "cluster/prometheus_source.hpp"
+#include "wire/time.hpp"
 
 namespace {
 
@@ -52,6 +53,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (auto l = cl::parse_agent_list(text, "fuzz")) {
     for (const auto& u : *l) check(u.rfind("http", 0) == 0 && !cl::url_host(u).empty());
   }
-  (void)cl::parse_iso8601_utc(text);
+  (void)gf::wire::parse_iso8601(text);
   return 0;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The one interface every GPU vendor backend implements. Adding a vendor: a folder under backends/
-// (with an open_<vendor>() factory), one row in registry.cpp, and its folder's line in CMakeLists.txt
-// and docs/architecture.md. The CLI's choices and help text come from the registry.
+// (with an open_<vendor>() factory) and one row in registry.cpp (with its include). CMake, the layering
+// check (the `backends/*/` row) and the unit tests (tests/unit/backends/<vendor>/) find the folder by
+// themselves; the CLI's choices and help text and the fleet's Kubernetes resource come from the row.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -60,8 +61,13 @@ class Backend {
 struct BackendInfo {
   std::string_view name;  // what --backend takes
   bool in_auto;           // tried by auto-detection, in the registry's order
+  // The Kubernetes extended resource its GPUs are requested by ("nvidia.com/gpu"); empty when none is
+  // assumed. The fleet reads an agent's GPUs as this resource (cluster/agent_source.cpp).
+  std::string_view kubernetes_resource;
 };
 std::span<const BackendInfo> registered_backends() noexcept;
+// The kubernetes_resource of the registered backend named `name`; empty for any other name.
+std::string_view kubernetes_resource(std::string_view name) noexcept;
 
 // "auto" or a registered backend's name (as the registry spells it, so it outlives the argument);
 // otherwise an error that lists the choices.

@@ -26,10 +26,14 @@ struct Entry {
 
 // The registry: one line per backend. Auto-detection tries the in_auto rows in this order; the CLI's
 // --backend choices and help text list them in this order too.
+// A new vendor is its folder (src/backends/<vendor>/, which CMake and the layering check find by
+// themselves) and one row here, with the include of its factory above.
 constexpr Entry kBackends[] = {
-    {{"nvml", true}, &open_nvml},     {{"nvidia-smi", true}, &open_nvidia_smi},
-    {{"amdgpu", true}, &open_amdgpu}, {{"intel", true}, &open_intel},
-    {{"sim", false}, &open_sim},
+    {{"nvml", true, "nvidia.com/gpu"}, &open_nvml},
+    {{"nvidia-smi", true, "nvidia.com/gpu"}, &open_nvidia_smi},
+    {{"amdgpu", true, "amd.com/gpu"}, &open_amdgpu},
+    {{"intel", true, ""}, &open_intel},
+    {{"sim", false, ""}, &open_sim},
 };
 
 constexpr std::array<BackendInfo, std::size(kBackends)> infos() {
@@ -52,6 +56,12 @@ BackendOptions BackendOptions::from_environment() {
 }
 
 std::span<const BackendInfo> registered_backends() noexcept { return kInfos; }
+
+std::string_view kubernetes_resource(std::string_view name) noexcept {
+  for (const auto& e : kBackends)
+    if (e.info.name == name) return e.info.kubernetes_resource;
+  return {};
+}
 
 Result<std::string_view> parse_backend_name(std::string_view text) {
   if (text == "auto") return std::string_view("auto");

@@ -4,51 +4,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <nlohmann/json.hpp>
 
+#include "backends/backend.hpp"
+#include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/url.hpp"
+#include "wire/fleet_json.hpp"
 
 namespace gf::cluster {
-namespace {
-
-using json = nlohmann::json;
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-// A finite number, or nullopt for null/absent/anything else.
-std::optional<double> num(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number()) return std::nullopt;
-  const double v = it->get<double>();
-  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
-}
-
-std::string str(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-bool digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-int to_int(std::string_view s) {
-  int v = 0;
-  for (char c : s) v = v * 10 + (c - '0');
-  return v;
-}
-
-}  // namespace
 
 Result<std::string> normalize_agent_url(std::string_view url) {
-  std::string u(trim(url));
+  std::string u(core::trim(url));
   while (!u.empty() && u.back() == '/') u.pop_back();
   const bool http = u.rfind("http://", 0) == 0, https = u.rfind("https://", 0) == 0;
   if (!http && !https)
@@ -87,7 +53,7 @@ Result<std::vector<std::string>> parse_agent_list(std::string_view text, std::st
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     ++line_no;
     if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    line = trim(line);
+    line = core::trim(line);
     if (line.empty()) continue;
     auto u = normalize_agent_url(line);
     if (!u) return make_error(fmt::format("{}:{}: {}", source, line_no, u.error().message));
@@ -96,74 +62,16 @@ Result<std::vector<std::string>> parse_agent_list(std::string_view text, std::st
   return out;
 }
 
-Result<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view t) {
-  // YYYY-MM-DDTHH:MM:SS[.f…]Z
-  if (t.size() < 20 || t[4] != '-' || t[7] != '-' || (t[10] != 'T' && t[10] != ' ') || t[13] != ':' || t[16] != ':' ||
-      t.back() != 'Z' || !digits(t.substr(0, 4)) || !digits(t.substr(5, 2)) || !digits(t.substr(8, 2)) ||
-      !digits(t.substr(11, 2)) || !digits(t.substr(14, 2)) || !digits(t.substr(17, 2)))
-    return make_error(fmt::format("'{}' is not an ISO 8601 UTC time", t));
-  std::chrono::microseconds frac{0};
-  const std::string_view tail = t.substr(19, t.size() - 20);
-  if (!tail.empty()) {
-    if (tail[0] != '.' || !digits(tail.substr(1)) || tail.size() > 10)
-      return make_error(fmt::format("'{}' is not an ISO 8601 UTC time", t));
-    std::string f(tail.substr(1));
-    f.resize(6, '0');
-    frac = std::chrono::microseconds(to_int(f));
-  }
-  using namespace std::chrono;
-  const year_month_day ymd{year(to_int(t.substr(0, 4))), month(static_cast<unsigned>(to_int(t.substr(5, 2)))),
-                           day(static_cast<unsigned>(to_int(t.substr(8, 2))))};
-  const int hh = to_int(t.substr(11, 2)), mm = to_int(t.substr(14, 2)), ss = to_int(t.substr(17, 2));
-  if (!ymd.ok() || hh > 23 || mm > 59 || ss > 60) return make_error(fmt::format("'{}' is not a valid time", t));
-  return time_point_cast<system_clock::duration>(sys_days(ymd) + hours(hh) + minutes(mm) + seconds(ss) + frac);
-}
-
 Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::string_view base_url) {
-  const json j = json::parse(body.begin(), body.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error("the gpu-metrics answer is not a JSON object");
-  const auto gpus = j.find("gpus");
-  if (gpus == j.end() || !gpus->is_array()) return make_error("the gpu-metrics answer has no \"gpus\" array");
-  core::NodeMetrics m;
+  auto doc = wire::node_metrics_from_gpu_metrics(body);
+  if (!doc) return doc.error();
+  core::NodeMetrics m = std::move(doc->metrics);
   m.source = "agent";
   m.agent_url = platform::url_for_display(base_url);  // a password in the URL stays in the request
-  if (const auto b = str(j, "backend"); b == "nvml" || b == "nvidia-smi")
-    m.gpu_resource = "nvidia.com/gpu";
-  else if (b == "amdgpu")
-    m.gpu_resource = "amd.com/gpu";
-  m.node = str(j, "node");
-  if (m.node.empty()) m.node = url_host(base_url);
-  if (const auto ts = str(j, "timestamp"); !ts.empty()) {
-    auto t = parse_iso8601_utc(ts);
-    if (!t) return make_error("\"timestamp\": " + t.error().message);
-    m.observed = *t;
-  }
-  m.gpus.reserve(gpus->size());
-  for (const auto& g : *gpus) {
-    if (!g.is_object()) return make_error("a GPU entry is not an object");
-    core::FleetGpu f;
-    f.node = m.node;
-    const auto idx = g.find("index");
-    if (idx == g.end() || !idx->is_number_unsigned() || idx->get<std::uint64_t>() > (1u << 20))
-      return make_error("a GPU entry has no valid \"index\"");
-    f.index = idx->get<unsigned>();
-    f.uuid = str(g, "uuid");
-    f.model = str(g, "name");
-    f.utilization_pct = num(g, "utilization");
-    if (const auto mem = g.find("memory"); mem != g.end() && mem->is_object()) {
-      f.memory_used_mib = num(*mem, "used");
-      f.memory_total_mib = num(*mem, "total");
-    }
-    f.temperature_c = num(g, "temperature");
-    f.power_w = num(g, "power_usage");
-    if (const auto h = g.find("healthy"); h != g.end() && h->is_boolean() && !h->get<bool>()) {
-      // The first problem's sentence, bounded: it is another machine's text.
-      std::string why = "unhealthy";
-      if (const auto p = g.find("health_problems"); p != g.end() && p->is_array() && !p->empty())
-        if (const auto& first = (*p)[0]; first.is_object()) why = str(first, "message");
-      f.unhealthy = why.empty() ? "unhealthy" : why.substr(0, 200);
-    }
-    m.gpus.push_back(std::move(f));
+  m.gpu_resource = std::string(backends::kubernetes_resource(doc->backend));
+  if (m.node.empty()) {
+    m.node = url_host(base_url);
+    for (auto& g : m.gpus) g.node = m.node;
   }
   return m;
 }

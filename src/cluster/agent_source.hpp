@@ -24,10 +24,10 @@ std::string url_host(std::string_view url);
 
 // Parses an agent's gpu-metrics document. The node is the document's "node" key (the agent's
 // --node-name), else the URL's host; agent_url is base_url without userinfo (platform::url_for_display).
-// Errors name what is wrong; never throws.
+// The document is read by wire::node_metrics_from_gpu_metrics (its keys from the field table, its
+// timestamp by wire::parse_iso8601); gpu_resource is the Kubernetes resource of the agent's backend (the
+// backend registry's column). Errors name what is wrong; never throws.
 Result<core::NodeMetrics> parse_agent_document(std::string_view body, std::string_view base_url);
-// "2026-01-02T03:04:05.123456Z" (the agent's timestamps; fractions optional) → time point.
-Result<std::chrono::system_clock::time_point> parse_iso8601_utc(std::string_view text);
 
 // One NodeMetrics per agent, in the order given (source "agent", agent_url set). An agent that fails
 // has `error` set and no GPUs; its node is the URL's host. A URL's userinfo goes with its request and

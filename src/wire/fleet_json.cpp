@@ -4,7 +4,9 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "core/fields.hpp"
 #include "wire/json.hpp"
+#include "wire/time.hpp"
 
 namespace gf::wire {
 namespace {
@@ -141,6 +143,81 @@ json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required, al
   j["reasoning"] = c.reasoning;
   j["candidates"] = std::move(cands);
   return j;
+}
+
+namespace {
+
+// The value at a field's json_key ("memory.used": the "used" of the "memory" object), when it is a finite
+// number; nullopt for null, absent or anything else.
+std::optional<double> field_number(const json& gpu, core::Field f) {
+  const json* at = &gpu;
+  std::string_view key = core::info(f).json_key;
+  for (auto dot = key.find('.');; dot = key.find('.')) {
+    if (!at->is_object()) return std::nullopt;
+    const auto it = at->find(std::string(key.substr(0, dot)));
+    if (it == at->end()) return std::nullopt;
+    at = &*it;
+    if (dot == std::string_view::npos) break;
+    key.remove_prefix(dot + 1);
+  }
+  if (!at->is_number()) return std::nullopt;
+  const double v = at->get<double>();
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+std::string text_at(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+Result<core::FleetGpu> fleet_gpu_from_json(const json& g, const std::string& node) {
+  if (!g.is_object()) return make_error("a GPU entry is not an object");
+  core::FleetGpu f;
+  f.node = node;
+  const auto idx = g.find("index");
+  if (idx == g.end() || !idx->is_number_unsigned() || idx->get<std::uint64_t>() > (1u << 20))
+    return make_error("a GPU entry has no valid \"index\"");
+  f.index = idx->get<unsigned>();
+  f.uuid = text_at(g, "uuid");
+  f.model = text_at(g, "name");
+  f.utilization_pct = field_number(g, core::Field::Utilization);
+  f.memory_used_mib = field_number(g, core::Field::MemoryUsed);
+  f.memory_total_mib = field_number(g, core::Field::MemoryTotal);
+  f.temperature_c = field_number(g, core::Field::Temperature);
+  f.power_w = field_number(g, core::Field::PowerDraw);
+  if (const auto h = g.find("healthy"); h != g.end() && h->is_boolean() && !h->get<bool>()) {
+    // The first problem's sentence, bounded: it is another machine's text.
+    std::string why = "unhealthy";
+    if (const auto p = g.find("health_problems"); p != g.end() && p->is_array() && !p->empty())
+      if (const auto& first = (*p)[0]; first.is_object()) why = text_at(first, "message");
+    f.unhealthy = why.empty() ? "unhealthy" : why.substr(0, 200);
+  }
+  return f;
+}
+
+}  // namespace
+
+Result<AgentGpuMetrics> node_metrics_from_gpu_metrics(std::string_view body) {
+  const json j = json::parse(body.begin(), body.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error("the gpu-metrics answer is not a JSON object");
+  const auto gpus = j.find("gpus");
+  if (gpus == j.end() || !gpus->is_array()) return make_error("the gpu-metrics answer has no \"gpus\" array");
+  AgentGpuMetrics out;
+  out.backend = text_at(j, "backend");
+  core::NodeMetrics& m = out.metrics;
+  m.node = text_at(j, "node");
+  if (const auto ts = text_at(j, "timestamp"); !ts.empty()) {
+    auto t = parse_iso8601(ts);
+    if (!t) return make_error("\"timestamp\": " + t.error().message);
+    m.observed = *t;
+  }
+  m.gpus.reserve(gpus->size());
+  for (const auto& g : *gpus) {
+    auto f = fleet_gpu_from_json(g, m.node);
+    if (!f) return f.error();
+    m.gpus.push_back(std::move(*f));
+  }
+  return out;
 }
 
 }  // namespace gf::wire

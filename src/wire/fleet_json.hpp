@@ -6,8 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "allocator/node_rank.hpp"
+#include "core/fleet.hpp"
+#include "core/result.hpp"
 
 namespace gf::wire {
 
@@ -37,5 +40,18 @@ nlohmann::json node_choice_json(const allocator::NodeChoice& c, std::uint64_t re
                                 const FleetQueryInfo& q);
 
 std::string_view fallback_name(allocator::Fallback f) noexcept;  // "none", "least-loaded"
+
+// An agent's GET /api/v1/monitoring/gpu-metrics (snapshot_json, wire/json.hpp) as the fleet reads it:
+// each GPU's index, uuid, name, utilization, memory used and total, temperature, power and health. The
+// metrics are read at their field table keys (core::info(Field::…).json_key), as the encoder writes them.
+// `metrics.node` is the document's "node" (empty when it has none); source, agent_url and gpu_resource
+// are the caller's to fill; `backend` is the document's "backend". Errors name what is wrong: not a JSON
+// object, no "gpus" array, a GPU without a valid index, a "timestamp" that parse_iso8601 refuses.
+// Never throws.
+struct AgentGpuMetrics {
+  core::NodeMetrics metrics;
+  std::string backend;
+};
+Result<AgentGpuMetrics> node_metrics_from_gpu_metrics(std::string_view body);
 
 }  // namespace gf::wire

@@ -17,6 +17,15 @@ TEST(Registry, NamesComeFromTheRegistryInOrder) {
   EXPECT_EQ(auto_detection_order(), "nvml, then nvidia-smi, then amdgpu, then intel");
 }
 
+TEST(Registry, KubernetesResourceIsTheRowsColumn) {
+  EXPECT_EQ(kubernetes_resource("nvml"), "nvidia.com/gpu");
+  EXPECT_EQ(kubernetes_resource("nvidia-smi"), "nvidia.com/gpu");
+  EXPECT_EQ(kubernetes_resource("amdgpu"), "amd.com/gpu");
+  EXPECT_EQ(kubernetes_resource("intel"), "");
+  EXPECT_EQ(kubernetes_resource("sim"), "");
+  EXPECT_EQ(kubernetes_resource("nope"), "");
+}
+
 TEST(Registry, ParsesKnownNamesAndListsTheChoicesOtherwise) {
   EXPECT_EQ(parse_backend_name("intel").value_or(""), "intel");
   EXPECT_EQ(parse_backend_name("auto").value_or(""), "auto");

@@ -4,6 +4,7 @@
 
 #include "cluster/agent_source.hpp"
 #include "cluster/prometheus_source.hpp"
+#include "wire/time.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -180,7 +181,7 @@ TEST(AgentDocument, NodeGpusAndTime) {
   EXPECT_FALSE(parse_agent_document(R"({"gpus":{}})", "http://x"));
   EXPECT_FALSE(parse_agent_document(R"({"gpus":[{"index":-1}]})", "http://x"));
   EXPECT_FALSE(parse_agent_document(R"({"timestamp":"yesterday","gpus":[]})", "http://x"));
-  EXPECT_FALSE(parse_iso8601_utc("2026-02-30T00:00:00Z"));
+  EXPECT_FALSE(wire::parse_iso8601("2026-02-30T00:00:00Z"));
 }
 
 TEST(AgentFetch, AnUnreachableAgentIsItsNodesProblemOnly) {
