@@ -9,8 +9,8 @@ namespace {
 using namespace gf;
 
 // A deterministic fleet: loads spread over 0..99 % so that idle counts differ between nodes.
-allocator::FleetFacts fleet(unsigned nodes, unsigned gpus_per_node) {
-  allocator::FleetFacts f;
+core::FleetFacts fleet(unsigned nodes, unsigned gpus_per_node) {
+  core::FleetFacts f;
   f.kube.emplace();
   f.kube->reserve(nodes);
   f.metrics.reserve(nodes);

@@ -40,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       gpus += n.gpus.size();
     }
     check(gpus <= series);
-    gf::allocator::FleetFacts facts;
+    gf::core::FleetFacts facts;
     facts.metrics = f.nodes;
     const auto sums = gf::allocator::summarize(facts, {});
     for (const auto& n : sums.nodes) check(n.idle_gpu_count <= n.total_gpus && n.gpus_with_metrics <= n.total_gpus);

@@ -158,7 +158,7 @@ bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
   return *g.utilization_pct < t.utilization_pct && *g.memory_used_mib / *g.memory_total_mib * 100.0 < t.memory_pct;
 }
 
-Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
+Summaries summarize(const core::FleetFacts& facts, const RankOptions& o) {
   Summaries out;
   out.kube_error = facts.kube_error;
   // node name → index of its first metrics entry

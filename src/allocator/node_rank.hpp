@@ -34,19 +34,6 @@ struct IdleThresholds {
   double memory_pct = 50.0;
 };
 
-// Everything the fleet's sources delivered at one moment.
-struct FleetFacts {
-  std::optional<std::vector<core::KubeNode>> kube;  // nullopt: no Kubernetes source (metrics only)
-  std::vector<core::NodeMetrics> metrics;           // at most one entry per node is used (the first)
-  std::vector<std::string> source_errors;           // whole sources that failed ("prometheus http://…: …")
-  // Kubernetes is a configured source and its read failed ("kubernetes: HTTP 401 …"; also in
-  // source_errors). Then `kube` is nullopt, the summaries are the metrics' alone, and no node is chosen:
-  // readiness, cordons and the GPUs pods hold are unknown, and a pin on such partial facts could land
-  // on a cordoned or full node.
-  std::optional<std::string> kube_error;
-  std::optional<std::chrono::system_clock::time_point> collected;  // when these facts were gathered
-};
-
 struct RankOptions {
   IdleThresholds idle;
   std::chrono::system_clock::time_point now{};
@@ -106,9 +93,9 @@ struct NodeSummary {
 struct Summaries {
   std::vector<NodeSummary> nodes;
   std::vector<std::string> unknown_nodes;  // metrics for nodes Kubernetes does not list
-  std::optional<std::string> kube_error;   // FleetFacts::kube_error: select_node chooses no node
+  std::optional<std::string> kube_error;   // core::FleetFacts::kube_error: select_node chooses no node
 };
-Summaries summarize(const FleetFacts& facts, const RankOptions& options);
+Summaries summarize(const core::FleetFacts& facts, const RankOptions& options);
 
 // Whether one GPU is idle under the thresholds; false when its utilization or memory is unknown.
 bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept;

@@ -49,7 +49,7 @@ void print_nodes(const allocator::Summaries& s) {
     std::printf("  %s: has metrics but Kubernetes does not list it (left out)\n", printable(u).c_str());
 }
 
-void print_gpus(const allocator::Summaries& s, const allocator::FleetFacts& f, const allocator::IdleThresholds& idle) {
+void print_gpus(const allocator::Summaries& s, const core::FleetFacts& f, const allocator::IdleThresholds& idle) {
   std::printf("%-24s %4s %-26s %6s %17s %6s %7s %s\n", "NODE", "GPU", "MODEL", "UTIL", "MEMORY (MiB)", "TEMP", "POWER",
               "IDLE");
   for (const auto& n : s.nodes) {

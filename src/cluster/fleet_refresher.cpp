@@ -16,12 +16,12 @@ void FleetRefresher::stop() {
   thread_.join();
 }
 
-std::shared_ptr<const allocator::FleetFacts> FleetRefresher::latest() const {
+std::shared_ptr<const core::FleetFacts> FleetRefresher::latest() const {
   std::lock_guard lock(mu_);
   return latest_;
 }
 
-void remember_agent_names(allocator::FleetFacts& facts, std::unordered_map<std::string, std::string>& names) {
+void remember_agent_names(core::FleetFacts& facts, std::unordered_map<std::string, std::string>& names) {
   // An agent that stops answering can no longer say its --node-name: the node keeps the name its agent
   // last gave, instead of turning into the URL's host (and so looking like another node).
   for (auto& m : facts.metrics) {
@@ -38,17 +38,17 @@ void FleetRefresher::loop(std::stop_token stop) {
   while (!stop.stop_requested()) {
     const auto now = std::chrono::system_clock::now();
     auto r = gather_fleet(sources_, now);
-    std::shared_ptr<const allocator::FleetFacts> facts;
+    std::shared_ptr<const core::FleetFacts> facts;
     if (r) {
       // Said again with each failure of a source reached unsafely: the failure may be the price of it.
       for (const auto& w : insecure_warnings_for(sources_, *r)) platform::log_line("fleet", "warning: " + w);
       remember_agent_names(*r, agent_names_);
-      facts = std::make_shared<const allocator::FleetFacts>(std::move(*r));
+      facts = std::make_shared<const core::FleetFacts>(std::move(*r));
     } else {
-      allocator::FleetFacts f;
+      core::FleetFacts f;
       f.source_errors.push_back(r.error().message);
       f.collected = now;
-      facts = std::make_shared<const allocator::FleetFacts>(std::move(f));
+      facts = std::make_shared<const core::FleetFacts>(std::move(f));
     }
     std::unique_lock lock(mu_);
     latest_ = std::move(facts);

@@ -18,7 +18,7 @@ namespace gf::cluster {
 // updated from the agents that answered, and gives the failed ones their last name. Bounded at
 // kMaxRememberedAgents URLs.
 inline constexpr std::size_t kMaxRememberedAgents = 100000;
-void remember_agent_names(allocator::FleetFacts& facts, std::unordered_map<std::string, std::string>& names);
+void remember_agent_names(core::FleetFacts& facts, std::unordered_map<std::string, std::string>& names);
 
 class FleetRefresher {
  public:
@@ -32,7 +32,7 @@ class FleetRefresher {
   void stop();
   // The latest facts; null before the first round ends. A round that cannot even read its sources
   // (an unreadable agents file) publishes facts with that error in source_errors.
-  std::shared_ptr<const allocator::FleetFacts> latest() const;
+  std::shared_ptr<const core::FleetFacts> latest() const;
   const FleetSources& sources() const noexcept { return sources_; }
 
  private:
@@ -41,7 +41,7 @@ class FleetRefresher {
   const FleetSources sources_;
   mutable std::mutex mu_;
   std::condition_variable_any cv_;
-  std::shared_ptr<const allocator::FleetFacts> latest_;
+  std::shared_ptr<const core::FleetFacts> latest_;
   std::unordered_map<std::string, std::string> agent_names_;  // agent URL → the node name it last gave
   std::jthread thread_;
 };

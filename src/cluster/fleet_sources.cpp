@@ -50,7 +50,7 @@ Result<std::string> read_small_file(const std::string& path, const std::string& 
 
 // The exec source for the Kubernetes GPU nodes that no other source describes. Its metrics go after
 // the working sources' and before the failed ones' (the first entry of a node is the one used).
-void exec_round(const FleetSources& s, allocator::FleetFacts& f) {
+void exec_round(const FleetSources& s, core::FleetFacts& f) {
   std::set<std::string_view> described;
   for (const auto& m : f.metrics)
     if (m.error.empty()) described.insert(m.node);
@@ -104,7 +104,7 @@ std::vector<std::string> FleetSources::insecure_warnings() const {
   return w;
 }
 
-std::vector<std::string> insecure_warnings_for(const FleetSources& s, const allocator::FleetFacts& f) {
+std::vector<std::string> insecure_warnings_for(const FleetSources& s, const core::FleetFacts& f) {
   std::vector<std::string> w;
   if (f.kube_error && s.kube_nodes && !s.kube_insecure.empty()) w.push_back(s.kube_insecure);
   const bool prometheus_failed = std::any_of(f.source_errors.begin(), f.source_errors.end(),
@@ -254,7 +254,7 @@ Result<FleetSources> load_fleet_sources(const std::string& path, FleetSources ba
   return fleet_sources_from_json(*body, path, std::move(base));
 }
 
-Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now) {
+Result<core::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now) {
   if (!s.any())
     return make_error(
         "no fleet source: give --kubeconfig FILE (or --in-cluster), --prometheus URL, --agents FILE or --agent URL "
@@ -269,7 +269,7 @@ Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::s
       if (std::find(agents.begin(), agents.end(), u) == agents.end()) agents.push_back(std::move(u));
   }
 
-  allocator::FleetFacts f;
+  core::FleetFacts f;
   // Prometheus and Kubernetes run beside the agents' fetch (each is a few requests that wait on the network).
   std::future<Result<PromFleet>> prom;
   std::optional<std::string> token_error;

@@ -81,7 +81,7 @@ Result<std::vector<std::string>> check_prometheus_token(const FleetSources& s);
 
 // The insecure-transport warnings that belong to a round's failures: kube_insecure when Kubernetes
 // failed, prometheus_insecure() when Prometheus did. serve logs them with every failed refresh.
-std::vector<std::string> insecure_warnings_for(const FleetSources& s, const allocator::FleetFacts& facts);
+std::vector<std::string> insecure_warnings_for(const FleetSources& s, const core::FleetFacts& facts);
 
 // Reads a JSON config: {"prometheus", "prometheus_token_file", "node_label", "max_age_s", "agents_file", "agents",
 // "timeout_s", "refresh_interval_s", "utilization_threshold", "memory_threshold", "fallback", "kubernetes",
@@ -99,11 +99,11 @@ Result<allocator::Fallback> parse_fallback(const std::string& text);
 
 // One round: every source asked at once where it can be. A failing source is recorded in
 // source_errors and the others still count (a failing Kubernetes source also in kube_error, which
-// stops node selection: see allocator::FleetFacts); an error only when the sources cannot even be read
+// stops node selection: see core::FleetFacts); an error only when the sources cannot even be read
 // (no source at all, an unreadable or malformed agents file).
 // Metrics of a node from a reachable agent win over Prometheus; Prometheus wins over an unreachable agent.
 // The exec source (exec_metrics) runs after Kubernetes has answered, only for the GPU nodes that no
 // agent or Prometheus describes; its metrics rank after theirs and before any failed source's.
-Result<allocator::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now);
+Result<core::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system_clock::time_point now);
 
 }  // namespace gf::cluster

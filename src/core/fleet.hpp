@@ -60,4 +60,18 @@ struct NodeMetrics {
   std::string error;  // why there are no metrics (agent unreachable …); empty when fine
 };
 
+// Everything the fleet's sources delivered at one moment (cluster::gather_fleet), which the ranking
+// (allocator::summarize) and the documents (wire/fleet_json) read.
+struct FleetFacts {
+  std::optional<std::vector<KubeNode>> kube;  // nullopt: no Kubernetes source (metrics only)
+  std::vector<NodeMetrics> metrics;           // at most one entry per node is used (the first)
+  std::vector<std::string> source_errors;     // whole sources that failed ("prometheus http://…: …")
+  // Kubernetes is a configured source and its read failed ("kubernetes: HTTP 401 …"; also in
+  // source_errors). Then `kube` is nullopt, the summaries are the metrics' alone, and no node is chosen:
+  // readiness, cordons and the GPUs pods hold are unknown, and a pin on such partial facts could land
+  // on a cordoned or full node.
+  std::optional<std::string> kube_error;
+  std::optional<std::chrono::system_clock::time_point> collected;  // when these facts were gathered
+};
+
 }  // namespace gf::core

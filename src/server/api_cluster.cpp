@@ -24,7 +24,7 @@ Result<std::optional<double>> percent(const Request& req, const char* key) {
 }
 
 struct Prepared {
-  std::shared_ptr<const allocator::FleetFacts> facts;
+  std::shared_ptr<const core::FleetFacts> facts;
   allocator::Summaries summaries;
   wire::FleetQueryInfo info;
 };

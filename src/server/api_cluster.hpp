@@ -24,7 +24,7 @@ namespace gf::server {
 
 struct ClusterView {
   // The latest facts; null until the first refresh has finished. Called from worker threads.
-  std::function<std::shared_ptr<const allocator::FleetFacts>()> latest;
+  std::function<std::shared_ptr<const core::FleetFacts>()> latest;
   allocator::IdleThresholds idle;  // defaults of the thresholds
   allocator::Fallback fallback = allocator::Fallback::None;
   std::chrono::milliseconds max_age{60000};

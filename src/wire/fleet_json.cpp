@@ -16,7 +16,7 @@ using json = nlohmann::json;
 json round1(const std::optional<double>& v) { return v ? json(std::round(*v * 10.0) / 10.0) : json(nullptr); }
 json plain(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
 
-json common(const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
+json common(const core::FleetFacts& facts, const FleetQueryInfo& q) {
   return json{{"thresholds", {{"utilization", q.idle.utilization_pct}, {"memory", q.idle.memory_pct}}},
               {"max_age_s", std::chrono::duration<double>(q.max_age).count()},
               {"sources", q.sources},
@@ -65,7 +65,7 @@ json node_summary_json(const allocator::NodeSummary& n) {
                 {"gpu_resource", std::string(n.from.gpu_resource)}}}};
 }
 
-json fleet_nodes_json(const allocator::Summaries& s, const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
+json fleet_nodes_json(const allocator::Summaries& s, const core::FleetFacts& facts, const FleetQueryInfo& q) {
   json nodes = json::array();
   for (const auto& n : s.nodes) nodes.push_back(node_summary_json(n));
   json j = common(facts, q);
@@ -74,7 +74,7 @@ json fleet_nodes_json(const allocator::Summaries& s, const allocator::FleetFacts
   return j;
 }
 
-json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
+json fleet_gpus_json(const allocator::Summaries& s, const core::FleetFacts& facts, const FleetQueryInfo& q) {
   // Only GPUs of nodes whose metrics count (fresh, no error); the others are listed with the reason.
   std::unordered_map<std::string_view, const allocator::NodeSummary*> by_name;
   for (const auto& n : s.nodes) by_name.emplace(n.name, &n);
@@ -114,7 +114,7 @@ json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts&
 }
 
 json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required, allocator::Fallback fallback,
-                      const allocator::FleetFacts& facts, const FleetQueryInfo& q) {
+                      const core::FleetFacts& facts, const FleetQueryInfo& q) {
   json cands = json::array();
   std::size_t rank = 0;
   for (const auto& cand : c.candidates) {

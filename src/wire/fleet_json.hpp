@@ -26,18 +26,15 @@ struct FleetQueryInfo {
 
 nlohmann::json node_summary_json(const allocator::NodeSummary& n);
 // {"nodes": [...], "unknown_nodes": [...], "errors": [...], "thresholds": {...}, "sources": [...], "collected": …}
-nlohmann::json fleet_nodes_json(const allocator::Summaries& s, const allocator::FleetFacts& facts,
-                                const FleetQueryInfo& q);
+nlohmann::json fleet_nodes_json(const allocator::Summaries& s, const core::FleetFacts& facts, const FleetQueryInfo& q);
 // {"gpus": [...every GPU with fresh metrics...], "nodes_without_metrics": [{"node", "health", "reason"}], …}
-nlohmann::json fleet_gpus_json(const allocator::Summaries& s, const allocator::FleetFacts& facts,
-                               const FleetQueryInfo& q);
+nlohmann::json fleet_gpus_json(const allocator::Summaries& s, const core::FleetFacts& facts, const FleetQueryInfo& q);
 // {"node": NAME or null, "reason": …, "required_gpus": N, "fallback": …, "fallback_used": …,
 //  "gpu_resource": NAME or null (any), "source_failed": true when Kubernetes did not answer and so no
 //  node was chosen, "reasoning": [...], "candidates": [...], "thresholds": {...}, "errors": [...],
 //  "kubernetes_error": the Kubernetes source's error or null}
 nlohmann::json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required_gpus,
-                                allocator::Fallback fallback, const allocator::FleetFacts& facts,
-                                const FleetQueryInfo& q);
+                                allocator::Fallback fallback, const core::FleetFacts& facts, const FleetQueryInfo& q);
 
 std::string_view fallback_name(allocator::Fallback f) noexcept;  // "none", "least-loaded"
 

@@ -72,7 +72,7 @@ TEST(GpuIdle, BothThresholdsAreStrictAndMemoryIsCapacity) {
 }
 
 TEST(Summaries, KubernetesAndMetricsCombine) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("a", 8, 3)}};
   (*f.kube)[0].gpu_capacity = 8;
   f.metrics = {metrics("a", {{10, 10}, {50, 10}, {10, 60}, {0, 0}})};
@@ -94,7 +94,7 @@ TEST(Summaries, KubernetesAndMetricsCombine) {
 }
 
 TEST(Summaries, IdleNeverExceedsFreeWhereKubernetesIsKnown) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("a", 4, 3)}};
   f.metrics = {metrics("a", {{0, 0}, {0, 0}, {0, 0}, {0, 0}})};
   const auto s = summarize(f, opts());
@@ -105,7 +105,7 @@ TEST(Summaries, IdleNeverExceedsFreeWhereKubernetesIsKnown) {
 }
 
 TEST(Summaries, NoMetricsCountsFreeGpusIdle) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("a", 8, 2)}};
   const auto s = summarize(f, opts());
   const auto& a = find(s, "a");
@@ -118,7 +118,7 @@ TEST(Summaries, NoMetricsCountsFreeGpusIdle) {
 }
 
 TEST(Summaries, StaleMetricsCountAsNoMetrics) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("a", 2)}};
   f.metrics = {metrics("a", {{90, 90}, {90, 90}})};
   f.metrics[0].observed = kNow - 61s;
@@ -134,7 +134,7 @@ TEST(Summaries, StaleMetricsCountAsNoMetrics) {
 
 TEST(Summaries, AGpuWhoseSeriesStoppedIsStaleBesideFreshOnes) {
   // Prometheus keeps answering a stopped series for minutes: its own sample time says it is old.
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("a", 2)}};
   f.metrics = {metrics("a", {{0, 0}, {0, 0}})};
   f.metrics[0].gpus[0].observed = kNow - 5s;
@@ -161,7 +161,7 @@ TEST(Summaries, AGpuWhoseSeriesStoppedIsStaleBesideFreshOnes) {
 }
 
 TEST(Summaries, HealthIsTheWorstStateAndEveryProblemIsListed) {
-  FleetFacts f;
+  core::FleetFacts f;
   auto k = kube("a", 2);
   k.ready = false;
   k.unschedulable = true;
@@ -184,7 +184,7 @@ TEST(Summaries, HealthIsTheWorstStateAndEveryProblemIsListed) {
 }
 
 TEST(Summaries, MetricsOnlyFleet) {
-  FleetFacts f;  // no Kubernetes
+  core::FleetFacts f;  // no Kubernetes
   f.metrics = {metrics("m1", {{0, 0}, {80, 10}, {0, 0}})};
   const auto s = summarize(f, opts());
   ASSERT_EQ(s.nodes.size(), 1u);
@@ -199,7 +199,7 @@ TEST(Summaries, MetricsOnlyFleet) {
 }
 
 TEST(Summaries, MetricsForNodesKubernetesDoesNotListAreNamed) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("a", 1)}};
   f.metrics = {metrics("ghost", {{0, 0}})};
   const auto s = summarize(f, opts());
@@ -208,7 +208,7 @@ TEST(Summaries, MetricsForNodesKubernetesDoesNotListAreNamed) {
 }
 
 TEST(Selection, SeedOrderIdleEnoughThenMoreIdleThenLowerUtilization) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("few", 8), kube("many", 8), kube("calm", 8)}};
   f.metrics = {metrics("few", {{0, 0}, {90, 90}, {90, 90}, {90, 90}, {90, 90}, {90, 90}, {90, 90}, {90, 90}}),
                metrics("many", {{20, 0}, {20, 0}, {20, 0}, {20, 0}, {90, 0}, {90, 0}, {90, 0}, {90, 0}}),
@@ -231,7 +231,7 @@ TEST(Selection, SeedOrderIdleEnoughThenMoreIdleThenLowerUtilization) {
 }
 
 TEST(Selection, TightestFitAmongEquals) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("big", 8, 6), kube("small", 4, 2), kube("also-big", 8, 6)}};
   // No metrics anywhere, 2 free GPUs each: all equal, so the name decides.
   auto c = select_node(summarize(f, opts()), 2);
@@ -252,7 +252,7 @@ TEST(Selection, TightestFitAmongEquals) {
 }
 
 TEST(Selection, OnlyReadySchedulableNodesWithEnoughFreeGpusAreCandidates) {
-  FleetFacts f;
+  core::FleetFacts f;
   auto down = kube("down", 8);
   down.ready = false;
   auto cordoned = kube("cordoned", 8);
@@ -272,7 +272,7 @@ TEST(Selection, OnlyReadySchedulableNodesWithEnoughFreeGpusAreCandidates) {
 }
 
 TEST(Selection, NoIdleNodeNoPinByDefaultLeastLoadedOnRequest) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("hot", 4), kube("warm", 4), kube("tiny", 1)}};
   f.metrics = {metrics("hot", {{95, 10}, {95, 10}, {95, 10}, {95, 10}}),
                metrics("warm", {{60, 10}, {60, 10}, {60, 10}, {10, 10}}), metrics("tiny", {{0, 0}})};
@@ -291,7 +291,7 @@ TEST(Selection, NoIdleNodeNoPinByDefaultLeastLoadedOnRequest) {
 }
 
 TEST(Selection, ReasoningUsesTheSeedsLines) {
-  FleetFacts f;
+  core::FleetFacts f;
   f.kube = {{kube("host-10-97-65-155", 8)}};
   const auto c = select_node(summarize(f, opts()), 1);
   const std::vector<std::string> expected = {"=== GPU Node Selection ===",
@@ -305,7 +305,7 @@ TEST(Selection, ReasoningUsesTheSeedsLines) {
                                              "\u2713 Selected node: host-10-97-65-155",
                                              "=========================="};
   EXPECT_EQ(c.reasoning, expected);
-  FleetFacts g;
+  core::FleetFacts g;
   g.metrics = {metrics("m", {{12.5, 25}})};
   const auto d = select_node(summarize(g, opts()), 1);
   EXPECT_NE(std::find(d.reasoning.begin(), d.reasoning.end(), "  - Avg Utilization: 12.5%"), d.reasoning.end());
@@ -314,7 +314,7 @@ TEST(Selection, ReasoningUsesTheSeedsLines) {
 
 TEST(Selection, GpuResourceKeepsEachVendorOnItsOwnNodes) {
   // A mixed fleet: the AMD node is the best by the seed's order (most idle GPUs), then NVIDIA's.
-  FleetFacts f;
+  core::FleetFacts f;
   auto amd = kube("amd-big", 8);
   amd.gpu_resource = "amd.com/gpu";
   auto amd_cordoned = kube("amd-cordoned", 8);
@@ -355,7 +355,7 @@ TEST(Selection, WithoutKubernetesTheVendorComesFromTheModelName) {
   EXPECT_EQ(gpu_resource_of_model("Simulated H100 80GB HBM3"), "");
   EXPECT_EQ(gpu_resource_of_model(""), "");
 
-  FleetFacts f;
+  core::FleetFacts f;
   f.metrics = {metrics("nv", {{0, 0}, {0, 0}}), metrics("mi", {{0, 0}, {0, 0}, {0, 0}}), metrics("sim", {{0, 0}})};
   for (auto& g : f.metrics[0].gpus) g.model = "NVIDIA A100-SXM4-80GB";
   for (auto& g : f.metrics[1].gpus) g.model = "AMD Instinct MI250X";
@@ -395,7 +395,7 @@ TEST(Selection, WithoutKubernetesTheVendorComesFromTheModelName) {
 
 TEST(Selection, NoNodeIsChosenWhenKubernetesDidNotAnswer) {
   // Kubernetes failed: only metrics are left, and they make every node look Ready, uncordoned and free.
-  FleetFacts f;
+  core::FleetFacts f;
   f.metrics = {metrics("a", {{0, 0}, {0, 0}}), metrics("b", {{90, 90}})};
   f.kube_error = "kubernetes: HTTP 401 Unauthorized from https://api:6443 (check the credentials)";
   f.source_errors.push_back(*f.kube_error);

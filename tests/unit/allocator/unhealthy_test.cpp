@@ -61,7 +61,7 @@ TEST(UnhealthyGpus, FleetRankingCountsThemNeitherIdleNorFree) {
   m.gpus[1].unhealthy = "GPU 1 had XID 79 (GPU has fallen off the bus): it needs a reset or an operator's attention";
   EXPECT_FALSE(gpu_is_idle(m.gpus[1], IdleThresholds{}));
   EXPECT_TRUE(gpu_is_idle(m.gpus[0], IdleThresholds{}));
-  FleetFacts f;
+  core::FleetFacts f;
   f.metrics = {m};
   RankOptions o;
   o.max_age = std::chrono::milliseconds(0);

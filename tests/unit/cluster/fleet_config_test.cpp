@@ -110,7 +110,7 @@ TEST(FleetConfig, InsecureSourcesAreMarkedAndWarnedAbout) {
   EXPECT_EQ(w[1], "sending a bearer token over plain http to http://prom:9090 (prometheus)");
 
   // With each failed round, the warnings of the sources that failed.
-  allocator::FleetFacts f;
+  core::FleetFacts f;
   EXPECT_TRUE(insecure_warnings_for(s, f).empty());
   f.kube_error = "kubernetes: cannot reach the API server";
   f.source_errors = {*f.kube_error};

@@ -27,9 +27,9 @@ Answer get(const Router& router, const std::string& path, std::map<std::string, 
   return {r.status, nlohmann::json::parse(*r.body, nullptr, false)};
 }
 
-std::shared_ptr<const allocator::FleetFacts> fleet(
+std::shared_ptr<const core::FleetFacts> fleet(
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
-  auto f = std::make_shared<allocator::FleetFacts>();
+  auto f = std::make_shared<core::FleetFacts>();
   // "busy": 4 GPUs at 50 %; "quiet": 2 GPUs at 20 %; both at 10 % memory.
   for (auto [name, n, util] : {std::tuple{"busy", 4u, 50.0}, std::tuple{"quiet", 2u, 20.0}}) {
     core::NodeMetrics m;
@@ -52,7 +52,7 @@ std::shared_ptr<const allocator::FleetFacts> fleet(
 }
 
 TEST(ClusterRoutes, SelectNodesGpus) {
-  std::shared_ptr<const allocator::FleetFacts> facts;
+  std::shared_ptr<const core::FleetFacts> facts;
   ClusterView view;
   view.latest = [&facts] { return facts; };
   view.sources = {"2 agent(s)"};
@@ -130,10 +130,10 @@ TEST(ClusterRoutes, MetricsAgeByTheRoutesClock) {
 // summaries, even while the facts' collection time stands still (a stalled refresh).
 TEST(ClusterRoutes, AStaleGpuLeavesTheGpuListByTheRoutesClock) {
   test::FakeClock clock;
-  auto f = std::make_shared<allocator::FleetFacts>(*fleet(clock.wall_now()));
+  auto f = std::make_shared<core::FleetFacts>(*fleet(clock.wall_now()));
   for (auto& m : f->metrics)
     for (auto& g : m.gpus) g.observed = clock.wall_now();
-  std::shared_ptr<const allocator::FleetFacts> facts = f;
+  std::shared_ptr<const core::FleetFacts> facts = f;
   ClusterView view;
   view.latest = [&facts] { return facts; };
   view.max_age = std::chrono::seconds(60);
@@ -149,7 +149,7 @@ TEST(ClusterRoutes, AStaleGpuLeavesTheGpuListByTheRoutesClock) {
 }
 
 TEST(ClusterRoutes, SelectByGpuResourceAndNoPinWhenKubernetesFailed) {
-  auto mixed = std::make_shared<allocator::FleetFacts>();
+  auto mixed = std::make_shared<core::FleetFacts>();
   mixed->kube.emplace();
   for (auto [name, resource] : {std::pair{"amd-1", "amd.com/gpu"}, std::pair{"nv-1", "nvidia.com/gpu"}}) {
     core::KubeNode k;
@@ -159,7 +159,7 @@ TEST(ClusterRoutes, SelectByGpuResourceAndNoPinWhenKubernetesFailed) {
     k.ready = true;
     mixed->kube->push_back(k);
   }
-  std::shared_ptr<const allocator::FleetFacts> facts = mixed;
+  std::shared_ptr<const core::FleetFacts> facts = mixed;
   ClusterView view;
   view.latest = [&facts] { return facts; };
   Router router;
@@ -180,7 +180,7 @@ TEST(ClusterRoutes, SelectByGpuResourceAndNoPinWhenKubernetesFailed) {
   EXPECT_EQ(a.status, 400u);
 
   // Kubernetes did not answer this round: metrics alone never choose a node.
-  auto failed = std::make_shared<allocator::FleetFacts>(*fleet());
+  auto failed = std::make_shared<core::FleetFacts>(*fleet());
   failed->kube_error = "kubernetes: HTTP 403 Forbidden: cannot list pods";
   failed->source_errors.push_back(*failed->kube_error);
   facts = failed;

@@ -6,8 +6,8 @@
 namespace gf::wire {
 namespace {
 
-allocator::FleetFacts facts() {
-  allocator::FleetFacts f;
+core::FleetFacts facts() {
+  core::FleetFacts f;
   core::KubeNode a;
   a.name = "a";
   a.gpu_capacity = a.gpu_allocatable = 4;
