@@ -19,6 +19,12 @@ std::optional<Field> field_by_history_metric(std::string_view metric) noexcept {
   return std::nullopt;
 }
 
+Result<Field> parse_history_metric(std::string_view name) {
+  if (auto f = field_by_history_metric(name)) return *f;
+  return make_error("unknown metric '" + std::string(name) + "' (expected one of " +
+                    std::string(history_metric_list()) + ")");
+}
+
 std::string_view history_metric_list() noexcept {
   // Built once from the table; the table is constant, so this never changes after.
   static const std::string list = [] {

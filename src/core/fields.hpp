@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "core/reading.hpp"
+#include "core/result.hpp"
 #include "core/snapshot.hpp"
 
 namespace gf::core {
@@ -440,5 +441,8 @@ std::optional<Field> field_by_history_metric(std::string_view metric) noexcept;
 
 // The queryable history metric names, comma-separated in table order ("utilization, memory_utilization, …").
 std::string_view history_metric_list() noexcept;
+// The field of a history metric name (the history API's `metric`); the error names them all:
+// "unknown metric 'gpu_temp' (expected one of utilization, memory_utilization, …)".
+Result<Field> parse_history_metric(std::string_view name);
 
 }  // namespace gf::core

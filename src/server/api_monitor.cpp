@@ -17,7 +17,6 @@
 #include "platform/host_stats.hpp"
 #include "platform/log.hpp"
 #include "server/api.hpp"
-#include "store/history.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/alert_json.hpp"
 #include "wire/json.hpp"
@@ -330,7 +329,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     auto gpu = query_int(req, "gpu", 0, 100000);
     if (!gpu) return error_response(ErrorKind::Invalid, gpu.error().message);
     const std::string metric_name = req.query.count("metric") ? req.query.at("metric") : "utilization";
-    auto metric = store::parse_metric(metric_name);
+    auto metric = core::parse_history_metric(metric_name);
     if (!metric) return error_response(ErrorKind::Invalid, metric.error().message);
     auto since = req.query.count("since") ? parse_time(req.query.at("since"), now)
                                           : Result<system_clock::time_point>(now - hours(1));

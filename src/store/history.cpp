@@ -204,16 +204,6 @@ Result<void> run_sql(Db& db, const std::string& sql, std::int64_t a, std::int64_
 
 }  // namespace
 
-Result<Metric> parse_metric(std::string_view name) {
-  if (auto f = core::field_by_history_metric(name)) return *f;
-  return make_error(fmt::format("unknown metric '{}' (expected one of {})", name, core::history_metric_list()));
-}
-
-std::string_view to_string(Metric m) noexcept {
-  const auto name = core::info(m).history_metric;
-  return name.empty() ? "unknown" : name;
-}
-
 Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path, HistoryOptions options) {
   auto db = Db::open(path);
   if (!db) return db.error();
@@ -304,8 +294,8 @@ Result<void> HistoryStore::maintain(TimePoint now) {
   return txn.commit();
 }
 
-Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
-                                                      std::chrono::seconds step) {
+Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, core::Field metric, TimePoint since,
+                                                      TimePoint until, std::chrono::seconds step) {
   const std::int64_t since_ms = to_ms(since);
   const std::int64_t until_ms = to_ms(until);
   // One read transaction, so that a maintain in another process cannot move rows between tiers

@@ -28,14 +28,6 @@ struct HistoryOptions {
   std::chrono::seconds hour_retention = std::chrono::hours(24 * 90);
 };
 
-// A history metric is a field of core::kFields that has a history_metric name.
-using Metric = core::Field;
-
-// By the table's history_metric names: "utilization", "memory_utilization", "memory_used", "temperature",
-// "power", "fan", "sm_clock", "mem_clock". The error names them all.
-Result<Metric> parse_metric(std::string_view name);
-std::string_view to_string(Metric m) noexcept;
-
 using HistoryPoint = core::HistoryPoint;
 
 class HistoryStore final : public core::MetricHistory {
@@ -62,7 +54,7 @@ class HistoryStore final : public core::MetricHistory {
   // since (as of the last maintain); the part of the range newer than that tier's watermark comes from
   // the finer tiers, so the newest samples are never missing. Oldest first.
   // A field the history does not keep is an error naming those it keeps.
-  Result<std::vector<HistoryPoint>> query(unsigned gpu, Metric metric, TimePoint since, TimePoint until,
+  Result<std::vector<HistoryPoint>> query(unsigned gpu, core::Field metric, TimePoint since, TimePoint until,
                                           std::chrono::seconds step) override;
 
   // Alert episodes: a Fired event inserts one, its Resolved event completes it. One transaction.

@@ -73,10 +73,10 @@ struct HistoryProfiling : ::testing::Test {
 };
 
 TEST_F(HistoryProfiling, EveryProfilingFieldHasAHistoryName) {
-  EXPECT_EQ(*parse_metric("tensor_active"), core::Field::ProfTensorActive);
-  EXPECT_EQ(*parse_metric("sm_occupancy"), core::Field::ProfSmOccupancy);
-  EXPECT_EQ(*parse_metric("nvlink_rx_bytes"), core::Field::ProfNvlinkRxBytes);
-  EXPECT_EQ(to_string(core::Field::ProfDramActive), "dram_active");
+  EXPECT_EQ(*core::parse_history_metric("tensor_active"), core::Field::ProfTensorActive);
+  EXPECT_EQ(*core::parse_history_metric("sm_occupancy"), core::Field::ProfSmOccupancy);
+  EXPECT_EQ(*core::parse_history_metric("nvlink_rx_bytes"), core::Field::ProfNvlinkRxBytes);
+  EXPECT_EQ(core::info(core::Field::ProfDramActive).history_metric, "dram_active");
 }
 
 TEST_F(HistoryProfiling, RatiosAndBytesAreStoredRolledUpAndQueried) {

@@ -103,22 +103,22 @@ struct HistoryTest : ::testing::Test {
 };
 
 TEST_F(HistoryTest, ParseMetric) {
-  EXPECT_EQ(*parse_metric("utilization"), Metric::Utilization);
-  EXPECT_EQ(*parse_metric("memory_utilization"), Metric::MemoryUtilization);
-  EXPECT_EQ(*parse_metric("mem_clock"), Metric::MemClock);
-  EXPECT_EQ(to_string(Metric::SmClock), "sm_clock");
-  EXPECT_FALSE(parse_metric("util"));
-  EXPECT_FALSE(parse_metric(""));
+  EXPECT_EQ(*core::parse_history_metric("utilization"), core::Field::Utilization);
+  EXPECT_EQ(*core::parse_history_metric("memory_utilization"), core::Field::MemoryUtilization);
+  EXPECT_EQ(*core::parse_history_metric("mem_clock"), core::Field::MemClock);
+  EXPECT_EQ(core::info(core::Field::SmClock).history_metric, "sm_clock");
+  EXPECT_FALSE(core::parse_history_metric("util"));
+  EXPECT_FALSE(core::parse_history_metric(""));
 }
 
 TEST_F(HistoryTest, UnknownMetricErrorListsTheNames) {
-  auto r = parse_metric("gpu_temp");
+  auto r = core::parse_history_metric("gpu_temp");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message,
             "unknown metric 'gpu_temp' (expected one of utilization, memory_utilization, memory_used, temperature, "
             "power, fan, sm_clock, mem_clock, graphics_active, sm_active, sm_occupancy, tensor_active, dram_active, "
             "fp64_active, fp32_active, fp16_active, pcie_tx_bytes, pcie_rx_bytes, nvlink_tx_bytes, nvlink_rx_bytes)");
-  EXPECT_EQ(*parse_metric("power"), core::Field::PowerDraw);
+  EXPECT_EQ(*core::parse_history_metric("power"), core::Field::PowerDraw);
 }
 
 TEST_F(HistoryTest, FieldsTheHistoryDoesNotKeepAreAnErrorNotAnEmptySeries) {
@@ -175,7 +175,7 @@ TEST_F(HistoryTest, NullsStayNullThroughRawAndRollups) {
     EXPECT_EQ(r[0][3], 0) << table;
     for (int c = 4; c < 8; ++c) EXPECT_EQ(r[0][c], std::nullopt) << table << " column " << c;
   }
-  auto fan = s->query(0, Metric::Fan, at(kH0), at(kH0 + 3'600'000), 0s);
+  auto fan = s->query(0, core::Field::Fan, at(kH0), at(kH0 + 3'600'000), 0s);
   ASSERT_TRUE(fan) << fan.error().message;
   ASSERT_EQ(fan->size(), 1u);
   EXPECT_EQ((*fan)[0].samples, 0u);
@@ -269,12 +269,12 @@ TEST_F(HistoryTest, QueryPicksTheFinestTierThatCoversSinceAndBucketsByStep) {
   ASSERT_EQ(count("samples_raw"), 360);  // the last hour only: older samples exist only as rollups
 
   // Raw: 30 minutes at its own resolution, then in 5-minute steps.
-  auto raw = s->query(0, Metric::Utilization, at(now - 30 * 60'000), at(now), 0s);
+  auto raw = s->query(0, core::Field::Utilization, at(now - 30 * 60'000), at(now), 0s);
   ASSERT_TRUE(raw) << raw.error().message;
   ASSERT_EQ(raw->size(), 180u);
   EXPECT_EQ(raw->front().ts_ms, now - 30 * 60'000);
   EXPECT_EQ(raw->front().samples, 1u);
-  auto raw5 = s->query(0, Metric::Utilization, at(now - 30 * 60'000), at(now), 300s);
+  auto raw5 = s->query(0, core::Field::Utilization, at(now - 30 * 60'000), at(now), 300s);
   ASSERT_TRUE(raw5);
   ASSERT_EQ(raw5->size(), 6u);
   EXPECT_EQ((*raw5)[1].ts_ms - (*raw5)[0].ts_ms, 300'000);
@@ -285,7 +285,7 @@ TEST_F(HistoryTest, QueryPicksTheFinestTierThatCoversSinceAndBucketsByStep) {
 
   // Past raw retention: minutes. A sample newer than the minute watermark still shows up.
   ASSERT_TRUE(s->append(*snap(now + 5'000, {{0, 80u, std::nullopt, std::nullopt}})));
-  auto minutes = s->query(0, Metric::Utilization, at(now - 2 * 3'600'000), at(now + 60'000), 0s);
+  auto minutes = s->query(0, core::Field::Utilization, at(now - 2 * 3'600'000), at(now + 60'000), 0s);
   ASSERT_TRUE(minutes) << minutes.error().message;
   ASSERT_EQ(minutes->size(), 121u);
   EXPECT_EQ(minutes->front().samples, 6u);
@@ -295,13 +295,13 @@ TEST_F(HistoryTest, QueryPicksTheFinestTierThatCoversSinceAndBucketsByStep) {
   EXPECT_DOUBLE_EQ(*minutes->back().max, 80.0);
 
   // Past minute retention: hours; in 2-hour steps the buckets are aligned to the epoch.
-  auto hours = s->query(0, Metric::Utilization, at(kH0), at(now), 0s);
+  auto hours = s->query(0, core::Field::Utilization, at(kH0), at(now), 0s);
   ASSERT_TRUE(hours) << hours.error().message;
   ASSERT_EQ(hours->size(), 3u);
   EXPECT_EQ((*hours)[0].ts_ms, kH0);
   EXPECT_EQ((*hours)[0].samples, 360u);
   EXPECT_DOUBLE_EQ(*(*hours)[2].avg, 25.0);
-  auto two = s->query(0, Metric::Utilization, at(kH0), at(now), 7200s);
+  auto two = s->query(0, core::Field::Utilization, at(kH0), at(now), 7200s);
   ASSERT_TRUE(two);
   std::size_t total = 0;
   for (const auto& p : *two) {
@@ -310,7 +310,7 @@ TEST_F(HistoryTest, QueryPicksTheFinestTierThatCoversSinceAndBucketsByStep) {
   }
   EXPECT_EQ(total, 1080u);
   // Another GPU has nothing.
-  auto other = s->query(1, Metric::Utilization, at(kH0), at(now), 0s);
+  auto other = s->query(1, core::Field::Utilization, at(kH0), at(now), 0s);
   ASSERT_TRUE(other);
   EXPECT_TRUE(other->empty());
 }
@@ -385,7 +385,7 @@ TEST_F(HistoryTest, SigkillMidWriteLeavesAnIntactStore) {
   // Every acknowledged batch is there; at most one more (committed, killed before it was acknowledged).
   EXPECT_GE(stored / kRowsPerBatch, acked);
   EXPECT_LE(stored / kRowsPerBatch, acked + 1);
-  auto q = s->query(1, Metric::Fan, at(kH0), at(kH0 + 1'000'000'000), 60s);
+  auto q = s->query(1, core::Field::Fan, at(kH0), at(kH0 + 1'000'000'000), 60s);
   ASSERT_TRUE(q) << q.error().message;
   std::size_t samples = 0;
   for (const auto& p : *q) samples += p.samples;
