@@ -1,23 +1,29 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "launch/api_version.hpp"
 #include "launch/docker.hpp"
 #include "launch/log_demux.hpp"
-#include "launch/unix_http.hpp"
+#include "platform/http_client.hpp"
 
 namespace gf::launch {
 namespace {
 
 using json = nlohmann::json;
+using platform::HttpRequest;
+using platform::HttpResponse;
+using platform::TransportFailure;
+using platform::url_escape;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -31,6 +37,39 @@ constexpr milliseconds kLogsTimeout = seconds(600);
 constexpr seconds kStopSlack = seconds(30);
 
 std::string short_id(const std::string& id) { return id.substr(0, 12); }
+
+// One request to the engine over its unix socket (the URL's host is ignored there), on a connection of
+// its own: calls from different threads are independent. No cap on the body: log streams go through
+// on_body, and the other answers are small.
+platform::HttpOutcome perform(const std::string& socket_path, HttpRequest req) {
+  req.unix_socket = socket_path;
+  req.max_body_bytes = 0;
+  return platform::http_perform(req);
+}
+
+// Why no answer came, naming the socket, with what the user can do about the usual causes (no engine
+// there, no permission on its socket).
+Error docker_error(const std::string& socket_path, const platform::TransportError& e) {
+  switch (e.kind) {
+    case TransportFailure::Cancelled: return make_error("docker: cancelled");
+    case TransportFailure::Unreachable: {
+      const std::string reason = e.os_errno != 0
+                                     ? std::error_code(static_cast<int>(e.os_errno), std::generic_category()).message()
+                                     : e.message;
+      std::string hint;
+      if (e.os_errno == ENOENT || e.os_errno == ECONNREFUSED)
+        hint = " (is the Docker engine running? set DOCKER_HOST=unix:///path/to/docker.sock if it listens elsewhere)";
+      else if (e.os_errno == EACCES || e.os_errno == EPERM)
+        hint = " (add your user to the 'docker' group, or run as root)";
+      return make_error(fmt::format("cannot reach the Docker engine at {}: {}{}", socket_path, reason, hint));
+    }
+    case TransportFailure::TimedOut: return make_error(fmt::format("docker: request {}", e.message));
+    default: break;
+  }
+  if (e.message.starts_with("libcurl") || e.message.find("libcurl4") != std::string::npos)
+    return make_error("docker: " + e.message);
+  return make_error(fmt::format("docker: request to the engine at {} failed: {}", socket_path, e.message));
+}
 
 std::string first_line(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r')) s.remove_prefix(1);
@@ -194,20 +233,21 @@ Result<std::string> DockerClient::ping() {
   HttpRequest req;
   req.url = "http://localhost/_ping";  // unversioned: it must work before we know what the engine speaks
   req.timeout = kQuickTimeout;
-  auto out = perform_unix_http(socket_path_, req);
-  if (!out.ok()) return make_error(out.error().message);
+  auto out = perform(socket_path_, std::move(req));
+  if (!out.ok()) return docker_error(socket_path_, out.error());
   const auto& r = out.response();
   if (r.status != 200) return engine_error(r);
   if (first_line(r.body) != "OK") {
     return make_error(fmt::format("docker: {} does not answer like a Docker engine (/_ping said \"{}\")", socket_path_,
                                   first_line(r.body)));
   }
-  const auto engine = parse_api_version(r.api_version);
+  const std::string engine_api = r.header("api-version");
+  const auto engine = parse_api_version(engine_api);
   if (!engine) return api_version_;  // every engine since 1.x sends Api-Version; keep the safe default
   const auto oldest = *parse_api_version(kOldestApiVersion);
   if (*engine < oldest) {
     return make_error(fmt::format("docker: the engine at {} speaks API {}; gpufleet needs {} or newer (Docker 20.10+)",
-                                  socket_path_, r.api_version, kOldestApiVersion));
+                                  socket_path_, engine_api, kOldestApiVersion));
   }
   const auto newest = *parse_api_version(kNewestApiVersion);
   const auto chosen = std::min(*engine, newest);
@@ -224,10 +264,10 @@ Result<DockerClient::Created> DockerClient::create_container(const DockerRunSpec
   req.method = "POST";
   req.url =
       url(spec.name.empty() ? std::string("/containers/create") : "/containers/create?name=" + url_escape(spec.name));
-  req.json_body = create_request_body(spec);
+  req.body = create_request_body(spec);
   req.timeout = kCreateStartTimeout;
-  auto out = perform_unix_http(socket_path_, req);
-  if (!out.ok()) return make_error(out.error().message);
+  auto out = perform(socket_path_, std::move(req));
+  if (!out.ok()) return docker_error(socket_path_, out.error());
   const auto& r = out.response();
   if (r.status != 201) return engine_error(r);
   const auto parsed = json::parse(r.body, nullptr, false);
@@ -255,8 +295,8 @@ Result<void> DockerClient::start(const std::string& id) {
   req.method = "POST";
   req.url = url("/containers/" + url_escape(id) + "/start");
   req.timeout = kCreateStartTimeout;
-  auto out = perform_unix_http(socket_path_, req);
-  if (!out.ok()) return make_error(out.error().message);
+  auto out = perform(socket_path_, std::move(req));
+  if (!out.ok()) return docker_error(socket_path_, out.error());
   const auto& r = out.response();
   if (r.status == 204 || r.status == 304) return {};  // 304: already running, which is what we wanted
   return engine_error(r);
@@ -275,7 +315,7 @@ Result<int> DockerClient::wait_until(const std::string& id, std::optional<millis
   req.url = url("/containers/" + url_escape(id) + "/wait");
   req.timeout = timeout;
   req.cancel = cancel;
-  auto out = perform_unix_http(socket_path_, req);
+  auto out = perform(socket_path_, std::move(req));
   if (!out.ok()) {
     const auto& e = out.error();
     if (e.kind == TransportFailure::TimedOut && timeout) {
@@ -285,7 +325,7 @@ Result<int> DockerClient::wait_until(const std::string& id, std::optional<millis
     if (e.kind == TransportFailure::Cancelled) {
       return make_error(fmt::format("docker: cancelled while waiting for container {}", short_id(id)));
     }
-    return make_error(e.message);
+    return docker_error(socket_path_, e);
   }
   const auto& r = out.response();
   if (r.status != 200) return engine_error(r);
@@ -312,8 +352,8 @@ Result<std::string> DockerClient::logs(const std::string& id, std::size_t tail_b
     if (!demux) demux.emplace(framing_for(content_type, api_version_), tail_bytes);
     demux->feed(chunk);
   };
-  auto out = perform_unix_http(socket_path_, req);
-  if (!out.ok()) return make_error(out.error().message);
+  auto out = perform(socket_path_, std::move(req));
+  if (!out.ok()) return docker_error(socket_path_, out.error());
   const auto& r = out.response();
   if (r.status != 200) return engine_error(r);
   return demux ? demux->finish() : std::string();
@@ -325,8 +365,8 @@ Result<void> DockerClient::stop(const std::string& id, int grace_seconds) {
   req.method = "POST";
   req.url = url(fmt::format("/containers/{}/stop?t={}", url_escape(id), grace_seconds));
   req.timeout = seconds(grace_seconds) + kStopSlack;
-  auto out = perform_unix_http(socket_path_, req);
-  if (!out.ok()) return make_error(out.error().message);
+  auto out = perform(socket_path_, std::move(req));
+  if (!out.ok()) return docker_error(socket_path_, out.error());
   const auto& r = out.response();
   if (r.status == 204 || r.status == 304) return {};  // 304: it had already stopped
   return engine_error(r);
@@ -338,8 +378,8 @@ Result<void> DockerClient::remove(const std::string& id, bool force) {
   // v=1 removes the container's anonymous volumes too, as `docker run --rm` does.
   req.url = url(fmt::format("/containers/{}?force={}&v=1", url_escape(id), force ? 1 : 0));
   req.timeout = kQuickTimeout;
-  auto out = perform_unix_http(socket_path_, req);
-  if (!out.ok()) return make_error(out.error().message);
+  auto out = perform(socket_path_, std::move(req));
+  if (!out.ok()) return docker_error(socket_path_, out.error());
   const auto& r = out.response();
   if (r.status == 204) return {};
   return engine_error(r);
