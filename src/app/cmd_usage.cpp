@@ -8,7 +8,7 @@
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
 #include "app/jobs.hpp"
-#include "app/serve_config.hpp"
+#include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/log.hpp"
 #include "store/usage_store.hpp"
@@ -60,7 +60,7 @@ Result<std::string> fetch_usage_document(const UsageCommand& u, const std::strin
     return std::move(out.response().body);
   }
   // No agent: the node file's own tables (the ledger writes them; running leases as of its last flush).
-  auto since = parse_duration(u.since);
+  auto since = core::parse_duration(u.since, core::BareNumber::Seconds);
   if (!since) return make_error(ErrorKind::Usage, "--since: " + since.error().message);
   const std::string db = u.db.empty() ? store::default_db_path() : u.db;
   auto st = store::UsageStore::open(db);
@@ -99,7 +99,7 @@ int run_usage(const GlobalOptions& g, const UsageCommand& u, const UsageFetch& f
     print_error("--by: expected user or job");
     return kExitUsage;
   }
-  if (auto d = parse_duration(u.since); !d) {
+  if (auto d = core::parse_duration(u.since, core::BareNumber::Seconds); !d) {
     print_error("--since: " + d.error().message);
     return kExitUsage;
   }
