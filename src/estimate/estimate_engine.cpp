@@ -124,10 +124,14 @@ Result<EngineChoice> choose_engine(const TaskValue& task, std::string_view optio
       fmt::format("engine: \"{}\" (task '{}') has no rule of its own here; the seed's rule", *named, named_key)};
 }
 
-Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const TaskValue& parameters) {
-  WorldSize w;
-  const unsigned tp = s.tp.value, pp = s.pp.value, dp = s.dp.value, cp = s.cp.value, dcp = s.dcp.value;
+namespace {
 
+Error too_large(std::string_view what) {
+  return make_error(fmt::format("world size {} exceeds {} GPUs; check the parallel sizes", what, kMaxWorldSize));
+}
+
+// The first lines of the explanation: the sizes given, and the ones given under several keys.
+void describe_sizes(const ParallelSizes& s, WorldSize& w) {
   std::vector<std::string> given;
   for (const Parallel p : {Parallel::Tp, Parallel::Pp, Parallel::Dp, Parallel::Cp, Parallel::Dcp}) {
     const auto& size = s.get(p);
@@ -141,14 +145,106 @@ Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const Ta
   }
   w.lines.insert(w.lines.begin(), given.empty() ? std::string("parallel sizes: none given (all 1)")
                                                 : fmt::format("parallel sizes: {}", fmt::join(given, ", ")));
+}
 
-  auto too_large = [&](std::string_view what) {
-    return make_error(fmt::format("world size {} exceeds {} GPUs; check the parallel sizes", what, kMaxWorldSize));
-  };
+// vLLM: tp × pp × cp per replica, dp replicas; dcp reuses the tensor-parallel GPUs.
+Result<void> vllm_world(const ParallelSizes& s, WorldSize& w) {
+  const unsigned tp = s.tp.value, pp = s.pp.value, dp = s.dp.value, cp = s.cp.value, dcp = s.dcp.value;
+  if (cp > 1 && dp > 1) {
+    return make_error(
+        fmt::format("vLLM: prefill context parallel ({} = {}) does not support data parallel "
+                    "({} = {}) yet",
+                    key_of(s.cp, "cp"), cp, key_of(s.dp, "dp"), dp));
+  }
+  if (cp == 1 && tp % dcp != 0) {
+    return make_error(
+        fmt::format("vLLM: decode context parallel ({} = {}) must divide tensor parallel "
+                    "({} = {}); it reuses the tensor-parallel GPUs",
+                    key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
+  }
+  if (cp > 1 && dcp != 1 && dcp != cp && static_cast<std::uint64_t>(dcp) != static_cast<std::uint64_t>(tp) * cp) {
+    return make_error(
+        fmt::format("vLLM: with prefill context parallel ({} = {}), decode context parallel ({} = "
+                    "{}) must be 1, {} or tp × cp = {}",
+                    key_of(s.cp, "cp"), cp, key_of(s.dcp, "dcp"), dcp, cp, static_cast<std::uint64_t>(tp) * cp));
+  }
+  const auto per_replica = times(times(std::optional<unsigned>{tp}, pp), cp);
+  const auto gpus = times(per_replica, dp);
+  if (!gpus) return too_large("tp × pp × cp × dp");
+  w.gpus = *gpus;
+  w.lines.push_back(
+      fmt::format("world size (vLLM) = tp {} × pp {} × cp {} (prefill context parallel) = {} per "
+                  "replica × dp {} replicas = {}",
+                  tp, pp, cp, *per_replica, dp, w.gpus));
+  if (dcp > 1) {
+    w.kv_shards = dcp;
+    w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none", dcp));
+  }
+  return {};
+}
+
+// SGLang: tp × pp per replica, dp replicas, unless DP attention shares the tensor-parallel GPUs; cp and
+// dcp split them.
+Result<void> sglang_world(const ParallelSizes& s, const TaskValue& parameters, WorldSize& w) {
+  const unsigned tp = s.tp.value, pp = s.pp.value, dp = s.dp.value, cp = s.cp.value, dcp = s.dcp.value;
+  auto dpa = read_switch(parameters, kDpAttention);
+  if (!dpa) return dpa.error();
+  const bool dp_attention = dpa->has_value() && (*dpa)->value;
+  if (dp_attention && tp % dp != 0) {
+    return make_error(
+        fmt::format("SGLang: with DP attention ('{}'), data parallel ({} = {}) must divide "
+                    "tensor parallel ({} = {}); the attention ranks split the tensor-parallel GPUs",
+                    (*dpa)->key, key_of(s.dp, "dp"), dp, key_of(s.tp, "tp"), tp));
+  }
+  const std::uint64_t cp_split = static_cast<std::uint64_t>(cp) * (dp_attention ? dp : 1);
+  if (cp > 1 && tp % cp_split != 0) {
+    return make_error(
+        fmt::format("SGLang: context parallel ({} = {}){} must divide tensor parallel ({} = {}); "
+                    "it splits the tensor-parallel GPUs",
+                    key_of(s.cp, "cp"), cp, dp_attention ? fmt::format(" × dp {}", dp) : "", key_of(s.tp, "tp"), tp));
+  }
+  if (tp % dcp != 0) {
+    return make_error(
+        fmt::format("SGLang: decode context parallel ({} = {}) must divide tensor parallel ({} = "
+                    "{}); it splits the KV cache inside the tensor-parallel group",
+                    key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
+  }
+  const auto per_replica = times(std::optional<unsigned>{tp}, pp);
+  if (dp_attention) {
+    w.gpus = *per_replica;
+    w.lines.push_back(
+        fmt::format("world size (SGLang, DP attention) = tp {} × pp {} = {}; the dp {} attention "
+                    "ranks share the tensor-parallel GPUs",
+                    tp, pp, w.gpus, dp));
+  } else {
+    const auto gpus = times(per_replica, dp);
+    if (!gpus) return too_large("tp × pp × dp");
+    w.gpus = *gpus;
+    w.lines.push_back(fmt::format("world size (SGLang) = tp {} × pp {} = {} per replica × dp {} replicas = {}", tp, pp,
+                                  *per_replica, dp, w.gpus));
+  }
+  if (cp > 1) {
+    w.lines.push_back(
+        fmt::format("cp {} (attention context parallel) splits the tensor-parallel GPUs and adds "
+                    "none",
+                    cp));
+  }
+  if (dcp > 1) {
+    w.kv_shards = dcp;
+    w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none", dcp));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const TaskValue& parameters) {
+  WorldSize w;
+  const unsigned tp = s.tp.value, pp = s.pp.value, dp = s.dp.value, cp = s.cp.value, dcp = s.dcp.value;
+  describe_sizes(s, w);
   const auto shards = times(std::optional<unsigned>{tp}, pp);
   if (!shards) return too_large(fmt::format("tp {} × pp {}", tp, pp));
   w.weight_shards = *shards;
-
   switch (engine) {
     case EngineKind::Default: {
       const unsigned widest = std::max({dp, cp, dcp});
@@ -159,88 +255,12 @@ Result<WorldSize> world_size(EngineKind engine, const ParallelSizes& s, const Ta
           fmt::format("world size = tp {} × pp {} × max(dp {}, cp {}, dcp {}) = {}", tp, pp, dp, cp, dcp, w.gpus));
       break;
     }
-    case EngineKind::Vllm: {
-      if (cp > 1 && dp > 1) {
-        return make_error(
-            fmt::format("vLLM: prefill context parallel ({} = {}) does not support data parallel "
-                        "({} = {}) yet",
-                        key_of(s.cp, "cp"), cp, key_of(s.dp, "dp"), dp));
-      }
-      if (cp == 1 && tp % dcp != 0) {
-        return make_error(
-            fmt::format("vLLM: decode context parallel ({} = {}) must divide tensor parallel "
-                        "({} = {}); it reuses the tensor-parallel GPUs",
-                        key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
-      }
-      if (cp > 1 && dcp != 1 && dcp != cp && static_cast<std::uint64_t>(dcp) != static_cast<std::uint64_t>(tp) * cp) {
-        return make_error(
-            fmt::format("vLLM: with prefill context parallel ({} = {}), decode context parallel ({} = "
-                        "{}) must be 1, {} or tp × cp = {}",
-                        key_of(s.cp, "cp"), cp, key_of(s.dcp, "dcp"), dcp, cp, static_cast<std::uint64_t>(tp) * cp));
-      }
-      const auto per_replica = times(times(std::optional<unsigned>{tp}, pp), cp);
-      const auto gpus = times(per_replica, dp);
-      if (!gpus) return too_large("tp × pp × cp × dp");
-      w.gpus = *gpus;
-      w.lines.push_back(
-          fmt::format("world size (vLLM) = tp {} × pp {} × cp {} (prefill context parallel) = {} per "
-                      "replica × dp {} replicas = {}",
-                      tp, pp, cp, *per_replica, dp, w.gpus));
-      if (dcp > 1) {
-        w.kv_shards = dcp;
-        w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none", dcp));
-      }
+    case EngineKind::Vllm:
+      if (auto r = vllm_world(s, w); !r) return r.error();
       break;
-    }
-    case EngineKind::Sglang: {
-      auto dpa = read_switch(parameters, kDpAttention);
-      if (!dpa) return dpa.error();
-      const bool dp_attention = dpa->has_value() && (*dpa)->value;
-      if (dp_attention && tp % dp != 0) {
-        return make_error(
-            fmt::format("SGLang: with DP attention ('{}'), data parallel ({} = {}) must divide "
-                        "tensor parallel ({} = {}); the attention ranks split the tensor-parallel GPUs",
-                        (*dpa)->key, key_of(s.dp, "dp"), dp, key_of(s.tp, "tp"), tp));
-      }
-      const std::uint64_t cp_split = static_cast<std::uint64_t>(cp) * (dp_attention ? dp : 1);
-      if (cp > 1 && tp % cp_split != 0) {
-        return make_error(fmt::format(
-            "SGLang: context parallel ({} = {}){} must divide tensor parallel ({} = {}); "
-            "it splits the tensor-parallel GPUs",
-            key_of(s.cp, "cp"), cp, dp_attention ? fmt::format(" × dp {}", dp) : "", key_of(s.tp, "tp"), tp));
-      }
-      if (tp % dcp != 0) {
-        return make_error(
-            fmt::format("SGLang: decode context parallel ({} = {}) must divide tensor parallel ({} = "
-                        "{}); it splits the KV cache inside the tensor-parallel group",
-                        key_of(s.dcp, "dcp"), dcp, key_of(s.tp, "tp"), tp));
-      }
-      const auto per_replica = times(std::optional<unsigned>{tp}, pp);
-      if (dp_attention) {
-        w.gpus = *per_replica;
-        w.lines.push_back(
-            fmt::format("world size (SGLang, DP attention) = tp {} × pp {} = {}; the dp {} attention "
-                        "ranks share the tensor-parallel GPUs",
-                        tp, pp, w.gpus, dp));
-      } else {
-        const auto gpus = times(per_replica, dp);
-        if (!gpus) return too_large("tp × pp × dp");
-        w.gpus = *gpus;
-        w.lines.push_back(fmt::format("world size (SGLang) = tp {} × pp {} = {} per replica × dp {} replicas = {}", tp,
-                                      pp, *per_replica, dp, w.gpus));
-      }
-      if (cp > 1) {
-        w.lines.push_back(
-            fmt::format("cp {} (attention context parallel) splits the tensor-parallel GPUs and adds "
-                        "none",
-                        cp));
-      }
-      if (dcp > 1) {
-        w.kv_shards = dcp;
-        w.lines.push_back(fmt::format("dcp {} splits the KV cache across the tensor-parallel GPUs and adds none", dcp));
-      }
+    case EngineKind::Sglang:
+      if (auto r = sglang_world(s, parameters, w); !r) return r.error();
       break;
-    }
   }
   return w;
 }

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <functional>
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "estimate/estimate_params.hpp"
@@ -135,6 +137,115 @@ std::optional<double> quantized_bytes(const json& q, std::string& label, std::ve
 
 }  // namespace
 
+namespace {
+
+using MayRead = std::function<Result<std::optional<std::uint64_t>>(std::string_view, std::uint64_t, bool)>;
+
+// The attention and vocabulary sizes: hidden, layers, heads, vocab (required), kv heads and head_dim.
+Result<void> read_attention(const json& cfg, const MayRead& may, ModelShape& s) {
+  auto need = [&](std::string_view key, std::uint64_t max_value, std::uint64_t& out) -> Result<void> {
+    auto v = config_uint(cfg, key, max_value, true);
+    if (!v) return v.error();
+    out = **v;
+    return {};
+  };
+  if (auto r = need("hidden_size", 1u << 20, s.hidden); !r) return r.error();
+  if (auto r = need("num_hidden_layers", 1u << 14, s.layers); !r) return r.error();
+  if (auto r = need("num_attention_heads", 1u << 14, s.heads); !r) return r.error();
+  if (auto r = need("vocab_size", 1u << 24, s.vocab); !r) return r.error();
+  auto kv = may("num_key_value_heads", 1u << 14, false);
+  if (!kv) return kv.error();
+  s.kv_heads = kv->value_or(s.heads);  // absent: plain multi-head attention
+  auto hd = may("head_dim", 1u << 16, false);
+  if (!hd) return hd.error();
+  s.head_dim = hd->value_or(s.hidden / s.heads);
+  if (s.head_dim == 0) return make_error("config.json: 'head_dim' is 0 (hidden_size smaller than num_attention_heads)");
+  // Multi-head latent attention (DeepSeek): the KV cache holds the compressed latent.
+  auto lora = may("kv_lora_rank", 1u << 16, false);
+  if (!lora) return lora.error();
+  if (*lora) {
+    s.kv_lora_rank = **lora;
+    auto rope = may("qk_rope_head_dim", 1u << 16, true);
+    if (!rope) return rope.error();
+    s.qk_rope_head_dim = rope->value_or(0);
+  }
+  return {};
+}
+
+// The MLP: dense intermediate size, or a mixture of experts' (experts, shared experts, dense layers).
+Result<void> read_mlp(const MayRead& may, ModelShape& s) {
+  // Mixture of experts: Mixtral and gpt-oss say num_local_experts, Qwen MoE num_experts, DeepSeek
+  // n_routed_experts. 0 means dense.
+  for (const std::string_view key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+    auto e = may(key, 1u << 16, true);
+    if (!e) return e.error();
+    if (e->value_or(0) > 0) {
+      s.experts = **e;
+      break;
+    }
+  }
+  auto inter = may("intermediate_size", 1u << 22, false);
+  if (!inter) return inter.error();
+  auto moe_inter = may("moe_intermediate_size", 1u << 22, false);
+  if (!moe_inter) return moe_inter.error();
+  if (s.experts == 0) {
+    if (!*inter) return make_error("config.json: 'intermediate_size' missing");
+    s.intermediate = **inter;
+    return {};
+  }
+  if (!*moe_inter && !*inter) return make_error("config.json: 'intermediate_size' missing (nor moe_intermediate_size)");
+  s.moe_intermediate = moe_inter->value_or(inter->value_or(0));
+  s.intermediate = inter->value_or(s.moe_intermediate);
+  auto shared = may("shared_expert_intermediate_size", 1u << 22, true);  // Qwen MoE
+  if (!shared) return shared.error();
+  auto n_shared = may("n_shared_experts", 1u << 10, true);  // DeepSeek
+  if (!n_shared) return n_shared.error();
+  s.shared_intermediate = shared->value_or(0) + n_shared->value_or(0) * s.moe_intermediate;
+  auto dense = may("first_k_dense_replace", 1u << 14, true);  // DeepSeek: leading dense layers
+  if (!dense) return dense.error();
+  s.dense_layers = std::min(dense->value_or(0), s.layers);
+  return {};
+}
+
+// The weights' bytes: the dtype (either key, in text_config or at the top) and any quantization_config.
+void read_weight_bytes(const json& cfg, const json& doc, ModelShape& s) {
+  // transformers >= 4.56 writes "dtype"; older configs "torch_dtype". Either may sit at the top.
+  std::optional<std::string> dtype;
+  for (const json* where : std::array<const json*, 2>{&cfg, &doc}) {
+    for (const std::string_view key : {"torch_dtype", "dtype"}) {
+      if (dtype) break;
+      if (const auto it = where->find(key); it != where->end() && it->is_string()) dtype = it->get<std::string>();
+    }
+  }
+  double bytes = 2;
+  if (!dtype) {
+    s.dtype = "bfloat16";
+    s.notes.push_back("no torch_dtype; assuming bfloat16");
+  } else if (const auto b = dtype_bytes(*dtype)) {
+    s.dtype = lower(*dtype);
+    bytes = *b;
+  } else {
+    s.dtype = "bfloat16";
+    s.notes.push_back(fmt::format("torch_dtype {} not understood; assuming bfloat16", describe_json(json(*dtype))));
+  }
+  s.float32 = bytes == 4.0;
+  // Embeddings and norms of an 8-bit checkpoint are still kept in 16 bits.
+  s.other_bytes = std::max(bytes, 2.0);
+  s.linear_bytes = bytes;
+  for (const json* where : std::array<const json*, 2>{&cfg, &doc}) {
+    const auto q = where->find("quantization_config");
+    if (q == where->end()) continue;
+    std::string label;
+    if (const auto qb = quantized_bytes(*q, label, s.notes)) {
+      s.linear_bytes = *qb;
+      s.quantization = label;
+    }
+    break;
+  }
+}
+
+}  // namespace
+
 Result<ModelShape> parse_model_config(std::string_view json_text) {
   json doc;
   try {
@@ -159,114 +270,22 @@ Result<ModelShape> parse_model_config(std::string_view json_text) {
   else if (const auto u = doc.find("model_type"); u != doc.end() && u->is_string())
     s.model_type = u->get<std::string>();
 
-  auto need = [&](std::string_view key, std::uint64_t max_value, std::uint64_t& out) -> Result<void> {
-    auto v = config_uint(*cfg, key, max_value, true);
-    if (!v) return v.error();
-    out = **v;
-    return {};
-  };
-  auto may = [&](std::string_view key, std::uint64_t max_value, bool zero_ok = false) {
+  const MayRead may = [&](std::string_view key, std::uint64_t max_value, bool zero_ok) {
     return config_uint(*cfg, key, max_value, false, zero_ok);
   };
-
-  if (auto r = need("hidden_size", 1u << 20, s.hidden); !r) return r.error();
-  if (auto r = need("num_hidden_layers", 1u << 14, s.layers); !r) return r.error();
-  if (auto r = need("num_attention_heads", 1u << 14, s.heads); !r) return r.error();
-  if (auto r = need("vocab_size", 1u << 24, s.vocab); !r) return r.error();
-
-  auto kv = may("num_key_value_heads", 1u << 14);
-  if (!kv) return kv.error();
-  s.kv_heads = kv->value_or(s.heads);  // absent: plain multi-head attention
-  auto hd = may("head_dim", 1u << 16);
-  if (!hd) return hd.error();
-  s.head_dim = hd->value_or(s.hidden / s.heads);
-  if (s.head_dim == 0) return make_error("config.json: 'head_dim' is 0 (hidden_size smaller than num_attention_heads)");
-
-  // Mixture of experts: Mixtral and gpt-oss say num_local_experts, Qwen MoE num_experts, DeepSeek
-  // n_routed_experts. 0 means dense.
-  for (const std::string_view key : {"num_local_experts", "num_experts", "n_routed_experts"}) {
-    auto e = may(key, 1u << 16, true);
-    if (!e) return e.error();
-    if (e->value_or(0) > 0) {
-      s.experts = **e;
-      break;
-    }
-  }
-  auto inter = may("intermediate_size", 1u << 22);
-  if (!inter) return inter.error();
-  auto moe_inter = may("moe_intermediate_size", 1u << 22);
-  if (!moe_inter) return moe_inter.error();
-  if (s.experts > 0) {
-    if (!*moe_inter && !*inter)
-      return make_error("config.json: 'intermediate_size' missing (nor moe_intermediate_size)");
-    s.moe_intermediate = moe_inter->value_or(inter->value_or(0));
-    s.intermediate = inter->value_or(s.moe_intermediate);
-    auto shared = may("shared_expert_intermediate_size", 1u << 22, true);  // Qwen MoE
-    if (!shared) return shared.error();
-    auto n_shared = may("n_shared_experts", 1u << 10, true);  // DeepSeek
-    if (!n_shared) return n_shared.error();
-    s.shared_intermediate = shared->value_or(0) + n_shared->value_or(0) * s.moe_intermediate;
-    auto dense = may("first_k_dense_replace", 1u << 14, true);  // DeepSeek: leading dense layers
-    if (!dense) return dense.error();
-    s.dense_layers = std::min(dense->value_or(0), s.layers);
-  } else {
-    if (!*inter) return make_error("config.json: 'intermediate_size' missing");
-    s.intermediate = **inter;
-  }
-
-  auto lora = may("kv_lora_rank", 1u << 16);
-  if (!lora) return lora.error();
-  if (*lora) {
-    s.kv_lora_rank = **lora;
-    auto rope = may("qk_rope_head_dim", 1u << 16, true);
-    if (!rope) return rope.error();
-    s.qk_rope_head_dim = rope->value_or(0);
-  }
+  if (auto r = read_attention(*cfg, may, s); !r) return r.error();
+  if (auto r = read_mlp(may, s); !r) return r.error();
 
   if (const auto t = cfg->find("tie_word_embeddings"); t != cfg->end() && t->is_boolean()) {
     s.tied_embeddings = t->get<bool>();
   } else if (const auto u = doc.find("tie_word_embeddings"); u != doc.end() && u->is_boolean()) {
     s.tied_embeddings = u->get<bool>();
   }
-
   // Architectures whose MLP is up+down without a gate (2 matrices instead of 3).
   static constexpr std::array<std::string_view, 8> kUngated = {"gpt_neox", "gptj", "opt",         "bloom",
                                                                "falcon",   "phi",  "gpt_bigcode", "starcoder2"};
   s.gated_mlp = std::find(kUngated.begin(), kUngated.end(), lower(s.model_type)) == kUngated.end();
-
-  // transformers >= 4.56 writes "dtype"; older configs "torch_dtype". Either may sit at the top.
-  std::optional<std::string> dtype;
-  for (const json* where : std::array<const json*, 2>{cfg, &doc}) {
-    for (const std::string_view key : {"torch_dtype", "dtype"}) {
-      if (dtype) break;
-      if (const auto it = where->find(key); it != where->end() && it->is_string()) dtype = it->get<std::string>();
-    }
-  }
-  double bytes = 2;
-  if (!dtype) {
-    s.dtype = "bfloat16";
-    s.notes.push_back("no torch_dtype; assuming bfloat16");
-  } else if (const auto b = dtype_bytes(*dtype)) {
-    s.dtype = lower(*dtype);
-    bytes = *b;
-  } else {
-    s.dtype = "bfloat16";
-    s.notes.push_back(fmt::format("torch_dtype {} not understood; assuming bfloat16", describe_json(json(*dtype))));
-  }
-  s.float32 = bytes == 4.0;
-  // Embeddings and norms of an 8-bit checkpoint are still kept in 16 bits.
-  s.other_bytes = std::max(bytes, 2.0);
-  s.linear_bytes = bytes;
-  for (const json* where : std::array<const json*, 2>{cfg, &doc}) {
-    const auto q = where->find("quantization_config");
-    if (q == where->end()) continue;
-    std::string label;
-    if (const auto qb = quantized_bytes(*q, label, s.notes)) {
-      s.linear_bytes = *qb;
-      s.quantization = label;
-    }
-    break;
-  }
+  read_weight_bytes(*cfg, doc, s);
   return s;
 }
 
