@@ -74,6 +74,19 @@ expect_violation(wire_includes_server_angle wire/json.cpp "#  include <server/ht
 expect_violation(relative_include wire/json.cpp "#include \"json_detail.hpp\""
                  "src/wire/json.cpp: includes \"json_detail.hpp\"")
 
+# A new vendor folder needs no row: the backends/*/ pattern covers it, with its own folder allowed and
+# another vendor's, or the DRM helpers (the rows of amdgpu and intel only), refused.
+fresh_copy(new_vendor dir)
+file(MAKE_DIRECTORY "${dir}/backends/newvendor")
+file(WRITE "${dir}/backends/newvendor/newvendor_backend.cpp"
+     "#include \"backends/backend.hpp\"\n#include \"backends/newvendor/newvendor_backend.hpp\"\n#include \"core/result.hpp\"\n")
+run_checker("${dir}" rc text)
+if(NOT rc EQUAL 0)
+  message(SEND_ERROR "new_vendor: the checker failed on a new vendor folder that keeps to its row:\n${text}")
+endif()
+expect_violation(new_vendor_includes_drm backends/nvml/nvml_backend.cpp "#include \"backends/drm/sysfs.hpp\""
+                 "src/backends/nvml/nvml_backend.cpp: includes \"backends/drm/sysfs.hpp\"")
+
 # A folder the table does not know is a violation too (a new folder gets its row first).
 fresh_copy(unknown_folder dir)
 file(MAKE_DIRECTORY "${dir}/mystery")
