@@ -213,7 +213,8 @@ core::Waiter waiter_from_json(const json& j) {
   if (j.contains("id") && j["id"].is_string()) w.id = j["id"].get<std::string>();
   if (j.contains("name") && j["name"].is_string()) w.name = j["name"].get<std::string>();
   if (j.contains("priority") && j["priority"].is_number_integer()) w.priority = j["priority"].get<int>();
-  if (j.contains("gpus") && j["gpus"].is_number_unsigned()) w.gpus = j["gpus"].get<unsigned>();
+  if (j.contains("gpus") && j["gpus"].is_number_unsigned() && j["gpus"].get<std::uint64_t>() <= UINT32_MAX)
+    w.gpus = j["gpus"].get<unsigned>();
   if (auto o = j.find("owner"); o != j.end()) w.owner = owner_from_json(*o);
   if (auto t = j.find("enqueued_at"); t != j.end()) w.enqueued_at_ms = ms_time_from_json(*t).value_or(0);
   return w;

@@ -327,12 +327,28 @@ std::optional<std::int64_t> ms_time_from_json(const nlohmann::json& v) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t->time_since_epoch()).count();
 }
 
+namespace {
+
+// A whole number from 0 to 2^32 - 1 (written signed or unsigned), or nullopt.
+std::optional<std::uint32_t> u32(const nlohmann::json& obj, const char* key) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
+  if (it->is_number_unsigned()) {
+    const auto v = it->get<std::uint64_t>();
+    return v <= UINT32_MAX ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(v)) : std::nullopt;
+  }
+  const auto v = it->get<std::int64_t>();
+  return v >= 0 && v <= UINT32_MAX ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(v)) : std::nullopt;
+}
+
+}  // namespace
+
 core::LeaseOwner owner_from_json(const nlohmann::json& o) {
   core::LeaseOwner out;
   if (!o.is_object()) return out;
-  if (auto p = o.find("pid"); p != o.end() && p->is_number_unsigned()) out.pid = p->get<std::uint32_t>();
+  out.pid = u32(o, "pid").value_or(0);
   if (auto u = o.find("user"); u != o.end() && u->is_string()) out.user = u->get<std::string>();
-  if (auto u = o.find("uid"); u != o.end() && u->is_number_unsigned()) out.uid = u->get<std::uint32_t>();
+  out.uid = u32(o, "uid");
   return out;
 }
 
@@ -347,7 +363,7 @@ Result<core::Lease> lease_from_json(const nlohmann::json& j) {
   if (auto g = j.find("gpus"); g != j.end() && g->is_array())
     for (const auto& x : *g)
       if (x.is_object())
-        l.gpus.push_back({x.contains("index") && x["index"].is_number_unsigned() ? x["index"].get<unsigned>() : 0u,
+        l.gpus.push_back({u32(x, "index").value_or(0),
                           x.contains("uuid") && x["uuid"].is_string() ? x["uuid"].get<std::string>() : ""});
   if (auto o = j.find("owner"); o != j.end()) l.owner = owner_from_json(*o);
   l.tie = core::tie_from_name(str("tie"));

@@ -6,8 +6,6 @@
 
 namespace {
 
-using nlohmann::json;
-
 TEST(AgentClientParse, ErrorKindsByName) {
   EXPECT_EQ(gf::app::error_kind_from_name("permission"), gf::ErrorKind::Permission);
   EXPECT_EQ(gf::app::error_kind_from_name("unavailable"), gf::ErrorKind::Unavailable);

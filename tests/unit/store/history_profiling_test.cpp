@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/fields.hpp"
 #include "store/history.hpp"
 #include "store/sqlite.hpp"
 

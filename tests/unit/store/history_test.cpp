@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fields.hpp"
 #include "store/sqlite.hpp"
 
 namespace gf::store {
