@@ -116,7 +116,7 @@ def blank_cpp(text: str) -> str:
             continue
         if c == '"':
             # A raw string: R"delim( ... )delim", with an optional u8/u/U/L prefix before the R.
-            m = re.match(r'(?:u8|u|U|L)?R$', text[max(0, i - 3):i])
+            m = re.search(r'(?:u8|u|U|L)?R$', text[max(0, i - 3):i])
             prev = text[i - len(m.group(0)) - 1] if m and i - len(m.group(0)) - 1 >= 0 else ""
             if m and not (prev.isalnum() or prev == "_"):
                 d = re.match(r'"([^()\\\s]{0,16})\(', text[i:])
@@ -202,6 +202,22 @@ def _has_top_level_assignment(header: str) -> bool:
     return False
 
 
+def _without_template_head(header: str) -> str:
+    """The declaration without its leading `template <...>` (default template arguments have an `=`)."""
+    m = re.match(r"^template\s*<", header)
+    if not m:
+        return header
+    depth = 0
+    for k in range(m.end() - 1, len(header)):
+        if header[k] == "<":
+            depth += 1
+        elif header[k] == ">":
+            depth -= 1
+            if depth == 0:
+                return _without_template_head(header[k + 1:].lstrip())
+    return header
+
+
 def classify(header: str, original: str) -> tuple[str, str]:
     """What a `{` opens, from the declaration before it: (kind, name).
 
@@ -225,7 +241,7 @@ def classify(header: str, original: str) -> tuple[str, str]:
         # outside template arguments, so a trailing parameter list means a function.
         if not re.search(r"\)\s*(?:const|noexcept|override|final|\s)*$", h_stripped):
             return "container", ""
-    if _has_top_level_assignment(h_stripped):
+    if _has_top_level_assignment(_without_template_head(h_stripped)):
         return "other", ""
     groups = _top_level_groups(h)
     if not groups:
@@ -239,7 +255,9 @@ def classify(header: str, original: str) -> tuple[str, str]:
             params = (gs, ge)
             break
         init = re.match(r"^\s*(?:noexcept(?:\s*\([^)]*\))?\s*)?:(?!:)", rest)
-        if init:
+        # A constructor's body follows its last initializer, `)` or `}`; after a bare name the brace is
+        # that member's initializer.
+        if init and h.rstrip().endswith((")", "}")):
             params = (gs, ge)
             break
     if params is None:
@@ -354,21 +372,22 @@ def ts_functions(text: str) -> list[Function]:
         is_arrow = m.re is TS_ARROW_START
         col = len(m.group("indent"))
         name = m.group("name") or "default"
-        # The signature ends on the first line that ends with `{`; lines in between are deeper, except
+        # The signature ends on the first line that ends with `{` outside its parentheses (a destructured
+        # parameter or an object type opens braces inside them); lines in between are deeper, except
         # that line itself (`}: Props) {`).
         sig_end = None
+        depth = 0
         for k in range(idx, len(lines)):
             stripped = re.sub(r"\s*//.*$", "", lines[k]).rstrip()
             if k > idx and stripped and _indent(lines[k]) <= col and not re.match(r"^\s*[})]", stripped):
                 break
-            if stripped.endswith("{"):
+            depth += stripped.count("(") - stripped.count(")")
+            if depth <= 0 and stripped.endswith("{"):
                 if is_arrow and not re.search(r"=>\s*\{$", stripped):
                     break
-                if not is_arrow and not re.search(r"\)\s*(?::[^{]*)?\{$", stripped):
+                if not is_arrow and not re.search(r"\)\s*(?::.*)?\{$", stripped):
                     break
                 sig_end = k
-                break
-            if k > idx and stripped and _indent(lines[k]) <= col:
                 break
         if sig_end is None:
             continue
