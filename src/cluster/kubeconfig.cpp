@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/text.hpp"
 #include "platform/url.hpp"
 
 namespace gf::cluster {
@@ -53,13 +54,6 @@ std::string escaped(std::string_view s) {
       out.push_back(c);
   }
   return out;
-}
-
-std::string trim(std::string s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
 }
 
 // One named entry (cluster, context or user) and the file it came from: relative paths in it resolve
@@ -161,7 +155,7 @@ void check_readable(const FileRef& f) {
 KubeConfig finish(Selected s) {
   for (const auto& f : s.must_be_readable) check_readable(f);
   if (s.token_file) {
-    s.config.bearer_token = trim(read_text_file(s.token_file->path));
+    s.config.bearer_token = std::string(core::trim(read_text_file(s.token_file->path)));
     if (s.config.bearer_token.empty()) {
       throw ConfigError{fmt::format("{}: tokenFile {} is empty", s.token_file->where, s.token_file->path)};
     }
@@ -243,7 +237,7 @@ Selected from_kubeconfig(const Merged& m, const std::string& files, const std::s
   if (auto file = scalar(u, "tokenFile", us_where); file && !file->empty()) {
     sel.token_file = FileRef{resolve(*file, us->second.file), "tokenFile", us_where};
   } else if (auto token = scalar(u, "token", us_where)) {
-    out.bearer_token = trim(*token);
+    out.bearer_token = std::string(core::trim(*token));
   }
   if (auto data = scalar(u, "client-certificate-data", us_where); data && !data->empty()) {
     out.tls.client_cert_pem = decoded(*data, "client-certificate-data", us_where);
@@ -280,12 +274,13 @@ KubeConfig from_service_account(const KubeConfigOptions& o) {
   KubeConfig out;
   const std::string host = o.service_host.find(':') != std::string::npos ? "[" + o.service_host + "]" : o.service_host;
   out.server = fmt::format("https://{}:{}", host, o.service_port.empty() ? "443" : o.service_port);
-  out.bearer_token = trim(read_text_file((dir / "token").string()));
+  out.bearer_token = std::string(core::trim(read_text_file((dir / "token").string())));
   if (out.bearer_token.empty()) throw ConfigError{fmt::format("{} is empty", (dir / "token").string())};
   out.tls.ca_file = (dir / "ca.crt").string();
   check_readable({out.tls.ca_file, "service account CA", "in-cluster"});
   std::error_code ec;
-  if (fs::exists(dir / "namespace", ec)) out.namespace_ = trim(read_text_file((dir / "namespace").string()));
+  if (fs::exists(dir / "namespace", ec))
+    out.namespace_ = std::string(core::trim(read_text_file((dir / "namespace").string())));
   if (out.namespace_.empty()) out.namespace_ = "default";
   out.source = "in-cluster";
   return out;

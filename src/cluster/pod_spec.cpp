@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
-#include <charconv>
 #include <cstdint>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cluster/yaml_text.hpp"
+#include "core/text.hpp"
 #include "scheduler/estimate_engine.hpp"
 #include "scheduler/estimate_params.hpp"
 
@@ -67,20 +66,12 @@ Result<YAML::Node> ensure_map(YAML::Node parent, const std::string& key, const s
 Result<std::uint64_t> whole_number(const YAML::Node& v, const std::string& path, std::string_view what,
                                    std::uint64_t max_value) {
   if (!v.IsScalar()) return wrong_type(path, what, v);
-  std::string_view s = v.Scalar();
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  if (!s.empty() && s.front() == '-' && s.size() > 1 &&
-      std::all_of(s.begin() + 1, s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+  const std::string_view s = core::trim(v.Scalar());
+  if (s.size() > 1 && s.front() == '-' && core::parse_uint(s.substr(1)))
     return make_error(fmt::format("{}: {} is negative; expected {}", path, describe_yaml(v), what));
-  }
-  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (s.empty() || ec != std::errc{} || end != s.data() + s.size() || n > max_value) {
-    return wrong_type(path, fmt::format("{} (at most {})", what, max_value), v);
-  }
-  return n;
+  auto n = core::parse_uint(s.starts_with('+') ? s.substr(1) : s, 0, max_value);
+  if (!n) return wrong_type(path, fmt::format("{} (at most {})", what, max_value), v);
+  return *n;
 }
 
 unsigned read_replicas(const YAML::Node& map, std::string_view key, const std::string& path, Result<void>& status) {
@@ -202,9 +193,7 @@ bool is_parallel_alias(std::string_view name, bool env_only) {
 }
 
 scheduler::TaskValue parallel_value(std::string_view text) {
-  std::uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (!text.empty() && ec == std::errc{} && end == text.data() + text.size()) return n;
+  if (auto n = core::parse_uint(text)) return *n;
   return std::string(text);
 }
 
@@ -247,9 +236,7 @@ Result<ParallelParams> read_parallel_params(const PodContainer& c) {
       const auto name = var.IsMap() ? get_scalar(var, "name") : std::nullopt;
       const auto value = var.IsMap() ? get_scalar(var, "value") : std::nullopt;
       if (!name || !value) continue;
-      std::string key = *name;
-      std::transform(key.begin(), key.end(), key.begin(),
-                     [](char ch) { return static_cast<char>(std::tolower(static_cast<unsigned char>(ch))); });
+      const std::string key = core::lower(*name);
       if (!is_parallel_alias(key, true)) continue;
       out.params.set(key, parallel_value(*value));
       out.paths.push_back(fmt::format("{} ({}={})", path, *name, *value));
@@ -354,19 +341,18 @@ Result<PodSpecs> find_pod_specs(const YAML::Node& doc, const std::string& api_ve
   return out;
 }
 
-Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
-  GpuPlan plan;
-  std::vector<ContainerGpus> gpus;
-  for (const auto& c : spec.containers) {
-    auto g = read_container_gpus(c);
-    if (!g) return g.error();
-    gpus.push_back(std::move(*g));
-  }
-  // Containers with a GPU request but no limit get the limit: Kubernetes requires one for extended
-  // resources, and the pin reserves nothing without it.
-  std::uint64_t manifest_total = 0;
+namespace {
+
+// What the manifest's own GPU resources add up to, over every container: limits where set, else
+// requests (and then the limit that Kubernetes requires for an extended resource goes in plan.adds).
+struct ManifestGpus {
+  std::uint64_t total = 0;
   bool any_limit = false, any_gpu = false;
-  std::vector<std::string> found;
+  std::vector<std::string> found;  // where each count was read
+};
+
+ManifestGpus manifest_gpus(const std::vector<ContainerGpus>& gpus, GpuPlan& plan) {
+  ManifestGpus m;
   for (const auto& g : gpus)
     for (const auto* items : {&g.limits.items, &g.requests.items})
       for (const auto& item : *items)
@@ -375,63 +361,53 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const auto& g = gpus[i];
     if (g.limits.count) {
-      any_limit = any_gpu = true;
-      manifest_total += *g.limits.count;
-      found.insert(found.end(), g.limits.found.begin(), g.limits.found.end());
+      m.any_limit = m.any_gpu = true;
+      m.total += *g.limits.count;
+      m.found.insert(m.found.end(), g.limits.found.begin(), g.limits.found.end());
     } else if (g.requests.count) {
-      any_gpu = true;
-      manifest_total += *g.requests.count;
-      found.insert(found.end(), g.requests.found.begin(), g.requests.found.end());
+      m.any_gpu = true;
+      m.total += *g.requests.count;
+      m.found.insert(m.found.end(), g.requests.found.begin(), g.requests.found.end());
       for (const auto& [name, n] : g.requests.items) {
         plan.adds.push_back(GpuPlan::Add{i, name, static_cast<unsigned>(n)});
       }
     }
   }
-  const auto clamp = [](std::uint64_t n) {
-    return static_cast<unsigned>(std::min<std::uint64_t>(n, scheduler::kMaxWorldSize));
-  };
-  // Where a GPU limit goes when the pod spec asks for none: the main container. For an OME component
-  // that is the runner, and only when it already sets resources: OME takes the runner's resources
-  // whole, so a GPU-only block would drop the ServingRuntime's CPU and memory (and its GPU count).
-  std::optional<std::size_t> target;
-  if (!spec.containers.empty()) {
-    const bool runner_first = spec.inference_component && spec.containers.front().path.ends_with(".runner");
-    if (!spec.inference_component) {
-      target = 0;
-    } else if (runner_first && gpus.front().has_resources) {
-      target = 0;
-    }
-  }
-  auto add_to_target = [&](unsigned n) {
-    if (target) {
-      plan.adds.push_back(GpuPlan::Add{*target, options.gpu_resource, n});
-    } else {
-      plan.notes.push_back(
-          fmt::format("{}: no GPU limit added: the runner sets no resources, so the ServingRuntime's apply (adding "
-                      "some would replace them all); use --gpus to count what the runtime asks for",
-                      spec.path));
-    }
-  };
+  return m;
+}
 
-  if (options.gpus) {
-    plan.gpus = *options.gpus;
-    plan.source = GpuSource::Option;
-    plan.detail = fmt::format("--gpus {}", *options.gpus);
-    if (any_gpu && manifest_total != *options.gpus) {
-      plan.notes.push_back(
-          fmt::format("{}: the manifest asks for {} GPUs ({}); --gpus {} is used to choose the "
-                      "node and the manifest's values stay",
-                      spec.path, manifest_total, fmt::join(found, ", "), *options.gpus));
-    }
-    if (!any_gpu) add_to_target(*options.gpus);
-    return plan;
+unsigned clamp_gpus(std::uint64_t n) {
+  return static_cast<unsigned>(std::min<std::uint64_t>(n, scheduler::kMaxWorldSize));
+}
+
+// Where a GPU limit goes when the pod spec asks for none: the main container. For an OME component
+// that is the runner, and only when it already sets resources: OME takes the runner's resources
+// whole, so a GPU-only block would drop the ServingRuntime's CPU and memory (and its GPU count).
+std::optional<std::size_t> limit_target(const PodSpecRef& spec, const std::vector<ContainerGpus>& gpus) {
+  if (spec.containers.empty()) return std::nullopt;
+  if (!spec.inference_component) return 0;
+  const bool runner_first = spec.containers.front().path.ends_with(".runner");
+  if (runner_first && gpus.front().has_resources) return 0;
+  return std::nullopt;
+}
+
+// A limit of n GPUs on the target container, or the note that says why there is none.
+void add_to_target(GpuPlan& plan, const std::optional<std::size_t>& target, const PodSpecRef& spec,
+                   const PlaceOptions& options, unsigned n) {
+  if (target) {
+    plan.adds.push_back(GpuPlan::Add{*target, options.gpu_resource, n});
+  } else {
+    plan.notes.push_back(
+        fmt::format("{}: no GPU limit added: the runner sets no resources, so the ServingRuntime's apply (adding "
+                    "some would replace them all); use --gpus to count what the runtime asks for",
+                    spec.path));
   }
-  if (any_gpu) {
-    plan.gpus = clamp(manifest_total);
-    plan.source = any_limit ? GpuSource::Limits : GpuSource::Requests;
-    plan.detail = fmt::format("{}", fmt::join(found, ", "));
-    return plan;
-  }
+}
+
+// The GPUs the containers' parallel sizes (tp × pp × …, in args or env) come to; false when no
+// container states any.
+Result<bool> plan_from_parallel_sizes(const PodSpecRef& spec, const PlaceOptions& options,
+                                      const std::optional<std::size_t>& target, GpuPlan& plan) {
   std::uint64_t total = 0;
   std::vector<std::string> lines;
   for (std::size_t i = 0; i < spec.containers.size(); ++i) {
@@ -446,21 +422,61 @@ Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
     lines.push_back(fmt::format("{}: {}", fmt::join(params->paths, ", "), world->lines.back()));
     const bool runner = spec.inference_component && spec.containers[i].path.ends_with(".runner");
     if (runner && !target) {
-      add_to_target(world->gpus);  // says why the runner gets none
+      add_to_target(plan, target, spec, options, world->gpus);  // says why the runner gets none
     } else {
       plan.adds.push_back(GpuPlan::Add{i, options.gpu_resource, world->gpus});
     }
   }
-  if (!lines.empty()) {
-    plan.gpus = clamp(total);
-    plan.source = GpuSource::Parallel;
-    plan.detail = fmt::format("{}", fmt::join(lines, "; "));
+  if (lines.empty()) return false;
+  plan.gpus = clamp_gpus(total);
+  plan.source = GpuSource::Parallel;
+  plan.detail = fmt::format("{}", fmt::join(lines, "; "));
+  return true;
+}
+
+}  // namespace
+
+// The count comes from, in this order: --gpus, the manifest's GPU limits or requests, the containers'
+// parallel sizes, else 1.
+Result<GpuPlan> plan_gpus(const PodSpecRef& spec, const PlaceOptions& options) {
+  GpuPlan plan;
+  std::vector<ContainerGpus> gpus;
+  for (const auto& c : spec.containers) {
+    auto g = read_container_gpus(c);
+    if (!g) return g.error();
+    gpus.push_back(std::move(*g));
+  }
+  // Containers with a GPU request but no limit get the limit: Kubernetes requires one for extended
+  // resources, and the pin reserves nothing without it.
+  const ManifestGpus manifest = manifest_gpus(gpus, plan);
+  const std::optional<std::size_t> target = limit_target(spec, gpus);
+
+  if (options.gpus) {
+    plan.gpus = *options.gpus;
+    plan.source = GpuSource::Option;
+    plan.detail = fmt::format("--gpus {}", *options.gpus);
+    if (manifest.any_gpu && manifest.total != *options.gpus) {
+      plan.notes.push_back(
+          fmt::format("{}: the manifest asks for {} GPUs ({}); --gpus {} is used to choose the "
+                      "node and the manifest's values stay",
+                      spec.path, manifest.total, fmt::join(manifest.found, ", "), *options.gpus));
+    }
+    if (!manifest.any_gpu) add_to_target(plan, target, spec, options, *options.gpus);
     return plan;
   }
+  if (manifest.any_gpu) {
+    plan.gpus = clamp_gpus(manifest.total);
+    plan.source = manifest.any_limit ? GpuSource::Limits : GpuSource::Requests;
+    plan.detail = fmt::format("{}", fmt::join(manifest.found, ", "));
+    return plan;
+  }
+  auto parallel = plan_from_parallel_sizes(spec, options, target, plan);
+  if (!parallel) return parallel.error();
+  if (*parallel) return plan;
   plan.gpus = 1;
   plan.source = GpuSource::Default;
   plan.detail = "no GPU resources and no parallel sizes: 1 GPU (every parallel size 1)";
-  add_to_target(1);
+  add_to_target(plan, target, spec, options, 1);
   return plan;
 }
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
+#include <limits>
+
+#include "core/text.hpp"
 
 namespace gf::backends::nvidia_smi {
 namespace {
@@ -15,21 +17,14 @@ using core::Reading;
 constexpr std::size_t kMaxText = 96;  // a UUID or profile longer than NVML's own buffers is not one
 constexpr std::size_t kMaxDepth = 32;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
-    s.remove_suffix(1);
-  return s;
-}
+using core::trim;
 
+// A whole unsigned decimal of type T (blanks around it allowed); nullopt otherwise.
 template <class T>
 std::optional<T> number(std::string_view s) {
-  s = trim(s);
-  T v{};
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
+  auto v = core::parse_uint(trim(s), 0, std::numeric_limits<T>::max());
+  if (!v) return std::nullopt;
+  return static_cast<T>(*v);
 }
 
 // One printable line for an error message.
