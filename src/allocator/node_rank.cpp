@@ -300,6 +300,21 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
   return out;
 }
 
+namespace {
+
+// Why no node can host `required` GPUs: the first five refused candidates and why each is refused.
+std::string none_can_host(const std::vector<Candidate>& refused, std::uint64_t required, const std::string& of_resource,
+                          bool resource_asked) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < refused.size() && i < 5; ++i)
+    parts.push_back(refused[i].node + ": " + refused[i].why_not);
+  if (refused.size() > 5) parts.push_back(fmt::format("and {} more", refused.size() - 5));
+  return fmt::format("no node can host {} GPU(s){} (Ready, schedulable, enough free GPUs{}): {}", required, of_resource,
+                     resource_asked ? ", that resource" : "", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
 NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fallback, std::string_view gpu_resource) {
   if (required == 0) required = 1;
   NodeChoice c;
@@ -350,14 +365,8 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
         n.name, n.idle_gpu_count, required, pct(n.avg_utilization), eligible.size(), required);
     describe_choice(c.reasoning, n);
   } else if (eligible.empty()) {
-    std::vector<std::string> parts;
-    for (std::size_t i = 0; i < c.candidates.size() && i < 5; ++i)
-      parts.push_back(c.candidates[i].node + ": " + c.candidates[i].why_not);
-    if (c.candidates.size() > 5) parts.push_back(fmt::format("and {} more", c.candidates.size() - 5));
-    c.reason = s.nodes.empty()
-                   ? std::string("no GPU nodes are known")
-                   : fmt::format("no node can host {} GPU(s){} (Ready, schedulable, enough free GPUs{}): {}", required,
-                                 of_resource, gpu_resource.empty() ? "" : ", that resource", fmt::join(parts, "; "));
+    c.reason = s.nodes.empty() ? std::string("no GPU nodes are known")
+                               : none_can_host(c.candidates, required, of_resource, !gpu_resource.empty());
     c.reasoning.push_back("No suitable node found: " + c.reason);
     c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
   } else if (fallback == Fallback::LeastLoaded) {
