@@ -162,7 +162,8 @@ namespace {
 // Where each of a node's first metrics entry is: node name → index in facts.metrics.
 using FirstEntries = std::unordered_map<std::string_view, std::size_t>;
 
-const core::NodeMetrics* metrics_of(const core::FleetFacts& facts, const FirstEntries& by_node, const std::string& name) {
+const core::NodeMetrics* metrics_of(const core::FleetFacts& facts, const FirstEntries& by_node,
+                                    const std::string& name) {
   const auto it = by_node.find(name);
   return it == by_node.end() ? nullptr : &facts.metrics[it->second];
 }
@@ -210,7 +211,8 @@ void cap_idle_at_free(NodeSummary& n, const core::NodeMetrics& m) {
 
 // Kubernetes is a source: one summary per node it lists, with that node's metrics if any; metrics for
 // other nodes only name them in unknown_nodes.
-void summarize_kube_nodes(const core::FleetFacts& facts, const RankOptions& o, const FirstEntries& by_node, Summaries& out) {
+void summarize_kube_nodes(const core::FleetFacts& facts, const RankOptions& o, const FirstEntries& by_node,
+                          Summaries& out) {
   // Sorted through pointers, so that summaries are built in their final order and never moved.
   std::vector<const core::KubeNode*> order;
   order.reserve(facts.kube->size());

@@ -9,8 +9,8 @@
 
 #include "app/commands.hpp"
 #include "app/exit_codes.hpp"
-#include "platform/fs.hpp"
 #include "estimate/estimate.hpp"
+#include "platform/fs.hpp"
 #include "wire/agent_docs.hpp"
 
 namespace gf::app {

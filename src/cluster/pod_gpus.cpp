@@ -69,8 +69,8 @@ Result<ContainerGpus> read_container_gpus(const PodContainer& c) {
 // --- parallel sizes in args and env ---------------------------------------------------------------
 
 bool is_parallel_alias(std::string_view name, bool env_only) {
-  for (const auto p : {estimate::Parallel::Tp, estimate::Parallel::Pp, estimate::Parallel::Dp,
-                       estimate::Parallel::Cp, estimate::Parallel::Dcp}) {
+  for (const auto p : {estimate::Parallel::Tp, estimate::Parallel::Pp, estimate::Parallel::Dp, estimate::Parallel::Cp,
+                       estimate::Parallel::Dcp}) {
     for (const auto alias : estimate::parallel_aliases(p)) {
       // In env only the spelled-out names count: a variable called DP or CP may mean anything.
       if (alias == name && (!env_only || alias.find("size") != std::string_view::npos)) return true;
