@@ -17,9 +17,11 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+Text text_of(std::string s) { return std::make_shared<const std::string>(std::move(s)); }
+
 class NullClient final : public WsClient {
  public:
-  void send(Text, bool) override { ++got; }
+  void send(const Message&) override { ++got; }
   std::atomic<int> got{0};
 };
 
@@ -194,7 +196,7 @@ TEST_F(SocketIoTest, HubBroadcastsReachSessionsAndWsClientsAlike) {
   auto plain = std::make_shared<NullClient>();
   ASSERT_TRUE(ws->add(plain, std::nullopt));
   EXPECT_EQ(ws->clients(), 3u);
-  ws->broadcast(WsHub::envelope("high_gpu_usage_alert", R"({"state":"firing","gpu":1})"), false);
+  ws->broadcast(Message("high_gpu_usage_alert", text_of(R"({"state":"firing","gpu":1})"), false));
   EXPECT_EQ(plain->got.load(), 1);
   for (auto& s : {a, b}) {
     ASSERT_EQ(s->begin_poll([] {}), SioSession::Poll::Ready);
@@ -202,12 +204,13 @@ TEST_F(SocketIoTest, HubBroadcastsReachSessionsAndWsClientsAlike) {
     ASSERT_EQ(packets.size(), 1u);  // an alert has one name
     EXPECT_EQ(packets[0], R"(42["high_gpu_usage_alert",{"state":"firing","gpu":1}])");
   }
-  // One conversion per broadcast, shared by every session.
-  const auto env = WsHub::envelope("gpu_status_update", R"({"gpus":[]})");
-  const auto p1 = sio->packets_for(env);
-  const auto p2 = sio->packets_for(env);
+  // One framing per message, shared by every session.
+  const Message update("gpu_status_update", text_of(R"({"gpus":[]})"), true);
+  const auto& p1 = sio_frames(update);
+  const auto& p2 = sio_frames(update);
   ASSERT_EQ(p1.size(), 2u);
   EXPECT_EQ(p1[0].get(), p2[0].get());
+  EXPECT_EQ(*p1[0], R"(42["gpu_status_update",{"gpus":[]}])");
   EXPECT_EQ(*p1[1], R"(42["system:metrics_update",{"gpus":[]}])");
 }
 
@@ -314,7 +317,7 @@ TEST_F(SocketIoTest, UpgradeFromPolling) {
   EXPECT_EQ(polled.load(), 1);  // the pending GET ends with a noop
   EXPECT_EQ(s->take_payload(), "6");
   EXPECT_FALSE(s->on_websocket());
-  ws->broadcast(WsHub::envelope("x_alert", "{}"), false);  // still polling: queued for a GET
+  ws->broadcast(Message("x_alert", text_of("{}"), false));  // still polling: queued for a GET
   EXPECT_FALSE(s->on_packet("5", SioTransport::WebSocket));
   EXPECT_TRUE(s->on_websocket());
   EXPECT_GE(ws_woken.load(), 1);
@@ -368,16 +371,16 @@ TEST_F(SocketIoTest, AClientThatDoesNotReadIsClosed) {
   make(o);
   auto s = open();
   connect(s);
-  for (int i = 0; i < 4; ++i) ws->broadcast(WsHub::envelope("x_alert", "{}"), false);
+  for (int i = 0; i < 4; ++i) ws->broadcast(Message("x_alert", text_of("{}"), false));
   EXPECT_FALSE(s->closed());
-  ws->broadcast(WsHub::envelope("x_alert", "{}"), false);  // the fifth alert does not fit
+  ws->broadcast(Message("x_alert", text_of("{}"), false));  // the fifth alert does not fit
   EXPECT_TRUE(s->closed());
   sio->tick(t0 + 1s);  // closed on a hub call: it leaves the hub on the next tick
   EXPECT_EQ(ws->clients(), 0u);
   // Updates are dropped instead (the oldest first), never closing.
   auto t = open();
   connect(t);
-  for (int i = 0; i < 20; ++i) ws->broadcast(WsHub::envelope("gpu_status_update", "{}"), true);
+  for (int i = 0; i < 20; ++i) ws->broadcast(Message("gpu_status_update", text_of("{}"), true));
   EXPECT_FALSE(t->closed());
 }
 
@@ -395,7 +398,7 @@ TEST_F(SocketIoTest, OverflowInsideACollectionTickDoesNotDeadlock) {
       100ms,
       [&](const Result<core::SnapshotPtr>&, auto) {
         if (done.exchange(true)) return;
-        for (int i = 0; i < 6; ++i) ws->broadcast(WsHub::envelope("x_alert", "{}"), false);
+        for (int i = 0; i < 6; ++i) ws->broadcast(Message("x_alert", text_of("{}"), false));
       },
       false);
   ASSERT_TRUE(testing::eventually([&] { return done.load() && s->closed(); }));
@@ -479,7 +482,7 @@ TEST_F(SocketIoTest, QueuedBytesAreBoundedPerSessionAndInAll) {
   auto s = open();
   connect(s);
   // Each request_gpu_update queues the whole reading, twice with an ack: far past 64 KiB in 64 packets.
-  const std::size_t doc = rig.agent->latest()->document->size();
+  const std::size_t doc = rig.agent->latest()->document()->size();
   ASSERT_GT(doc, 200u);
   int sent = 0;
   while (!s->closed() && sent < 1000) {
@@ -494,7 +497,7 @@ TEST_F(SocketIoTest, QueuedBytesAreBoundedPerSessionAndInAll) {
   auto t = open();
   connect(t);
   const std::string big(20 * 1024, 'x');
-  for (int i = 0; i < 20; ++i) ws->broadcast(WsHub::envelope("gpu_status_update", "\"" + big + "\""), true);
+  for (int i = 0; i < 20; ++i) ws->broadcast(Message("gpu_status_update", text_of("\"" + big + "\""), true));
   EXPECT_FALSE(t->closed());
   ASSERT_EQ(t->begin_poll([] {}), SioSession::Poll::Ready);
   EXPECT_LE(t->take_payload().size(), o.max_queued_bytes);
