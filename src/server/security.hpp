@@ -13,6 +13,24 @@ namespace gf::server {
 // Whether an Authorization header carries exactly "Bearer <token>" (compared in constant time).
 bool bearer_ok(std::string_view authorization, std::string_view token);
 
+// The tokens that read when reads need one (--auth-read): the agent's token, and the read-only token
+// when one is set. The one rule for /ws, Socket.IO's handshake and its CONNECT (HTTP routes: decide()).
+struct ReadTokens {
+  std::string token;
+  std::string read_token;
+  // Whether `offers(t)` holds for a token that reads (an empty token never does).
+  template <class Offers>
+  bool reads(Offers offers) const {
+    return (!token.empty() && offers(std::string_view(token))) ||
+           (!read_token.empty() && offers(std::string_view(read_token)));
+  }
+  // A token as given (a Socket.IO CONNECT's auth {token}, ?token=).
+  bool token_reads(std::string_view t) const {
+    const std::string bearer = "Bearer " + std::string(t);
+    return reads([&](std::string_view good) { return bearer_ok(bearer, good); });
+  }
+};
+
 // Where the agent's token comes from: $GPUFLEET_TOKEN, else the file (created with a new random token,
 // mode 0600, when it does not exist; *created tells the caller to print it once).
 Result<std::string> load_or_create_token(const std::string& path, bool* created);
