@@ -57,15 +57,15 @@ TEST(Agent, PublishesTheFirstReadingAtStartWithTheNodeName) {
   rig.agent->start();
   const auto p = rig.agent->latest();
   ASSERT_TRUE(p);
-  ASSERT_TRUE(p->snapshot && p->document);
+  ASSERT_TRUE(p->snapshot && p->document());
   EXPECT_EQ(p->sequence, 1u);
-  const auto doc = json::parse(*p->document);
+  const auto doc = json::parse(*p->document());
   EXPECT_EQ(doc.at("node"), "node-7");
   EXPECT_EQ(doc.at("backend"), "scripted");
   ASSERT_EQ(doc.at("gpus").size(), 2u);
   EXPECT_EQ(doc.at("gpus").at(0).at("utilization"), 10);
   EXPECT_EQ(doc.at("gpus").at(1).at("utilization"), 80);
-  EXPECT_EQ(*rig.agent->render(*p->snapshot), *p->document);
+  EXPECT_EQ(*rig.agent->render(*p->snapshot), *p->document());
   EXPECT_FALSE(rig.agent->has_history());
   EXPECT_TRUE(rig.agent->history_path().empty());
   rig.agent->start();  // a second start does nothing
@@ -256,15 +256,39 @@ TEST_F(AgentHistoryTest, AlertFiresResolvesAndIsStoredOnce) {
   EXPECT_TRUE((*stored)[0].resolved_at);
 }
 
-TEST_F(AgentHistoryTest, StopFlushesHistoryReadableThroughTheAgent) {
+// On a manual hub: the test makes each tick, so "no tick after stop()" is shown by ticking, not waiting.
+struct AgentHistoryStepped : AgentHistoryTest {
+  test::FakeClock clock;
+  test::AgentRig manual{clock, sampler::SampleHub::Drive::Manual};
+  // Moves the clock one collection interval and ticks the hub, `n` times.
+  void tick(int n) {
+    for (int i = 0; i < n; ++i) {
+      clock.advance(50ms);
+      manual.step();
+    }
+  }
+};
+
+TEST_F(AgentHistoryStepped, StopFlushesHistoryReadableThroughTheAgent) {
+  auto& rig = manual;
   rig.set_gpus({test::make_gpu(0, 10), test::make_gpu(1, 70)});
   const auto since = std::chrono::system_clock::now() - 1min;
-  start({});
-  ASSERT_TRUE(eventually([&] { return collections() >= 3; }));
+  AgentOptions ao;
+  ao.interval = 50ms;
+  ao.node_name = "n";
+  ao.alert_rules = {};
+  ao.history_flush = 50ms;
+  rig.make_agent(ao, db());
+  ASSERT_TRUE(rig.agent && rig.agent->has_history());
+  rig.agent->start();
+  const auto collections = [&] { return rig.agent->counters().collections; };
+  tick(3);
+  ASSERT_EQ(collections(), 3u);
   rig.agent->stop();
   const auto n = collections();
-  std::this_thread::sleep_for(120ms);
-  EXPECT_EQ(collections(), n);  // no tick after stop()
+  tick(3);
+  EXPECT_EQ(collections(), n);                   // no tick after stop()
+  EXPECT_EQ(rig.hub->next_due(), std::nullopt);  // the agent's subscription is gone
   const auto c = rig.agent->counters();
   EXPECT_GE(c.history_batches, 1u);
   EXPECT_EQ(c.history_errors, 0u);
