@@ -8,6 +8,7 @@
 
 #include "rig.hpp"
 #include "server/security.hpp"
+#include "support/fake_clock.hpp"
 #include "wire/engineio.hpp"
 
 namespace gf::server {
@@ -41,8 +42,10 @@ std::string event_of(const std::string& packet) {
   return p ? p->event() : std::string();
 }
 
+// The collection ticks are the test's: a manual hub on a fake clock, ticked by tick().
 struct SocketIoTest : ::testing::Test {
-  testing::AgentRig rig;
+  test::FakeClock clock;
+  testing::AgentRig rig{clock, sampler::SampleHub::Drive::Manual};
   std::unique_ptr<WsHub> ws;
   std::unique_ptr<SocketIo> sio;
   Clock::time_point t0 = Clock::now();
@@ -73,6 +76,11 @@ struct SocketIoTest : ::testing::Test {
     ws = std::make_unique<WsHub>(*rig.agent, *rig.hub, w);
     if (!o.token_ok) o.token_ok = [](std::string_view t) { return t == "good"; };
     sio = std::make_unique<SocketIo>(*ws, *rig.agent, std::move(o));
+  }
+  // One collection tick, `d` after the last.
+  void tick(std::chrono::milliseconds d = 100ms) {
+    clock.advance(d);
+    rig.step();
   }
   std::shared_ptr<SioSession> open(bool authorized = true, std::string address = "10.0.0.1",
                                    SioTransport t = SioTransport::Polling) {
@@ -220,7 +228,8 @@ TEST_F(SocketIoTest, PeriodicUpdatesComeFromTheHubGroups) {
   ASSERT_TRUE(s);
   connect(*s);
   ASSERT_EQ((*s)->begin_poll([&] { ++woken; }), SioSession::Poll::Wait);
-  ASSERT_TRUE(testing::eventually([&] { return woken.load() > 0; }));
+  tick();
+  ASSERT_GT(woken.load(), 0);
   const auto packets = split((*s)->take_payload());
   ASSERT_GE(packets.size(), 2u);
   EXPECT_EQ(event_of(packets[0]), "gpu_status_update");
@@ -401,7 +410,8 @@ TEST_F(SocketIoTest, OverflowInsideACollectionTickDoesNotDeadlock) {
         for (int i = 0; i < 6; ++i) ws->broadcast(Message("x_alert", text_of("{}"), false));
       },
       false);
-  ASSERT_TRUE(testing::eventually([&] { return done.load() && s->closed(); }));
+  tick();  // returns: the session's removal from the hub did not wait for this very tick
+  ASSERT_TRUE(done.load() && s->closed());
   sio->tick(t0 + 1s);  // the deferred removal
   EXPECT_EQ(ws->clients(), 0u);
   EXPECT_EQ(sio->sessions(), 0u);
