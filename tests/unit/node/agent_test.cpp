@@ -10,6 +10,8 @@
 #include "store/history.hpp"
 #include "support/agent_rig.hpp"
 #include "support/fake_clock.hpp"
+#include "wire/json.hpp"
+#include "wire/prometheus.hpp"
 
 namespace gf::node {
 namespace {
@@ -70,6 +72,39 @@ TEST(Agent, PublishesTheFirstReadingAtStartWithTheNodeName) {
   EXPECT_TRUE(rig.agent->history_path().empty());
   rig.agent->start();  // a second start does nothing
   EXPECT_EQ(rig.agent->latest()->sequence, 1u);
+}
+
+TEST(Agent, RenderingsAreMadeOncePerReadingAndShared) {
+  test::AgentRig rig;
+  AgentOptions ao;
+  ao.interval = std::chrono::hours(1);
+  ao.node_name = "node-7";
+  rig.make_agent(ao);
+  rig.agent->start();
+  const auto p = rig.agent->latest();
+  ASSERT_TRUE(p && p->renderings);
+  EXPECT_EQ(rig.agent->renderings_of(p->snapshot), p->renderings);  // the published reading's
+  EXPECT_EQ(p->document().get(), p->renderings->document().text().get());
+  // The live messages carry the document itself, not a copy.
+  EXPECT_EQ(p->renderings->status_message()->event(), "gpu_status");
+  EXPECT_FALSE(p->renderings->status_message()->droppable());
+  EXPECT_EQ(p->renderings->update_message()->event(), "gpu_status_update");
+  EXPECT_TRUE(p->renderings->update_message()->droppable());
+  EXPECT_EQ(&p->renderings->update_message()->data(), p->document().get());
+  EXPECT_EQ(p->renderings->update_message().get(), p->renderings->update_message().get());
+  std::string metrics;
+  wire::write_prometheus_gpus(metrics, *p->snapshot, "node-7");
+  EXPECT_EQ(*p->renderings->prometheus_gpus(), metrics);
+  auto processes = wire::processes_json(*p->snapshot);
+  processes["node"] = "node-7";
+  EXPECT_EQ(*p->renderings->processes().text(), wire::dump_json(processes));
+  // A snapshot that is not the published one (a WebSocket group's faster tick) gets renderings of its
+  // own, shared by whoever asks for that snapshot next.
+  const auto other = std::make_shared<const core::Snapshot>(*p->snapshot);
+  const auto r1 = rig.agent->renderings_of(other);
+  EXPECT_NE(r1, p->renderings);
+  EXPECT_EQ(rig.agent->renderings_of(other), r1);
+  EXPECT_EQ(*r1->document().text(), *p->document());
 }
 
 TEST(Agent, FreshQueriesTheDriverAndPublishes) {
