@@ -13,16 +13,21 @@ namespace gf::server {
 // Whether an Authorization header carries exactly "Bearer <token>" (compared in constant time).
 bool bearer_ok(std::string_view authorization, std::string_view token);
 
-// The tokens that read when reads need one (--auth-read): the agent's token, and the read-only token
-// when one is set. The one rule for /ws, Socket.IO's handshake and its CONNECT (HTTP routes: decide()).
+// The read rule, when reads need a token (--auth-read): the agent's token reads, and so does the
+// read-only token when one is set; an empty token never does. `offers(t)`: the request carries t.
+// The one rule for HTTP reads (decide()), /ws, Socket.IO's handshake and its CONNECT.
+template <class Offers>
+bool reads_with(std::string_view token, std::string_view read_token, Offers offers) {
+  return (!token.empty() && offers(token)) || (!read_token.empty() && offers(read_token));
+}
+
+// The two tokens of the read rule, kept by a server.
 struct ReadTokens {
   std::string token;
   std::string read_token;
-  // Whether `offers(t)` holds for a token that reads (an empty token never does).
   template <class Offers>
   bool reads(Offers offers) const {
-    return (!token.empty() && offers(std::string_view(token))) ||
-           (!read_token.empty() && offers(std::string_view(read_token)));
+    return reads_with(token, read_token, offers);
   }
   // A token as given (a Socket.IO CONNECT's auth {token}, ?token=).
   bool token_reads(std::string_view t) const {
