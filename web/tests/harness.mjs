@@ -30,10 +30,22 @@ export function suite(name, { timeoutMs, cleanup = async () => {}, onFailure }, 
   });
 }
 
-/** One named check of the running suite: a subtest; its failure fails the suite, and the next check runs. */
+/**
+ * One named check: a subtest of the running suite, or of the running check when called inside one (a
+ * subtest waits for its parent's earlier subtests, so a check started inside a check must belong to it).
+ * Its failure fails what it belongs to, and the next check runs.
+ */
 export function check(name, fn) {
   if (context === null) throw new Error(`check "${name}" outside suite()`);
-  return context.test(name, () => fn());
+  return context.test(name, async (t) => {
+    const outer = context;
+    context = t;
+    try {
+      await fn();
+    } finally {
+      context = outer;
+    }
+  });
 }
 
 /** A setup step that cannot go on: until() passes it through at once, and it ends the suite. */
