@@ -42,6 +42,28 @@ export interface Live {
   chooseCharted: (next: ChartMetric[]) => void;
 }
 
+/** Merges the history since `since` of `list`'s metrics into their stores: points after `after` and before
+ *  `before(metric)` (where the live points of that store begin). A metric whose history cannot be read
+ *  keeps what it has. */
+async function mergeHistory(
+  storeOf: (m: ChartMetric) => SeriesStore,
+  list: MetricDef[],
+  since: string,
+  after: number,
+  before: (m: ChartMetric) => number,
+): Promise<void> {
+  const docs = await Promise.allSettled(list.map((m) => api.history(m.metric, since)));
+  docs.forEach((d, i) => {
+    if (d.status !== 'fulfilled') return;
+    const { metric, scale = 1 } = list[i];
+    const store = storeOf(metric);
+    const until = before(metric);
+    for (const s of d.value.series)
+      for (const p of s.points) if (p.t > after && p.t < until) store.put(p.t, s.gpu, p.v === null ? null : p.v * scale);
+    store.prune();
+  });
+}
+
 export function useLive(fields: FieldsDoc | null, events: LiveEvents): Live {
   const [snap, setSnap] = useState<Snapshot | null>(null);
   const [link, setLink] = useState<LinkState>('connecting');
@@ -73,21 +95,8 @@ export function useLive(fields: FieldsDoc | null, events: LiveEvents): Live {
   const frame = useRef<number | null>(null);
   const bump = () => setVersion((v) => v + 1);
 
-  /** Merges the history since `since` of `list`'s metrics into their stores: points after `after` and
-   *  before `before(metric)` (where the live points of that store begin). */
-  const loadHistory = async (since: string, after: number, before: (m: ChartMetric) => number, list: MetricDef[] = metricsRef.current) => {
-    const docs = await Promise.allSettled(list.map((m) => api.history(m.metric, since)));
-    docs.forEach((d, i) => {
-      if (d.status !== 'fulfilled') return;
-      const { metric, scale = 1 } = list[i];
-      const store = storeOf(metric);
-      const until = before(metric);
-      for (const s of d.value.series)
-        for (const p of s.points) if (p.t > after && p.t < until) store.put(p.t, s.gpu, p.v === null ? null : p.v * scale);
-      store.prune();
-    });
-    bump();
-  };
+  const loadHistory = (since: string, after: number, before: (m: ChartMetric) => number, list: MetricDef[] = metricsRef.current) =>
+    mergeHistory(storeOf, list, since, after, before).then(bump);
 
   const onSnapshot = (s: Snapshot, initial: boolean) => {
     if (initial) {
