@@ -47,14 +47,15 @@ class AgentProcess {
     }
   }
 
-  // Starts `gpufleet <args> --port-file DIR/agent.port` and waits (30 s at most) for the port. env:
-  // "K=V" sets K for the agent, a bare "K" removes K from what it inherits. A failed start is a failed
-  // test (with the agent's stderr) and returns false.
+  // Starts `gpufleet <args> --port-file DIR/agent.port` (DIR made if missing) and waits (30 s at most) for the port.
+  // env: "K=V" sets K for the agent, a bare "K" removes K from what it inherits. A failed start is a failed test (with
+  // the agent's stderr) and returns false.
   bool start(const std::filesystem::path& dir, const std::vector<std::string>& args,
              const std::vector<std::string>& env = {}) {
     out_path_ = dir / "agent.stdout";
     err_path_ = dir / "agent.stderr";
     const auto port_file = dir / "agent.port";
+    std::filesystem::create_directories(dir);
     std::filesystem::remove(port_file);
     std::vector<std::string> argv{GF_BINARY};
     argv.insert(argv.end(), args.begin(), args.end());

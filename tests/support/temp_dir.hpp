@@ -1,5 +1,5 @@
 #pragma once
-// A fresh directory for one test: made with mkdtemp under the temp directory, named after the running
+// A fresh directory for one test: made with mkdtemp (mode 0755) under the temp directory, named after the running
 // gtest test (so a directory left by a crash says whose it was), removed with everything in it when the
 // TempDir goes. Each TempDir is its own, even for two in one test or the same test run twice at once.
 //
@@ -16,10 +16,14 @@ namespace gf::test {
 
 class TempDir {
  public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / ("gf-" + test_name() + "-XXXXXX")).string();
+  // parent: where to make it (the temp directory unless a test needs a place others can reach).
+  explicit TempDir(const std::filesystem::path& parent = std::filesystem::temp_directory_path()) {
+    std::string tmpl = (parent / ("gf-" + test_name() + "-XXXXXX")).string();
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp " + tmpl + " failed");
     path_ = tmpl;
+    // 0755, as a directory made with the usual umask: tests run checks as other users (test_users.hpp,
+    // unprivileged.hpp) that must reach into it; a test that needs it private or shared sets its mode.
+    std::filesystem::permissions(path_, std::filesystem::perms(0755));
   }
   ~TempDir() {
     std::error_code ignored;
