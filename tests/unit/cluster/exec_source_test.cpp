@@ -17,6 +17,8 @@
 #include "fakes/kube_standin.hpp"
 #include "fakes/tls_front.hpp"
 #include "platform/subprocess.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -30,15 +32,8 @@ std::string exec_msg(unsigned char channel, std::string_view data) {
   return std::string(1, static_cast<char>(channel)) + std::string(data);
 }
 
-std::string exec_read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string exec_read_fixture(const std::string& name) {
-  return exec_read_file(std::string(GF_FIXTURES_DIR) + "/nvidia_smi/" + name);
+  return gf::test::slurp(std::string(GF_FIXTURES_DIR) + "/nvidia_smi/" + name);
 }
 
 TEST(ExecStreamsTest, ReassemblesStdoutAndStderrAndReadsTheStatus) {
@@ -250,16 +245,13 @@ struct ExecCert {
   std::string cert, key;
 };
 ExecCert exec_make_cert(const std::string& name, const std::string& san) {
-  const auto dir = std::filesystem::temp_directory_path() / ("gf-exec-tls-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const gf::test::TempDir dir;
   const auto cert = (dir / (name + ".crt")).string(), key = (dir / (name + ".key")).string();
   auto r = gf::platform::run_process({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                                       "/CN=" + name, "-addext", "subjectAltName=" + san, "-keyout", key, "-out", cert},
                                      gf::platform::RunOptions{30s});
   EXPECT_TRUE(r && r->exit_code == 0) << (r ? r->err : r.error().message);
-  ExecCert c{exec_read_file(cert), exec_read_file(key)};
-  std::filesystem::remove_all(dir);
-  return c;
+  return ExecCert{gf::test::slurp(cert), gf::test::slurp(key)};
 }
 
 TEST_F(ExecStandinTest, OverRealTlsWithTheKubeconfigsCaNameAndClientCertificate) {

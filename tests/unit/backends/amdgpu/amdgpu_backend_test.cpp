@@ -13,6 +13,7 @@
 #include "core/ports/clock.hpp"
 
 #include "gf_test_paths.hpp"
+#include "support/temp_dir.hpp"
 #include "support/unprivileged.hpp"
 
 namespace gf::backends {
@@ -193,20 +194,11 @@ TEST(AmdgpuBackend, DefaultClockIsTheSystemClock) {
 class AmdgpuTempTree : public ::testing::Test {
  protected:
   void SetUp() override {
-    static std::atomic<unsigned> counter{0};
-    root_ =
-        fs::temp_directory_path() / ("gf_amdgpu_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
     // copy_symlinks keeps the relative links, so the copy resolves inside itself.
     const auto how = fs::copy_options::recursive | fs::copy_options::copy_symlinks;
     fs::copy(kSysfs, sysfs(), how);
     fs::copy(kProc, proc(), how);
     ASSERT_TRUE(fs::exists(card_dev(0) + "/vendor"));
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
 
   std::string sysfs() const { return (root_ / "sysfs").string(); }
@@ -221,7 +213,8 @@ class AmdgpuTempTree : public ::testing::Test {
   }
   static void remove(const std::string& path) { ASSERT_TRUE(fs::remove(path)) << path; }
 
-  fs::path root_;
+  test::TempDir tmp_;
+  const fs::path root_ = tmp_.path();
 };
 
 TEST_F(AmdgpuTempTree, CardVanishingAfterOpenIsAnErrorOnThatCardOnly) {
