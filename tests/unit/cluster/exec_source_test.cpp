@@ -129,10 +129,8 @@ TEST(ExecTargetsTest, TheCommandIsTheBackendsQuery) {
   EXPECT_EQ(cmd[1], "--query-gpu=" + nsmi::join_fields(nsmi::current_fields()));
   EXPECT_EQ(cmd[2], "--format=csv,noheader,nounits");
   // The security note in deploy/README.md names the command exactly: it must not drift from the code.
-  std::ifstream f(std::string(GF_SOURCE_DIR) + "/deploy/README.md");
-  std::stringstream doc;
-  doc << f.rdbuf();
-  EXPECT_NE(doc.str().find("`" + cmd[0] + " " + cmd[1] + " " + cmd[2] + "`"), std::string::npos);
+  const std::string doc = gf::test::slurp(std::string(GF_SOURCE_DIR) + "/deploy/README.md");
+  EXPECT_NE(doc.find("`" + cmd[0] + " " + cmd[1] + " " + cmd[2] + "`"), std::string::npos);
 }
 
 // The client and the source against the stand-in.

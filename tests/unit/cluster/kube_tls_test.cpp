@@ -18,6 +18,7 @@
 #include "cluster/kube_client.hpp"
 #include "platform/subprocess.hpp"
 #include "support/eventually.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 
 namespace gf::cluster {
@@ -102,11 +103,8 @@ TEST(KubeTls, SelfSignedServerWithAndWithoutItsCa) {
   ASSERT_TRUE(with_ca) << with_ca.error().message;
   EXPECT_EQ(with_ca->status, 200);
 
-  std::ifstream in(cert);
-  std::stringstream pem;
-  pem << in.rdbuf();
   c.tls.ca_file.clear();
-  c.tls.ca_pem = pem.str();  // certificate-authority-data, decoded
+  c.tls.ca_pem = test::slurp(cert);  // certificate-authority-data, decoded
   auto with_pem = KubeClient(c).request("GET", "/");
   ASSERT_TRUE(with_pem) << with_pem.error().message;
   EXPECT_EQ(with_pem->status, 200);

@@ -13,6 +13,7 @@
 #include "core/ports/clock.hpp"
 
 #include "gf_test_paths.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "support/unprivileged.hpp"
 
@@ -326,8 +327,7 @@ TEST_F(AmdgpuTempTree, CardsAreOrderedByNumberNotByName) {
 TEST_F(AmdgpuTempTree, NonDeviceFdsAreNotReadAndMissingFdLinksAreTolerated) {
   // fd 3 of blender is a socket: even if its fdinfo looked like a DRM client it must be skipped
   // (in a real /proc that cannot happen; here it proves the link is consulted).
-  std::ifstream src(proc() + "/1234/fdinfo/6");
-  std::string client43((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  std::string client43 = test::slurp(proc() + "/1234/fdinfo/6");
   const auto at = client43.find("drm-client-id:\t43");
   ASSERT_NE(at, std::string::npos);
   client43.replace(at, 17, "drm-client-id:\t99");

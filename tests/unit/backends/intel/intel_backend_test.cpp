@@ -15,6 +15,7 @@
 #include "backends/intel/device_names.hpp"
 #include "gf_test_paths.hpp"
 #include "support/fake_clock.hpp"
+#include "support/files.hpp"
 #include "support/temp_dir.hpp"
 #include "support/unprivileged.hpp"
 
@@ -166,8 +167,7 @@ class IntelTempTree : public ::testing::Test {
   }
   // Sets key's value in an fdinfo file, as the kernel would print it a moment later.
   static void set_key(const std::string& path, const std::string& key, const std::string& value) {
-    std::ifstream in(path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text = test::slurp(path);
     const std::regex line("(^|\n)" + key + ":\t[^\n]*");
     ASSERT_TRUE(std::regex_search(text, line)) << key << " in " << path;
     write(path, std::regex_replace(text, line, "$1" + key + ":\t" + value));
