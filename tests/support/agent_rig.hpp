@@ -1,6 +1,6 @@
 #pragma once
 // What the node and server tests share: a Monitor over a ScriptedBackend, a real SampleHub, an Agent
-// (with or without history); the per-test TempDir and eventually() come with it. No sockets.
+// (with or without history) in a per-test temp dir, and a poll-with-deadline helper. No sockets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
