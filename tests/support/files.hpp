@@ -1,8 +1,6 @@
 #pragma once
 // Whole files in and out, for tests: what a program wrote, and the inputs (configs, scripts) a test gives
 // it. A file that cannot be written throws: the test fails there, not later on a missing file.
-#include <sys/stat.h>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,13 +25,6 @@ inline std::string write_file(const std::filesystem::path& p, std::string_view t
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   out.close();
   if (!out) throw std::runtime_error("cannot write " + p.string());
-  return p.string();
-}
-
-// write_file, then mode 0755: a script a test runs or hands to the program.
-inline std::string write_executable(const std::filesystem::path& p, std::string_view text) {
-  write_file(p, text);
-  if (::chmod(p.c_str(), 0755) != 0) throw std::runtime_error("cannot chmod " + p.string());
   return p.string();
 }
 
