@@ -100,6 +100,12 @@ unsigned max_mig_devices(const Gpu& g) {
                                             : kDefaultMaxMigDevices;
 }
 
+}  // namespace fake_nvml
+
+namespace {
+
+using namespace fake_nvml;
+
 void load_mig_devices(Gpu& g) {
   g.mig_devices.clear();
   if (!g.spec.contains("mig_devices")) return;
@@ -126,12 +132,6 @@ void load_mig_devices(Gpu& g) {
     g.mig_devices[at] = std::move(m);
   }
 }
-
-}  // namespace fake_nvml
-
-namespace {
-
-using namespace fake_nvml;
 
 // Reads the scenario into `s`. Returns 0, init_error, or an error code after printing why.
 nvmlReturn_t load_scenario(State& s) {
