@@ -16,40 +16,13 @@
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
 #include "store/history.hpp"
+#include "support/eventually.hpp"
 #include "support/scripted_backend.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::test {
 
 namespace fs = std::filesystem;
-
-// A fresh directory named after the running test (removed by TempDir's destructor).
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("gf-server-" + std::to_string(::getpid()) + "-" + info->test_suite_name() + "-" + info->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-// Polls `done` every few milliseconds until it holds or `limit` passes. Generous limits: the suite runs
-// on two loaded cores and under ASan; the poll returns as soon as the condition holds.
-inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 // Monitor + hub + agent over scripted readings. Members are destroyed in reverse order: agent, hub,
 // monitor.

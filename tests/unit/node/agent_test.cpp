@@ -207,7 +207,7 @@ struct AgentHistoryTest : ::testing::Test {
   test::TempDir dir;
   test::AgentRig rig;
   Events events;
-  std::string db() const { return (dir.path / "history.db").string(); }
+  std::string db() const { return (dir.path() / "history.db").string(); }
   void start(std::vector<core::AlertRule> rules) {
     AgentOptions ao;
     ao.interval = 50ms;
