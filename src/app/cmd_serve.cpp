@@ -154,12 +154,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   ao.alert_rules = c.alert_rules;
   node::Agent agent(*ctx.monitor, hub, std::move(history), std::move(history_reader), ao);
   server::WsHub ws(agent, hub, c.ws);
-  agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
-    for (const auto& e : events) {
-      const auto j = wire::alert_event_json(e);
-      ws.broadcast(server::WsHub::envelope(j["event"].get<std::string>(), j["data"].dump()), false);
-    }
-  });
+  agent.on_alerts([&ws](const std::vector<core::AlertEvent>& events) { ws.broadcast_alerts(events); });
 
   // The node's arbiter: the one writer of leases, the queue and job records while the agent runs. It
   // decides only on the loop's published reading, never on a driver query of its own: with a slow
@@ -202,8 +197,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   std::unique_ptr<node::UsageLedger> usage =
       jobs ? make_usage_ledger(c, *jobs, arbiter.get(),
                                [&ws](std::string_view event, const std::string& lease, const std::string& message) {
-                                 const nlohmann::json data{{"lease", lease}, {"message", message}};
-                                 ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
+                                 ws.broadcast(event, {{"lease", lease}, {"message", message}});
                                })
            : nullptr;
   sampler::SampleHub::Subscription usage_sub;
@@ -221,10 +215,7 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
       jo.backend = ctx.monitor->backend_name();
       jo.host = c.node_name;
       submitted = std::make_unique<JobService>(
-          *arbiter, hub,
-          [&ws](std::string_view event, const nlohmann::json& data) {
-            ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
-          },
+          *arbiter, hub, [&ws](std::string_view event, const nlohmann::json& data) { ws.broadcast(event, data); },
           std::move(jo));
     }
   }
@@ -267,9 +258,8 @@ int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
   server::SioOptions sio_opts;
   sio_opts.max_payload = std::min<std::size_t>(1000000, c.server.body_limit);
   sio_opts.queue = 2 * c.server.ws_queue;  // each update goes under two names
-  sio_opts.token_ok = [tok = *token, reader = *read_token](std::string_view t) {
-    const std::string bearer = "Bearer " + std::string(t);
-    return server::bearer_ok(bearer, tok) || (!reader.empty() && server::bearer_ok(bearer, reader));
+  sio_opts.token_ok = [tokens = server::ReadTokens{*token, *read_token}](std::string_view t) {
+    return tokens.token_reads(t);
   };
   server::SocketIo sio(ws, agent, sio_opts);
   server::HttpServer http(router, &ws, c.server, &sio);

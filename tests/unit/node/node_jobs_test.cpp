@@ -25,7 +25,8 @@ struct NodeJobsTest : ::testing::Test {
       st->next.gpus = {test::make_gpu(0, 0, 1000), test::make_gpu(1, 0, 1000)};
       st->next.backend = "scripted";
     }
-    auto s = store::NodeStore::open((dir.path / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+    auto s =
+        store::NodeStore::open((dir.path() / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
     ASSERT_TRUE(s) << s.error().message;
     jobs = std::make_unique<NodeJobs>(std::move(*s), monitor, clock);
   }
@@ -68,7 +69,7 @@ TEST_F(NodeJobsTest, AllocationThroughThePortRecordsTheClocksTime) {
   ASSERT_TRUE(active);
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ((*active)[0].created_at_ms, wall_ms);
-  EXPECT_EQ(jobs->path(), (dir.path / "gf.db").string());
+  EXPECT_EQ(jobs->path(), (dir.path() / "gf.db").string());
 }
 
 }  // namespace

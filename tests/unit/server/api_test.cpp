@@ -58,7 +58,7 @@ class ApiTest : public ::testing::Test {
   Router router;
   const std::string token = "test-token";
 
-  std::string db() const { return (dir.path / "gpufleet.db").string(); }
+  std::string db() const { return (dir.path() / "gpufleet.db").string(); }
 
   void SetUp() override {
     rig.set_gpus({gpu(0, 10, 1000, 40, 100), gpu(1, 80, 2000, 60, 200), gpu(2, 5, 79000, 50, 50.5)});
@@ -127,7 +127,7 @@ TEST_F(ApiTest, GpuMetricsIsThePublishedDocument) {
   const auto r = get("/api/v1/monitoring/gpu-metrics");
   ASSERT_EQ(r.status, 200u) << r;
   EXPECT_EQ(r.content_type, "application/json");
-  EXPECT_EQ(r.body, *rig.agent->latest()->document);
+  EXPECT_EQ(r.body, *rig.agent->latest()->document());
   EXPECT_EQ(r.j.at("node"), "node-x");
   EXPECT_EQ(r.j.at("backend"), "scripted");
   EXPECT_FALSE(r.j.at("simulated").get<bool>());
