@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "wire/alert_config.hpp"
+#include "wire/alert_json.hpp"
 
 namespace gf::server {
 
