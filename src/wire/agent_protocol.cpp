@@ -1,7 +1,5 @@
 #include "wire/agent_protocol.hpp"
 
-#include "allocator/mig_select.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <limits>
 
 #include "wire/agent_docs.hpp"
+#include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
 
 namespace gf::wire {
@@ -64,9 +63,10 @@ Result<bool> get_bool(const json& j, const char* key, bool def) {
   return it->get<bool>();
 }
 
-Result<void> known_keys(const json& j, std::initializer_list<const char*> keys) {
+// Every key of j is "id", "op", one of keys or (with_need) a GPU need's key.
+Result<void> known_keys(const json& j, std::initializer_list<const char*> keys, bool with_need = false) {
   for (const auto& [k, v] : j.items()) {
-    if (k == "id" || k == "op") continue;
+    if (k == "id" || k == "op" || (with_need && is_gpu_need_key(k, kAgentNeedKeys))) continue;
     bool ok = false;
     for (const char* want : keys) ok = ok || k == want;
     if (!ok) return invalid(fmt::format("unknown argument '{}'", k.size() > 64 ? k.substr(0, 64) + "…" : k));
@@ -79,26 +79,14 @@ Result<void> known_keys(const json& j, std::initializer_list<const char*> keys) 
   if (!var) return var.error();
 
 Result<AgentOp> parse_acquire(const json& j) {
-  if (auto k = known_keys(j, {"gpus", "min_memory_mib", "max_utilization_pct", "allow_busy", "name", "job_id",
-                              "priority", "wait_s", "tie", "mig"});
-      !k)
-    return k.error();
+  if (auto k = known_keys(j, {"name", "job_id", "priority", "wait_s", "tie"}, /*with_need=*/true); !k) return k.error();
   AcquireArgs a;
-  GF_TRY(gpus, get_int(j, "gpus", 1, 1, 1024));
-  GF_TRY(mem, get_int(j, "min_memory_mib", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40));
-  GF_TRY(util, get_int(j, "max_utilization_pct", core::kDefaultMaxUtilizationPct, 0, 100));
-  GF_TRY(busy, get_bool(j, "allow_busy", false));
+  GF_TRY(need, gpu_need_from_json(j, kAgentNeedKeys));
   GF_TRY(name, get_str(j, "name", 200));
   GF_TRY(job, get_str(j, "job_id", 64));
   GF_TRY(prio, get_int(j, "priority", 0, -1000000, 1000000));
   GF_TRY(tie, get_str(j, "tie", 16));
-  GF_TRY(mig, get_str(j, "mig", 32));
-  if (!mig->empty() && !allocator::valid_mig_profile(*mig)) return invalid("mig must be a MIG profile such as 1g.10gb");
-  a.mig = std::move(*mig);
-  a.gpus = static_cast<unsigned>(*gpus);
-  a.min_memory_mib = static_cast<std::uint64_t>(*mem);
-  a.max_utilization_pct = static_cast<unsigned>(*util);
-  a.allow_busy = *busy;
+  a.need = std::move(*need);
   a.name = std::move(*name);
   a.job_id = std::move(*job);
   a.priority = static_cast<int>(*prio);
@@ -112,7 +100,7 @@ Result<AgentOp> parse_acquire(const json& j) {
     if (!it->is_number()) return invalid("wait_s must be a number of seconds");
     const double w = it->get<double>();
     if (!std::isfinite(w) || w < 0 || w > 1e9) return invalid("wait_s must be from 0 to 1e9 seconds");
-    a.wait_s = w;
+    a.wait = std::chrono::milliseconds(static_cast<std::int64_t>(w * 1000.0));
   }
   return AgentOp(std::move(a));
 }
