@@ -34,6 +34,8 @@
 #include <string>
 #include <utility>
 
+#include "core/text.hpp"
+
 namespace {
 
 namespace asio = boost::asio;
@@ -171,8 +173,9 @@ int main(int argc, char** argv) {
   beast::error_code ec;
   const auto address = asio::ip::make_address(listen.substr(0, colon), ec);
   if (ec) usage("bad address in --listen " + listen);
-  tcp::acceptor acceptor(ioc,
-                         tcp::endpoint(address, static_cast<unsigned short>(std::atoi(listen.c_str() + colon + 1))));
+  const auto listen_port = gf::core::parse_uint(std::string_view(listen).substr(colon + 1), 0, 65535);
+  if (!listen_port) usage("bad port in --listen " + listen);
+  tcp::acceptor acceptor(ioc, tcp::endpoint(address, static_cast<unsigned short>(*listen_port)));
   acceptor.listen(asio::socket_base::max_listen_connections);
   const unsigned port = acceptor.local_endpoint().port();
   if (!port_file.empty()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "core/text.hpp"
 #include "platform/unix_socket.hpp"
 #include "scheduler/node_allocator.hpp"
 #include "store/node_store.hpp"
@@ -119,7 +120,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string mode = argv[1];
-  const int n = argc > 3 ? std::atoi(argv[3]) : 2000;
-  if (n <= 0) return 2;
+  const auto count = argc > 3 ? gf::core::parse_uint(argv[3], 1, 100000000) : gf::Result<std::uint64_t>(2000);
+  if (!count) return 2;
+  const int n = static_cast<int>(*count);
   return mode == "agent" ? agent(argv[2], n) : mode == "direct" ? direct(argv[2], n) : 2;
 }

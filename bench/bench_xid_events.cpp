@@ -19,6 +19,7 @@
 #include "backends/nvml/nvml_api.hpp"
 #include "backends/nvml/nvml_backend.hpp"
 #include "backends/nvml/nvml_events.hpp"
+#include "core/text.hpp"
 #include "platform/clock.hpp"
 #include "platform/dynlib.hpp"
 
@@ -50,7 +51,12 @@ int fail(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int seconds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 20;
+  const auto given = argc > 1 ? gf::core::parse_uint(argv[1], 1, 86400) : gf::Result<std::uint64_t>(20);
+  if (!given) {
+    std::fprintf(stderr, "usage: %s [SECONDS]\n", argv[0]);
+    return 2;
+  }
+  const int seconds = static_cast<int>(*given);
   const std::string scenario = std::string(GF_FIXTURES_DIR) + "/nvml/eight_gpus.json";
   ::setenv("FAKE_NVML_SCENARIO", scenario.c_str(), 1);
 

@@ -9,12 +9,19 @@
 #include <sstream>
 #include <string>
 
+#include "core/text.hpp"
 #include "fakes/exec_fixture.hpp"
 #include "fakes/kube_standin.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::cerr << "usage: gf_exec_standin NODES DELAY_MS CSV_FILE\n";
+    return 2;
+  }
+  const auto nodes = gf::core::parse_uint(argv[1], 1, 100000);
+  const auto delay_ms = gf::core::parse_uint(argv[2], 0, 600000);
+  if (!nodes || !delay_ms) {
+    std::cerr << "gf_exec_standin: NODES and DELAY_MS are whole numbers\n";
     return 2;
   }
   std::ifstream f(argv[3], std::ios::binary);
@@ -25,11 +32,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   gf::fakes::KubeStandinConfig cfg;
-  cfg.fixture_json = gf::fakes::exec_cluster_json(static_cast<unsigned>(std::atoi(argv[1])));
+  cfg.fixture_json = gf::fakes::exec_cluster_json(static_cast<unsigned>(*nodes));
   cfg.token = "bench";
   gf::fakes::KubeStandinExec e;
   e.out = csv.str();
-  e.delay_ms = static_cast<unsigned>(std::atoi(argv[2]));
+  e.delay_ms = static_cast<unsigned>(*delay_ms);
   cfg.exec_default = e;
   gf::fakes::KubeStandin kube(cfg);
   std::cout << kube.url() << std::endl;

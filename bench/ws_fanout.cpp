@@ -47,6 +47,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/text.hpp"
+
 namespace {
 
 namespace asio = boost::asio;
@@ -212,8 +214,8 @@ ProcSample read_proc(long pid) {
     std::string field;
     unsigned long long utime = 0, stime = 0;
     for (int i = 3; i <= 15 && in >> field; ++i) {
-      if (i == 14) utime = std::stoull(field);
-      if (i == 15) stime = std::stoull(field);
+      if (i == 14) utime = gf::core::parse_uint(field).value_or(0);
+      if (i == 15) stime = gf::core::parse_uint(field).value_or(0);
     }
     s.cpu_s = static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
@@ -244,6 +246,13 @@ double percentile(std::vector<double> v, double p) {
             << "usage: gf_ws_fanout --url ws://HOST:PORT/PATH [--clients N] [--duration S] [--threads T]\n"
                "                    [--connect-concurrency K] [--connect-timeout S] [--pid PID] [--ready-file F]\n";
   std::exit(2);
+}
+
+// A whole number for a count option, or the usage.
+int count(const std::string& option, const std::string& text) {
+  const auto n = gf::core::parse_uint(text, 0, 10000000);
+  if (!n) usage(option + ": " + n.error().message);
+  return static_cast<int>(*n);
 }
 
 void raise_nofile(int clients) {
@@ -283,13 +292,13 @@ int main(int argc, char** argv) {
       opt.host = hostport.substr(0, colon);
       opt.port = hostport.substr(colon + 1);
     } else if (arg == "--clients") {
-      opt.clients = std::atoi(value().c_str());
+      opt.clients = count(arg, value());
     } else if (arg == "--duration") {
       opt.duration_s = std::atof(value().c_str());
     } else if (arg == "--threads") {
-      opt.threads = std::max(1, std::atoi(value().c_str()));
+      opt.threads = std::max(1, count(arg, value()));
     } else if (arg == "--connect-concurrency") {
-      opt.connect_concurrency = std::max(1, std::atoi(value().c_str()));
+      opt.connect_concurrency = std::max(1, count(arg, value()));
     } else if (arg == "--connect-timeout") {
       opt.connect_timeout_s = std::atof(value().c_str());
     } else if (arg == "--pid") {

@@ -5,8 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cctype>
 #include <unordered_map>
+
+#include "core/text.hpp"
 
 namespace gf::allocator {
 namespace {
@@ -142,9 +143,7 @@ std::string_view health_name(NodeHealth h) noexcept {
 }
 
 std::string_view gpu_resource_of_model(std::string_view model) noexcept {
-  std::string lower;
-  lower.reserve(model.size());
-  for (const char ch : model) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string lower = core::lower(model);
   const auto has = [&lower](std::string_view w) { return lower.find(w) != std::string::npos; };
   const std::string_view l = lower;
   if (has("nvidia") || l.starts_with("tesla") || has("geforce") || has("quadro")) return "nvidia.com/gpu";
@@ -158,114 +157,140 @@ bool gpu_is_idle(const core::FleetGpu& g, const IdleThresholds& t) noexcept {
   return *g.utilization_pct < t.utilization_pct && *g.memory_used_mib / *g.memory_total_mib * 100.0 < t.memory_pct;
 }
 
+namespace {
+
+// Where each of a node's first metrics entry is: node name → index in facts.metrics.
+using FirstEntries = std::unordered_map<std::string_view, std::size_t>;
+
+const core::NodeMetrics* metrics_of(const FleetFacts& facts, const FirstEntries& by_node, const std::string& name) {
+  const auto it = by_node.find(name);
+  return it == by_node.end() ? nullptr : &facts.metrics[it->second];
+}
+
+std::string first_model(const core::NodeMetrics* m) {
+  if (m)
+    for (const auto& g : m->gpus)
+      if (!g.model.empty()) return g.model;
+  return std::string();
+}
+
+// What Kubernetes says of a node: its GPU resource and counts, Ready and cordon.
+void fill_from_kube(NodeSummary& n, const core::KubeNode& k) {
+  n.name = k.name;
+  n.in_kubernetes = true;
+  n.gpu_resource = k.gpu_resource;
+  n.gpu_product = k.gpu_product;
+  n.total_gpus = k.gpu_capacity;
+  n.allocatable_gpus = k.gpu_allocatable;
+  n.requested_gpus = k.gpu_requested;
+  n.free_gpus = k.gpu_allocatable > k.gpu_requested ? k.gpu_allocatable - k.gpu_requested : 0;
+  n.ready = k.ready;
+  n.schedulable = !k.unschedulable;
+  n.health = NodeHealth::Ok;
+  n.from.total_gpus = "kubernetes: capacity";
+  n.from.allocatable_gpus = "kubernetes: allocatable";
+  n.from.requested_gpus = "kubernetes: requests of running pods";
+  n.from.free_gpus = "kubernetes: allocatable - requested";
+  n.from.gpu_resource = k.gpu_resource.empty() ? "unknown: no GPU resource on the node" : "kubernetes: node resources";
+  if (!k.ready) n.problems.push_back("not Ready"), n.health = NodeHealth::NotReady;
+  if (k.unschedulable)
+    n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
+}
+
+// A GPU Kubernetes gave to a pod is not idle, whatever its load: idle GPUs are at most the free ones.
+void cap_idle_at_free(NodeSummary& n, const core::NodeMetrics& m) {
+  if (!n.has_metrics || n.idle_gpu_count <= n.free_gpus) return;
+  n.idle_gpu_count = n.free_gpus;
+  n.from.idle_gpu_count =
+      m.source == "agent"  ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
+      : m.source == "exec" ? "exec: nvidia-smi's utilization and memory under the thresholds, capped at the free "
+                             "GPUs"
+                           : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
+}
+
+// Kubernetes is a source: one summary per node it lists, with that node's metrics if any; metrics for
+// other nodes only name them in unknown_nodes.
+void summarize_kube_nodes(const FleetFacts& facts, const RankOptions& o, const FirstEntries& by_node, Summaries& out) {
+  // Sorted through pointers, so that summaries are built in their final order and never moved.
+  std::vector<const core::KubeNode*> order;
+  order.reserve(facts.kube->size());
+  for (const auto& k : *facts.kube) order.push_back(&k);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->name < b->name; });
+  std::vector<bool> matched(facts.metrics.size(), false);
+  out.nodes.reserve(order.size());
+  for (const auto* kp : order) {
+    NodeSummary& n = out.nodes.emplace_back();
+    fill_from_kube(n, *kp);
+    const auto* m = metrics_of(facts, by_node, kp->name);
+    if (m) matched[static_cast<std::size_t>(m - facts.metrics.data())] = true;
+    apply_metrics(n, m, o);
+    if (m) cap_idle_at_free(n, *m);
+    if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
+  }
+  for (std::size_t i = 0; i < facts.metrics.size(); ++i)
+    if (!matched[i] && metrics_of(facts, by_node, facts.metrics[i].node) == &facts.metrics[i])
+      out.unknown_nodes.push_back(facts.metrics[i].node);
+  std::sort(out.unknown_nodes.begin(), out.unknown_nodes.end());
+}
+
+// No Kubernetes (none named, or it did not answer): a node is what its metrics show.
+void fill_from_metrics(NodeSummary& n, const core::NodeMetrics& m, bool kube_failed) {
+  n.name = m.node;
+  n.total_gpus = n.allocatable_gpus = n.free_gpus = m.gpus.size();
+  // Without Kubernetes, an unhealthy GPU is not free to place on.
+  n.free_gpus -= static_cast<std::uint64_t>(
+      std::count_if(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& g) { return !g.unhealthy.empty(); }));
+  n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
+  n.health = NodeHealth::Ok;
+  if (kube_failed) {
+    n.from.total_gpus = "metrics: GPUs seen (Kubernetes did not answer)";
+    n.from.allocatable_gpus = n.from.free_gpus = "= total (Kubernetes did not answer)";
+    n.from.requested_gpus = "unknown (Kubernetes did not answer)";
+    n.problems.push_back("Kubernetes did not answer: Ready, cordon and requested GPUs unknown");
+  } else {
+    n.from.total_gpus = "metrics: GPUs seen (no Kubernetes)";
+    n.from.allocatable_gpus = n.from.free_gpus = "= total (no Kubernetes)";
+    n.from.requested_gpus = "none known (no Kubernetes)";
+  }
+  n.gpu_product = first_model(&m);
+  if (!m.gpu_resource.empty()) {
+    n.gpu_resource = m.gpu_resource;
+    n.from.gpu_resource = "the agent's backend (no Kubernetes)";
+  } else {
+    n.gpu_resource = std::string(resource_of_models(m));
+    n.from.gpu_resource = n.gpu_resource.empty() ? "unknown: the GPU model names no vendor (any resource may go there)"
+                                                 : "inferred from the GPU model names (no Kubernetes)";
+  }
+}
+
+void summarize_metrics_nodes(const FleetFacts& facts, const RankOptions& o, const FirstEntries& by_node,
+                             Summaries& out) {
+  std::vector<const core::NodeMetrics*> order;
+  order.reserve(facts.metrics.size());
+  for (std::size_t i = 0; i < facts.metrics.size(); ++i)
+    if (by_node.at(facts.metrics[i].node) == i) order.push_back(&facts.metrics[i]);  // a node's first entry only
+  std::sort(order.begin(), order.end(),
+            [](const core::NodeMetrics* a, const core::NodeMetrics* b) { return a->node < b->node; });
+  out.nodes.reserve(order.size());
+  for (const auto* m : order) {
+    NodeSummary& n = out.nodes.emplace_back();
+    fill_from_metrics(n, *m, facts.kube_error.has_value());
+    apply_metrics(n, m, o);
+  }
+}
+
+}  // namespace
+
 Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
   Summaries out;
   out.kube_error = facts.kube_error;
-  // node name → index of its first metrics entry
-  std::unordered_map<std::string_view, std::size_t> by_node;
+  FirstEntries by_node;
   by_node.reserve(facts.metrics.size());
   for (std::size_t i = 0; i < facts.metrics.size(); ++i) by_node.emplace(facts.metrics[i].node, i);
-  const auto metrics_of = [&](const std::string& name) -> const core::NodeMetrics* {
-    const auto it = by_node.find(name);
-    return it == by_node.end() ? nullptr : &facts.metrics[it->second];
-  };
-  const auto first_model = [](const core::NodeMetrics* m) {
-    if (m)
-      for (const auto& g : m->gpus)
-        if (!g.model.empty()) return g.model;
-    return std::string();
-  };
-  const auto by_name = [](const auto* a, const auto* b) { return a->name < b->name; };
-
-  if (facts.kube) {
-    // Sorted through pointers, so that summaries are built in their final order and never moved.
-    std::vector<const core::KubeNode*> order;
-    order.reserve(facts.kube->size());
-    for (const auto& k : *facts.kube) order.push_back(&k);
-    std::sort(order.begin(), order.end(), by_name);
-    std::vector<bool> matched(facts.metrics.size(), false);
-    out.nodes.reserve(order.size());
-    for (const auto* kp : order) {
-      const auto& k = *kp;
-      NodeSummary& n = out.nodes.emplace_back();
-      n.name = k.name;
-      n.in_kubernetes = true;
-      n.gpu_resource = k.gpu_resource;
-      n.gpu_product = k.gpu_product;
-      n.total_gpus = k.gpu_capacity;
-      n.allocatable_gpus = k.gpu_allocatable;
-      n.requested_gpus = k.gpu_requested;
-      n.free_gpus = k.gpu_allocatable > k.gpu_requested ? k.gpu_allocatable - k.gpu_requested : 0;
-      n.ready = k.ready;
-      n.schedulable = !k.unschedulable;
-      n.health = NodeHealth::Ok;
-      n.from.total_gpus = "kubernetes: capacity";
-      n.from.allocatable_gpus = "kubernetes: allocatable";
-      n.from.requested_gpus = "kubernetes: requests of running pods";
-      n.from.free_gpus = "kubernetes: allocatable - requested";
-      n.from.gpu_resource =
-          k.gpu_resource.empty() ? "unknown: no GPU resource on the node" : "kubernetes: node resources";
-      if (!k.ready) n.problems.push_back("not Ready"), n.health = NodeHealth::NotReady;
-      if (k.unschedulable)
-        n.problems.push_back("unschedulable (cordoned)"), n.health = std::min(n.health, NodeHealth::Unschedulable);
-      const auto* m = metrics_of(k.name);
-      if (m) matched[static_cast<std::size_t>(m - facts.metrics.data())] = true;
-      apply_metrics(n, m, o);
-      if (n.has_metrics && n.idle_gpu_count > n.free_gpus) {
-        n.idle_gpu_count = n.free_gpus;
-        n.from.idle_gpu_count =
-            m->source == "agent" ? "agent: utilization and memory under the thresholds, capped at the free GPUs"
-            : m->source == "exec"
-                ? "exec: nvidia-smi's utilization and memory under the thresholds, capped at the free "
-                  "GPUs"
-                : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
-      }
-      if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
-    }
-    for (std::size_t i = 0; i < facts.metrics.size(); ++i)
-      if (!matched[i] && metrics_of(facts.metrics[i].node) == &facts.metrics[i])
-        out.unknown_nodes.push_back(facts.metrics[i].node);
-    std::sort(out.unknown_nodes.begin(), out.unknown_nodes.end());
-  } else {
-    std::vector<const core::NodeMetrics*> order;
-    order.reserve(facts.metrics.size());
-    for (std::size_t i = 0; i < facts.metrics.size(); ++i)
-      if (by_node.at(facts.metrics[i].node) == i) order.push_back(&facts.metrics[i]);  // a node's first entry only
-    std::sort(order.begin(), order.end(),
-              [](const core::NodeMetrics* a, const core::NodeMetrics* b) { return a->node < b->node; });
-    out.nodes.reserve(order.size());
-    for (const auto* m : order) {
-      NodeSummary& n = out.nodes.emplace_back();
-      n.name = m->node;
-      n.total_gpus = n.allocatable_gpus = n.free_gpus = m->gpus.size();
-      // Without Kubernetes, an unhealthy GPU is not free to place on.
-      n.free_gpus -= static_cast<std::uint64_t>(
-          std::count_if(m->gpus.begin(), m->gpus.end(), [](const core::FleetGpu& g) { return !g.unhealthy.empty(); }));
-      n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
-      n.health = NodeHealth::Ok;
-      if (facts.kube_error) {
-        n.from.total_gpus = "metrics: GPUs seen (Kubernetes did not answer)";
-        n.from.allocatable_gpus = n.from.free_gpus = "= total (Kubernetes did not answer)";
-        n.from.requested_gpus = "unknown (Kubernetes did not answer)";
-        n.problems.push_back("Kubernetes did not answer: Ready, cordon and requested GPUs unknown");
-      } else {
-        n.from.total_gpus = "metrics: GPUs seen (no Kubernetes)";
-        n.from.allocatable_gpus = n.from.free_gpus = "= total (no Kubernetes)";
-        n.from.requested_gpus = "none known (no Kubernetes)";
-      }
-      n.gpu_product = first_model(m);
-      if (!m->gpu_resource.empty()) {
-        n.gpu_resource = m->gpu_resource;
-        n.from.gpu_resource = "the agent's backend (no Kubernetes)";
-      } else {
-        n.gpu_resource = std::string(resource_of_models(*m));
-        n.from.gpu_resource = n.gpu_resource.empty()
-                                  ? "unknown: the GPU model names no vendor (any resource may go there)"
-                                  : "inferred from the GPU model names (no Kubernetes)";
-      }
-      apply_metrics(n, m, o);
-    }
-  }
+  if (facts.kube)
+    summarize_kube_nodes(facts, o, by_node, out);
+  else
+    summarize_metrics_nodes(facts, o, by_node, out);
   for (auto& n : out.nodes)
     if (!n.has_metrics) {
       n.idle_gpu_count = n.free_gpus;
@@ -274,6 +299,21 @@ Summaries summarize(const FleetFacts& facts, const RankOptions& o) {
     }
   return out;
 }
+
+namespace {
+
+// Why no node can host `required` GPUs: the first five refused candidates and why each is refused.
+std::string none_can_host(const std::vector<Candidate>& refused, std::uint64_t required, const std::string& of_resource,
+                          bool resource_asked) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < refused.size() && i < 5; ++i)
+    parts.push_back(refused[i].node + ": " + refused[i].why_not);
+  if (refused.size() > 5) parts.push_back(fmt::format("and {} more", refused.size() - 5));
+  return fmt::format("no node can host {} GPU(s){} (Ready, schedulable, enough free GPUs{}): {}", required, of_resource,
+                     resource_asked ? ", that resource" : "", fmt::join(parts, "; "));
+}
+
+}  // namespace
 
 NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fallback, std::string_view gpu_resource) {
   if (required == 0) required = 1;
@@ -325,14 +365,8 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
         n.name, n.idle_gpu_count, required, pct(n.avg_utilization), eligible.size(), required);
     describe_choice(c.reasoning, n);
   } else if (eligible.empty()) {
-    std::vector<std::string> parts;
-    for (std::size_t i = 0; i < c.candidates.size() && i < 5; ++i)
-      parts.push_back(c.candidates[i].node + ": " + c.candidates[i].why_not);
-    if (c.candidates.size() > 5) parts.push_back(fmt::format("and {} more", c.candidates.size() - 5));
-    c.reason = s.nodes.empty()
-                   ? std::string("no GPU nodes are known")
-                   : fmt::format("no node can host {} GPU(s){} (Ready, schedulable, enough free GPUs{}): {}", required,
-                                 of_resource, gpu_resource.empty() ? "" : ", that resource", fmt::join(parts, "; "));
+    c.reason = s.nodes.empty() ? std::string("no GPU nodes are known")
+                               : none_can_host(c.candidates, required, of_resource, !gpu_resource.empty());
     c.reasoning.push_back("No suitable node found: " + c.reason);
     c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
   } else if (fallback == Fallback::LeastLoaded) {

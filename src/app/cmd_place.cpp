@@ -135,29 +135,24 @@ json document_json(const cluster::DocumentPlacement& d, const std::optional<std:
   return j;
 }
 
-}  // namespace
+int fail(int code, const std::string& message) {
+  print_error("cluster place: " + escape_controls(message));
+  return code;
+}
 
-int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
-  auto fail = [](int code, const std::string& message) {
-    print_error("cluster place: " + escape_controls(message));
-    return code;
-  };
-  auto text = read_manifest(c.manifest);
-  if (!text) return fail(kExitUsage, text.error().message);
+// The target of --apply (what the command settles before the fleet is asked or anything is sent).
+struct ApplyTarget {
+  std::optional<cluster::KubeConfig> api;  // set with --apply
+  std::string default_ns;                  // the namespace of documents that name none
+};
 
-  cluster::PlaceOptions options;
-  options.gpus = c.place_gpus;
-  auto described = cluster::place_manifest(*text, options);
-  if (!described) return fail(kExitUsage, described.error().message);
-  const unsigned need = described->gpus_on_node();
-  // The GPU resource the manifest asks for decides the vendor: amd.com/gpu only on AMD nodes, and so on.
-  const auto resources = described->gpu_resources();
-
-  // --apply: the API server that takes the objects, and every request, are settled before the fleet is
-  // asked or anything is sent, so that a wrong kubeconfig or an unwritable kind changes nothing.
-  std::optional<cluster::KubeConfig> api;
-  std::vector<std::string> said;  // warnings printed already (the same API server is asked for the fleet)
-  std::string default_ns = c.namespace_name.value_or("");
+// --apply: the API server that takes the objects, and every request, are settled before the fleet is
+// asked or anything is sent, so that a wrong kubeconfig or an unwritable kind changes nothing. Also
+// checks every document's namespace against --namespace. An exit status when it failed (and said why).
+std::optional<int> settle_target(const ClusterCommand& c, const KubeEnvironment& env,
+                                 const cluster::PlaceResult& described, ApplyTarget& target,
+                                 std::vector<std::string>& said) {
+  target.default_ns = c.namespace_name.value_or("");
   if (c.apply) {
     auto settings = kube_settings_of(c);
     if (!settings) return fail(kExitUsage, settings.error().message);
@@ -167,81 +162,81 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
       print_error("warning: " + w);
       said.push_back(std::move(w));
     }
-    api = std::move(*config);
-    if (default_ns.empty()) default_ns = api->namespace_;
+    target.api = std::move(*config);
+    if (target.default_ns.empty()) target.default_ns = target.api->namespace_;
   }
-  for (const auto& d : described->documents) {
+  for (const auto& d : described.documents) {
     if (c.namespace_name && !d.namespace_name.empty() && d.namespace_name != *c.namespace_name)
       return fail(kExitUsage, fmt::format("{} names namespace '{}', which does not match --namespace '{}'",
                                           document_name(d), d.namespace_name, *c.namespace_name));
     if (c.apply) {
-      auto rq = cluster::apply_request(d, default_ns);
+      auto rq = cluster::apply_request(d, target.default_ns);
       if (!rq) return fail(kExitUsage, rq.error().message + " (nothing was applied; apply it separately with kubectl)");
     }
   }
+  return std::nullopt;
+}
 
-  Selection sel;
+// The node the pods go to, from the fleet's facts, or why none. An exit status when it failed.
+std::optional<int> choose_node(const ClusterCommand& c, const KubeEnvironment& env, unsigned need,
+                               const std::vector<std::string>& resources, std::vector<std::string>& said,
+                               Selection& sel) {
   if (c.no_gpu_selection) {
     sel.reason = "GPU node selection is off (--no-gpu-selection)";
-  } else if (need == 0) {
+    return std::nullopt;
+  }
+  if (need == 0) {
     sel.reason = "no document runs its pods on a single node, so there is nothing to pin";
-  } else if (resources.size() > 1) {
+    return std::nullopt;
+  }
+  if (resources.size() > 1) {
     sel.reason = fmt::format("the manifest asks for {} GPUs; no node offers more than one GPU resource",
                              fmt::join(resources, " and "));
-  } else {
-    auto src = fleet_sources_of(c, env, said);
-    if (!src)
-      return fail(kExitUsage, src.error().message + "; or --no-gpu-selection to let the Kubernetes scheduler decide");
-    const auto now = std::chrono::system_clock::now();
-    auto facts = cluster::gather_fleet(*src, now);
-    if (!facts) return fail(kExitUsage, facts.error().message);
-    sel.attempted = true;
-    sel.source_errors = facts->source_errors;
-    if (c.apply && src->kube_nodes && !facts->kube) {
-      // The API server that must take the objects did not answer its read: applying would fail the same way.
-      const auto e = std::find_if(facts->source_errors.begin(), facts->source_errors.end(),
-                                  [](const std::string& m) { return m.rfind("kubernetes: ", 0) == 0; });
-      return fail(kExitError, e != facts->source_errors.end() ? *e : "kubernetes: no answer");
-    }
-    if (facts->metrics.empty() && !facts->kube) {
-      sel.reason = "no fleet source answered";  // each source's error is printed (and in "errors")
-    } else {
-      allocator::RankOptions ro;
-      ro.idle = src->idle;
-      ro.now = now;
-      ro.max_age = src->max_age;
-      const auto sums = allocator::summarize(*facts, ro);
-      auto choice = allocator::select_node(sums, need, src->fallback, resources.empty() ? "" : resources.front());
-      for (const auto& cand : choice.candidates)
-        if (choice.node && cand.node == *choice.node) sel.node_resource = cand.summary->gpu_resource;
-      sel.source_failed = choice.source_failed;
-      sel.node = std::move(choice.node);
-      sel.reason = std::move(choice.reason);
-      sel.reasoning = std::move(choice.reasoning);
-      sel.fallback_used = choice.fallback_used;
-    }
+    return std::nullopt;
   }
-
-  const cluster::PlaceResult* result = &*described;
-  std::optional<cluster::PlaceResult> pinned;
-  if (sel.node) {
-    options.node = sel.node;
-    // A GPU limit added where the manifest asks for none names the node's own resource.
-    if (!sel.node_resource.empty()) options.gpu_resource = sel.node_resource;
-    auto p = cluster::place_manifest(*text, options);
-    if (!p) return fail(kExitError, "pinning to node '" + *sel.node + "': " + p.error().message);
-    pinned = std::move(*p);
-    result = &*pinned;
+  auto src = fleet_sources_of(c, env, said);
+  if (!src)
+    return fail(kExitUsage, src.error().message + "; or --no-gpu-selection to let the Kubernetes scheduler decide");
+  const auto now = std::chrono::system_clock::now();
+  auto facts = cluster::gather_fleet(*src, now);
+  if (!facts) return fail(kExitUsage, facts.error().message);
+  sel.attempted = true;
+  sel.source_errors = facts->source_errors;
+  if (c.apply && src->kube_nodes && !facts->kube) {
+    // The API server that must take the objects did not answer its read: applying would fail the same way.
+    const auto e = std::find_if(facts->source_errors.begin(), facts->source_errors.end(),
+                                [](const std::string& m) { return m.rfind("kubernetes: ", 0) == 0; });
+    return fail(kExitError, e != facts->source_errors.end() ? *e : "kubernetes: no answer");
   }
+  if (facts->metrics.empty() && !facts->kube) {
+    sel.reason = "no fleet source answered";  // each source's error is printed (and in "errors")
+    return std::nullopt;
+  }
+  allocator::RankOptions ro;
+  ro.idle = src->idle;
+  ro.now = now;
+  ro.max_age = src->max_age;
+  const auto sums = allocator::summarize(*facts, ro);
+  auto choice = allocator::select_node(sums, need, src->fallback, resources.empty() ? "" : resources.front());
+  for (const auto& cand : choice.candidates)
+    if (choice.node && cand.node == *choice.node) sel.node_resource = cand.summary->gpu_resource;
+  sel.source_failed = choice.source_failed;
+  sel.node = std::move(choice.node);
+  sel.reason = std::move(choice.reason);
+  sel.reasoning = std::move(choice.reasoning);
+  sel.fallback_used = choice.fallback_used;
+  return std::nullopt;
+}
 
-  // The reasoning, on stderr: stdout carries the manifest (or the apply lines, or JSON).
+// The reasoning, on stderr: stdout carries the manifest (or the apply lines, or JSON).
+void print_reasoning(const ClusterCommand& c, const Selection& sel, const cluster::PlaceResult& result) {
   for (const auto& e : sel.source_errors) print_error("cluster place: " + escape_controls(e));
   if (!c.json) {
     for (const auto& line : sel.reasoning) std::fprintf(stderr, "%s\n", escape_controls(line).c_str());
     if (!sel.node)
       std::fprintf(stderr, "No node pinned: %s; the Kubernetes scheduler decides.\n",
                    escape_controls(sel.reason).c_str());
-    for (const auto& d : result->documents) {
+    for (const auto& d : result.documents) {
       if (!d.placeable && d.notes.empty()) continue;
       if (d.placeable)
         std::fprintf(stderr, "%s: %u GPU(s) on one node (%s: %s)\n", escape_controls(document_name(d)).c_str(),
@@ -254,7 +249,11 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
     }
   }
   std::fflush(stderr);
+}
 
+// The --json document (without what --apply adds to each document).
+json place_json(const ClusterCommand& c, const Selection& sel, unsigned need, const std::vector<std::string>& resources,
+                const cluster::PlaceResult& result, const std::string& default_ns) {
   json out;
   out["node"] = sel.node ? json(*sel.node) : json();
   out["reason"] = sel.reason;
@@ -266,51 +265,89 @@ int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
   out["reasoning"] = sel.reasoning;
   out["errors"] = sel.source_errors;
   out["documents"] = json::array();
-  for (const auto& d : result->documents) {
+  for (const auto& d : result.documents) {
     std::string ns = d.namespace_name.empty() ? default_ns : d.namespace_name;
     if (c.apply && ns.empty()) ns = "default";
     out["documents"].push_back(document_json(d, sel.node, ns));
   }
+  return out;
+}
+
+// --apply: each document through the API server (server-side apply), in order, stopping at the first
+// failure. Records what happened to each in out["documents"]; the exit status.
+int apply_documents(const ClusterCommand& c, const ApplyTarget& target, const Selection& sel,
+                    const cluster::PlaceResult& result, json& out) {
+  cluster::KubeOptions ko;
+  if (c.timeout_s) ko.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout_s * 1000));
+  cluster::KubeClient client(*target.api, ko);
+  for (std::size_t i = 0; i < result.documents.size(); ++i) {
+    const auto& d = result.documents[i];
+    auto rq = cluster::apply_request(d, target.default_ns);
+    if (!rq) return fail(kExitUsage, rq.error().message);  // checked above on the same names; kept for safety
+    auto r = client.request(rq->method, rq->path, rq->body, rq->content_type);
+    if (!r) return fail(kExitError, r.error().message);
+    if (r->status != 200 && r->status != 201) {
+      const auto rbac = fmt::format("create and patch {} in namespace {}", rq->plural, rq->namespace_name);
+      return fail(kExitError,
+                  cluster::describe_status_error(*target.api, r->status, rq->method, rq->path, r->body, rbac));
+    }
+    const bool created = r->status == 201;
+    out["documents"][i]["applied"] = created ? "created" : "updated";
+    out["documents"][i]["status"] = r->status;
+    if (c.json) continue;
+    const std::string where =
+        sel.node && d.placeable ? fmt::format("on node '{}'", *sel.node)
+        : d.placeable
+            ? fmt::format("(no node pinned: {}; the Kubernetes scheduler decides)", sel.reason)
+            : std::string("(no node pinned: it has no single-node pod spec; the Kubernetes scheduler decides)");
+    std::printf("%s %s '%s' in namespace '%s' %s\n", created ? "Created" : "Updated", escape_controls(d.kind).c_str(),
+                escape_controls(d.name).c_str(), escape_controls(rq->namespace_name).c_str(),
+                escape_controls(where).c_str());
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_cluster_place(const ClusterCommand& c, const KubeEnvironment& env) {
+  auto text = read_manifest(c.manifest);
+  if (!text) return fail(kExitUsage, text.error().message);
+
+  cluster::PlaceOptions options;
+  options.gpus = c.place_gpus;
+  auto described = cluster::place_manifest(*text, options);
+  if (!described) return fail(kExitUsage, described.error().message);
+  const unsigned need = described->gpus_on_node();
+  // The GPU resource the manifest asks for decides the vendor: amd.com/gpu only on AMD nodes, and so on.
+  const auto resources = described->gpu_resources();
+
+  ApplyTarget target;
+  std::vector<std::string> said;  // warnings printed already (the same API server is asked for the fleet)
+  if (auto code = settle_target(c, env, *described, target, said)) return *code;
+  Selection sel;
+  if (auto code = choose_node(c, env, need, resources, said, sel)) return *code;
+
+  const cluster::PlaceResult* result = &*described;
+  std::optional<cluster::PlaceResult> pinned;
+  if (sel.node) {
+    options.node = sel.node;
+    // A GPU limit added where the manifest asks for none names the node's own resource.
+    if (!sel.node_resource.empty()) options.gpu_resource = sel.node_resource;
+    auto p = cluster::place_manifest(*text, options);
+    if (!p) return fail(kExitError, "pinning to node '" + *sel.node + "': " + p.error().message);
+    pinned = std::move(*p);
+    result = &*pinned;
+  }
+  print_reasoning(c, sel, *result);
+  json out = place_json(c, sel, need, resources, *result, target.default_ns);
 
   int code = kExitOk;
   if (!c.output.empty()) {
     if (auto w = write_output(c.output, result->output); !w) return fail(kExitError, w.error().message);
   }
   if (c.apply) {
-    cluster::KubeOptions ko;
-    if (c.timeout_s) ko.timeout = std::chrono::milliseconds(static_cast<long long>(*c.timeout_s * 1000));
-    cluster::KubeClient client(*api, ko);
-    for (std::size_t i = 0; i < result->documents.size(); ++i) {
-      const auto& d = result->documents[i];
-      auto rq = cluster::apply_request(d, default_ns);
-      if (!rq) {  // checked above on the same names; kept for safety
-        code = fail(kExitUsage, rq.error().message);
-        break;
-      }
-      auto r = client.request(rq->method, rq->path, rq->body, rq->content_type);
-      if (!r) {
-        code = fail(kExitError, r.error().message);
-        break;
-      }
-      if (r->status != 200 && r->status != 201) {
-        const auto rbac = fmt::format("create and patch {} in namespace {}", rq->plural, rq->namespace_name);
-        code = fail(kExitError, cluster::describe_status_error(*api, r->status, rq->method, rq->path, r->body, rbac));
-        break;
-      }
-      const bool created = r->status == 201;
-      out["documents"][i]["applied"] = created ? "created" : "updated";
-      out["documents"][i]["status"] = r->status;
-      if (c.json) continue;
-      const std::string where =
-          sel.node && d.placeable ? fmt::format("on node '{}'", *sel.node)
-          : d.placeable
-              ? fmt::format("(no node pinned: {}; the Kubernetes scheduler decides)", sel.reason)
-              : std::string("(no node pinned: it has no single-node pod spec; the Kubernetes scheduler decides)");
-      std::printf("%s %s '%s' in namespace '%s' %s\n", created ? "Created" : "Updated", escape_controls(d.kind).c_str(),
-                  escape_controls(d.name).c_str(), escape_controls(rq->namespace_name).c_str(),
-                  escape_controls(where).c_str());
-      std::fflush(stdout);
-    }
+    code = apply_documents(c, target, sel, *result, out);
   } else if (c.output.empty() && !c.json) {
     std::fwrite(result->output.data(), 1, result->output.size(), stdout);
   }

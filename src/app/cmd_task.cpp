@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "app/commands.hpp"
@@ -70,6 +71,90 @@ int run_estimate(const GlobalOptions&, const std::string& path, const std::strin
   return kExitOk;
 }
 
+namespace {
+
+// Every job of the grid estimated before any runs: a bad value should not surface after an hour of
+// runs. An exit status when one fails (and said why).
+std::optional<int> estimate_grid(const TaskCommand& t, const scheduler::TaskValue& task,
+                                 const std::vector<scheduler::TaskValue>& grid,
+                                 std::vector<scheduler::Estimate>& estimates) {
+  scheduler::EstimateOptions eo;
+  eo.engine = t.engine;
+  auto method = scheduler::parse_memory_method(t.method);
+  if (!method) {
+    print_error(method.error().message);
+    return kExitUsage;
+  }
+  eo.method = *method;
+  for (const auto& combo : grid) {
+    scheduler::TaskValue one = task;
+    one.set("parameters", combo);
+    auto e = scheduler::estimate(one, eo);
+    if (!e) {
+      print_error(fmt::format("{}: job {}: {}", t.path, scheduler::to_json_text(combo), e.error().message));
+      return exit_code(e.error());
+    }
+    estimates.push_back(std::move(*e));
+  }
+  return std::nullopt;
+}
+
+// An engine that reserves a fraction of every GPU (vLLM's gpu-memory-utilization, SGLang's
+// mem-fraction-static) needs that fraction of the GPU's memory free: taken of the largest GPU here.
+// 0 when no job's engine reserves one (the GPUs are not read then).
+std::uint64_t largest_gpu_mib(const GlobalOptions& g, const std::vector<scheduler::Estimate>& estimates) {
+  std::uint64_t largest = 0;
+  for (const auto& e : estimates) {
+    if (!e.memory_fraction) continue;
+    auto node = open_context(g);
+    if (auto s = node.monitor->snapshot(false); s)
+      for (const auto& gpu : (*s)->gpus) largest = std::max(largest, gpu.memory_total_mib.value_or(0));
+    break;
+  }
+  return largest;
+}
+
+// One grid point as a run: its placeholders filled in its command, named after the task and its
+// parameters (`label`), with the GPUs and memory of its estimate unless the command line gave them.
+RunCommand job_of(const TaskCommand& t, const scheduler::TaskValue& combo, const scheduler::Estimate& estimate,
+                  const std::string& task_name, std::uint64_t largest_gpu, std::string& label) {
+  RunCommand r = t.run;
+  for (const auto& [k, v] : combo.members()) {
+    label += fmt::format("{}{}={}", label.empty() ? "" : " ", k, value_text(v));
+    for (auto& a : r.argv) a = replace_all(a, "{" + k + "}", value_text(v));
+  }
+  r.alloc.name = fmt::format("{} [{}]", task_name, label);
+  r.task = task_name;
+  r.alloc.need.gpus = estimate.gpus;
+  if (!t.min_memory_given) {
+    r.alloc.need.min_free_memory_mib = estimate.memory_mb_per_gpu;
+    if (estimate.memory_fraction)
+      r.alloc.need.min_free_memory_mib =
+          std::max(r.alloc.need.min_free_memory_mib,
+                   static_cast<std::uint64_t>(*estimate.memory_fraction * static_cast<double>(largest_gpu)));
+  }
+  return r;
+}
+
+struct Outcome {
+  std::string name;
+  int code;
+};
+
+// The table of exit statuses on stderr; the task's status: ok when every job passed.
+int report(const std::vector<Outcome>& outcomes) {
+  int failed = 0;
+  std::fprintf(stderr, "\n%-6s  %s\n", "EXIT", "JOB");
+  for (const auto& o : outcomes) {
+    std::fprintf(stderr, "%-6d  %s\n", o.code, o.name.c_str());
+    if (o.code != 0) ++failed;  // skipped jobs count as failed
+  }
+  std::fprintf(stderr, "%zu passed, %d failed\n", outcomes.size() - static_cast<std::size_t>(failed), failed);
+  return failed == 0 ? kExitOk : kExitError;
+}
+
+}  // namespace
+
 int run_task(const GlobalOptions& g, const TaskCommand& t) {
   auto task = read_task(t.path);
   if (!task) {
@@ -87,65 +172,19 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     print_error(t.path + ": " + grid.error().message);
     return exit_code(grid.error());
   }
-  scheduler::EstimateOptions eo;
-  eo.engine = t.engine;
-  auto method = scheduler::parse_memory_method(t.method);
-  if (!method) {
-    print_error(method.error().message);
-    return kExitUsage;
-  }
-  eo.method = *method;
-  // Check every job of the grid before running any: a bad value should not surface after an hour of runs.
   std::vector<scheduler::Estimate> estimates;
-  for (const auto& combo : *grid) {
-    scheduler::TaskValue one = *task;
-    one.set("parameters", combo);
-    auto e = scheduler::estimate(one, eo);
-    if (!e) {
-      print_error(fmt::format("{}: job {}: {}", t.path, scheduler::to_json_text(combo), e.error().message));
-      return exit_code(e.error());
-    }
-    estimates.push_back(std::move(*e));
-  }
+  if (auto code = estimate_grid(t, *task, *grid, estimates)) return *code;
   // Every grid point reads the same keys: say each suspicious one once.
   for (const auto& w : estimates.front().warnings)
     std::fprintf(stderr, "gpufleet: warning: %s: %s\n", t.path.c_str(), w.c_str());
   const auto* named = task->find("name");
   const std::string task_name = named && named->is_string() ? named->get_string() : std::string("task");
-  // An engine that reserves a fraction of every GPU (vLLM's gpu-memory-utilization, SGLang's
-  // mem-fraction-static) needs that fraction of the GPU's memory free: taken of the largest GPU here.
-  std::uint64_t largest_gpu_mib = 0;
-  for (const auto& e : estimates) {
-    if (!e.memory_fraction) continue;
-    auto node = open_context(g);
-    if (auto s = node.monitor->snapshot(false); s)
-      for (const auto& gpu : (*s)->gpus) largest_gpu_mib = std::max(largest_gpu_mib, gpu.memory_total_mib.value_or(0));
-    break;
-  }
+  const std::uint64_t largest_gpu = largest_gpu_mib(g, estimates);
   std::fprintf(stderr, "gpufleet: %zu job(s) from %s\n", grid->size(), t.path.c_str());
-  struct Outcome {
-    std::string name;
-    int code;
-  };
   std::vector<Outcome> outcomes;
   for (std::size_t i = 0; i < grid->size(); ++i) {
-    const auto& combo = (*grid)[i];
-    RunCommand r = t.run;
     std::string label;
-    for (const auto& [k, v] : combo.members()) {
-      label += fmt::format("{}{}={}", label.empty() ? "" : " ", k, value_text(v));
-      for (auto& a : r.argv) a = replace_all(a, "{" + k + "}", value_text(v));
-    }
-    r.alloc.name = fmt::format("{} [{}]", task_name, label);
-    r.task = task_name;
-    r.alloc.need.gpus = estimates[i].gpus;
-    if (!t.min_memory_given) {
-      r.alloc.need.min_free_memory_mib = estimates[i].memory_mb_per_gpu;
-      if (estimates[i].memory_fraction)
-        r.alloc.need.min_free_memory_mib =
-            std::max(r.alloc.need.min_free_memory_mib,
-                     static_cast<std::uint64_t>(*estimates[i].memory_fraction * static_cast<double>(largest_gpu_mib)));
-    }
+    const RunCommand r = job_of(t, (*grid)[i], estimates[i], task_name, largest_gpu, label);
     std::fprintf(stderr, "gpufleet: job %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(), label.c_str(),
                  r.alloc.need.gpus, static_cast<unsigned long long>(r.alloc.need.min_free_memory_mib));
     // A job whose GPUs never come fails with its message; the others go on. An interrupt
@@ -157,14 +196,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
       break;
     }
   }
-  int failed = 0;
-  std::fprintf(stderr, "\n%-6s  %s\n", "EXIT", "JOB");
-  for (const auto& o : outcomes) {
-    std::fprintf(stderr, "%-6d  %s\n", o.code, o.name.c_str());
-    if (o.code != 0) ++failed;  // skipped jobs count as failed
-  }
-  std::fprintf(stderr, "%zu passed, %d failed\n", outcomes.size() - static_cast<std::size_t>(failed), failed);
-  return failed == 0 ? kExitOk : kExitError;
+  return report(outcomes);
 }
 
 }  // namespace gf::app

@@ -27,6 +27,7 @@
 #include <variant>
 
 #include "cluster/kube_client.hpp"
+#include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/log.hpp"
 #include "platform/url.hpp"
@@ -53,8 +54,7 @@ Result<ServerUrl> split_server(std::string_view url) {
   ServerUrl s;
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return make_error("the server URL has no scheme");
-  std::string scheme(url.substr(0, scheme_end));
-  for (auto& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string scheme = core::lower(url.substr(0, scheme_end));
   if (scheme == "https")
     s.tls = true;
   else if (scheme != "http")

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/log.hpp"
 #include "platform/url.hpp"
@@ -189,11 +190,10 @@ Result<std::uint64_t> parse_quantity_count(std::string_view q) {
     std::string_view e = suffix.substr(1);
     bool neg = false;
     if (e.front() == '+' || e.front() == '-') neg = e.front() == '-', e.remove_prefix(1);
-    if (e.empty() || e.size() > 3 || !std::all_of(e.begin(), e.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      return bad();
-    }
-    const int v = std::stoi(std::string(e));
-    exp10 += neg ? -v : v;
+    if (e.size() > 3) return bad();
+    const auto v = core::parse_uint(e);
+    if (!v) return bad();
+    exp10 += neg ? -static_cast<int>(*v) : static_cast<int>(*v);
     known = true;
   }
   if (!known) return bad();

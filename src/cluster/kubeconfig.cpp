@@ -12,6 +12,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/text.hpp"
 #include "platform/url.hpp"
 
 namespace gf::cluster {
@@ -53,13 +54,6 @@ std::string escaped(std::string_view s) {
       out.push_back(c);
   }
   return out;
-}
-
-std::string trim(std::string s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
 }
 
 // One named entry (cluster, context or user) and the file it came from: relative paths in it resolve
@@ -161,7 +155,7 @@ void check_readable(const FileRef& f) {
 KubeConfig finish(Selected s) {
   for (const auto& f : s.must_be_readable) check_readable(f);
   if (s.token_file) {
-    s.config.bearer_token = trim(read_text_file(s.token_file->path));
+    s.config.bearer_token = std::string(core::trim(read_text_file(s.token_file->path)));
     if (s.config.bearer_token.empty()) {
       throw ConfigError{fmt::format("{}: tokenFile {} is empty", s.token_file->where, s.token_file->path)};
     }
@@ -185,46 +179,23 @@ std::string normalized_server(std::string server, const std::string& where) {
   return server;
 }
 
-Selected from_kubeconfig(const Merged& m, const std::string& files, const std::string& wanted_context) {
-  const std::string context_name = wanted_context.empty() ? m.current_context : wanted_context;
-  if (context_name.empty()) {
-    throw ConfigError{fmt::format("{}: no current-context (choose one with --context)", files)};
-  }
-  const auto ctx = m.contexts.find(context_name);
-  if (ctx == m.contexts.end()) throw ConfigError{fmt::format("{}: context \"{}\" not found", files, context_name)};
-  const std::string ctx_where = fmt::format("{}: context \"{}\"", ctx->second.file, context_name);
-  const auto cluster_name = scalar(ctx->second.body, "cluster", ctx_where).value_or("");
-  const auto user_name = scalar(ctx->second.body, "user", ctx_where).value_or("");
-  if (cluster_name.empty()) throw ConfigError{ctx_where + " names no cluster"};
-
-  Selected sel;
+// The cluster entry: the server and how to trust it.
+void take_cluster(const Entry& entry, const std::string& name, Selected& sel) {
   KubeConfig& out = sel.config;
-  out.source = fmt::format("{}, context {}", ctx->second.file, context_name);
-  out.namespace_ = scalar(ctx->second.body, "namespace", ctx_where).value_or("");
-  if (out.namespace_.empty()) out.namespace_ = "default";
-
-  const auto cl = m.clusters.find(cluster_name);
-  if (cl == m.clusters.end()) {
-    throw ConfigError{fmt::format("{} names cluster \"{}\", which {} does not define", ctx_where, cluster_name, files)};
-  }
-  const YAML::Node& c = cl->second.body;
-  const std::string cl_where = fmt::format("{}: cluster \"{}\"", cl->second.file, cluster_name);
+  const YAML::Node& c = entry.body;
+  const std::string cl_where = fmt::format("{}: cluster \"{}\"", entry.file, name);
   out.server = normalized_server(scalar(c, "server", cl_where).value_or(""), cl_where);
   out.tls.insecure_skip_verify = flag(c, "insecure-skip-tls-verify", cl_where);
   if (auto data = scalar(c, "certificate-authority-data", cl_where); data && !data->empty()) {
     out.tls.ca_pem = decoded(*data, "certificate-authority-data", cl_where);
   } else if (auto file = scalar(c, "certificate-authority", cl_where); file && !file->empty()) {
-    out.tls.ca_file = resolve(*file, cl->second.file);
+    out.tls.ca_file = resolve(*file, entry.file);
     sel.must_be_readable.push_back({out.tls.ca_file, "certificate-authority", cl_where});
   }
+}
 
-  if (user_name.empty()) return sel;  // a context without a user: no credentials (rare, but valid)
-  const auto us = m.users.find(user_name);
-  if (us == m.users.end()) {
-    throw ConfigError{fmt::format("{} names user \"{}\", which {} does not define", ctx_where, user_name, files)};
-  }
-  const YAML::Node& u = us->second.body;
-  const std::string us_where = fmt::format("{}: user \"{}\"", us->second.file, user_name);
+// The plugins gpufleet does not run, named in the error that refuses them.
+void refuse_plugins(const YAML::Node& u, const std::string& us_where) {
   if (u["exec"] && !u["exec"].IsNull()) {
     const auto cmd = u["exec"].IsMap() ? scalar(u["exec"], "command", us_where).value_or("?") : "?";
     throw ConfigError{
@@ -239,22 +210,30 @@ Selected from_kubeconfig(const Merged& m, const std::string& files, const std::s
         "instead (token or tokenFile) or a client certificate",
         us_where, name)};
   }
+}
+
+// The user entry: a bearer token (or its file) and a client certificate and key, inline or as files.
+void take_user(const Entry& entry, const std::string& name, Selected& sel) {
+  KubeConfig& out = sel.config;
+  const YAML::Node& u = entry.body;
+  const std::string us_where = fmt::format("{}: user \"{}\"", entry.file, name);
+  refuse_plugins(u, us_where);
   // client-go: when both are set, the file's content wins over token.
   if (auto file = scalar(u, "tokenFile", us_where); file && !file->empty()) {
-    sel.token_file = FileRef{resolve(*file, us->second.file), "tokenFile", us_where};
+    sel.token_file = FileRef{resolve(*file, entry.file), "tokenFile", us_where};
   } else if (auto token = scalar(u, "token", us_where)) {
-    out.bearer_token = trim(*token);
+    out.bearer_token = std::string(core::trim(*token));
   }
   if (auto data = scalar(u, "client-certificate-data", us_where); data && !data->empty()) {
     out.tls.client_cert_pem = decoded(*data, "client-certificate-data", us_where);
   } else if (auto file = scalar(u, "client-certificate", us_where); file && !file->empty()) {
-    out.tls.client_cert_file = resolve(*file, us->second.file);
+    out.tls.client_cert_file = resolve(*file, entry.file);
     sel.must_be_readable.push_back({out.tls.client_cert_file, "client-certificate", us_where});
   }
   if (auto data = scalar(u, "client-key-data", us_where); data && !data->empty()) {
     out.tls.client_key_pem = decoded(*data, "client-key-data", us_where);
   } else if (auto file = scalar(u, "client-key", us_where); file && !file->empty()) {
-    out.tls.client_key_file = resolve(*file, us->second.file);
+    out.tls.client_key_file = resolve(*file, entry.file);
     sel.must_be_readable.push_back({out.tls.client_key_file, "client-key", us_where});
   }
   const bool has_cert = !out.tls.client_cert_pem.empty() || !out.tls.client_cert_file.empty();
@@ -269,6 +248,37 @@ Selected from_kubeconfig(const Merged& m, const std::string& files, const std::s
         "or a client certificate",
         us_where)};
   }
+}
+
+Selected from_kubeconfig(const Merged& m, const std::string& files, const std::string& wanted_context) {
+  const std::string context_name = wanted_context.empty() ? m.current_context : wanted_context;
+  if (context_name.empty()) {
+    throw ConfigError{fmt::format("{}: no current-context (choose one with --context)", files)};
+  }
+  const auto ctx = m.contexts.find(context_name);
+  if (ctx == m.contexts.end()) throw ConfigError{fmt::format("{}: context \"{}\" not found", files, context_name)};
+  const std::string ctx_where = fmt::format("{}: context \"{}\"", ctx->second.file, context_name);
+  const auto cluster_name = scalar(ctx->second.body, "cluster", ctx_where).value_or("");
+  const auto user_name = scalar(ctx->second.body, "user", ctx_where).value_or("");
+  if (cluster_name.empty()) throw ConfigError{ctx_where + " names no cluster"};
+
+  Selected sel;
+  sel.config.source = fmt::format("{}, context {}", ctx->second.file, context_name);
+  sel.config.namespace_ = scalar(ctx->second.body, "namespace", ctx_where).value_or("");
+  if (sel.config.namespace_.empty()) sel.config.namespace_ = "default";
+
+  const auto cl = m.clusters.find(cluster_name);
+  if (cl == m.clusters.end()) {
+    throw ConfigError{fmt::format("{} names cluster \"{}\", which {} does not define", ctx_where, cluster_name, files)};
+  }
+  take_cluster(cl->second, cluster_name, sel);
+
+  if (user_name.empty()) return sel;  // a context without a user: no credentials (rare, but valid)
+  const auto us = m.users.find(user_name);
+  if (us == m.users.end()) {
+    throw ConfigError{fmt::format("{} names user \"{}\", which {} does not define", ctx_where, user_name, files)};
+  }
+  take_user(us->second, user_name, sel);
   return sel;
 }
 
@@ -280,12 +290,13 @@ KubeConfig from_service_account(const KubeConfigOptions& o) {
   KubeConfig out;
   const std::string host = o.service_host.find(':') != std::string::npos ? "[" + o.service_host + "]" : o.service_host;
   out.server = fmt::format("https://{}:{}", host, o.service_port.empty() ? "443" : o.service_port);
-  out.bearer_token = trim(read_text_file((dir / "token").string()));
+  out.bearer_token = std::string(core::trim(read_text_file((dir / "token").string())));
   if (out.bearer_token.empty()) throw ConfigError{fmt::format("{} is empty", (dir / "token").string())};
   out.tls.ca_file = (dir / "ca.crt").string();
   check_readable({out.tls.ca_file, "service account CA", "in-cluster"});
   std::error_code ec;
-  if (fs::exists(dir / "namespace", ec)) out.namespace_ = trim(read_text_file((dir / "namespace").string()));
+  if (fs::exists(dir / "namespace", ec))
+    out.namespace_ = std::string(core::trim(read_text_file((dir / "namespace").string())));
   if (out.namespace_.empty()) out.namespace_ = "default";
   out.source = "in-cluster";
   return out;

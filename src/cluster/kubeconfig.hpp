@@ -49,7 +49,9 @@ Result<KubeConfig> parse_kube_config(std::string_view yaml, const std::string& f
 std::string insecure_transport(const KubeConfig& config);
 
 // Decodes standard base64 (RFC 4648), padding optional, whitespace ignored; nullopt on any other
-// character or a truncated quantum. Exposed for tests and the fuzzer.
+// character or a truncated quantum. Exposed for tests and the fuzzer. Not YAML::DecodeBase64: yaml-cpp
+// 0.7's cannot tell bad input from empty input ("a" and "" both give nothing), decodes '=' inside the
+// data as zero bits ("aGVsbG8=x") and drops an unpadded last quantum ("aGVsbG8" gives "hel").
 std::optional<std::string> decode_base64(std::string_view text);
 
 }  // namespace gf::cluster

@@ -1,7 +1,9 @@
 #pragma once
 // The pod specs of one manifest document and what each needs: which containers it has, how many GPUs
 // they ask for (or would, from their parallel sizes), and the two edits of a placement — the hostname
-// pin and an added GPU limit. Internal to gf_cluster (manifest.cpp); public for the tests.
+// pin and an added GPU limit. Internal to gf_cluster (manifest.cpp); public for the tests. Finding the pod
+// specs is pod_spec.cpp, the GPU count and limits pod_gpus.cpp, the pin pod_pin.cpp; describe_yaml and the
+// YAML access they share are in pod_yaml.hpp.
 //
 // Errors are one line naming the path inside the document; manifest.cpp adds the document.
 #include <cstddef>
@@ -12,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cluster/manifest.hpp"
+#include "cluster/pod_yaml.hpp"
 #include "core/result.hpp"
 
 namespace gf::cluster {
@@ -62,8 +65,5 @@ Result<void> add_gpu_limits(PodSpecRef& spec, const GpuPlan& plan, std::vector<s
 // is none). Appends what it did to changes and conflicts it sees to notes.
 Result<void> pin_to_node(PodSpecRef& spec, const std::string& node, std::vector<std::string>& changes,
                          std::vector<std::string>& notes);
-
-// A short description of a node for messages: `"text"` (cut at 40 bytes), "a mapping", "a list", "null".
-std::string describe_yaml(const YAML::Node& n);
 
 }  // namespace gf::cluster

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/url.hpp"
 
@@ -135,11 +136,8 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     g.node = node;
     g.uuid = uuid;
     g.model = label(s, "modelName");
-    char* end = nullptr;
-    const unsigned long i = std::strtoul(index.c_str(), &end, 10);
-    g.index = !index.empty() && end == index.c_str() + index.size() && i < 1u << 20
-                  ? static_cast<unsigned>(i)
-                  : static_cast<unsigned>(m.gpus.size());
+    const auto i = core::parse_uint(index, 0, (1u << 20) - 1);
+    g.index = i ? static_cast<unsigned>(*i) : static_cast<unsigned>(m.gpus.size());
     m.gpus.push_back(std::move(g));
     gpu_at.emplace(key, std::make_pair(nit->second, m.gpus.size() - 1));
     return &m.gpus.back();

@@ -45,9 +45,9 @@ Result<std::uint64_t> parse_uint(std::string_view s, std::uint64_t min, std::uin
 
 Result<std::chrono::seconds> parse_duration(std::string_view s, BareNumber bare, std::chrono::seconds max) {
   auto bad = [&] {
-    return make_error(ErrorKind::Invalid,
-                      "'" + std::string(s.substr(0, 40)) + "': expected a duration like 90s, 15m, 2h or 7d" +
-                          (bare == BareNumber::Seconds ? " or a number of seconds" : ""));
+    return make_error(ErrorKind::Invalid, "'" + std::string(s.substr(0, 40)) +
+                                              "': expected a duration like 90s, 15m, 2h or 7d" +
+                                              (bare == BareNumber::Seconds ? " or a number of seconds" : ""));
   };
   if (s.empty()) return bad();
   const char u = s.back();

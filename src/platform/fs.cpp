@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/text.hpp"
+
 namespace gf::platform {
 
 std::optional<std::string> read_file(const std::string& path, std::size_t max_bytes) {
@@ -39,10 +41,7 @@ std::optional<std::string> read_line(const std::string& path) {
   if (!s) return std::nullopt;
   const auto nl = s->find('\n');
   if (nl != std::string::npos) s->resize(nl);
-  const auto b = s->find_first_not_of(" \t\r");
-  if (b == std::string::npos) return std::string();
-  const auto e = s->find_last_not_of(" \t\r");
-  return s->substr(b, e - b + 1);
+  return std::string(core::trim(*s));
 }
 
 std::optional<long long> read_int(const std::string& path) {

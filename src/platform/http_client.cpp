@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <memory>
 #include <type_traits>
 
+#include "core/text.hpp"
 #include "platform/dynlib.hpp"
 #include "platform/url.hpp"
 
@@ -23,22 +25,28 @@ constexpr int kPollIntervalMs = 50;
 // Kerberos …) whose loading would triple the start-up time of every gpufleet command, while only a few
 // verbs talk HTTP. The types and constants come from <curl/curl.h>; the functions from dlsym on
 // libcurl.so.4 (the soname of Debian's libcurl4).
+// The functions used, each named once (as NVML's GF_NVML_ENTRY_POINTS): CURL_FN(member, symbol).
+#define GF_CURL_ENTRY_POINTS(CURL_FN)                    \
+  CURL_FN(global_init, curl_global_init)                 \
+  CURL_FN(easy_init, curl_easy_init)                     \
+  CURL_FN(easy_cleanup, curl_easy_cleanup)               \
+  CURL_FN(easy_setopt, curl_easy_setopt)                 \
+  CURL_FN(easy_getinfo, curl_easy_getinfo)               \
+  CURL_FN(easy_strerror, curl_easy_strerror)             \
+  CURL_FN(multi_init, curl_multi_init)                   \
+  CURL_FN(multi_cleanup, curl_multi_cleanup)             \
+  CURL_FN(multi_add_handle, curl_multi_add_handle)       \
+  CURL_FN(multi_remove_handle, curl_multi_remove_handle) \
+  CURL_FN(multi_perform, curl_multi_perform)             \
+  CURL_FN(multi_poll, curl_multi_poll)                   \
+  CURL_FN(multi_info_read, curl_multi_info_read)         \
+  CURL_FN(slist_append, curl_slist_append)               \
+  CURL_FN(slist_free_all, curl_slist_free_all)
+
 struct CurlApi {
-  decltype(&::curl_global_init) global_init;
-  decltype(&::curl_easy_init) easy_init;
-  decltype(&::curl_easy_cleanup) easy_cleanup;
-  decltype(&::curl_easy_setopt) easy_setopt;
-  decltype(&::curl_easy_getinfo) easy_getinfo;
-  decltype(&::curl_easy_strerror) easy_strerror;
-  decltype(&::curl_multi_init) multi_init;
-  decltype(&::curl_multi_cleanup) multi_cleanup;
-  decltype(&::curl_multi_add_handle) multi_add_handle;
-  decltype(&::curl_multi_remove_handle) multi_remove_handle;
-  decltype(&::curl_multi_perform) multi_perform;
-  decltype(&::curl_multi_poll) multi_poll;
-  decltype(&::curl_multi_info_read) multi_info_read;
-  decltype(&::curl_slist_append) slist_append;
-  decltype(&::curl_slist_free_all) slist_free_all;
+#define GF_CURL_MEMBER(member, symbol) decltype(&::symbol) member;
+  GF_CURL_ENTRY_POINTS(GF_CURL_MEMBER)
+#undef GF_CURL_MEMBER
 };
 
 struct LoadedCurl {
@@ -65,21 +73,9 @@ const LoadedCurl& loaded_curl() {
         c.error = std::string("libcurl.so.4 lacks ") + name;
       }
     };
-    get(c.api.global_init, "curl_global_init");
-    get(c.api.easy_init, "curl_easy_init");
-    get(c.api.easy_cleanup, "curl_easy_cleanup");
-    get(c.api.easy_setopt, "curl_easy_setopt");
-    get(c.api.easy_getinfo, "curl_easy_getinfo");
-    get(c.api.easy_strerror, "curl_easy_strerror");
-    get(c.api.multi_init, "curl_multi_init");
-    get(c.api.multi_cleanup, "curl_multi_cleanup");
-    get(c.api.multi_add_handle, "curl_multi_add_handle");
-    get(c.api.multi_remove_handle, "curl_multi_remove_handle");
-    get(c.api.multi_perform, "curl_multi_perform");
-    get(c.api.multi_poll, "curl_multi_poll");
-    get(c.api.multi_info_read, "curl_multi_info_read");
-    get(c.api.slist_append, "curl_slist_append");
-    get(c.api.slist_free_all, "curl_slist_free_all");
+#define GF_CURL_GET(member, symbol) get(c.api.member, #symbol);
+    GF_CURL_ENTRY_POINTS(GF_CURL_GET)
+#undef GF_CURL_GET
     if (ok) {
       (void)c.api.global_init(CURL_GLOBAL_DEFAULT);  // a failure shows up as easy_init returning null
       c.lib = std::move(*lib);
@@ -101,18 +97,6 @@ struct SlistDeleter {
   void operator()(curl_slist* l) const { curl().slist_free_all(l); }
 };
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // One transfer: its request, the response being built, and the curl handle with what it points to.
 struct Transfer {
   const HttpRequest* request = nullptr;
@@ -131,13 +115,14 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     // A new status line starts a new header block (after a 100 Continue, say): forget the old one.
     t->response = HttpResponse{};
     const auto sp = line.find(' ');
-    if (sp != std::string_view::npos) t->response.status = std::strtol(line.data() + sp + 1, nullptr, 10);
+    if (sp != std::string_view::npos)
+      std::from_chars(line.data() + sp + 1, line.data() + line.size(), t->response.status);
     return line.size();
   }
   const auto colon = line.find(':');
   if (colon != std::string_view::npos && t->response.headers.size() < 100) {
-    auto name = lower(trim(line.substr(0, colon)));
-    const auto value = trim(line.substr(colon + 1));
+    auto name = core::lower(core::trim(line.substr(0, colon)));
+    const auto value = core::trim(line.substr(colon + 1));
     if (name == "content-type") t->response.content_type = std::string(value);
     auto it = std::find_if(t->response.headers.begin(), t->response.headers.end(),
                            [&](const auto& h) { return h.first == name; });

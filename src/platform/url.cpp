@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/text.hpp"
+
 namespace gf::platform {
 namespace {
 
@@ -73,10 +75,7 @@ bool url_has_userinfo(std::string_view url) {
 
 bool url_is_plain_http(std::string_view url) {
   constexpr std::string_view kHttp = "http://";
-  if (url.size() < kHttp.size()) return false;
-  for (std::size_t i = 0; i < kHttp.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(url[i])) != kHttp[i]) return false;
-  return true;
+  return url.size() >= kHttp.size() && core::iequals(url.substr(0, kHttp.size()), kHttp);
 }
 
 }  // namespace gf::platform

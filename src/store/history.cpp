@@ -365,18 +365,16 @@ Result<std::vector<HistoryPoint>> HistoryStore::query(unsigned gpu, Metric metri
     st->bind(static_cast<int>(i) * 2 + 4, ranges[i].second);
   }
   std::vector<HistoryPoint> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
+  auto rows = st->each([&](const Stmt& row) {
     HistoryPoint p;
-    p.ts_ms = st->int64(0);
-    p.samples = static_cast<std::size_t>(st->int64(1));
-    p.min = st->opt_double(2);
-    p.max = st->opt_double(3);
-    p.avg = st->opt_double(4);
+    p.ts_ms = row.int64(0);
+    p.samples = static_cast<std::size_t>(row.int64(1));
+    p.min = row.opt_double(2);
+    p.max = row.opt_double(3);
+    p.avg = row.opt_double(4);
     out.push_back(p);
-  }
+  });
+  if (!rows) return rows.error();
   return out;
 }
 
@@ -436,25 +434,23 @@ Result<std::vector<core::Alert>> HistoryStore::recent_alerts(const core::AlertQu
   if (q.since) st->bind(3, to_ms(*q.since));
   if (q.until) st->bind(4, to_ms(*q.until));
   std::vector<core::Alert> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
+  auto rows = st->each([&](const Stmt& row) {
     core::Alert a;
-    a.id = st->text(0);
-    a.started_at = TimePoint(milliseconds(st->int64(1)));
-    const auto kind = core::alert_kind_from_name(st->text(2));
-    if (!kind) continue;  // written by a newer gpufleet that knows more rules
+    a.id = row.text(0);
+    a.started_at = TimePoint(milliseconds(row.int64(1)));
+    const auto kind = core::alert_kind_from_name(row.text(2));
+    if (!kind) return;  // written by a newer gpufleet that knows more rules
     a.kind = *kind;
-    a.gpu_index = static_cast<unsigned>(st->int64(3));
-    a.gpu_uuid = st->text(4);
-    a.severity = st->text(5);
-    a.message = st->text(6);
-    a.value = st->opt_double(7).value_or(0);
-    a.threshold = st->opt_double(8).value_or(0);
-    if (st->opt_double(9)) a.resolved_at = TimePoint(milliseconds(st->int64(9)));
+    a.gpu_index = static_cast<unsigned>(row.int64(3));
+    a.gpu_uuid = row.text(4);
+    a.severity = row.text(5);
+    a.message = row.text(6);
+    a.value = row.opt_double(7).value_or(0);
+    a.threshold = row.opt_double(8).value_or(0);
+    if (row.opt_double(9)) a.resolved_at = TimePoint(milliseconds(row.int64(9)));
     out.push_back(std::move(a));
-  }
+  });
+  if (!rows) return rows.error();
   return out;
 }
 

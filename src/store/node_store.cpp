@@ -166,27 +166,36 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
   return s;
 }
 
-Result<bool> NodeStore::reap_locked() {
-  // Leases whose owner process is gone (crashed, SIGKILLed) end here, whoever looks next.
-  auto sel = db_.prepare("SELECT id, owner_pid, owner_start FROM leases WHERE released_ms IS NULL");
+Result<std::size_t> NodeStore::sweep_dead_owners(const char* select_sql, std::initializer_list<const char*> updates,
+                                                 PidZero pid_zero) {
+  auto sel = db_.prepare(select_sql);
   if (!sel) return sel.error();
   std::vector<std::string> dead;
-  for (;;) {
-    auto row = sel->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    core::LeaseOwner o{static_cast<std::uint32_t>(sel->int64(1)), static_cast<unsigned long long>(sel->int64(2)), {}};
-    if (!alive_(o)) dead.push_back(sel->text(0));
-  }
+  auto rows = sel->each([&](const Stmt& row) {
+    const core::LeaseOwner o{
+        static_cast<std::uint32_t>(row.int64(1)), static_cast<unsigned long long>(row.int64(2)), {}};
+    if (o.pid == 0 && pid_zero == PidZero::Spare) return;
+    if (!alive_(o)) dead.push_back(row.text(0));
+  });
+  if (!rows) return rows.error();
   for (const auto& id : dead) {
-    auto up = db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = 'owner gone' WHERE id = ?2");
-    if (!up) return up.error();
-    if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r.error();
-    auto g = db_.prepare("UPDATE lease_gpus SET active = 0 WHERE lease_id = ?1");
-    if (!g) return g.error();
-    if (auto r = g->bind(1, id).run(); !r) return r.error();
+    for (const char* sql : updates) {
+      auto up = db_.prepare(sql);
+      if (!up) return up.error();
+      if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r.error();
+    }
   }
-  return !dead.empty();
+  return dead.size();
+}
+
+Result<bool> NodeStore::reap_locked() {
+  // Leases whose owner process is gone (crashed, SIGKILLed) end here, whoever looks next.
+  auto swept = sweep_dead_owners("SELECT id, owner_pid, owner_start FROM leases WHERE released_ms IS NULL",
+                                 {"UPDATE leases SET released_ms = ?1, release_reason = 'owner gone' WHERE id = ?2",
+                                  "UPDATE lease_gpus SET active = 0 WHERE lease_id = ?2"},
+                                 PidZero::Judge);
+  if (!swept) return swept.error();
+  return *swept > 0;
 }
 
 Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, std::size_t limit) {
@@ -197,33 +206,27 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, s
   if (!sel) return sel.error();
   std::vector<core::Lease> out;
   std::map<std::string, std::size_t> by_id;
-  for (;;) {
-    auto row = sel->step();
-    if (!row) return row.error();
-    if (!*row) break;
+  auto rows = sel->each([&](const Stmt& row) {
     core::Lease l;
-    l.id = sel->text(0);
-    l.job_id = sel->text(1);
-    l.name = sel->text(2);
-    l.owner = {static_cast<std::uint32_t>(sel->int64(3)), static_cast<unsigned long long>(sel->int64(4)), sel->text(5)};
-    l.created_at_ms = sel->int64(6);
-    l.released_at_ms = sel->opt_int64(7);
-    l.release_reason = sel->text(8);
-    l.owner.uid = opt_uid(*sel, 9);
-    l.tie = core::tie_from_name(sel->text(10));
+    l.id = row.text(0);
+    l.job_id = row.text(1);
+    l.name = row.text(2);
+    l.owner = {static_cast<std::uint32_t>(row.int64(3)), static_cast<unsigned long long>(row.int64(4)), row.text(5)};
+    l.created_at_ms = row.int64(6);
+    l.released_at_ms = row.opt_int64(7);
+    l.release_reason = row.text(8);
+    l.owner.uid = opt_uid(row, 9);
+    l.tie = core::tie_from_name(row.text(10));
     by_id[l.id] = out.size();
     out.push_back(std::move(l));
-  }
+  });
+  if (!rows) return rows.error();
   for (auto& l : out) {
     auto q = db_.prepare("SELECT gpu_index, gpu_uuid FROM lease_gpus WHERE lease_id = ?1 ORDER BY rowid");
     if (!q) return q.error();
     q->bind(1, l.id);
-    for (;;) {
-      auto row = q->step();
-      if (!row) return row.error();
-      if (!*row) break;
-      l.gpus.push_back({static_cast<unsigned>(q->int64(0)), q->text(1)});
-    }
+    auto gpus = q->each([&](const Stmt& row) { l.gpus.push_back({static_cast<unsigned>(row.int64(0)), row.text(1)}); });
+    if (!gpus) return gpus.error();
   }
   return out;
 }
@@ -248,18 +251,16 @@ Result<NodeStore::Ahead> NodeStore::live_waiters_ahead(const std::string& waiter
   if (!sel) return sel.error();
   sel->bind(1, prio).bind(2, enq).bind(3, rowid);
   std::vector<std::string> dead;
-  for (;;) {
-    auto row = sel->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    core::Waiter w = read_waiter(*sel);
+  auto rows = sel->each([&](const Stmt& row) {
+    core::Waiter w = read_waiter(row);
     if (!alive_(w.owner)) {
       dead.push_back(w.id);
-      continue;
+      return true;
     }
     out.waiters.push_back(std::move(w));
-    break;
-  }
+    return false;  // the first live one: the decision needs no more
+  });
+  if (!rows) return rows.error();
   for (const auto& id : dead) {
     auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
     if (!del) return del.error();
@@ -274,13 +275,11 @@ Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
       db_.prepare(fmt::format("SELECT {} FROM waiters ORDER BY priority DESC, enqueued_ms, rowid", kWaiterColumns));
   if (!sel) return sel.error();
   std::vector<core::Waiter> out;
-  for (;;) {
-    auto row = sel->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    core::Waiter w = read_waiter(*sel);
+  auto rows = sel->each([&](const Stmt& row) {
+    core::Waiter w = read_waiter(row);
     out.push_back(std::move(w));
-  }
+  });
+  if (!rows) return rows.error();
   return out;
 }
 
@@ -516,24 +515,13 @@ void bind_filter(Stmt& st, const JobFilter& f) {
 }  // namespace
 
 Result<void> NodeStore::reconcile_jobs() {
-  auto sel = db_.prepare("SELECT id, owner_pid, owner_start FROM experiments WHERE status IN ('waiting', 'running')");
-  if (!sel) return sel.error();
-  std::vector<std::string> lost;
-  for (;;) {
-    auto row = sel->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    const core::LeaseOwner o{
-        static_cast<std::uint32_t>(sel->int64(1)), static_cast<unsigned long long>(sel->int64(2)), {}};
-    if (o.pid != 0 && !alive_(o)) lost.push_back(sel->text(0));
-  }
-  for (const auto& id : lost) {
-    auto up = db_.prepare(
-        "UPDATE experiments SET status = 'lost', ended_ms = ?1, written_ms = ?1 WHERE id = ?2 AND status IN "
-        "('waiting', 'running')");
-    if (!up) return up.error();
-    if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r;
-  }
+  // A job recorded without a process (owner_pid 0) is not this sweep's to judge.
+  auto swept = sweep_dead_owners(
+      "SELECT id, owner_pid, owner_start FROM experiments WHERE status IN ('waiting', 'running')",
+      {"UPDATE experiments SET status = 'lost', ended_ms = ?1, written_ms = ?1 WHERE id = ?2 AND status IN "
+       "('waiting', 'running')"},
+      PidZero::Spare);
+  if (!swept) return swept.error();
   return {};
 }
 
@@ -554,12 +542,8 @@ Result<std::vector<Job>> NodeStore::jobs(std::size_t limit) {
       fmt::format("SELECT {} FROM experiments ORDER BY started_ms DESC, rowid DESC LIMIT {}", kJobColumns, limit));
   if (!st) return st.error();
   std::vector<Job> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(read_job(*st));
-  }
+  auto rows = st->each([&](const Stmt& row) { out.push_back(read_job(row)); });
+  if (!rows) return rows.error();
   return out;
 }
 
@@ -587,21 +571,20 @@ Result<core::JobPage> NodeStore::jobs_page(const core::JobQuery& q) {
   if (!st) return st.error();
   bind_filter(*st, f);
   std::size_t bytes = 0;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    Job j = read_job(*st);
+  auto rows = st->each([&](const Stmt& row) {
+    Job j = read_job(row);
     if (q.max_bytes != 0) {
       const std::size_t size = j.record.size() + j.command.size() + j.name.size() + j.id.size() + j.status.size();
       if (!page.jobs.empty() && bytes + size > q.max_bytes) {
         page.truncated = true;
-        break;
+        return false;
       }
       bytes += size;
     }
     page.jobs.push_back(std::move(j));
-  }
+    return true;
+  });
+  if (!rows) return rows.error();
   return page;
 }
 
@@ -633,22 +616,20 @@ Result<core::TaskPage> NodeStore::task_totals(const core::JobQuery& q) {
       now, f.where, q.limit, q.offset));
   if (!st) return st.error();
   bind_filter(*st, f);
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
+  auto rows = st->each([&](const Stmt& row) {
     core::TaskTotals t;
-    t.task = st->text(0);
-    t.runs = static_cast<std::uint64_t>(st->int64(1));
-    t.succeeded = static_cast<std::uint64_t>(st->opt_double(2).value_or(0));
-    t.failed = static_cast<std::uint64_t>(st->opt_double(3).value_or(0));
-    t.running = static_cast<std::uint64_t>(st->opt_double(4).value_or(0));
-    t.gpu_hours = st->opt_double(5).value_or(0);
-    t.owner_uid = opt_uid(*st, 7);
-    t.owner_user = st->text(8);
-    t.last_started_ms = st->int64(6);
+    t.task = row.text(0);
+    t.runs = static_cast<std::uint64_t>(row.int64(1));
+    t.succeeded = static_cast<std::uint64_t>(row.opt_double(2).value_or(0));
+    t.failed = static_cast<std::uint64_t>(row.opt_double(3).value_or(0));
+    t.running = static_cast<std::uint64_t>(row.opt_double(4).value_or(0));
+    t.gpu_hours = row.opt_double(5).value_or(0);
+    t.owner_uid = opt_uid(row, 7);
+    t.owner_user = row.text(8);
+    t.last_started_ms = row.int64(6);
     page.tasks.push_back(std::move(t));
-  }
+  });
+  if (!rows) return rows.error();
   return page;
 }
 
@@ -657,12 +638,8 @@ Result<std::map<std::string, std::uint64_t>> NodeStore::job_counts() {
   auto st = db_.prepare("SELECT status, COUNT(*) FROM experiments GROUP BY status");
   if (!st) return st.error();
   std::map<std::string, std::uint64_t> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out[st->text(0)] = static_cast<std::uint64_t>(st->int64(1));
-  }
+  auto rows = st->each([&](const Stmt& row) { out[row.text(0)] = static_cast<std::uint64_t>(row.int64(1)); });
+  if (!rows) return rows.error();
   return out;
 }
 

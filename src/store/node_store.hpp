@@ -4,6 +4,7 @@
 // acquire/release atomic across them. Not thread-safe: one NodeStore per thread.
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,6 +79,13 @@ class NodeStore final : public core::JobStore {
   Result<std::vector<core::Waiter>> load_waiters();
   // Marks waiting/running jobs whose owner process is gone as "lost".
   Result<void> reconcile_jobs();
+  // The one dead-owner sweep under reap_locked and reconcile_jobs: each row `select_sql` finds (id,
+  // owner_pid, owner_start) whose owner process is gone gets every statement of `updates` run with
+  // ?1 = now and ?2 = its id. A row with owner_pid 0 (no process recorded) is judged like any other
+  // with PidZero::Judge, and left alone with PidZero::Spare. Returns how many rows it swept.
+  enum class PidZero : bool { Judge, Spare };
+  Result<std::size_t> sweep_dead_owners(const char* select_sql, std::initializer_list<const char*> updates,
+                                        PidZero pid_zero);
   // The first live waiter queued ahead of waiter_id (empty: none); dead ones met on the way are removed
   // (removed_dead: the store changed).
   struct Ahead {

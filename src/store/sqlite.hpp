@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include "core/result.hpp"
 
@@ -60,7 +62,11 @@ class Stmt {
   // True with a row, false when done; an error on failure.
   Result<bool> step();
   Result<void> run();  // step to completion, expecting no rows
-  void reset();        // ready to run again, bindings cleared
+  // Steps through the rows, calling row_fn(const Stmt&) on each; row_fn returns void, or a bool that is
+  // false to stop early. An error when a step fails.
+  template <class F>
+  Result<void> each(F&& row_fn);
+  void reset();  // ready to run again, bindings cleared
   std::int64_t int64(int col) const;
   std::optional<std::int64_t> opt_int64(int col) const;
   std::optional<double> opt_double(int col) const;
@@ -72,6 +78,20 @@ class Stmt {
   sqlite3_stmt* st_ = nullptr;
   sqlite3* db_ = nullptr;
 };
+
+template <class F>
+Result<void> Stmt::each(F&& row_fn) {
+  for (;;) {
+    auto row = step();
+    if (!row) return row.error();
+    if (!*row) return {};
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, const Stmt&>>) {
+      row_fn(std::as_const(*this));
+    } else if (!row_fn(std::as_const(*this))) {
+      return {};
+    }
+  }
+}
 
 // BEGIN IMMEDIATE takes the write lock up front, so a read-decide-write cannot interleave with
 // another process's; rolled back unless committed.

@@ -142,12 +142,8 @@ Result<std::vector<core::LeaseUsage>> UsageStore::load(const char* where_sql, st
   if (!st) return st.error();
   st->bind(1, arg);
   std::vector<core::LeaseUsage> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
-    out.push_back(row_of(*st));
-  }
+  auto rows = st->each([&](const Stmt& row) { out.push_back(row_of(row)); });
+  if (!rows) return rows.error();
   return out;
 }
 
@@ -173,21 +169,19 @@ Result<std::map<std::string, core::UsageTotals>> UsageStore::final_totals_by_use
       "SUM(covered_gpu_s), MAX(peak_mem_mib) FROM lease_usage WHERE released_at_ms IS NOT NULL GROUP BY user");
   if (!st) return st.error();
   std::map<std::string, core::UsageTotals> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) return row.error();
-    if (!*row) break;
+  auto rows = st->each([&](const Stmt& row) {
     core::UsageTotals t;
-    t.key = st->text(0);
-    t.leases = static_cast<std::size_t>(st->int64(1));
-    t.held_gpu_s = st->opt_double(2).value_or(0);
-    t.busy_gpu_s = st->opt_double(3).value_or(0);
-    t.energy_wh = st->opt_double(4).value_or(0);
-    t.util_gpu_s = st->opt_double(5).value_or(0);
-    t.covered_gpu_s = st->opt_double(6).value_or(0);
-    if (auto m = st->opt_int64(7)) t.peak_mem_mib = static_cast<std::uint64_t>(*m);
+    t.key = row.text(0);
+    t.leases = static_cast<std::size_t>(row.int64(1));
+    t.held_gpu_s = row.opt_double(2).value_or(0);
+    t.busy_gpu_s = row.opt_double(3).value_or(0);
+    t.energy_wh = row.opt_double(4).value_or(0);
+    t.util_gpu_s = row.opt_double(5).value_or(0);
+    t.covered_gpu_s = row.opt_double(6).value_or(0);
+    if (auto m = row.opt_int64(7)) t.peak_mem_mib = static_cast<std::uint64_t>(*m);
     out[t.key] = t;
-  }
+  });
+  if (!rows) return rows.error();
   return out;
 }
 

@@ -1,12 +1,13 @@
 #include "backends/amdgpu/sysfs_text.hpp"
 
 #include "backends/drm/text_util.hpp"
+#include "core/text.hpp"
 
 namespace gf::backends::amdgpu {
 
 namespace text = drm::text;
+using core::trim;
 using text::next_line;
-using text::trim;
 
 std::optional<unsigned> parse_dpm_current_mhz(std::string_view content) {
   // Lines look like "1: 1800Mhz *" (current) or "0: 500Mhz " (not current); deep-sleep levels are
@@ -19,7 +20,7 @@ std::optional<unsigned> parse_dpm_current_mhz(std::string_view content) {
     const std::size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) return std::nullopt;
     const auto [digits, unit] = text::split_number(trim(line.substr(colon + 1)));
-    if (!text::iequals_ascii(trim(unit), "mhz")) return std::nullopt;
+    if (!core::iequals(trim(unit), "mhz")) return std::nullopt;
     return text::parse_decimal<unsigned>(digits);
   }
   return std::nullopt;

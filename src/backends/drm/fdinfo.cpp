@@ -3,22 +3,17 @@
 #include <limits>
 
 #include "backends/drm/text_util.hpp"
+#include "core/text.hpp"
 
 namespace gf::backends::drm {
 namespace {
 
-using text::trim;
+using core::trim;
 
 // A real file has one key per engine or region (under ten of each); kMaxKeysPerMap keeps a hostile
 // or corrupt input from growing a map without bound (the fuzzer feeds thousands of distinct keys).
 // kMaxTextValue: the longest text kept (driver name, PCI address, engine or region name); real
 // ones are under 20 bytes.
-
-std::string lower_copy(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = text::lower_ascii(c);
-  return out;
-}
 
 // "123456 ns". The spec makes the unit mandatory; a bare number is accepted as ns as well since an
 // engine key cannot mean anything else.
@@ -85,7 +80,7 @@ std::optional<DrmFdinfo> parse_drm_fdinfo(std::string_view content) {
       }
     } else if (key == "drm-pdev") {
       // Lower-cased to compare equal to the sysfs device name, which is always lower case.
-      if (out.pdev.empty() && value.size() <= kMaxTextValue) out.pdev = lower_copy(value);
+      if (out.pdev.empty() && value.size() <= kMaxTextValue) out.pdev = core::lower(value);
     } else if (key == "drm-client-id") {
       set_once(out.client_id, text::parse_decimal<std::uint64_t>(value));
     } else if (key == "drm-memory-vram") {

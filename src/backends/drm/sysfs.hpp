@@ -10,6 +10,7 @@
 
 #include "backends/drm/text_util.hpp"
 #include "core/reading.hpp"
+#include "core/text.hpp"
 
 namespace gf::backends::drm {
 
@@ -40,7 +41,7 @@ template <class T>
 core::Reading<T> read_integer(const std::string& path) {
   const FileText f = read_sysfs(path);
   if (!f.text) return core::Reading<T>::absent(f.why);
-  if (const auto v = text::parse_decimal<T>(text::trim(*f.text))) return *v;
+  if (const auto v = text::parse_decimal<T>(core::trim(*f.text))) return *v;
   return core::Reading<T>::absent(core::Absent::Error);
 }
 

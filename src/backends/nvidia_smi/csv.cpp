@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.hpp"
+
 namespace gf::backends::nvidia_smi {
 namespace {
 
@@ -77,35 +79,12 @@ constexpr std::array kCurrentFields{
 };
 
 // Same columns in the same order; only the reasons field has its pre-535 name.
-constexpr std::array kThrottleFields{
-    Field::Index,
-    Field::Uuid,
-    Field::PciBusId,
-    Field::MemoryTotal,
-    Field::MemoryUsed,
-    Field::MemoryFree,
-    Field::UtilizationGpu,
-    Field::UtilizationMemory,
-    Field::TemperatureGpu,
-    Field::PowerDraw,
-    Field::PowerLimit,
-    Field::FanSpeed,
-    Field::ClocksGraphics,
-    Field::ClocksMemory,
-    Field::PState,
-    Field::ClockThrottleReasons,
-    Field::MigModeCurrent,
-    Field::EccUncorrectedVolatileTotal,
-    Field::PersistenceMode,
-    Field::EccCorrectedVolatileTotal,
-    Field::EccCorrectedAggregateTotal,
-    Field::EccUncorrectedAggregateTotal,
-    Field::RetiredPagesSbe,
-    Field::RetiredPagesDbe,
-    Field::RetiredPagesPending,
-    Field::DriverVersion,
-    Field::Name,
-};
+constexpr auto kThrottleFields = [] {
+  auto fields = kCurrentFields;
+  for (Field& f : fields)
+    if (f == Field::ClockEventReasons) f = Field::ClockThrottleReasons;
+  return fields;
+}();
 
 // Fields every nvidia-smi since the R3xx drivers knows.
 constexpr std::array kBasicFields{
@@ -116,13 +95,7 @@ constexpr std::array kBasicFields{
     Field::DriverVersion,  Field::Name,
 };
 
-constexpr bool is_blank(char c) noexcept { return c == ' ' || c == '\t' || c == '\r'; }
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
-}
+using core::trim;
 
 // A short, printable excerpt of untrusted text for an error message.
 std::string excerpt(std::string_view s) {

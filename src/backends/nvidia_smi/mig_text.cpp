@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
+#include <initializer_list>
+#include <limits>
+
+#include "core/text.hpp"
 
 namespace gf::backends::nvidia_smi {
 namespace {
@@ -15,21 +18,14 @@ using core::Reading;
 constexpr std::size_t kMaxText = 96;  // a UUID or profile longer than NVML's own buffers is not one
 constexpr std::size_t kMaxDepth = 32;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
-    s.remove_suffix(1);
-  return s;
-}
+using core::trim;
 
+// A whole unsigned decimal of type T (blanks around it allowed); nullopt otherwise.
 template <class T>
 std::optional<T> number(std::string_view s) {
-  s = trim(s);
-  T v{};
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
+  auto v = core::parse_uint(trim(s), 0, std::numeric_limits<T>::max());
+  if (!v) return std::nullopt;
+  return static_cast<T>(*v);
 }
 
 // One printable line for an error message.
@@ -117,20 +113,76 @@ Result<std::vector<ListedGpu>> parse_list(std::string_view text) {
   return out;
 }
 
-Result<std::vector<XmlGpu>> parse_query_xml(std::string_view xml) {
-  std::vector<XmlGpu> gpus;
+namespace {
+
+// The elements open from the root down; at most kMaxDepth.
+struct XmlPath {
   std::array<std::string_view, kMaxDepth> stack{};
   std::size_t depth = 0;
-  bool saw_root = false;
-  std::size_t text_from = 0;  // where the text of the element opened last begins
-  bool leaf = false;          // no child opened since the last open tag
-  auto at = [&](std::initializer_list<std::string_view> path) {
+  bool at(std::initializer_list<std::string_view> path) const {
     if (path.size() != depth) return false;
     std::size_t i = 0;
     for (auto p : path)
       if (stack[i++] != p) return false;
     return true;
-  };
+  }
+};
+
+// The text of the leaf element `name` that just closed (still on `x`): the fields the parser keeps.
+void take_leaf(const XmlPath& x, std::string_view name, std::string_view value, std::vector<XmlGpu>& gpus) {
+  XmlGpu* g = gpus.empty() ? nullptr : &gpus.back();
+  if (g == nullptr) return;
+  const auto& stack = x.stack;
+  if (x.at({"nvidia_smi_log", "gpu", "uuid"}) && plain_token(value)) {
+    g->uuid = std::string(value);
+  } else if (!g->migs.empty() && x.depth >= 5 && stack[2] == "mig_devices" && stack[3] == "mig_device") {
+    XmlMig& m = g->migs.back();
+    if (x.at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "index"})) {
+      m.index = number<unsigned>(value).value_or(kMaxMigPerGpu);  // an unreadable index joins nothing
+    } else if (x.at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "gpu_instance_id"})) {
+      m.gpu_instance_id = number<unsigned>(value);
+    } else if (x.at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "compute_instance_id"})) {
+      m.compute_instance_id = number<unsigned>(value);
+    } else if (x.depth == 6 && stack[4] == "fb_memory_usage") {
+      if (name == "total") m.memory_total_mib = mib(value);
+      if (name == "used") m.memory_used_mib = mib(value);
+      if (name == "free") m.memory_free_mib = mib(value);
+    }
+  } else if (!g->processes.empty() && x.depth == 5 && stack[2] == "processes" && stack[3] == "process_info") {
+    XmlProcess& p = g->processes.back();
+    if (name == "pid") p.pid = number<std::uint32_t>(value).value_or(0);
+    if (name == "gpu_instance_id") p.gpu_instance_id = number<unsigned>(value);
+    if (name == "compute_instance_id") p.compute_instance_id = number<unsigned>(value);
+  }
+}
+
+// The element just opened (the last on `x`) starts a record when it is a GPU, a MIG device or a process.
+Result<void> start_record(const XmlPath& x, std::vector<XmlGpu>& gpus) {
+  if (x.at({"nvidia_smi_log", "gpu"})) {
+    if (gpus.size() >= kMaxListedGpus) return make_error("nvidia-smi -q -x: more GPUs than any machine has");
+    gpus.emplace_back();
+  } else if (!gpus.empty() && x.at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
+    if (gpus.back().migs.size() >= kMaxMigPerGpu) return make_error("nvidia-smi -q -x: too many MIG devices");
+    XmlMig m;
+    for (auto* r : {&m.memory_total_mib, &m.memory_used_mib, &m.memory_free_mib})
+      *r = Reading<std::uint64_t>::absent(Absent::Unavailable);
+    gpus.back().migs.push_back(m);
+  } else if (!gpus.empty() && x.at({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
+    if (gpus.back().processes.size() >= kMaxXmlProcessesPerGpu)
+      return make_error("nvidia-smi -q -x: too many processes");
+    gpus.back().processes.emplace_back();
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<XmlGpu>> parse_query_xml(std::string_view xml) {
+  std::vector<XmlGpu> gpus;
+  XmlPath x;
+  bool saw_root = false;
+  std::size_t text_from = 0;  // where the text of the element opened last begins
+  bool leaf = false;          // no child opened since the last open tag
   std::size_t pos = 0;
   while ((pos = xml.find('<', pos)) != std::string_view::npos) {
     const std::size_t lt = pos;
@@ -142,36 +194,10 @@ Result<std::vector<XmlGpu>> parse_query_xml(std::string_view xml) {
     if (tag.front() == '?' || tag.front() == '!') continue;  // declaration, doctype, comment (no '>' inside)
     if (tag.front() == '/') {
       const std::string_view name = trim(tag.substr(1));
-      if (depth == 0 || stack[depth - 1] != name)
+      if (x.depth == 0 || x.stack[x.depth - 1] != name)
         return make_error(fmt::format("nvidia-smi -q -x: unexpected </{}>", shown(name)));
-      if (leaf) {
-        const std::string_view value = trim(xml.substr(text_from, lt - text_from));
-        XmlGpu* g = gpus.empty() ? nullptr : &gpus.back();
-        if (g != nullptr && at({"nvidia_smi_log", "gpu", "uuid"}) && plain_token(value)) {
-          g->uuid = std::string(value);
-        } else if (g != nullptr && !g->migs.empty() && depth >= 5 && stack[2] == "mig_devices" &&
-                   stack[3] == "mig_device") {
-          XmlMig& m = g->migs.back();
-          if (at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "index"})) {
-            m.index = number<unsigned>(value).value_or(kMaxMigPerGpu);  // an unreadable index joins nothing
-          } else if (at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "gpu_instance_id"})) {
-            m.gpu_instance_id = number<unsigned>(value);
-          } else if (at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "compute_instance_id"})) {
-            m.compute_instance_id = number<unsigned>(value);
-          } else if (depth == 6 && stack[4] == "fb_memory_usage") {
-            if (name == "total") m.memory_total_mib = mib(value);
-            if (name == "used") m.memory_used_mib = mib(value);
-            if (name == "free") m.memory_free_mib = mib(value);
-          }
-        } else if (g != nullptr && !g->processes.empty() && depth == 5 && stack[2] == "processes" &&
-                   stack[3] == "process_info") {
-          XmlProcess& p = g->processes.back();
-          if (name == "pid") p.pid = number<std::uint32_t>(value).value_or(0);
-          if (name == "gpu_instance_id") p.gpu_instance_id = number<unsigned>(value);
-          if (name == "compute_instance_id") p.compute_instance_id = number<unsigned>(value);
-        }
-      }
-      --depth;
+      if (leaf) take_leaf(x, name, trim(xml.substr(text_from, lt - text_from)), gpus);
+      --x.depth;
       leaf = false;
       continue;
     }
@@ -180,31 +206,18 @@ Result<std::vector<XmlGpu>> parse_query_xml(std::string_view xml) {
     std::string_view name = tag.substr(0, tag.find_first_of(" \t\r\n/"));
     if (name.empty()) return make_error("nvidia-smi -q -x: a tag without a name");
     if (self_closing) continue;
-    if (depth == 0) {
+    if (x.depth == 0) {
       if (name != "nvidia_smi_log") return make_error("nvidia-smi -q -x: not nvidia-smi's XML");
       saw_root = true;
     }
-    if (depth >= kMaxDepth) return make_error("nvidia-smi -q -x: elements nested too deep");
-    stack[depth++] = name;
+    if (x.depth >= kMaxDepth) return make_error("nvidia-smi -q -x: elements nested too deep");
+    x.stack[x.depth++] = name;
     leaf = true;
     text_from = pos;
-    if (at({"nvidia_smi_log", "gpu"})) {
-      if (gpus.size() >= kMaxListedGpus) return make_error("nvidia-smi -q -x: more GPUs than any machine has");
-      gpus.emplace_back();
-    } else if (!gpus.empty() && at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
-      if (gpus.back().migs.size() >= kMaxMigPerGpu) return make_error("nvidia-smi -q -x: too many MIG devices");
-      XmlMig m;
-      for (auto* r : {&m.memory_total_mib, &m.memory_used_mib, &m.memory_free_mib})
-        *r = Reading<std::uint64_t>::absent(Absent::Unavailable);
-      gpus.back().migs.push_back(m);
-    } else if (!gpus.empty() && at({"nvidia_smi_log", "gpu", "processes", "process_info"})) {
-      if (gpus.back().processes.size() >= kMaxXmlProcessesPerGpu)
-        return make_error("nvidia-smi -q -x: too many processes");
-      gpus.back().processes.emplace_back();
-    }
+    if (auto r = start_record(x, gpus); !r) return r.error();
   }
   if (!saw_root) return make_error("nvidia-smi -q -x: not nvidia-smi's XML");
-  if (depth != 0) return make_error("nvidia-smi -q -x: the document ends inside an element");
+  if (x.depth != 0) return make_error("nvidia-smi -q -x: the document ends inside an element");
   return gpus;
 }
 

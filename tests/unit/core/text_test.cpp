@@ -15,7 +15,9 @@ TEST(CoreText, TrimRemovesOuterWhitespaceOnly) {
 }
 
 TEST(CoreText, LowerAndIequalsTouchAsciiLettersOnly) {
-  EXPECT_EQ(lower("Content-Type: ÄB"), "content-type: \xC3\x84" "b");
+  EXPECT_EQ(lower("Content-Type: ÄB"),
+            "content-type: \xC3\x84"
+            "b");
   EXPECT_TRUE(iequals("Upgrade", "uPGRADE"));
   EXPECT_FALSE(iequals("Upgrade", "Upgrades"));
   EXPECT_FALSE(iequals("a", "b"));
