@@ -80,13 +80,14 @@ Result<std::string> load_read_token(const ServeConfig& c) {
   return token;
 }
 
-// Everything the agent runs. Members are declared in the order the steps build them, each using only
-// those above it. C++ destroys them bottom-up, and that IS the shutdown order: the agent socket stops
-// (no new client requests), then the HTTP server and Socket.IO, the fleet refresher, submitted jobs
-// (their containers stopped, their leases released through the arbiter, still alive), the accounting
-// (its subscription first, then the ledger's last rows), the arbiter, the WebSocket hub, the collection
-// loop (its last history batch written), the records view and the checkpointer. Keep new members in
-// that order.
+// Everything the agent runs. Each member uses only those above it, and C++ destroys them bottom-up:
+// that IS the shutdown order, after the HTTP server's run has returned (in-flight requests finished,
+// WebSocket clients told). Read from the bottom: submitted jobs end (their containers stopped, their
+// leases released through the arbiter); the agent socket stops (no client request after it); the
+// collection loop stops (its last history batch written) while the HTTP server, Socket.IO and the hub's
+// clients still exist; then those go, with the routes and the fleet refresher; the accounting (its
+// subscription, then the ledger's last rows); the arbiter, the WebSocket hub, the loop itself, the
+// records view and the checkpointer. A new member goes where its place in that order is.
 struct ServeRig {
   ServeConfig c;
   Context ctx;
@@ -108,14 +109,24 @@ struct ServeRig {
     }
   } usage;
   sampler::SampleHub::Subscription usage_sub;
-  std::unique_ptr<JobService> submitted;
   server::ApiContext api;
   server::Router router;
   std::unique_ptr<cluster::FleetRefresher> fleet;
   server::ClusterView cluster_view;
   std::unique_ptr<server::SocketIo> sio;
   std::unique_ptr<server::HttpServer> http;
+  // Stops the collection loop before the servers its hub feeds go (the Agent itself goes later).
+  struct LoopStop {
+    node::Agent* agent = nullptr;
+    LoopStop() = default;
+    LoopStop(const LoopStop&) = delete;
+    LoopStop& operator=(const LoopStop&) = delete;
+    ~LoopStop() {
+      if (agent) agent->stop();
+    }
+  } loop_stop;
   std::unique_ptr<server::AgentSocket> agent_socket;
+  std::unique_ptr<JobService> submitted;  // built before the routes (they name it), ended first
 };
 
 // The stores: the node store's one writer (for the arbiter) and its read-only records view; history's
@@ -181,6 +192,7 @@ void make_agent(ServeRig& rig, OpenedStores& stores) {
   ao.alert_rules = c.alert_rules;
   rig.agent = std::make_unique<node::Agent>(*rig.ctx.monitor, *rig.hub, std::move(stores.history),
                                             std::move(stores.history_reader), ao);
+  rig.loop_stop.agent = rig.agent.get();
   rig.ws = std::make_unique<server::WsHub>(*rig.agent, *rig.hub, c.ws);
   server::WsHub& ws = *rig.ws;
   rig.agent->on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
