@@ -19,6 +19,7 @@
 #include "wire/agent_docs.hpp"
 #include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
+#include "wire/json_field.hpp"
 #include "wire/usage_json.hpp"
 
 namespace gf::server {
@@ -61,19 +62,6 @@ Result<json> json_object_body(const Request& req) {
   if (j.is_discarded()) return make_error(ErrorKind::Invalid, "the body is not valid JSON");
   if (!j.is_object()) return make_error(ErrorKind::Invalid, "the body must be a JSON object");
   return j;
-}
-
-// An integer field within [min, max], or the default when absent.
-Result<std::int64_t> int_field(const json& j, const char* key, std::int64_t def, std::int64_t min, std::int64_t max) {
-  if (!j.contains(key)) return def;
-  const auto& v = j[key];
-  if (!v.is_number_integer() &&
-      !(v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))))
-    return make_error(ErrorKind::Invalid, fmt::format("{} must be an integer", key));
-  const auto n = v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
-  if (n < min || n > max)
-    return make_error(ErrorKind::Invalid, fmt::format("{} must be from {} to {} (got {})", key, min, max, n));
-  return n;
 }
 
 // The HTTP token holder, as the arbiter sees it: the agent's own user, an admin.
@@ -156,7 +144,7 @@ Result<JobSubmission> job_submission(const json& body) {
   auto need = wire::gpu_need_from_json(body, wire::kSeedNeedKeys);  // only gpus and min_memory_mb get here
   if (!need) return need.error();
   s.need = std::move(*need);
-  auto priority = int_field(body, "priority", 0, -1000000, 1000000);
+  auto priority = wire::json_int(body, "priority", 0, -1000000, 1000000);
   if (!priority) return priority.error();
   s.priority = static_cast<int>(*priority);
   if (body.contains("name")) {
@@ -190,7 +178,7 @@ Response post_allocation(const ApiContext& c, const Request& req) {
           "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid, mig)");
   auto need = wire::gpu_need_from_json(*body, wire::kSeedNeedKeys);
   if (!need) return error_response(need.error());
-  auto pid = int_field(*body, "pid", 0, 1, 1LL << 31);
+  auto pid = wire::json_int(*body, "pid", 0, 1, 1LL << 31);
   if (!pid) return error_response(pid.error());
   if (body->contains("name") && (!(*body)["name"].is_string() || (*body)["name"].get<std::string>().size() > 200))
     return error_response(ErrorKind::Invalid, "name must be a string of at most 200 characters");

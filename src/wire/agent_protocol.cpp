@@ -9,6 +9,7 @@
 #include "wire/agent_docs.hpp"
 #include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
+#include "wire/json_field.hpp"
 
 namespace gf::wire {
 namespace {
@@ -19,29 +20,6 @@ using nlohmann::json;
 std::string line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 Error invalid(std::string msg) { return make_error(ErrorKind::Invalid, std::move(msg)); }
-
-// An integer (a JSON integer, or a float with no fraction) within [lo, hi].
-Result<std::int64_t> get_int(const json& j, const char* key, std::int64_t def, std::int64_t lo, std::int64_t hi) {
-  auto it = j.find(key);
-  if (it == j.end()) return def;
-  std::int64_t n = 0;
-  if (it->is_number_unsigned()) {
-    const auto u = it->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) return invalid(fmt::format("{} must be from {} to {}", key, lo, hi));
-    n = static_cast<std::int64_t>(u);
-  } else if (it->is_number_integer()) {
-    n = it->get<std::int64_t>();
-  } else if (it->is_number_float()) {
-    const double d = it->get<double>();
-    if (!std::isfinite(d) || d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi))
-      return invalid(fmt::format("{} must be an integer from {} to {}", key, lo, hi));
-    n = static_cast<std::int64_t>(d);
-  } else {
-    return invalid(fmt::format("{} must be an integer", key));
-  }
-  if (n < lo || n > hi) return invalid(fmt::format("{} must be from {} to {} (got {})", key, lo, hi, n));
-  return n;
-}
 
 Result<std::string> get_str(const json& j, const char* key, std::size_t max, bool required = false) {
   auto it = j.find(key);
@@ -84,7 +62,7 @@ Result<AgentOp> parse_acquire(const json& j) {
   GF_TRY(need, gpu_need_from_json(j, kAgentNeedKeys));
   GF_TRY(name, get_str(j, "name", 200));
   GF_TRY(job, get_str(j, "job_id", 64));
-  GF_TRY(prio, get_int(j, "priority", 0, -1000000, 1000000));
+  GF_TRY(prio, json_int(j, "priority", 0, -1000000, 1000000));
   GF_TRY(tie, get_str(j, "tie", 16));
   a.need = std::move(*need);
   a.name = std::move(*name);
@@ -123,7 +101,7 @@ Result<AgentOp> parse_job_put(const json& j) {
   // Times up to the end of year 9999: a record's times are summed (GPU-hours) and turned into clock
   // values (nanoseconds), where INT64_MAX milliseconds would overflow.
   constexpr std::int64_t kLatestMs = 253402300799999;
-  GF_TRY(started, get_int(o, "started_at_ms", 0, 0, kLatestMs));
+  GF_TRY(started, json_int(o, "started_at_ms", 0, 0, kLatestMs));
   // Job ids are shown to every user (`gpufleet jobs`) and used in paths: letters, digits, '.', '_', '-'.
   if (!std::all_of(id->begin(), id->end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' ||
@@ -137,11 +115,11 @@ Result<AgentOp> parse_job_put(const json& j) {
   a.job.task = std::move(*task);
   a.job.started_at_ms = *started;
   if (auto c = o.find("exit_code"); c != o.end() && !c->is_null()) {
-    GF_TRY(code, get_int(o, "exit_code", 0, -1000000, 1000000));
+    GF_TRY(code, json_int(o, "exit_code", 0, -1000000, 1000000));
     a.job.exit_code = static_cast<int>(*code);
   }
   if (auto e = o.find("ended_at_ms"); e != o.end() && !e->is_null()) {
-    GF_TRY(ended, get_int(o, "ended_at_ms", 0, 0, kLatestMs));
+    GF_TRY(ended, json_int(o, "ended_at_ms", 0, 0, kLatestMs));
     // An end before the start (the wall clock stepped back during the run) is kept as a run of no time.
     a.job.ended_at_ms = std::max(*ended, *started);
   }
@@ -231,7 +209,7 @@ ParsedRequest parse_agent_request(std::string_view text) {
     out.op = parse_job_put(j);
   } else if (name == "jobs") {
     auto k = simple({"limit"});
-    auto limit = get_int(j, "limit", 200, 1, 1000);
+    auto limit = json_int(j, "limit", 200, 1, 1000);
     if (!k)
       out.op = k.error();
     else if (!limit)
