@@ -195,12 +195,7 @@ void make_agent(ServeRig& rig, OpenedStores& stores) {
   rig.loop_stop.agent = rig.agent.get();
   rig.ws = std::make_unique<server::WsHub>(*rig.agent, *rig.hub, c.ws);
   server::WsHub& ws = *rig.ws;
-  rig.agent->on_alerts([&ws](const std::vector<core::AlertEvent>& events) {
-    for (const auto& e : events) {
-      const auto j = wire::alert_event_json(e);
-      ws.broadcast(server::WsHub::envelope(j["event"].get<std::string>(), j["data"].dump()), false);
-    }
-  });
+  rig.agent->on_alerts([&ws](const std::vector<core::AlertEvent>& events) { ws.broadcast_alerts(events); });
 }
 
 // The node's arbiter: the one writer of leases, the queue and job records while the agent runs. It
@@ -241,8 +236,7 @@ void make_arbiter(ServeRig& rig, std::unique_ptr<core::JobStore> writer) {
   rig.usage.ledger =
       make_usage_ledger(c, *rig.records, *rig.arbiter,
                         [&ws](std::string_view event, const std::string& lease, const std::string& message) {
-                          const nlohmann::json data{{"lease", lease}, {"message", message}};
-                          ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
+                          ws.broadcast(event, {{"lease", lease}, {"message", message}});
                         });
   if (!c.jobs_submit) return;
   JobService::Options jo;
@@ -251,10 +245,7 @@ void make_arbiter(ServeRig& rig, std::unique_ptr<core::JobStore> writer) {
   jo.backend = rig.ctx.monitor->backend_name();
   jo.host = c.node_name;
   rig.submitted = std::make_unique<JobService>(
-      *rig.arbiter, *rig.hub,
-      [&ws](std::string_view event, const nlohmann::json& data) {
-        ws.broadcast(server::WsHub::envelope(event, data.dump()), false);
-      },
+      *rig.arbiter, *rig.hub, [&ws](std::string_view event, const nlohmann::json& data) { ws.broadcast(event, data); },
       std::move(jo));
 }
 
@@ -321,9 +312,8 @@ int serve_until_signal(ServeRig& rig, const Tokens& tokens, const std::string& p
   server::SioOptions sio_opts;
   sio_opts.max_payload = std::min<std::size_t>(1000000, c.server.body_limit);
   sio_opts.queue = 2 * c.server.ws_queue;  // each update goes under two names
-  sio_opts.token_ok = [tok = tokens.write, reader = tokens.read](std::string_view t) {
-    const std::string bearer = "Bearer " + std::string(t);
-    return server::bearer_ok(bearer, tok) || (!reader.empty() && server::bearer_ok(bearer, reader));
+  sio_opts.token_ok = [read_tokens = server::ReadTokens{tokens.write, tokens.read}](std::string_view t) {
+    return read_tokens.token_reads(t);
   };
   rig.sio = std::make_unique<server::SocketIo>(*rig.ws, *rig.agent, sio_opts);
   rig.http = std::make_unique<server::HttpServer>(rig.router, rig.ws.get(), c.server, rig.sio.get());

@@ -9,6 +9,7 @@
 #include "core/text.hpp"
 #include "platform/log.hpp"
 #include "wire/json.hpp"
+#include "wire/prometheus.hpp"
 
 namespace gf::node {
 namespace {
@@ -64,12 +65,53 @@ void Agent::stop() {
 std::shared_ptr<const std::string> Agent::render(const core::Snapshot& s) const {
   auto j = wire::snapshot_json(s);
   j["node"] = options_.node_name;
-  return std::make_shared<const std::string>(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return std::make_shared<const std::string>(wire::dump_json(j));
+}
+
+const wire::ObjectText& Renderings::document() const {
+  return once(document_, [&] {
+    auto j = wire::snapshot_json(*snapshot_);
+    j["node"] = node_;
+    return wire::ObjectText(j);
+  });
+}
+
+const Renderings::Text& Renderings::prometheus_gpus() const {
+  return once(prometheus_, [&] {
+    auto t = std::make_shared<std::string>();
+    wire::write_prometheus_gpus(*t, *snapshot_, node_);
+    return Text(std::move(t));
+  });
+}
+
+const wire::ObjectText& Renderings::processes() const {
+  return once(processes_, [&] {
+    auto j = wire::processes_json(*snapshot_);
+    j["node"] = node_;
+    return wire::ObjectText(j);
+  });
+}
+
+const wire::LiveMessagePtr& Renderings::status_message() const {
+  return once(status_, [&] { return std::make_shared<const wire::LiveMessage>("gpu_status", document().text()); });
+}
+
+const wire::LiveMessagePtr& Renderings::update_message() const {
+  return once(update_,
+              [&] { return std::make_shared<const wire::LiveMessage>("gpu_status_update", document().text(), true); });
+}
+
+std::shared_ptr<const Renderings> Agent::renderings_of(const core::SnapshotPtr& s) {
+  std::lock_guard lock(mu_);
+  if (latest_ && latest_->snapshot == s) return latest_->renderings;
+  if (!last_made_ || last_made_->snapshot() != s)
+    last_made_ = std::make_shared<const Renderings>(s, options_.node_name);
+  return last_made_;
 }
 
 void Agent::publish(core::SnapshotPtr snap, std::chrono::steady_clock::time_point taken) {
   auto p = std::make_shared<Published>();
-  p->document = render(*snap);
+  p->renderings = renderings_of(snap);
   p->snapshot = std::move(snap);
   p->taken = taken;
   std::lock_guard lock(mu_);
@@ -206,7 +248,7 @@ Result<std::shared_ptr<const Published>> Agent::query_fresh() {
     auto s = monitor_.snapshot(false);
     if (!s) return s.error();
     auto p = std::make_shared<Published>();
-    p->document = render(**s);
+    p->renderings = renderings_of(*s);
     p->snapshot = std::move(*s);
     p->taken = clock_.now();
     std::lock_guard lock(mu_);

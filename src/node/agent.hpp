@@ -11,6 +11,7 @@
 // Failures are logged by episode, not by collection: the first failure after a good one logs a line
 // naming the backend and the cause, a different cause within the same episode one more, and the next
 // good collection says how many failed and for how long.
+// A published reading carries its renderings (Renderings), each made once for every user of the reading.
 // Thread-safety: every public member may be called from any thread. Listeners run on the hub's
 // thread and must be quick.
 #include <atomic>
@@ -32,6 +33,8 @@
 #include "platform/clock.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
+#include "wire/live_message.hpp"
+#include "wire/object_text.hpp"
 
 namespace gf::node {
 
@@ -59,12 +62,53 @@ struct HistoryStep {
   std::chrono::steady_clock::time_point next_due{};
 };
 
-// What the loop published last: the snapshot and its gpu-metrics document, rendered once.
+// The renderings of one snapshot on this node, each made once, the first time someone asks for it, and
+// then shared by every request, scrape and live client that serves the snapshot: the agent makes one
+// per snapshot (Agent::renderings_of), whichever of its users comes first.
+// Thread-safe: each rendering is made once (std::call_once) whatever the threads.
+class Renderings {
+ public:
+  using Text = std::shared_ptr<const std::string>;
+  Renderings(core::SnapshotPtr snapshot, std::string node) : snapshot_(std::move(snapshot)), node_(std::move(node)) {}
+
+  const core::SnapshotPtr& snapshot() const noexcept { return snapshot_; }
+  // GET /api/v1/monitoring/gpu-metrics: snapshot_json with the node's name (and GET /api/v1/gpus with
+  // the reading's freshness added).
+  const wire::ObjectText& document() const;
+  // The GPU half of GET /metrics (write_prometheus_gpus); each scrape appends the agent's own series.
+  const Text& prometheus_gpus() const;
+  // GET /api/v1/processes (before its freshness keys): processes_json with the node's name.
+  const wire::ObjectText& processes() const;
+  // The live messages: gpu_status (a client's greeting) and gpu_status_update, the document as data.
+  const wire::LiveMessagePtr& status_message() const;
+  const wire::LiveMessagePtr& update_message() const;
+
+ private:
+  template <class T>
+  struct Once {
+    std::once_flag flag;
+    std::optional<T> value;
+  };
+  template <class T, class F>
+  static const T& once(Once<T>& o, F make) {
+    std::call_once(o.flag, [&] { o.value.emplace(make()); });
+    return *o.value;
+  }
+  core::SnapshotPtr snapshot_;
+  std::string node_;
+  mutable Once<wire::ObjectText> document_, processes_;
+  mutable Once<Text> prometheus_;
+  mutable Once<wire::LiveMessagePtr> status_, update_;
+};
+
+// What the loop published last: the snapshot, when it was taken, and its renderings.
 struct Published {
   core::SnapshotPtr snapshot;
-  std::shared_ptr<const std::string> document;  // GET /api/v1/monitoring/gpu-metrics
+  std::shared_ptr<const Renderings> renderings;
   std::chrono::steady_clock::time_point taken{};
   std::uint64_t sequence = 0;
+  // GET /api/v1/monitoring/gpu-metrics.
+  const std::shared_ptr<const std::string>& document() const { return renderings->document().text(); }
 };
 
 struct AgentCounters {
@@ -104,8 +148,11 @@ class Agent {
   // Single flight: concurrent callers share the one query under way, and a result younger than
   // options.fresh_reuse is reused, so a flood of ?fresh=1 requests costs one query at a time.
   Result<std::shared_ptr<const Published>> fresh();
-  // Renders the gpu-metrics document for a snapshot (the node name added).
+  // Renders the gpu-metrics document for a snapshot (the node name added), anew.
   std::shared_ptr<const std::string> render(const core::Snapshot& s) const;
+  // The renderings of `s`: the published reading's when it is that snapshot, else the last ones made
+  // (the WebSocket groups of the same tick share them), else new ones. Never null.
+  std::shared_ptr<const Renderings> renderings_of(const core::SnapshotPtr& s);
 
   std::vector<core::Alert> firing() const;
   // Those firing now that match q (its GPU; started before its until). q.limit does not apply.
@@ -155,6 +202,7 @@ class Agent {
 
   mutable std::mutex mu_;  // guards everything below
   std::shared_ptr<const Published> latest_;
+  std::shared_ptr<const Renderings> last_made_;  // the renderings renderings_of() made last
   std::uint64_t sequence_ = 0;
   core::AlertEngine engine_;
   std::vector<core::Alert> recent_;  // newest last; bounded by options_.alert_history

@@ -1,7 +1,6 @@
 // GET /metrics (Prometheus text, dcgm-exporter names), GET /api/openapi.json and GET /api/v1/fields.
 #include <chrono>
 #include <memory>
-#include <mutex>
 
 #include "server/api.hpp"
 #include "wire/json.hpp"
@@ -9,36 +8,10 @@
 
 namespace gf::server {
 
-namespace {
-
-// The GPU half of the exposition text changes only with the snapshot: it is rendered once per reading
-// and shared by every scrape of it; each scrape appends only the agent's own series.
-class GpuTextCache {
- public:
-  std::shared_ptr<const std::string> get(const core::SnapshotPtr& s, const std::string& hostname) {
-    std::lock_guard lock(mu_);
-    if (s != key_ || !text_) {
-      auto t = std::make_shared<std::string>();
-      wire::write_prometheus_gpus(*t, *s, hostname);
-      text_ = std::move(t);
-      key_ = s;
-    }
-    return text_;
-  }
-
- private:
-  std::mutex mu_;
-  core::SnapshotPtr key_;
-  std::shared_ptr<const std::string> text_;
-};
-
-}  // namespace
-
 void add_meta_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
-  auto cache = std::make_shared<GpuTextCache>();
 
-  r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c, cache](const Request&) {
+  r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c](const Request&) {
     auto p = c->agent->latest();
     if (!p) return error_response(ErrorKind::NotReady, "no reading yet");
     const auto counters = c->agent->counters();
@@ -58,7 +31,8 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
       }
     st.alerts_firing = c->agent->firing().size();
     st.websocket_clients = c->ws ? c->ws->clients() : 0;
-    const auto gpus = cache->get(p->snapshot, c->node_name);
+    // The GPU half is rendered once per reading (node::Renderings); each scrape adds the agent's series.
+    const auto& gpus = p->renderings->prometheus_gpus();
     auto body = std::make_shared<std::string>();
     body->reserve(gpus->size() + 2048);
     body->append(*gpus);

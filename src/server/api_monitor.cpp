@@ -51,6 +51,13 @@ Age age_of(const ApiContext& c, const node::Published& p) {
   return {age, age > std::max(2 * interval, interval + 1.0)};
 }
 
+// The reading's "stale" and "age_s" members, to add to a document.
+json freshness(const Age& a) {
+  json f = json::object();
+  wire::mark_freshness(f, a.stale, a.age_s);
+  return f;
+}
+
 // Why a stale reading is stale: its age and what the collection said last.
 std::string stale_cause(const ApiContext& c, double age_s) {
   auto why = fmt::format("the last reading is {:.1f} s old (the collection interval is {:.1f} s)", age_s,
@@ -176,21 +183,19 @@ Result<system_clock::time_point> parse_time(std::string_view text, system_clock:
   return system_clock::time_point(days) + hours(h) + minutes(m) + round<microseconds>(duration<double>(sec));
 }
 
-void add_monitoring_routes(Router& r, ApiContext& ctx) {
+namespace {
+
+// The seeds' routes: their documents, and their error shapes when there is no good reading.
+void add_seed_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
-
-  // ---- the seeds' routes: their documents, and their error shapes when there is no good reading ----
-
   r.add(Method::Get, "/api/v1/monitoring/gpu-metrics", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     auto p = seed_reading(*c, req);
     if (!p) return json_response(500, wire::seed_detail_error("GPU metrics", p.error().message));
     const auto& snap = *(*p)->snapshot;
-    if (snap.gpus.empty()) {  // not an error: the document, empty, with a sentence saying why
-      auto j = json::parse(*(*p)->document);
-      j["message"] = wire::no_gpu_message(snap);
-      return json_response(200, j);
-    }
-    return shared_response(200, "application/json", (*p)->document);
+    const auto& doc = (*p)->renderings->document();
+    if (snap.gpus.empty())  // not an error: the document, empty, with a sentence saying why
+      return shared_response(200, "application/json", doc.with({{"message", wire::no_gpu_message(snap)}}));
+    return shared_response(200, "application/json", doc.text());
   });
 
   r.add(Method::Get, "/api/v1/monitoring/health", Access::Read, Exec::Inline, [c](const Request&) {
@@ -247,7 +252,11 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     if (!p) return json_response(500, wire::home_processes_error());
     return json_response(200, wire::gpu_processes_json(with_clean_processes(*(*p)->snapshot), c->node_name));
   });
+}
 
+// GET /api/health: what is wrong, if anything (503), with the home monitor's keys.
+void add_health_route(Router& r, ApiContext& ctx) {
+  ApiContext* c = &ctx;
   r.add(Method::Get, "/api/health", Access::Read, Exec::Inline, [c](const Request&) {
     using namespace std::chrono;
     const auto now = c->clock->now();
@@ -307,7 +316,11 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     wire::add_seed_health(j, gm, h.store_ok);
     return json_response(ok ? 200 : 503, j);
   });
+}
 
+// gpufleet's own views of the reading, marked with its freshness.
+void add_reading_routes(Router& r, ApiContext& ctx) {
+  ApiContext* c = &ctx;
   r.add(Method::Get, "/api/v1/gpus/{index}", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     const std::string& s = req.params.at("index");
     const bool digits =
@@ -331,23 +344,21 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
   r.add(Method::Get, "/api/v1/processes", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
-    auto j = wire::processes_json(*(*p)->snapshot);
-    j["node"] = c->node_name;
-    const auto a = age_of(*c, **p);
-    wire::mark_freshness(j, a.stale, a.age_s);
-    return json_response(200, j);
+    // Rendered once per reading; only the freshness is added per request.
+    return shared_response(200, "application/json", (*p)->renderings->processes().with(freshness(age_of(*c, **p))));
   });
 
   r.add(Method::Get, "/api/v1/gpus", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
-    auto j = wire::snapshot_json(*(*p)->snapshot);
-    j["node"] = c->node_name;
-    const auto a = age_of(*c, **p);
-    wire::mark_freshness(j, a.stale, a.age_s);
-    return json_response(200, j);
+    // The gpu-metrics document with the reading's freshness: rendered once per reading.
+    return shared_response(200, "application/json", (*p)->renderings->document().with(freshness(age_of(*c, **p))));
   });
+}
 
+// History and alert episodes (the store, through the agent).
+void add_history_routes(Router& r, ApiContext& ctx) {
+  ApiContext* c = &ctx;
   r.add(Method::Get, "/api/v1/history", Access::Read, Exec::Blocking, [c](const Request& req) {
     using namespace std::chrono;
     if (!c->agent->has_history())
@@ -414,7 +425,11 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     return json_response(200,
                          wire::alerts_doc_json(c->node_name, c->agent->firing(q), *recent, c->agent->alert_rules()));
   });
+}
 
+// Which GPUs a request could have now.
+void add_availability_route(Router& r, ApiContext& ctx) {
+  ApiContext* c = &ctx;
   r.add(Method::Get, "/api/v1/availability", Access::Read, Exec::Blocking, [c](const Request& req) {
     auto gpus = query_int(req, "gpus", 1, 1024);
     auto floor = query_int(req, "min_memory_mb", 0, 1LL << 40);
@@ -447,6 +462,16 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
     wire::mark_freshness(j, a.stale, a.age_s);
     return json_response(200, j);
   });
+}
+
+}  // namespace
+
+void add_monitoring_routes(Router& r, ApiContext& ctx) {
+  add_seed_routes(r, ctx);
+  add_health_route(r, ctx);
+  add_reading_routes(r, ctx);
+  add_history_routes(r, ctx);
+  add_availability_route(r, ctx);
 }
 
 }  // namespace gf::server

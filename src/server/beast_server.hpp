@@ -1,8 +1,9 @@
 #pragma once
 // The Beast transport's shared state, for its translation units and nothing else in gpufleet:
 //   http_server.cpp   the listener and the server's life (accept, caps, drain, finish): no HTTP parsing;
-//   http_session.cpp  an HTTP connection: requests, static files, Socket.IO polling, the upgrade decisions;
-//   websocket.cpp     the /ws and Socket.IO WebSocket connections, over
+//   http_session.cpp  an HTTP connection: requests, static files, Socket.IO polling, the upgrades (decided
+//                     by server/handshake, which knows no Beast);
+//   websocket.cpp     the WebSocket connection, one class for /ws and Socket.IO, over
 //   ws_link.cpp       one WebSocket behind plain callbacks: the only file that instantiates Beast's
 //                     WebSocket stream, each operation once.
 // Beast is slow to compile; kept apart, no file instantiates more of it than it uses, and Asio and Beast
@@ -69,6 +70,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         pool(opts.workers ? opts.workers : 1),
         fresh_pool(1),
         signals(ioc) {
+    tokens = {opts.token, opts.read_token};
     host_names = machine_host_names();
     host_names.insert(host_names.end(), opts.allowed_hosts.begin(), opts.allowed_hosts.end());
   }
@@ -77,6 +79,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   WsHub* ws;
   SocketIo* sio;  // null: no /socket.io/
   ServerOptions opts;
+  ReadTokens tokens;  // from opts
   asio::io_context ioc{1};
   tcp::acceptor acceptor;
   asio::thread_pool pool;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "platform/log.hpp"
@@ -115,26 +116,7 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   void on_header(beast::error_code ec) {
     if (closed_by(ec)) return;
     unread_body_ = true;  // until the header parsed: what the client still sends is read and dropped
-    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-      reply(error_response(431, "request_header_fields_too_large",
-                           "the request's header is larger than " + std::to_string(srv_->opts.header_limit) + " bytes"),
-            false, false);
-      return;
-    }
-    if (ec == http::error::body_limit) {
-      reply(error_response(413, "payload_too_large",
-                           "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
-            false, false);
-      return;
-    }
-    if (ec) {
-      if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
-        reply(error_response(400, "bad_request", "malformed HTTP request: " + ec.message()), false, false);
-      } else {
-        close();
-      }
-      return;
-    }
+    if (ec) return header_error(ec);
     busy_ = true;
     ++requests_;
     auto& msg = header_parser_->get();
@@ -143,63 +125,65 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
     unread_body_ = !header_parser_->is_done();
     keep_alive_ = msg.keep_alive() && !srv_->draining;
     head_ = msg.method() == http::verb::head;
+    if (auto refused = read_head(msg)) return answer(std::move(*refused));
 
+    if (srv_->sio && (req_.path == "/socket.io/" || req_.path == "/socket.io")) return socketio();
+    if (websocket::is_upgrade(msg)) return upgrade();
+    if (srv_->draining) return answer(shutting_down());
+    if (!is_api_path(req_.path)) return serve_static();
+    auto d = decide(srv_->router, req_, srv_->opts.token, srv_->opts.auth_read, srv_->opts.read_token);
+    if (d.answer) return answer(std::move(*d.answer));
+    route_ = d.route;
+    if (!unread_body_) return run_route();
+    read_body(srv_->opts.body_limit);  // authorised: now the body
+  }
+
+  // A header that could not be read whole: answered (and closed) when the client may understand why.
+  void header_error(beast::error_code ec) {
+    if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      reply(error_response(431, "request_header_fields_too_large",
+                           "the request's header is larger than " + std::to_string(srv_->opts.header_limit) + " bytes"),
+            false, false);
+    } else if (ec == http::error::body_limit) {
+      reply(error_response(413, "payload_too_large",
+                           "the request body is larger than " + std::to_string(srv_->opts.body_limit) + " bytes"),
+            false, false);
+    } else if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+      reply(error_response(400, "bad_request", "malformed HTTP request: " + ec.message()), false, false);
+    } else {
+      close();
+    }
+  }
+
+  // Fills req_ from the header: the refusal when its target or its Host is not acceptable.
+  std::optional<Response> read_head(const http::request<http::empty_body>& msg) {
     req_.method = method_of(msg.method());
     req_.target = std::string(msg.target());
     const auto q = req_.target.find('?');
     if (!url_decode(std::string_view(req_.target).substr(0, q), req_.path, false) || req_.path.empty() ||
         req_.path.front() != '/' ||
-        (q != std::string::npos && !parse_query(std::string_view(req_.target).substr(q + 1), req_.query))) {
-      answer(error_response(400, "bad_request", "malformed request target"));
-      return;
-    }
+        (q != std::string::npos && !parse_query(std::string_view(req_.target).substr(q + 1), req_.query)))
+      return error_response(400, "bad_request", "malformed request target");
     // DNS rebinding: a page whose name was re-pointed at this machine still sends its own name.
     const auto host = msg.find(http::field::host);
-    if (host == msg.end() && msg.version() >= 11) {
-      answer(error_response(400, "bad_request", "an HTTP/1.1 request needs a Host header"));
-      return;
-    }
+    if (host == msg.end() && msg.version() >= 11)
+      return error_response(400, "bad_request", "an HTTP/1.1 request needs a Host header");
     if (host != msg.end() &&
-        !host_allowed(std::string_view(host->value().data(), host->value().size()), srv_->host_names)) {
-      answer(error_response(421, "misdirected_request",
+        !host_allowed(std::string_view(host->value().data(), host->value().size()), srv_->host_names))
+      return error_response(421, "misdirected_request",
                             "this agent does not answer to the host name '" + std::string(host->value()) +
-                                "' (use its address, localhost, or add the name with --allow-host)"));
-      return;
-    }
+                                "' (use its address, localhost, or add the name with --allow-host)");
     if (auto it = msg.find(http::field::authorization); it != msg.end()) req_.authorization = std::string(it->value());
     if (auto it = msg.find(http::field::content_type); it != msg.end()) req_.content_type = std::string(it->value());
+    return std::nullopt;
+  }
 
-    if (srv_->sio && (req_.path == "/socket.io/" || req_.path == "/socket.io")) {
-      socketio();
-      return;
-    }
-    if (websocket::is_upgrade(msg)) {
-      upgrade();
-      return;
-    }
-    if (srv_->draining) {
-      answer(error_response(503, "shutting_down", "the agent is stopping"));
-      return;
-    }
-    if (!is_api_path(req_.path)) {
-      serve_static();
-      return;
-    }
-    auto d = decide(srv_->router, req_, srv_->opts.token, srv_->opts.auth_read, srv_->opts.read_token);
-    if (d.answer) {
-      answer(std::move(*d.answer));
-      return;
-    }
-    route_ = d.route;
-    if (!unread_body_) {
-      run_route();
-      return;
-    }
-    // Authorised: now the body, within body_limit and request_timeout. The parser takes over what the
-    // header parser read; the buffer only passes chunks on to the body string.
+  // The body, within `limit` and request_timeout. The parser takes over what the header parser read;
+  // the buffer only passes chunks on to the body string.
+  void read_body(std::size_t limit) {
     body_parser_.emplace(std::move(*header_parser_));
     header_parser_.reset();
-    body_parser_->body_limit(srv_->opts.body_limit);
+    body_parser_->body_limit(limit);
     buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
     stream_.expires_after(srv_->opts.request_timeout);
     http::async_read(stream_, buffer_, *body_parser_,
@@ -250,48 +234,32 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   // An answer decided from the header alone.
   void answer(Response r) { reply(std::move(r), keep_alive_ && !unread_body_, head_); }
 
+  // The handshake's view of the request (after on_header filled req_).
+  RequestHead request_head(bool upgrade) const {
+    const auto& msg = header_parser_->get();
+    RequestHead h{req_.method, req_.path, req_.query, req_.authorization, {}, {}, upgrade};
+    if (auto it = msg.find(http::field::origin); it != msg.end()) h.origin = std::string(it->value());
+    if (auto it = msg.find(http::field::sec_websocket_protocol); it != msg.end())
+      h.subprotocols = std::string(it->value());
+    return h;
+  }
+
+  HandshakePolicy handshake_policy() const {
+    return {srv_->draining,       srv_->opts.host, srv_->port, &srv_->opts.allowed_origins,
+            srv_->opts.auth_read, &srv_->tokens};
+  }
+
   void upgrade() {
-    auto& msg = header_parser_->get();
     head_ = false;
-    if (req_.path != "/ws" || !srv_->ws) {
-      reply(error_response(404, "not_found", "WebSocket is served at /ws"), false, false);
-      return;
-    }
-    if (srv_->draining) {
-      reply(error_response(503, "shutting_down", "the agent is stopping"), false, false);
-      return;
-    }
-    std::string origin;
-    if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
-    if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins)) {
-      reply(error_response(403, "forbidden_origin", "WebSocket Origin " + origin + " is not this agent's address"),
-            false, false);
-      return;
-    }
-    // Browsers cannot set headers on a WebSocket: they offer the token as a subprotocol
-    // ("gpufleet.bearer.<token>") next to "gpufleet.v1", which is the one we select.
-    std::string offered;
-    if (auto it = msg.find(http::field::sec_websocket_protocol); it != msg.end()) offered = std::string(it->value());
-    const std::vector<std::string> protocols = offered_subprotocols(offered);
-    if (srv_->opts.auth_read && !ws_token_ok(req_.authorization, protocols, srv_->opts.token) &&
-        (srv_->opts.read_token.empty() || !ws_token_ok(req_.authorization, protocols, srv_->opts.read_token))) {
-      reply(error_response(401, "unauthorized", "this agent needs Authorization: Bearer <token> for reads"), false,
-            false);
-      return;
-    }
-    const bool v1 = std::find(protocols.begin(), protocols.end(), "gpufleet.v1") != protocols.end();
-    if (srv_->ws->clients() + srv_->ws_pending.load() >= srv_->ws->max_clients()) {
-      reply(error_response(503, "too_many_clients", "the WebSocket client limit is reached"), false, false);
-      return;
-    }
-    std::optional<std::chrono::milliseconds> period;
-    if (!period_from_query(req_.query, period)) {
-      reply(error_response(400, "bad_request", "period_ms must be a whole number of milliseconds"), false, false);
-      return;
-    }
+    const bool full = !srv_->ws || srv_->ws->clients() + srv_->ws_pending.load() >= srv_->ws->max_clients();
+    auto d = srv_->ws
+                 ? decide_ws(request_head(true), handshake_policy(), full)
+                 : std::variant<Response, WsAccept>(error_response(404, "not_found", "WebSocket is served at /ws"));
+    if (auto* refused = std::get_if<Response>(&d)) return reply(std::move(*refused), false, false);
+    auto& accept = std::get<WsAccept>(d);
     srv_->ws_sessions.remove_if([](const auto& w) { return w.expired(); });
-    srv_->ws_sessions.push_back(
-        start_ws_session(srv_, std::move(stream_), header_parser_->release(), period, v1 ? "gpufleet.v1" : ""));
+    srv_->ws_sessions.push_back(start_ws_session(srv_, std::move(stream_), header_parser_->release(), accept.period,
+                                                 std::move(accept.subprotocol)));
   }
 
   // ------------------------------------------------------------------------------------------------
@@ -308,6 +276,10 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   void sio_fail(unsigned status, std::string_view code, std::string_view message, bool upgrade) {
     Response r = error_response(status, code, message);
     r.headers.insert(r.headers.end(), sio_cors_.begin(), sio_cors_.end());
+    sio_refuse(std::move(r), upgrade);
+  }
+  // An upgrade refused is answered and closed; a polling request's connection may go on.
+  void sio_refuse(Response r, bool upgrade) {
     if (upgrade) {
       reply(std::move(r), false, false);
     } else {
@@ -322,120 +294,69 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   }
 
   void socketio() {
-    auto& msg = header_parser_->get();
-    const bool upgrade = websocket::is_upgrade(msg);
-    sio_cors_.clear();
-    if (srv_->draining) return sio_fail(503, "shutting_down", "the agent is stopping", upgrade);
-    std::string origin;
-    if (auto it = msg.find(http::field::origin); it != msg.end()) origin = std::string(it->value());
-    // A page from another origin gets nothing: no session, and no CORS header that would let it read.
-    if (!origin_allowed(origin, srv_->opts.host, srv_->port, srv_->opts.allowed_origins))
-      return sio_fail(403, "forbidden_origin", "Origin " + platform::printable(origin) + " is not this agent's address",
-                      upgrade);
-    if (!origin.empty()) {
-      sio_cors_.emplace_back("Access-Control-Allow-Origin", origin);
-      sio_cors_.emplace_back("Access-Control-Allow-Credentials", "true");
-      sio_cors_.emplace_back("Vary", "Origin");
-    }
-    if (req_.method == Method::Options && !upgrade) {
-      Response r = sio_text(204, "");
-      r.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST");
-      r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      r.headers.emplace_back("Access-Control-Max-Age", "600");
-      return answer(std::move(r));
-    }
-    if (req_.method != Method::Get && req_.method != Method::Post) {
-      Response r = error_response(405, "method_not_allowed", "/socket.io/ takes GET and POST");
-      r.headers.emplace_back("Allow", "GET, POST, OPTIONS");
-      return answer(std::move(r));
-    }
-    const auto q = [&](const char* key) -> std::string {
-      auto it = req_.query.find(key);
-      return it == req_.query.end() ? std::string() : it->second;
-    };
-    if (q("EIO") != "4")
-      return sio_fail(400, "unsupported_protocol", "only Engine.IO 4 is served (EIO=4: socket.io-client 3 and later)",
-                      upgrade);
-    const std::string transport = q("transport");
-    if (transport != (upgrade ? "websocket" : "polling"))
-      return sio_fail(
-          400, "bad_request",
-          upgrade ? "a WebSocket upgrade needs transport=websocket" : "this request needs transport=polling", upgrade);
-    // The token as for /ws: Authorization or ?token= at the handshake; without either, the Socket.IO
-    // CONNECT may carry it (auth {token}). A token that is offered and wrong is refused at once.
-    bool authorized = !srv_->opts.auth_read;
-    if (srv_->opts.auth_read) {
-      const auto qt = req_.query.find("token");
-      const bool offered = !req_.authorization.empty() || qt != req_.query.end();
-      const auto good = [&](const std::string& token) {
-        return !token.empty() && (bearer_ok(req_.authorization, token) ||
-                                  (qt != req_.query.end() && bearer_ok("Bearer " + qt->second, token)));
-      };
-      authorized = good(srv_->opts.token) || good(srv_->opts.read_token);
-      if (offered && !authorized)
-        return sio_fail(401, "unauthorized", "this agent needs a valid token for reads", upgrade);
-    }
-    std::optional<std::chrono::milliseconds> period;
-    if (!period_from_query(req_.query, period))
-      return sio_fail(400, "bad_request", "period_ms must be a whole number of milliseconds", upgrade);
-    const std::string sid = q("sid");
-
-    if (upgrade) {
-      std::shared_ptr<SioSession> session;
-      bool fresh = sid.empty();
-      if (fresh) {
-        auto opened =
-            srv_->sio->open({address_, authorized, period, SioTransport::WebSocket}, std::chrono::steady_clock::now());
-        if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, true);
-        session = std::move(*opened);
-      } else {
-        session = sio_session(sid);
-        if (!session || session->on_websocket())
-          return sio_fail(400, "unknown_session", "no such Engine.IO session for an upgrade", true);
-      }
-      srv_->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
-      srv_->sio_ws_sessions.push_back(
-          start_sio_ws_session(srv_, std::move(stream_), std::move(session), header_parser_->release(), fresh));
-      return;
-    }
-    if (sid.empty()) {
+    const bool upgrade = websocket::is_upgrade(header_parser_->get());
+    auto d = decide_socketio(request_head(upgrade), handshake_policy());
+    sio_cors_ = std::move(d.cors);
+    if (auto* answered = std::get_if<Response>(&d.outcome)) return sio_refuse(std::move(*answered), upgrade);
+    const auto& accept = std::get<SioAccept>(d.outcome);
+    if (upgrade) return sio_websocket(accept);
+    if (accept.sid.empty()) {
       if (req_.method != Method::Get) return sio_fail(400, "bad_request", "a new session starts with a GET", false);
-      auto opened =
-          srv_->sio->open({address_, authorized, period, SioTransport::Polling}, std::chrono::steady_clock::now());
+      auto opened = srv_->sio->open({address_, accept.authorized, accept.period, SioTransport::Polling},
+                                    std::chrono::steady_clock::now());
       if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, false);
       return answer(sio_text(200, (*opened)->open_packet()));
     }
-    auto session = sio_session(sid);
+    auto session = sio_session(accept.sid);
     if (!session) return sio_fail(400, "unknown_session", "no such Engine.IO session", false);
-    if (req_.method == Method::Post) {
-      sio_post_ = std::move(session);
-      if (!unread_body_) {
-        req_.body.clear();
-        return sio_payload();
-      }
-      // Until the session is connected (and so authorised), a body is a CONNECT at most: a few KiB.
-      const auto& so = srv_->sio->options();
-      const std::size_t limit =
-          std::min(srv_->opts.body_limit, sio_post_->connected() ? so.max_payload : so.unconnected_payload);
-      // The header parser already took Content-Length against the server's own limit; this one is smaller.
-      if (const auto length = header_parser_->content_length(); length && *length > limit) {
-        sio_post_->close();
-        sio_post_.reset();
-        reply(error_response(413, "payload_too_large", "the body is larger than " + std::to_string(limit) + " bytes"),
-              false, false);
-        return;
-      }
-      body_parser_.emplace(std::move(*header_parser_));
-      header_parser_.reset();
-      body_parser_->body_limit(limit);
-      buffer_.max_size(std::max<std::size_t>(buffer_.size() + 1024, 64 * 1024));
-      stream_.expires_after(srv_->opts.request_timeout);
-      http::async_read(stream_, buffer_, *body_parser_,
-                       [self = shared_from_this()](beast::error_code e, std::size_t) { self->on_body(e); });
+    if (req_.method == Method::Post) return sio_post(std::move(session));
+    sio_poll(std::move(session));
+  }
+
+  // A WebSocket for a new session (no sid) or an upgrade of a polling one.
+  void sio_websocket(const SioAccept& accept) {
+    std::shared_ptr<SioSession> session;
+    const bool fresh = accept.sid.empty();
+    if (fresh) {
+      auto opened = srv_->sio->open({address_, accept.authorized, accept.period, SioTransport::WebSocket},
+                                    std::chrono::steady_clock::now());
+      if (!opened) return sio_fail(503, "too_many_clients", opened.error().message, true);
+      session = std::move(*opened);
+    } else {
+      session = sio_session(accept.sid);
+      if (!session || session->on_websocket())
+        return sio_fail(400, "unknown_session", "no such Engine.IO session for an upgrade", true);
+    }
+    srv_->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
+    srv_->sio_ws_sessions.push_back(
+        start_sio_ws_session(srv_, std::move(stream_), std::move(session), header_parser_->release(), fresh));
+  }
+
+  // A POST: its body (packets) is read, within the session's limit, then handed over (sio_payload).
+  void sio_post(std::shared_ptr<SioSession> session) {
+    sio_post_ = std::move(session);
+    if (!unread_body_) {
+      req_.body.clear();
+      return sio_payload();
+    }
+    // Until the session is connected (and so authorised), a body is a CONNECT at most: a few KiB.
+    const auto& so = srv_->sio->options();
+    const std::size_t limit =
+        std::min(srv_->opts.body_limit, sio_post_->connected() ? so.max_payload : so.unconnected_payload);
+    // The header parser already took Content-Length against the server's own limit; this one is smaller.
+    if (const auto length = header_parser_->content_length(); length && *length > limit) {
+      sio_post_->close();
+      sio_post_.reset();
+      reply(error_response(413, "payload_too_large", "the body is larger than " + std::to_string(limit) + " bytes"),
+            false, false);
       return;
     }
-    // GET: answered now when something is queued, else when the session wakes it (a packet, the
-    // next ping at the latest, or the session's end).
+    read_body(limit);
+  }
+
+  // A GET: answered now when something is queued, else when the session wakes it (a packet, the next
+  // ping at the latest, or the session's end).
+  void sio_poll(std::shared_ptr<SioSession> session) {
     auto exec = stream_.get_executor();
     std::weak_ptr<SioSession> weak_session = session;
     const auto poll = session->begin_poll([self = shared_from_this(), exec, weak_session] {

@@ -110,9 +110,12 @@ Decision decide(const Router& router, Request& req, std::string_view token, bool
   }
   req.writer = !req.authorization.empty() && bearer_ok(req.authorization, token);
   if (m.route->access == Access::Write || auth_read) {
-    const bool reader_ok =
-        m.route->access != Access::Write && !read_token.empty() && bearer_ok(req.authorization, read_token);
-    if (!reader_ok && !req.writer) {
+    // A write needs the agent's token; a read (with auth_read) either token that reads.
+    const bool ok =
+        m.route->access == Access::Write
+            ? req.writer
+            : reads_with(token, read_token, [&](std::string_view t) { return bearer_ok(req.authorization, t); });
+    if (!ok) {
       Response r = error_response(401, "unauthorized",
                                   req.authorization.empty()
                                       ? "this request needs Authorization: Bearer <token> (the agent's token file)"

@@ -13,6 +13,29 @@ namespace gf::server {
 // Whether an Authorization header carries exactly "Bearer <token>" (compared in constant time).
 bool bearer_ok(std::string_view authorization, std::string_view token);
 
+// The read rule, when reads need a token (--auth-read): the agent's token reads, and so does the
+// read-only token when one is set; an empty token never does. `offers(t)`: the request carries t.
+// The one rule for HTTP reads (decide()), /ws, Socket.IO's handshake and its CONNECT.
+template <class Offers>
+bool reads_with(std::string_view token, std::string_view read_token, Offers offers) {
+  return (!token.empty() && offers(token)) || (!read_token.empty() && offers(read_token));
+}
+
+// The two tokens of the read rule, kept by a server.
+struct ReadTokens {
+  std::string token;
+  std::string read_token;
+  template <class Offers>
+  bool reads(Offers offers) const {
+    return reads_with(token, read_token, offers);
+  }
+  // A token as given (a Socket.IO CONNECT's auth {token}, ?token=).
+  bool token_reads(std::string_view t) const {
+    const std::string bearer = "Bearer " + std::string(t);
+    return reads([&](std::string_view good) { return bearer_ok(bearer, good); });
+  }
+};
+
 // Where the agent's token comes from: $GPUFLEET_TOKEN, else the file (created with a new random token,
 // mode 0600, when it does not exist; *created tells the caller to print it once).
 Result<std::string> load_or_create_token(const std::string& path, bool* created);

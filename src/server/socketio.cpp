@@ -16,6 +16,8 @@ Text text(std::string s) { return std::make_shared<const std::string>(std::move(
 // An Engine.IO message carrying one Socket.IO packet.
 Text message(std::string sio_packet) { return text("4" + std::move(sio_packet)); }
 
+const std::string kNull = "null";
+
 // The name a Socket.IO client of the seed implementation listens to as well ("" when none).
 std::string_view alias_of(std::string_view event) {
   if (event == "gpu_status") return "system:initial_status";
@@ -23,7 +25,16 @@ std::string_view alias_of(std::string_view event) {
   return {};
 }
 
+Message::Frames frame_sio(const Message& m) {
+  Message::Frames out{message(wire::sio::encode_event(m.event(), m.data()))};
+  if (auto alias = alias_of(m.event()); !alias.empty())
+    out.push_back(message(wire::sio::encode_event(alias, m.data())));
+  return out;
+}
+
 }  // namespace
+
+const Message::Frames& sio_frames(const Message& m) { return m.framed(Message::Framing::SocketIo, frame_sio); }
 
 // ---------------------------------------------------------------------------------------------------
 // SioSession
@@ -113,12 +124,13 @@ void SioSession::enqueue(std::vector<Text> packets, bool droppable, bool from_hu
   }
 }
 
-void SioSession::send(Text envelope, bool droppable) {
+void SioSession::send(const Message& m) {
   {
     std::lock_guard lock(mu_);
     if (closed_ || !connected_) return;
   }
-  enqueue(owner_.packets_for(envelope), droppable, true);
+  const auto& frames = sio_frames(m);
+  enqueue(std::vector<Text>(frames.begin(), frames.end()), m.droppable(), true);
 }
 
 bool SioSession::closed() const {
@@ -352,7 +364,7 @@ void SioSession::on_socketio(std::string_view data) {
   std::vector<Text> out;
   if (!reply.empty()) {
     auto latest = owner_.agent_.latest();
-    const std::string doc = latest ? *latest->document : std::string("null");
+    const std::string& doc = latest ? *latest->document() : kNull;
     out.push_back(message(wire::sio::encode_event(reply, doc)));
     if (p->ack_id) out.push_back(message(wire::sio::encode_ack(*p->ack_id, doc)));
   } else if (p->ack_id) {
@@ -389,8 +401,7 @@ void SioSession::connect(const nlohmann::json& auth, const std::string& nsp) {
       hub_id_ = joined->id;
       connected_ = true;
       overflow = !push_locked(message(wire::sio::encode_connect(platform::random_hex(10))), false, true);
-      for (auto& pk : owner_.packets_for(joined->greeting))
-        overflow = !push_locked(std::move(pk), false, false) || overflow;
+      for (const auto& pk : sio_frames(*joined->greeting)) overflow = !push_locked(pk, false, false) || overflow;
       collect_wakes_locked(wakes);
     }
   }
@@ -518,37 +529,6 @@ void SocketIo::close_all() {
 std::size_t SocketIo::sessions() const {
   std::lock_guard lock(mu_);
   return sessions_.size();
-}
-
-std::vector<Text> SocketIo::packets_for(const Text& envelope) {
-  {
-    std::lock_guard lock(cache_mu_);
-    for (const auto& [src, out] : cache_)
-      if (src.lock() == envelope) return out;
-  }
-  // The hub's envelope is {"event":"<name>","data":<json>} (WsHub::envelope); anything else is parsed.
-  std::string name;
-  std::string data;
-  constexpr std::string_view head = R"({"event":")";
-  constexpr std::string_view mid = R"(","data":)";
-  const std::string_view e = *envelope;
-  const auto name_end = e.find('"', head.size());
-  if (e.substr(0, head.size()) == head && name_end != std::string_view::npos && e.substr(name_end, mid.size()) == mid &&
-      e.back() == '}' && e.substr(head.size(), name_end - head.size()).find('\\') == std::string_view::npos) {
-    name = std::string(e.substr(head.size(), name_end - head.size()));
-    data = std::string(e.substr(name_end + mid.size(), e.size() - name_end - mid.size() - 1));
-  } else {
-    const auto j = nlohmann::json::parse(e, nullptr, false);
-    if (!j.is_object() || !j.contains("event") || !j["event"].is_string()) return {};
-    name = j["event"].get<std::string>();
-    data = j.contains("data") ? j["data"].dump() : "null";
-  }
-  std::vector<Text> out{message(wire::sio::encode_event(name, data))};
-  if (auto alias = alias_of(name); !alias.empty()) out.push_back(message(wire::sio::encode_event(alias, data)));
-  std::lock_guard lock(cache_mu_);
-  if (cache_.size() >= 8) cache_.erase(cache_.begin());
-  cache_.emplace_back(envelope, out);
-  return out;
 }
 
 }  // namespace gf::server

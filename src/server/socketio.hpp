@@ -63,8 +63,8 @@ class SioSession final : public WsClient, public std::enable_shared_from_this<Si
   // The Engine.IO open packet (the handshake's answer, or the first WebSocket message).
   std::string open_packet() const;
 
-  // WsClient: a hub message ({"event","data"}) becomes Socket.IO event packets, queued.
-  void send(Text text, bool droppable) override;
+  // WsClient: a hub message becomes Socket.IO event packets (sio_frames), queued.
+  void send(const Message& message) override;
 
   // One Engine.IO packet from the client. Returns what goes back at once on the same WebSocket
   // ("3probe" during an upgrade), else nullopt. A bad packet closes the session.
@@ -168,11 +168,6 @@ class SocketIo {
   std::size_t charged_bytes() const noexcept { return charged_bytes_.load(); }
   const SioOptions& options() const noexcept { return options_; }
 
-  // A hub message ({"event":name,"data":…}) as the Engine.IO packets a Socket.IO client gets: the
-  // event under its name, and gpu_status / gpu_status_update also as system:initial_status /
-  // system:metrics_update. Shared among sessions (the same broadcast is converted once).
-  std::vector<Text> packets_for(const Text& envelope);
-
  private:
   friend class SioSession;
   void forget(const std::string& sid);
@@ -186,8 +181,11 @@ class SocketIo {
   std::unordered_map<std::string, std::size_t> per_address_;  // by client_bucket
   std::atomic<std::size_t> charged_bytes_{0};
   std::vector<std::uint64_t> deferred_removals_;  // hub ids of sessions closed on a hub thread
-  std::mutex cache_mu_;
-  std::vector<std::pair<std::weak_ptr<const std::string>, std::vector<Text>>> cache_;
 };
+
+// The Socket.IO transport's frames of a hub message, made once per message: the Engine.IO message of
+// the event under its name, and for gpu_status / gpu_status_update also under the seeds' names
+// (system:initial_status / system:metrics_update). Every session sends the same frames.
+const Message::Frames& sio_frames(const Message& m);
 
 }  // namespace gf::server

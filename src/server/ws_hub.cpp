@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wire/alert_config.hpp"
+
 namespace gf::server {
 
 bool OutboundQueue::push(Text text, bool droppable, bool charged) {
@@ -49,6 +51,29 @@ void OutboundQueue::clear() {
   charged_bytes_ = 0;
 }
 
+namespace {
+
+Message::Frames frame_ws(const Message& m) {
+  std::string out;
+  out.reserve(m.data().size() + m.event().size() + 24);
+  out += R"({"event":")";
+  out += m.event();
+  out += R"(","data":)";
+  out += m.data();
+  out += '}';
+  return {std::make_shared<const std::string>(std::move(out))};
+}
+
+Text json_text(const nlohmann::json& j) { return std::make_shared<const std::string>(j.dump()); }
+
+MessagePtr reply(std::string event, const nlohmann::json& data) {
+  return std::make_shared<const Message>(std::move(event), json_text(data));
+}
+
+}  // namespace
+
+const Text& ws_frame(const Message& m) { return m.framed(Message::Framing::WebSocket, frame_ws).front(); }
+
 WsHub::WsHub(node::Agent& agent, sampler::SampleHub& hub, WsOptions options)
     : agent_(agent), hub_(hub), options_(options) {}
 
@@ -65,17 +90,6 @@ void WsHub::close_all() {
   subs.clear();  // unsubscribes, outside the lock (a tick may be waiting for it)
 }
 
-Text WsHub::envelope(std::string_view event, const std::string& data_json) {
-  std::string out;
-  out.reserve(data_json.size() + event.size() + 24);
-  out += R"({"event":")";
-  out += event;
-  out += R"(","data":)";
-  out += data_json;
-  out += '}';
-  return std::make_shared<const std::string>(std::move(out));
-}
-
 std::chrono::milliseconds WsHub::clamp_period(std::chrono::milliseconds p) const {
   using std::chrono::milliseconds;
   if (p < options_.min_period) p = options_.min_period;
@@ -83,17 +97,6 @@ std::chrono::milliseconds WsHub::clamp_period(std::chrono::milliseconds p) const
   // Rounded to 100 ms so that clients share groups (and aligned ticks share driver queries).
   const auto r = milliseconds((p.count() + 50) / 100 * 100);
   return r < options_.min_period ? options_.min_period : r;
-}
-
-Text WsHub::update_for(const core::SnapshotPtr& s) {
-  std::lock_guard lock(render_mu_);
-  if (s == last_rendered_ && last_update_) return last_update_;
-  // The main loop may have rendered this very snapshot already.
-  auto latest = agent_.latest();
-  auto doc = latest && latest->snapshot == s ? latest->document : agent_.render(*s);
-  last_update_ = envelope("gpu_status_update", *doc);
-  last_rendered_ = s;
-  return last_update_;
 }
 
 void WsHub::join_group_locked(std::uint64_t id, std::chrono::milliseconds period,
@@ -132,8 +135,9 @@ std::optional<WsHub::Joined> WsHub::add(std::weak_ptr<WsClient> client,
     clients_.emplace(j.id, Client{std::move(client), p});
     join_group_locked(j.id, p, to_reset);
   }
+  static const auto no_reading = std::make_shared<const Message>("gpu_status", json_text(nullptr));
   auto latest = agent_.latest();
-  j.greeting = envelope("gpu_status", latest ? *latest->document : std::string("null"));
+  j.greeting = latest ? latest->renderings->status_message() : no_reading;
   return j;
 }
 
@@ -154,10 +158,8 @@ std::size_t WsHub::clients() const {
   return clients_.size();
 }
 
-std::optional<Text> WsHub::on_message(std::uint64_t id, std::string_view text) {
-  auto error = [](const std::string& message) {
-    return envelope("error", nlohmann::json{{"message", message}}.dump());
-  };
+std::optional<MessagePtr> WsHub::on_message(std::uint64_t id, std::string_view text) {
+  auto error = [](const std::string& message) { return reply("error", nlohmann::json{{"message", message}}); };
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string())
     return error(R"(expected a JSON object {"event": name, "data": …})");
@@ -165,7 +167,7 @@ std::optional<Text> WsHub::on_message(std::uint64_t id, std::string_view text) {
   if (event == "request_gpu_update") {
     auto latest = agent_.latest();
     if (!latest) return error("no reading yet");
-    return envelope("gpu_status_update", *latest->document);
+    return latest->renderings->update_message();
   }
   if (event == "set_period") {
     const auto data = j.value("data", nlohmann::json::object());
@@ -186,12 +188,12 @@ std::optional<Text> WsHub::on_message(std::uint64_t id, std::string_view text) {
       }
     }
     to_reset.clear();
-    return envelope("period", nlohmann::json{{"period_ms", p.count()}}.dump());
+    return reply("period", nlohmann::json{{"period_ms", p.count()}});
   }
   return error("unknown event '" + event + "' (expected request_gpu_update or set_period)");
 }
 
-void WsHub::broadcast(const Text& text, bool droppable) {
+void WsHub::broadcast(const Message& message) {
   std::vector<std::shared_ptr<WsClient>> targets;
   {
     std::lock_guard lock(mu_);
@@ -199,7 +201,16 @@ void WsHub::broadcast(const Text& text, bool droppable) {
     for (auto& [id, c] : clients_)
       if (auto l = c.link.lock()) targets.push_back(std::move(l));
   }
-  for (auto& t : targets) t->send(text, droppable);
+  for (auto& t : targets) t->send(message);
+}
+
+void WsHub::broadcast(std::string_view event, const nlohmann::json& data) {
+  broadcast(Message(std::string(event), json_text(data)));
+}
+
+void WsHub::broadcast_alerts(const std::vector<core::AlertEvent>& events) {
+  for (const auto& e : events)
+    broadcast(Message(std::string(core::event_name(e.alert.kind)), json_text(wire::alert_json(e.alert))));
 }
 
 void WsHub::on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s) {
@@ -215,8 +226,10 @@ void WsHub::on_group_tick(std::chrono::milliseconds period, const Result<core::S
         if (auto l = c->second.link.lock()) targets.push_back(std::move(l));
   }
   if (targets.empty()) return;
-  const Text msg = update_for(*s);
-  for (auto& t : targets) t->send(msg, true);
+  // One update message per reading, shared by every group of the tick (and framed once per transport).
+  const auto renderings = agent_.renderings_of(*s);
+  const Message& update = *renderings->update_message();
+  for (auto& t : targets) t->send(update);
 }
 
 }  // namespace gf::server

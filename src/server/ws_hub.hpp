@@ -1,7 +1,8 @@
 #pragma once
 // WebSocket fan-out, without sockets: which client gets which message when. Clients choose their
 // update period (grouped: one collection subscription and one rendering per distinct period, shared by
-// every client of that period); alerts go to everyone. The transport implements WsClient.
+// every client of that period: the reading's one update message, node::Renderings); alerts go to
+// everyone. A message is (event, data): the transport implements WsClient and frames it.
 // Thread-safety: every public member may be called from any thread.
 #include <chrono>
 #include <cstddef>
@@ -16,13 +17,22 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/alerts.hpp"
 #include "node/agent.hpp"
 #include "sampler/hub.hpp"
+#include "wire/live_message.hpp"
 
 namespace gf::server {
 
 using Text = std::shared_ptr<const std::string>;
+// A live message: (event, data); each transport frames it once (wire/live_message.hpp).
+using Message = wire::LiveMessage;
+using MessagePtr = wire::LiveMessagePtr;
+
+// The /ws transport's frame of a message: {"event":<event>,"data":<data>}, made once per message.
+const Text& ws_frame(const Message& m);
 
 // What one connection still has to send. Periodic updates may be dropped (the oldest first: a newer
 // one supersedes it); alerts and replies may not. Bounded in messages and in bytes: a message that
@@ -62,11 +72,12 @@ class OutboundQueue {
   std::uint64_t dropped_ = 0;
 };
 
-// A connected client, as the hub sees it. send() must not block (queue and return).
+// A connected client, as the hub sees it. send() must not block (frame, queue and return); the message
+// lives only for the call.
 class WsClient {
  public:
   virtual ~WsClient() = default;
-  virtual void send(Text text, bool droppable) = 0;
+  virtual void send(const Message& message) = 0;
 };
 
 struct WsOptions {
@@ -87,7 +98,7 @@ class WsHub {
   // (returned here, for the transport to send first) and updates every period.
   struct Joined {
     std::uint64_t id;
-    Text greeting;
+    MessagePtr greeting;
   };
   std::optional<Joined> add(std::weak_ptr<WsClient> client, std::optional<std::chrono::milliseconds> period);
   void remove(std::uint64_t id);
@@ -97,16 +108,19 @@ class WsHub {
   // returns, no client's send() is called again.
   void close_all();
 
-  // A message from client `id`; returns the reply to send it (nullopt: none).
-  std::optional<Text> on_message(std::uint64_t id, std::string_view text);
+  // A message from client `id` (the /ws protocol: {"event": name, "data": …}); returns the reply to
+  // send it (nullopt: none).
+  std::optional<MessagePtr> on_message(std::uint64_t id, std::string_view text);
 
-  // Sends to every client (alert events: not droppable).
-  void broadcast(const Text& text, bool droppable);
+  // Sends to every client.
+  void broadcast(const Message& message);
+  // An event with its data to every client (not droppable: lease and job events).
+  void broadcast(std::string_view event, const nlohmann::json& data);
+  // Each alert event to every client (not droppable): its kind's event name, the alert as data.
+  void broadcast_alerts(const std::vector<core::AlertEvent>& events);
 
   // The period a requested one becomes (clamped to [min, max], rounded to 100 ms).
   std::chrono::milliseconds clamp_period(std::chrono::milliseconds p) const;
-  // {"event": name, "data": <raw JSON text>}.
-  static Text envelope(std::string_view event, const std::string& data_json);
 
  private:
   struct Group {
@@ -122,7 +136,6 @@ class WsHub {
   void leave_group_locked(std::uint64_t id, std::chrono::milliseconds period,
                           std::vector<sampler::SampleHub::Subscription>& to_reset);
   void on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s);
-  Text update_for(const core::SnapshotPtr& s);
 
   node::Agent& agent_;
   sampler::SampleHub& hub_;
@@ -131,9 +144,6 @@ class WsHub {
   std::uint64_t next_id_ = 1;
   std::unordered_map<std::uint64_t, Client> clients_;
   std::map<std::chrono::milliseconds, Group> groups_;
-  std::mutex render_mu_;
-  core::SnapshotPtr last_rendered_;  // the update message of the latest snapshot, shared by groups
-  Text last_update_;
 };
 
 }  // namespace gf::server

@@ -18,6 +18,9 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
+
 #include "gf_test_paths.hpp"
 
 namespace {
@@ -213,12 +216,10 @@ TEST(SystemdUnit, VerifiesWithoutWarnings) {
         "CapabilityBoundingSet=CAP_SYS_PTRACE", "PrivateTmp=yes", "User=root"}) {
     EXPECT_NE(unit.find(hardening), std::string::npos) << hardening;
   }
-  const auto dir = fs::temp_directory_path() / ("gf-unit-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const gf::test::TempDir dir;
   const auto path = dir / "gpufleet-agent.service";
-  std::ofstream(path) << unit;
+  gf::test::write_file(path, unit);
   const auto r = run("systemd-analyze verify '" + path.string() + "' 2>&1");
-  fs::remove_all(dir);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, "") << "systemd-analyze warns (it ignores bad values with a warning only)";
 }
@@ -277,12 +278,10 @@ TEST(ContainerImage, RunsTheStepsCiRunsAndStartsTheStagedAgent) {
   EXPECT_EQ(copy_stage, "COPY --from=build /stage/ /");
   EXPECT_EQ(entrypoint, R"(ENTRYPOINT ["/usr/local/bin/gpufleet"])");
 
-  std::ifstream script(fs::path(GF_SOURCE_DIR) / "scripts" / "package.sh");
-  const std::string text((std::istreambuf_iterator<char>(script)), std::istreambuf_iterator<char>());
+  const std::string text = gf::test::slurp(fs::path(GF_SOURCE_DIR) / "scripts" / "package.sh");
   EXPECT_NE(text.find(R"(install -m 0755 "$bin" "$stage/usr/local/bin/gpufleet")"), std::string::npos);
   EXPECT_NE(text.find("usr/local/share/gpufleet/runtime-packages.txt"), std::string::npos);
 
-  std::ifstream ci(fs::path(GF_SOURCE_DIR) / ".ci" / "run");
-  const std::string ci_text((std::istreambuf_iterator<char>(ci)), std::istreambuf_iterator<char>());
+  const std::string ci_text = gf::test::slurp(fs::path(GF_SOURCE_DIR) / ".ci" / "run");
   EXPECT_NE(ci_text.find("stage make package"), std::string::npos) << "CI runs the image's build steps";
 }

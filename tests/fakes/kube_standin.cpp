@@ -285,6 +285,66 @@ struct KubeStandin::Impl::ExecSession : std::enable_shared_from_this<ExecSession
   asio::steady_timer delay{ws.get_executor()};
 };
 
+namespace {
+
+// What a pod's exec answers, framed as the API server frames it: each stream's channel byte alone first,
+// stdout in 64-byte pieces, stderr, (v5) the close of stdin and stdout, then the status on channel 3.
+// pod: the configured answer; none: the command is not found in the container.
+std::vector<std::string> exec_messages(const KubeStandinExecCall& call, const KubeStandinExec* pod) {
+  std::vector<std::string> messages;
+  const bool v5 = call.protocol == "v5.channel.k8s.io";
+  auto channel = [](unsigned char c, std::string_view data) {
+    return std::string(1, static_cast<char>(c)) + std::string(data);
+  };
+  // The real server first sends each stream's channel byte alone.
+  for (unsigned char c : {1, 2, 3}) messages.push_back(channel(c, ""));
+  json status{{"metadata", json::object()}, {"status", "Success"}};
+  if (pod == nullptr || !pod->failure_message.empty()) {
+    const std::string message = pod == nullptr
+                                    ? fmt::format(
+                                          "Internal error occurred: error executing command in container: failed "
+                                          "to exec in container: OCI runtime exec failed: exec failed: unable to "
+                                          "start container process: exec: \"{}\": executable file not found in "
+                                          "$PATH: unknown",
+                                          call.command.empty() ? "" : call.command[0])
+                                    : pod->failure_message;
+    status = json{{"metadata", json::object()},
+                  {"status", "Failure"},
+                  {"message", message},
+                  {"reason", "InternalError"},
+                  {"code", 500}};
+  } else {
+    const auto& e = *pod;
+    std::string out = e.out, err = e.err;
+    int code = e.exit_code;
+    bool rejected = false;
+    for (const auto& arg : call.command)
+      rejected = rejected || (!e.reject_field.empty() && arg.find(e.reject_field) != std::string::npos);
+    if (rejected) {
+      out = fmt::format("Field \"{}\" is not a valid field to query.\n\n", e.reject_field);
+      err.clear();
+      code = 2;
+    }
+    for (std::size_t i = 0; i < out.size(); i += 64) messages.push_back(channel(1, out.substr(i, 64)));
+    if (!err.empty()) messages.push_back(channel(2, err));
+    if (code != 0)
+      status = json{
+          {"metadata", json::object()},
+          {"status", "Failure"},
+          {"message", fmt::format("command terminated with non-zero exit code: exit status {}", code)},
+          {"reason", "NonZeroExitCode"},
+          {"details", {{"causes", json::array({json{{"reason", "ExitCode"}, {"message", std::to_string(code)}}})}}}};
+  }
+  if (v5) {
+    messages.push_back(channel(255, std::string(1, '\x01')));
+    messages.push_back(channel(255, std::string(1, '\x02')));
+  }
+  messages.push_back(channel(3, status.dump()));
+  return messages;
+}
+
+}  // namespace
+
 bool KubeStandin::Impl::exec_upgrade(tcp::socket& socket, const Request& req, std::shared_ptr<void>& keep) {
   const std::string target(req.target());
   const auto qpos = target.find('?');
@@ -351,58 +411,12 @@ bool KubeStandin::Impl::exec_upgrade(tcp::socket& socket, const Request& req, st
   }
   exec_calls.push_back(call);
   auto session = std::make_shared<ExecSession>(exec_count, std::move(socket));
-  const bool v5 = call.protocol == "v5.channel.k8s.io";
-  auto channel = [](unsigned char c, std::string_view data) {
-    return std::string(1, static_cast<char>(c)) + std::string(data);
-  };
-  // The real server first sends each stream's channel byte alone.
-  for (unsigned char c : {1, 2, 3}) session->messages.push_back(channel(c, ""));
-  json status{{"metadata", json::object()}, {"status", "Success"}};
   auto it = config.exec.find(call.pod);
   if (it == config.exec.end() && config.exec_default) it = config.exec.emplace(call.pod, *config.exec_default).first;
-  const bool hang = it != config.exec.end() && it->second.hang;
-  const unsigned delay_ms = it != config.exec.end() ? it->second.delay_ms : 0;
-  if (it == config.exec.end() || !it->second.failure_message.empty()) {
-    const std::string message = it == config.exec.end()
-                                    ? fmt::format(
-                                          "Internal error occurred: error executing command in container: failed "
-                                          "to exec in container: OCI runtime exec failed: exec failed: unable to "
-                                          "start container process: exec: \"{}\": executable file not found in "
-                                          "$PATH: unknown",
-                                          call.command.empty() ? "" : call.command[0])
-                                    : it->second.failure_message;
-    status = json{{"metadata", json::object()},
-                  {"status", "Failure"},
-                  {"message", message},
-                  {"reason", "InternalError"},
-                  {"code", 500}};
-  } else {
-    const auto& e = it->second;
-    std::string out = e.out, err = e.err;
-    int code = e.exit_code;
-    bool rejected = false;
-    for (const auto& arg : call.command)
-      rejected = rejected || (!e.reject_field.empty() && arg.find(e.reject_field) != std::string::npos);
-    if (rejected) {
-      out = fmt::format("Field \"{}\" is not a valid field to query.\n\n", e.reject_field);
-      err.clear();
-      code = 2;
-    }
-    for (std::size_t i = 0; i < out.size(); i += 64) session->messages.push_back(channel(1, out.substr(i, 64)));
-    if (!err.empty()) session->messages.push_back(channel(2, err));
-    if (code != 0)
-      status = json{
-          {"metadata", json::object()},
-          {"status", "Failure"},
-          {"message", fmt::format("command terminated with non-zero exit code: exit status {}", code)},
-          {"reason", "NonZeroExitCode"},
-          {"details", {{"causes", json::array({json{{"reason", "ExitCode"}, {"message", std::to_string(code)}}})}}}};
-  }
-  if (v5) {
-    session->messages.push_back(channel(255, std::string(1, '\x01')));
-    session->messages.push_back(channel(255, std::string(1, '\x02')));
-  }
-  session->messages.push_back(channel(3, status.dump()));
+  const KubeStandinExec* pod = it == config.exec.end() ? nullptr : &it->second;
+  const bool hang = pod != nullptr && pod->hang;
+  const unsigned delay_ms = pod != nullptr ? pod->delay_ms : 0;
+  session->messages = exec_messages(call, pod);
   session->ws.set_option(websocket::stream_base::decorator([protocol = call.protocol](websocket::response_type& res) {
     res.set(http::field::sec_websocket_protocol, protocol);
   }));

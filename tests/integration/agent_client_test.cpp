@@ -27,6 +27,8 @@
 
 #include "platform/child.hpp"
 #include "platform/subprocess.hpp"
+#include "support/eventually.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 #include "gf_test_paths.hpp"
@@ -162,14 +164,10 @@ json a_lease(const std::string& id, std::vector<unsigned> gpus, const std::strin
 }
 
 struct AgentClient : ::testing::Test {
-  fs::path dir;
-  std::string sock;
+  gf::test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  std::string sock = (dir / "agent.sock").string();
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-ac-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    sock = (dir / "agent.sock").string();
     setenv("GPUFLEET_SOCKET", sock.c_str(), 1);
     setenv("GPUFLEET_SIM_SCENARIO", GF_FIXTURES_DIR "/sim/two_idle.json", 1);
     unsetenv("GPUFLEET_DB");
@@ -177,7 +175,6 @@ struct AgentClient : ::testing::Test {
   void TearDown() override {
     setenv("GPUFLEET_SOCKET", "none", 1);  // back to no_ambient_agent.cpp's setting
     unsetenv("GPUFLEET_SIM_SCENARIO");     // other suites in this binary expect the default scenario
-    fs::remove_all(dir);
   }
   static gf::platform::ProcessOutput gf(std::vector<std::string> args) {
     args.insert(args.begin(), {GF_BINARY, "--backend", "sim"});
@@ -348,8 +345,7 @@ TEST_F(AgentClient, ASocketServedByAnotherUserIsRefused) {
              " c,_=s.accept();c.sendall(b'{\"hello\":\"gpufleet-agent\",\"protocol\":1}\\n')\n",
              planted, ready}));
   ASSERT_TRUE(pid) << pid.error().message;
-  for (int i = 0; i < 200 && !fs::exists(ready); ++i) std::this_thread::sleep_for(25ms);
-  ASSERT_TRUE(fs::exists(ready)) << "the planted agent did not start";
+  ASSERT_TRUE(gf::test::eventually([&] { return fs::exists(ready); }, 5s, 25ms)) << "the planted agent did not start";
   auto r = gf({"--socket", planted, "leases"});
   ::kill(*pid, SIGKILL);
   (void)gf::platform::wait_exit_code(*pid);

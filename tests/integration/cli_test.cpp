@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "platform/subprocess.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -140,7 +141,8 @@ TEST_F(Cli, MonitorErrors) {
 }
 
 TEST_F(Cli, MonitorWritesOutputFile) {
-  const std::string path = ::testing::TempDir() + "gf-monitor-" + std::to_string(::getpid()) + ".json";
+  const gf::test::TempDir dir;
+  const std::string path = (dir / "monitor.json").string();
   // No "--" is needed when the command has no options of its own. The command runs for 20 intervals, so
   // two samples arrive even on a loaded machine.
   auto r = run({"--backend", "sim", "monitor", "-n", "0.05", "-o", path, "--no-series", "sleep", "1"});
@@ -150,7 +152,6 @@ TEST_F(Cli, MonitorWritesOutputFile) {
   auto j = parse(text->out);
   EXPECT_FALSE(j.contains("series"));
   EXPECT_GE(j["sample_count"].get<int>(), 2);
-  std::remove(path.c_str());
 }
 
 TEST_F(Cli, WatchPrintsFramesWhenNotATerminal) {

@@ -18,6 +18,8 @@
 #include "fakes/exec_fixture.hpp"
 #include "fakes/kube_standin.hpp"
 #include "platform/subprocess.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -27,24 +29,14 @@ namespace efs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-std::string exec_it_read(const efs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 struct ClusterExec : ::testing::Test {
-  efs::path dir;
+  gf::test::TempDir tmp;
+  const efs::path dir = tmp.path();
   std::unique_ptr<gf::fakes::KubeStandin> kube;
   std::string kubeconfig;
-  std::string csv = exec_it_read(GF_FIXTURES_DIR "/nvidia_smi/query-gpu-normal.csv");
+  std::string csv = gf::test::slurp(GF_FIXTURES_DIR "/nvidia_smi/query-gpu-normal.csv");
 
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = efs::temp_directory_path() / ("gf-cluster-exec-" + std::to_string(::getpid()) + "-" + info->name());
-    efs::remove_all(dir);
-    efs::create_directories(dir);
     ASSERT_FALSE(csv.empty());
     auto doc = json::parse(gf::fakes::exec_cluster_json(3, 8));
     doc["nodes"].push_back(gf::fakes::exec_gpu_node("gpu-003", 8));
@@ -65,11 +57,7 @@ struct ClusterExec : ::testing::Test {
     unsetenv("KUBECONFIG");
     unsetenv("KUBERNETES_SERVICE_HOST");
   }
-  void TearDown() override {
-    kube.reset();
-    std::error_code ec;
-    efs::remove_all(dir, ec);
-  }
+  void TearDown() override { kube.reset(); }
   static gf::platform::ProcessOutput exec_run(std::vector<std::string> args) {
     args.insert(args.begin(), GF_BINARY);
     auto r = gf::platform::run_process(args, gf::platform::RunOptions{30s});

@@ -23,6 +23,10 @@
 #include "fakes/kube_standin.hpp"
 #include "platform/http_client.hpp"
 #include "platform/subprocess.hpp"
+#include "support/agent_process.hpp"
+#include "support/eventually.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -31,17 +35,11 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using gf::platform::ProcessOutput;
+using gf::test::slurp;
 using nlohmann::json;
 
 constexpr const char* kToken = "s3cret-token";
 constexpr const char* kDeploymentItem = "/apis/apps/v1/namespaces/inference/deployments/vllm-llama";
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::size_t line_count(const std::string& s) {
   std::size_t n = 0;
@@ -64,92 +62,30 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
-// `gpufleet --backend sim serve` as a child process, on an ephemeral port read from its port file.
-class KubeAgent {
+// `gpufleet --backend sim serve` as a child process (its stdout and stderr in dir), on an ephemeral port.
+class KubeAgent : public gf::test::AgentProcess {
  public:
-  ~KubeAgent() { stop(); }
-  bool start(const fs::path& dir, std::vector<std::string> args) {
-    const auto port_file = dir / "agent.port";
-    err_ = dir / "agent.stderr";
-    std::vector<std::string> argv{GF_BINARY,
-                                  "--backend",
-                                  "sim",
-                                  "serve",
-                                  "--listen",
-                                  "127.0.0.1:0",
-                                  "--no-history",
-                                  "--db",
-                                  (dir / "agent.db").string(),
-                                  "--port-file",
-                                  port_file.string()};
+  bool start(const fs::path& dir, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{"--backend",   "sim",          "serve", "--listen",
+                                  "127.0.0.1:0", "--no-history", "--db",  (dir / "agent.db").string()};
     argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    const int err = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (err < 0) return false;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(err, 1);
-      ::dup2(err, 2);
-      ::execv(cargv[0], cargv.data());
-      ::_exit(127);
-    }
-    ::close(err);
-    if (pid_ < 0) return false;
-    const auto deadline = std::chrono::steady_clock::now() + 30s;  // generous: two loaded cores, maybe ASan
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream pf(port_file);
-      unsigned p = 0;
-      if (pf >> p && p > 0 && p < 65536) {
-        port_ = p;
-        return true;
-      }
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return AgentProcess::start(dir, argv);
   }
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 500; ++i) {  // 10 s at most, then SIGKILL
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  unsigned port() const { return port_; }
-  std::string stderr_text() const { return read_text(err_); }
-
- private:
-  pid_t pid_ = -1;
-  unsigned port_ = 0;
-  fs::path err_;
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port()); }
+  // What it printed, stdout then stderr.
+  std::string output_text() const { return stdout_text() + stderr_text(); }
 };
 
 struct ClusterKube : ::testing::Test {
-  fs::path dir;
+  gf::test::TempDir tmp;
+  const fs::path dir = tmp.path();
   std::unique_ptr<gf::fakes::KubeStandin> kube;
   std::string kubeconfig;  // the stand-in, the right token
   std::string deployment = GF_FIXTURES_DIR "/manifests/deployment.in.yaml";
 
   void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir = fs::temp_directory_path() / ("gf-cluster-kube-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     gf::fakes::KubeStandinConfig cfg;
-    cfg.fixture_json = read_text(GF_FIXTURES_DIR "/kube/cluster.json");
+    cfg.fixture_json = slurp(GF_FIXTURES_DIR "/kube/cluster.json");
     ASSERT_FALSE(cfg.fixture_json.empty());
     cfg.token = kToken;
     kube = std::make_unique<gf::fakes::KubeStandin>(cfg);
@@ -162,17 +98,10 @@ struct ClusterKube : ::testing::Test {
     unsetenv("KUBECONFIG");
     unsetenv("KUBERNETES_SERVICE_HOST");
   }
-  void TearDown() override {
-    kube.reset();
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+  void TearDown() override { kube.reset(); }
 
   std::string write_file(const std::string& name, const std::string& text) {
-    const auto p = dir / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
+    return gf::test::write_file(dir / name, text);
   }
   // Two contexts: "standin" (current, namespace team-a) and "other" (namespace team-b); both reach the stand-in.
   std::string write_kubeconfig(const std::string& name, const std::string& token) {
@@ -208,16 +137,15 @@ std::pair<long, std::string> get_when_ready(const std::string& url) {
   rq.timeout = 5s;
   long status = 0;
   std::string body;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto out = gf::platform::http_perform(rq);
-    if (out.ok()) {
-      status = out.response().status;
-      body = out.response().body;
-      if (status == 200) break;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+  gf::test::eventually(
+      [&] {
+        auto out = gf::platform::http_perform(rq);
+        if (!out.ok()) return false;
+        status = out.response().status;
+        body = out.response().body;
+        return status == 200;
+      },
+      20s, 50ms);
   return {status, body};
 }
 
@@ -245,9 +173,9 @@ TEST_F(ClusterKube, FreeFromKubernetesIdleFromAnAgent) {
     {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 0, "memory_used_mib": 500}]},
     {"name": "Sim H100", "memory_total_mib": 81559, "load": [{"t": 0, "utilization": 0, "memory_used_mib": 500}]}]})");
   KubeAgent agent;
-  ASSERT_TRUE(agent.start(dir, {"--node-name", "gpu-d", "--sim-scenario", scenario})) << agent.stderr_text();
+  ASSERT_TRUE(agent.start(dir, {"--node-name", "gpu-d", "--sim-scenario", scenario})) << agent.output_text();
   auto r = run({"cluster", "nodes", "--kubeconfig", kubeconfig, "--agent", agent.url(), "--json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err << agent.stderr_text();
+  ASSERT_EQ(r.exit_code, 0) << r.err << agent.output_text();
   const auto j = parse(r.out);
   const auto* d = node(j, "gpu-d");
   ASSERT_TRUE(d) << r.out;
@@ -331,7 +259,7 @@ TEST_F(ClusterKube, UnauthorizedIsOneLineAndExit1) {
 TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
   fs::create_directories(dir / "agent");
   KubeAgent agent;
-  ASSERT_TRUE(agent.start(dir / "agent", {"--node-name", "gpu-b"})) << agent.stderr_text();  // gpu-b is cordoned
+  ASSERT_TRUE(agent.start(dir / "agent", {"--node-name", "gpu-b"})) << agent.output_text();  // gpu-b is cordoned
   const auto wrong = write_kubeconfig("wrong.yaml", "not-the-token");
 
   // nodes: what the agent knows, and the error.
@@ -356,7 +284,7 @@ TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
   EXPECT_NE(j["reason"].get<std::string>().find("401"), std::string::npos) << j["reason"];
 
   // place: the manifest unchanged, and why.
-  const auto original = read_text(deployment);
+  const auto original = slurp(deployment);
   r = run({"cluster", "place", "-f", deployment, "--kubeconfig", wrong, "--agent", agent.url()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, original);
@@ -365,7 +293,7 @@ TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
 
   // 403 on the pods (RBAC without list pods): the same, naming the 403.
   gf::fakes::KubeStandinConfig cfg;
-  cfg.fixture_json = read_text(GF_FIXTURES_DIR "/kube/cluster.json");
+  cfg.fixture_json = slurp(GF_FIXTURES_DIR "/kube/cluster.json");
   cfg.token = kToken;
   cfg.forbid_pods = true;
   gf::fakes::KubeStandin forbidding(cfg);
@@ -388,9 +316,9 @@ TEST_F(ClusterKube, AFailingKubernetesSourcePinsNothing) {
   // serve: the same sources as options; /api/v1/cluster/select answers no node and the reason.
   fs::create_directories(dir / "view");
   KubeAgent view;
-  ASSERT_TRUE(view.start(dir / "view", {"--kubeconfig", forbidden, "--agent", agent.url()})) << view.stderr_text();
+  ASSERT_TRUE(view.start(dir / "view", {"--kubeconfig", forbidden, "--agent", agent.url()})) << view.output_text();
   auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/select?gpus=1");
-  ASSERT_EQ(status, 200) << body << view.stderr_text();
+  ASSERT_EQ(status, 200) << body << view.output_text();
   j = parse(body);
   EXPECT_TRUE(j["node"].is_null()) << body;
   EXPECT_EQ(j["source_failed"], true);
@@ -466,7 +394,7 @@ TEST_F(ClusterKube, PlacePinsToTheSelectedNode) {
   auto o = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "-o", out});
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_TRUE(o.out.empty());
-  EXPECT_EQ(read_text(out), r.out);
+  EXPECT_EQ(slurp(out), r.out);
   // … but never through a symbolic link.
   fs::create_symlink(dir / "target.yaml", dir / "link.yaml");
   o = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "-o", (dir / "link.yaml").string()});
@@ -563,13 +491,13 @@ TEST_F(ClusterKube, ApplyCreatesAnInferenceService) {
 TEST_F(ClusterKube, ServeTakesTheSourceOptions) {
   fs::create_directories(dir / "node");
   KubeAgent node_agent;
-  ASSERT_TRUE(node_agent.start(dir / "node", {"--node-name", "gpu-d"})) << node_agent.stderr_text();
+  ASSERT_TRUE(node_agent.start(dir / "node", {"--node-name", "gpu-d"})) << node_agent.output_text();
 
   fs::create_directories(dir / "view");
   KubeAgent view;
-  ASSERT_TRUE(view.start(dir / "view", {"--agent", node_agent.url()})) << view.stderr_text();
+  ASSERT_TRUE(view.start(dir / "view", {"--agent", node_agent.url()})) << view.output_text();
   auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/nodes");
-  ASSERT_EQ(status, 200) << body << view.stderr_text();
+  ASSERT_EQ(status, 200) << body << view.output_text();
   auto j = parse(body);
   const auto* d = node(j, "gpu-d");
   ASSERT_NE(d, nullptr) << body;
@@ -584,9 +512,9 @@ TEST_F(ClusterKube, ServeTakesTheSourceOptions) {
   KubeAgent view2;
   ASSERT_TRUE(view2.start(dir / "view2",
                           {"--cluster-config", cfg, "--agent", node_agent.url(), "--utilization-threshold", "95"}))
-      << view2.stderr_text();
+      << view2.output_text();
   std::tie(status, body) = get_when_ready(view2.url() + "/api/v1/cluster/nodes");
-  ASSERT_EQ(status, 200) << body << view2.stderr_text();
+  ASSERT_EQ(status, 200) << body << view2.output_text();
   j = parse(body);
   EXPECT_EQ(j["thresholds"]["utilization"], 95.0);
   EXPECT_EQ(j["kubernetes"], true);
@@ -628,7 +556,7 @@ TEST_F(ClusterKube, ApplyUsesTheContextNamespaceAndStdin) {
 }
 
 TEST_F(ClusterKube, NoGpuSelectionLeavesTheManifestAlone) {
-  const auto original = read_text(deployment);
+  const auto original = slurp(deployment);
   auto r = run({"cluster", "place", "-f", deployment, "--kubeconfig", kubeconfig, "--no-gpu-selection"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, original);
@@ -641,7 +569,7 @@ TEST_F(ClusterKube, NoGpuSelectionLeavesTheManifestAlone) {
 }
 
 TEST_F(ClusterKube, NoQualifyingNodeFailsOverToTheScheduler) {
-  const auto original = read_text(deployment);
+  const auto original = slurp(deployment);
   // 5 GPUs per pod: no node has 5 free.
   auto r = run({"cluster", "place", "-f", deployment, "--gpus", "5", "--kubeconfig", kubeconfig});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -668,9 +596,9 @@ TEST_F(ClusterKube, NoQualifyingNodeFailsOverToTheScheduler) {
 TEST_F(ClusterKube, ServeClusterConfigReadsKubernetes) {
   const auto cfg = write_file("fleet.json", R"({"kubeconfig": "kubeconfig.yaml", "refresh_interval_s": 1})");
   KubeAgent agent;
-  ASSERT_TRUE(agent.start(dir, {"--cluster-config", cfg})) << agent.stderr_text();
+  ASSERT_TRUE(agent.start(dir, {"--cluster-config", cfg})) << agent.output_text();
   const auto [status, body] = get_when_ready(agent.url() + "/api/v1/cluster/select?gpus=3");
-  ASSERT_EQ(status, 200) << body << agent.stderr_text();
+  ASSERT_EQ(status, 200) << body << agent.output_text();
   EXPECT_EQ(parse(body)["node"], "gpu-d");
   agent.stop();
 }
@@ -710,10 +638,10 @@ TEST_F(ClusterKube, CredentialsInUrlsAreNeverShown) {
       "fleet.json",
       json{{"prometheus", prom_url}, {"agents", {agent_url}}, {"refresh_interval_s", 1}, {"timeout_s", 2}}.dump());
   KubeAgent view;
-  ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.stderr_text();
+  ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.output_text();
   for (const char* route : {"/api/v1/cluster/nodes", "/api/v1/cluster/gpus", "/api/v1/cluster/select?gpus=1"}) {
     const auto [status, body] = get_when_ready(view.url() + route);
-    ASSERT_EQ(status, 200) << route << ": " << body << view.stderr_text();
+    ASSERT_EQ(status, 200) << route << ": " << body << view.output_text();
     EXPECT_EQ(leaks(body), "") << route << ": " << body;
     EXPECT_NE(body.find(shown_prom), std::string::npos) << route << ": " << body;
   }
@@ -722,7 +650,7 @@ TEST_F(ClusterKube, CredentialsInUrlsAreNeverShown) {
   ASSERT_NE(agent_node, nullptr) << nodes.dump();
   EXPECT_EQ((*agent_node)["agent_url"], "http://127.0.0.1:1");
   view.stop();
-  EXPECT_EQ(leaks(view.stderr_text()), "") << view.stderr_text();
+  EXPECT_EQ(leaks(view.output_text()), "") << view.output_text();
 }
 
 // --prometheus-token-file (and the config's prometheus_token_file): the first line goes to Prometheus
@@ -779,15 +707,14 @@ TEST_F(ClusterKube, InsecureKubernetesIsSaid) {
   const auto cfg =
       write_file("fleet.json", R"({"kubeconfig": "skip.yaml", "refresh_interval_s": 0.2, "timeout_s": 1})");
   KubeAgent view;
-  ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.stderr_text();
+  ASSERT_TRUE(view.start(dir, {"--cluster-config", cfg})) << view.output_text();
   const auto [status, body] = get_when_ready(view.url() + "/api/v1/cluster/nodes");
-  ASSERT_EQ(status, 200) << body << view.stderr_text();
+  ASSERT_EQ(status, 200) << body << view.output_text();
   EXPECT_NE(parse(body)["sources"].dump().find("; insecure)"), std::string::npos) << body;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (occurrences(view.stderr_text(), "TLS verification is off for https://127.0.0.1:1") < 3 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(50ms);
-  const auto err = view.stderr_text();
+  gf::test::eventually(
+      [&] { return occurrences(view.output_text(), "TLS verification is off for https://127.0.0.1:1") >= 3; }, 20s,
+      50ms);
+  const auto err = view.output_text();
   EXPECT_GE(occurrences(err, "TLS verification is off for https://127.0.0.1:1"), 3u) << err;  // start + 2 rounds
   EXPECT_NE(err.find("gpufleet: warning: TLS verification is off"), std::string::npos) << err;
   EXPECT_NE(err.find("gpufleet: fleet: warning: TLS verification is off"), std::string::npos) << err;

@@ -8,6 +8,7 @@
 
 #include "fakes/docker_standin.hpp"
 #include "platform/subprocess.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -17,8 +18,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 TEST(DockerRun, ContainerGetsTheLeasedGpusThroughDeviceRequests) {
-  const fs::path dir = fs::temp_directory_path() / ("gf-docker-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const gf::test::TempDir dir;
   gf::fakes::DockerStandinConfig cfg;
   cfg.exit_code = 7;
   cfg.run_time = 300ms;
@@ -55,7 +55,6 @@ TEST(DockerRun, ContainerGetsTheLeasedGpusThroughDeviceRequests) {
   EXPECT_FALSE(rec["docker"]["container_id"].get<std::string>().empty());
   EXPECT_EQ(rec["gpu_info"]["count"], 2);
   unsetenv("CUDA_VISIBLE_DEVICES");
-  fs::remove_all(dir);
 }
 
 }  // namespace

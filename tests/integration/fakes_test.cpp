@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "platform/subprocess.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -154,7 +155,8 @@ TEST_F(Fakes, FieldsVerbPrintsTheTable) {
 
 TEST_F(Fakes, AttributesARealProcessOfThisMachine) {
   // The fake driver reports this very test process on GPU 0: gpufleet must name it from /proc.
-  const std::string path = ::testing::TempDir() + "gf-attrib-" + std::to_string(::getpid()) + ".json";
+  const gf::test::TempDir dir;
+  const std::string path = (dir / "attrib.json").string();
   std::ofstream(path) << R"({"driver_version": "550.54.15", "gpus": [{"name": "NVIDIA H100 80GB HBM3",
     "uuid": "GPU-00000000-0000-4000-8000-000000000001", "pci_bus_id": "00000000:1B:00.0",
     "memory_total_mib": 81559, "memory_used_mib": 5000, "utilization_gpu_pct": 30,
@@ -171,7 +173,6 @@ TEST_F(Fakes, AttributesARealProcessOfThisMachine) {
   EXPECT_EQ(p["used_memory_mb"], 4000);
   ASSERT_EQ(j["unattributed"].size(), 1u);
   EXPECT_EQ(j["unattributed"][0]["memory_mb"], 1000);
-  std::remove(path.c_str());
 }
 
 TEST_F(Fakes, MonitorWithNvmlUsesTheEnergyCounter) {

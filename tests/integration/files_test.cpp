@@ -22,6 +22,9 @@
 #include <vector>
 
 #include "platform/subprocess.hpp"
+#include "support/agent_process.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 #include "gf_test_paths.hpp"
@@ -29,15 +32,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+using gf::test::slurp;
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 gf::platform::ProcessOutput run(std::vector<std::string> argv) {
   // No token from the environment: the file is what is under test.
@@ -52,60 +49,6 @@ bool one_line(const std::string& s) {
   while (!t.empty() && t.back() == '\n') t.pop_back();
   return !t.empty() && t.find('\n') == std::string::npos;
 }
-
-// `gpufleet serve` in the background until the port file names a port; killed at the end.
-class FilesAgent {
- public:
-  ~FilesAgent() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool start(const std::vector<std::string>& args, const fs::path& port_file, const fs::path& err) {
-    std::vector<std::string> argv{"env", "-u", "GPUFLEET_TOKEN", GF_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    const int efd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(efd, 2);
-      ::execvp("env", cargv.data());
-      ::_exit(127);
-    }
-    ::close(efd);
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::ifstream pf(port_file);
-      unsigned p = 0;
-      if (pf >> p && p > 0 && p < 65536) {
-        port_ = static_cast<unsigned short>(p);
-        return true;
-      }
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  unsigned short port() const { return port_; }
-  // SIGTERM and wait for the exit; its status.
-  int stop() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  unsigned short port_ = 0;
-};
 
 // One HTTP/1.1 request, the whole response (the agent closes after Connection: close).
 std::string http_get(unsigned short port, const std::string& path) {
@@ -130,19 +73,9 @@ std::string http_get(unsigned short port, const std::string& path) {
 }
 
 struct Files : ::testing::Test {
-  fs::path dir;
-  std::string db;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-files-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    db = (dir / "gf.db").string();
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+  gf::test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  std::string db = (dir / "gf.db").string();
   std::vector<std::string> serve(const std::string& token_file) const {
     return {GF_BINARY, "--backend", "sim", "serve", "--listen", "127.0.0.1:0", "--db", db, "--token-file", token_file};
   }
@@ -209,13 +142,12 @@ TEST_F(Files, PortFileIsNotWrittenThroughAPlantedTemporary) {
   const auto victim = dir / "victim";
   std::ofstream(victim) << "keep me\n";
   ::chmod(victim.c_str(), 0600);
-  const auto pf = dir / "port";
-  fs::create_symlink(victim, dir / "port.tmp");
-  FilesAgent agent;
+  const auto pf = dir / "agent.port";  // where AgentProcess has the agent write its port
+  fs::create_symlink(victim, dir / "agent.port.tmp");
+  gf::test::AgentProcess agent;
   auto args = serve((dir / "agent.token").string());
   args.erase(args.begin());
-  args.insert(args.end(), {"--port-file", pf.string()});
-  ASSERT_TRUE(agent.start(args, pf, dir / "agent.stderr")) << slurp(dir / "agent.stderr");
+  ASSERT_TRUE(agent.start(dir, args, {"GPUFLEET_TOKEN"}));
   EXPECT_EQ(slurp(victim), "keep me\n");
   EXPECT_FALSE(fs::is_symlink(pf));
   EXPECT_EQ(slurp(pf), std::to_string(agent.port()) + "\n");
@@ -253,12 +185,10 @@ TEST_F(Files, ListingLeasesDoesNotWriteThroughAPlantedWakeUpLink) {
   ASSERT_TRUE(ln && ln->exit_code == 0) << (ln ? ln->err : ln.error().message);
   ::chmod(store_dir.c_str(), 0755);
 
-  FilesAgent agent;
-  const auto pf = secret / "port";
+  gf::test::AgentProcess agent;
   auto args = serve((secret / "agent.token").string());
   args.erase(args.begin());
-  args.insert(args.end(), {"--port-file", pf.string()});
-  ASSERT_TRUE(agent.start(args, pf, secret / "agent.stderr")) << slurp(secret / "agent.stderr");
+  ASSERT_TRUE(agent.start(secret, args, {"GPUFLEET_TOKEN"}));
   const auto resp = http_get(agent.port(), "/api/v1/leases");
   EXPECT_NE(resp.find(" 200 "), std::string::npos) << resp;
   EXPECT_EQ(agent.stop(), 0);

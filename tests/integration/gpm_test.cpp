@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "platform/subprocess.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -17,22 +18,15 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 struct Gpm : ::testing::Test {
-  fs::path dir;
+  gf::test::TempDir dir;
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-gpm-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     setenv("GPUFLEET_NVML_LIBRARY", GF_FAKE_NVML, 1);
     setenv("FAKE_NVML_SCENARIO", GF_FIXTURES_DIR "/nvml/h100_gpm.json", 1);
     setenv("GPUFLEET_DB", (dir / "gf.db").c_str(), 1);
     unsetenv("GPUFLEET_GPM_INTERVAL");
     unsetenv("GPUFLEET_PROC_ROOT");
   }
-  void TearDown() override {
-    unsetenv("GPUFLEET_DB");
-    fs::remove_all(dir);
-  }
+  void TearDown() override { unsetenv("GPUFLEET_DB"); }
   static gf::platform::ProcessOutput gf_run(std::vector<std::string> args) {
     args.insert(args.begin(), {GF_BINARY, "--backend", "nvml"});
     auto r = gf::platform::run_process(args, gf::platform::RunOptions{30s});

@@ -15,6 +15,8 @@
 
 #include "platform/child.hpp"
 #include "platform/subprocess.hpp"
+#include "support/eventually.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -24,18 +26,13 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 struct Jobs : ::testing::Test {
-  fs::path dir;
-  std::string db;
+  gf::test::TempDir tmp;
+  const fs::path dir = tmp.path();
+  std::string db = (dir / "gf.db").string();
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-jobs-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    db = (dir / "gf.db").string();
     setenv("GPUFLEET_DB", db.c_str(), 1);
     setenv("GPUFLEET_SIM_SCENARIO", GF_FIXTURES_DIR "/sim/two_idle.json", 1);
   }
-  void TearDown() override { fs::remove_all(dir); }
   static gf::platform::ProcessOutput gf(std::vector<std::string> args, std::chrono::milliseconds timeout = 60s) {
     args.insert(args.begin(), {GF_BINARY, "--backend", "sim"});
     auto r = gf::platform::run_process(args, gf::platform::RunOptions{timeout});
@@ -90,12 +87,11 @@ TEST_F(Jobs, SigkilledRunFreesItsLeaseForTheNext) {
   auto pid = gf::platform::spawn_inheriting({GF_BINARY, "--backend", "sim", "run", "--gpus", "2", "--min-memory-mb",
                                              "1000", "--", "sh", "-c", "echo $$ > " + job_pid + "; exec sleep 30"});
   ASSERT_TRUE(pid);
-  bool leased = false;
-  for (int i = 0; i < 200 && !leased; ++i) {
-    std::this_thread::sleep_for(50ms);
-    leased = !json_of(gf({"leases", "--json"}).out)["leases"].empty();
-  }
-  ASSERT_TRUE(leased);
+  ASSERT_TRUE(gf::test::eventually(
+      [&] {
+        return !json_of(gf({"leases", "--json"}).out)["leases"].empty();
+      },
+      10s, 50ms));
   EXPECT_EQ(gf({"run", "--gpus", "1", "--min-memory-mb", "1000", "--wait", "0", "--", "true"}).exit_code, 75);
   ::kill(*pid, SIGKILL);
   ::waitpid(*pid, nullptr, 0);
@@ -201,7 +197,13 @@ TEST_F(Jobs, ReleaseWakesAWaiterAtOnce) {
   auto pid = gf::platform::spawn_inheriting(
       {GF_BINARY, "--backend", "sim", "run", "--gpus", "1", "--min-memory-mb", "1000", "--wait", "60", "--", "true"});
   ASSERT_TRUE(pid);
-  std::this_thread::sleep_for(300ms);
+  // The release comes once the run is queued (listed as waiting), not after a guessed delay.
+  ASSERT_TRUE(gf::test::eventually(
+      [&] {
+        return !json_of(gf({"leases", "--json"}).out)["waiting"].empty();
+      },
+      20s, 50ms))
+      << "the run never queued behind the held GPUs";
   ASSERT_EQ(gf({"release", id}).exit_code, 0);
   EXPECT_EQ(gf::platform::wait_exit_code(*pid), 0);
   // Far sooner than the seed's 30 s poll (and than our own 2 s re-check); bench/ measures it exactly.

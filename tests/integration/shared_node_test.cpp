@@ -23,6 +23,8 @@
 
 #include "platform/child.hpp"
 #include "platform/subprocess.hpp"
+#include "support/eventually.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 #include "gf_test_paths.hpp"
@@ -32,22 +34,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
+using gf::test::eventually;
 using gf::test::TestUser;
-
-// Polls cond every 50 ms for at most `limit`; true as soon as it holds.
-template <class F>
-bool eventually(F cond, std::chrono::milliseconds limit = 20s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    if (cond()) return true;
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-}
 
 struct SharedNode : ::testing::Test {
   std::optional<TestUser> a, b;
-  fs::path dir;
+  // Under /tmp whatever TMPDIR says: the test users must reach it.
+  gf::test::TempDir tmp{"/tmp"};
+  const fs::path dir = tmp.path();
   std::string sock, db;
   pid_t agent = -1;
 
@@ -58,9 +52,6 @@ struct SharedNode : ::testing::Test {
     if (!a || !b) GTEST_SKIP() << why;
     // Reachable by the test users: the socket's directory is 0755 like /run/gpufleet; the store's is
     // 0755 too, so that the store file's own owner and mode are what keeps other users out.
-    dir = fs::path("/tmp") / ("gf-shared-" + std::to_string(::getpid()) + "-" +
-                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
     fs::create_directories(dir / "state");
     fs::create_directories(dir / "out");
     fs::permissions(dir, fs::perms(0755));
@@ -90,14 +81,14 @@ struct SharedNode : ::testing::Test {
           last = r.out + r.err;
           return r.exit_code == 0;
         },
-        60s))
+        60s, 50ms))
         << "the agent did not start answering on " << sock << "; the CLI said: " << last;
   }
   void stop_agent() {
     if (agent > 0) {
       ::kill(agent, SIGCONT);
       ::kill(agent, SIGTERM);
-      if (!eventually([&] { return ::waitpid(agent, nullptr, WNOHANG) == agent; }, 15s)) {
+      if (!eventually([&] { return ::waitpid(agent, nullptr, WNOHANG) == agent; }, 15s, 50ms)) {
         ::kill(agent, SIGKILL);
         ::waitpid(agent, nullptr, 0);
       }
@@ -116,7 +107,6 @@ struct SharedNode : ::testing::Test {
     stop_agent();
     setenv("GPUFLEET_SOCKET", "none", 1);  // back to no_ambient_agent.cpp's setting
     unsetenv("GPUFLEET_AGENT_TIMEOUT");
-    if (!dir.empty()) fs::remove_all(dir);
   }
 
   static std::vector<std::string> cli(std::vector<std::string> args) {
@@ -143,12 +133,14 @@ struct SharedNode : ::testing::Test {
     auto pid = gf::platform::spawn_inheriting(argv);
     EXPECT_TRUE(pid);
     std::string lease;
-    EXPECT_TRUE(eventually([&] {
-      for (const auto& l : active_leases())
-        if (l["owner"]["user"] == u.name) lease = l["id"].get<std::string>();
-      return !lease.empty();
-    })) << u.name
-        << "'s lease never showed up";
+    EXPECT_TRUE(eventually(
+        [&] {
+          for (const auto& l : active_leases())
+            if (l["owner"]["user"] == u.name) lease = l["id"].get<std::string>();
+          return !lease.empty();
+        },
+        20s, 50ms))
+        << u.name << "'s lease never showed up";
     return {pid ? *pid : -1, lease};
   }
   static void end(pid_t pid) {
@@ -219,7 +211,7 @@ TEST_F(SharedNode, DefaultsShareOneArbiter) {
   ASSERT_TRUE(ran);
   EXPECT_EQ(ran->exit_code, 75) << ran->out << ran->err;
   end(pid);
-  EXPECT_TRUE(eventually([&] { return active_leases().empty(); }));
+  EXPECT_TRUE(eventually([&] { return active_leases().empty(); }, 20s, 50ms));
   EXPECT_EQ(gf({"run", "--gpus", "1", "--wait", "0", "--", "true"}, &*b).exit_code, 0);
 }
 
@@ -234,11 +226,13 @@ TEST_F(SharedNode, LeaseFromAnotherPidNamespaceKeepsItsOwner) {
                                       "--clear-groups", "--", "sh", "-c", shell, GF_BINARY});
   ASSERT_TRUE(pid);
   json lease;
-  ASSERT_TRUE(eventually([&] {
-    for (const auto& l : active_leases())
-      if (l["owner"]["user"] == "gf-test-a") lease = l;
-    return !lease.is_null();
-  }));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& l : active_leases())
+          if (l["owner"]["user"] == "gf-test-a") lease = l;
+        return !lease.is_null();
+      },
+      20s, 50ms));
   // The agent saw the shell's host pid (not 1, its pid inside the namespace), and other users' requests,
   // which make the agent look at owners, leave the lease alone.
   const auto owner_pid = lease["owner"]["pid"].get<unsigned>();
@@ -252,7 +246,7 @@ TEST_F(SharedNode, LeaseFromAnotherPidNamespaceKeepsItsOwner) {
   // --kill-child cannot do it: the parent-death signal is cleared when setpriv changes the uid.)
   ::kill(static_cast<pid_t>(owner_pid), SIGKILL);
   ::waitpid(*pid, nullptr, 0);
-  EXPECT_TRUE(eventually([&] { return active_leases().empty(); })) << "the lease outlived its owner";
+  EXPECT_TRUE(eventually([&] { return active_leases().empty(); }, 20s, 50ms)) << "the lease outlived its owner";
 }
 
 // Finding (medium) "a frozen agent blocks every CLI command for 30 s": the CLI gives up after its own
@@ -318,13 +312,16 @@ TEST_F(SharedNode, PerUserQuotaFromTheConfigRefusesOrQueues) {
       a->as(cli({"run", "--gpus", "1", "--wait", "60", "--name", "queued", "--", "touch", marker.string()})));
   ASSERT_TRUE(queued) << queued.error().message;
   json waiting;
-  EXPECT_TRUE(eventually([&] {
-    auto r = gf({"leases", "--json"});
-    auto j = json::parse(r.out, nullptr, false);
-    if (!j.is_object() || !j["waiting"].is_array() || j["waiting"].empty()) return false;
-    waiting = j["waiting"][0];
-    return true;
-  })) << "the third GPU's run was not queued";
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto r = gf({"leases", "--json"});
+        auto j = json::parse(r.out, nullptr, false);
+        if (!j.is_object() || !j["waiting"].is_array() || j["waiting"].empty()) return false;
+        waiting = j["waiting"][0];
+        return true;
+      },
+      20s, 50ms))
+      << "the third GPU's run was not queued";
   EXPECT_EQ(waiting["name"], "queued");
   EXPECT_EQ(waiting["owner"]["user"], a->name);
   EXPECT_FALSE(fs::exists(marker)) << "it ran beyond the quota";
@@ -390,65 +387,60 @@ TEST_F(SharedNode, TheCliAttachedToAnIdleLeaseHearsTheReclaimWarning) {
   EXPECT_LT(warned, ended) << "the warning comes first: " << r.err;
 }
 
-// Done-when: two users x 50 concurrent `run --gpus 1` on 8 fake GPUs: no GPU is ever held twice, every job
-// runs and succeeds, and each job record belongs to the user who ran it.
-TEST_F(SharedNode, TwoUsersFiftyConcurrentRunsNeverShareAGpu) {
-  constexpr int kPerUser = 50;
-  // 100 CLI processes start at once on a 2-core machine (under the sanitizers, 2-3 times slower): the
-  // agent answers all of them, but not always within the default 3 s. This test is about exclusivity
-  // and accounting; FrozenAgentIsNotAnswering covers the limit itself.
-  setenv("GPUFLEET_AGENT_TIMEOUT", "60", 1);
-  std::vector<std::pair<std::string, pid_t>> jobs;  // output file, pid
-  for (int i = 0; i < kPerUser; ++i)
-    for (const TestUser* u : {&*a, &*b}) {
-      const std::string name = u->name + "-" + std::to_string(i);
-      const std::string out = (dir / "out" / name).string();
-      auto pid = gf::platform::spawn_inheriting(
-          u->as(cli({"run", "--gpus", "1", "--wait", "300", "--min-memory-mb", "1000", "--name", name, "--", "sh", "-c",
-                     "s=$(date +%s%N); sleep 0.05; echo \"$CUDA_VISIBLE_DEVICES $s $(date +%s%N)\" > " + out})));
-      ASSERT_TRUE(pid) << pid.error().message;
-      jobs.emplace_back(out, *pid);
-    }
-  int failures = 0;
-  for (const auto& j : jobs)
-    if (gf::platform::wait_exit_code(j.second) != 0) ++failures;
-  EXPECT_EQ(failures, 0);
-  std::map<std::string, std::vector<std::pair<long long, long long>>> by_gpu;
+// The concurrent runs of TwoUsersFiftyConcurrentRunsNeverShareAGpu: each user's `run --gpus 1` writes
+// "<CUDA_VISIBLE_DEVICES> <start ns> <end ns>" of its command into dir/out/<user>-<i>.
+struct ConcurrentRuns : SharedNode {
+  static constexpr int kPerUser = 50;
+  std::vector<std::pair<std::string, pid_t>> jobs;             // output file, pid
   std::map<std::string, std::pair<long long, long long>> ran;  // job name -> its command's own start, end (ns)
-  for (const auto& j : jobs) {
-    std::ifstream in(j.first);
-    std::string gpu;
-    long long s = 0, e = 0;
-    ASSERT_TRUE(in >> gpu >> s >> e) << j.first << ": the job left no record";
-    by_gpu[gpu].push_back({s, e});
-    ran[fs::path(j.first).filename().string()] = {s, e};
-  }
-  EXPECT_LE(by_gpu.size(), 8u);
-  for (auto& [gpu, iv] : by_gpu) {
-    std::sort(iv.begin(), iv.end());
-    for (std::size_t k = 1; k < iv.size(); ++k) EXPECT_LE(iv[k - 1].second, iv[k].first) << "overlap on GPU " << gpu;
-  }
-  EXPECT_TRUE(active_leases().empty());
-  // Every record is there, succeeded, and owned by its runner's uid (read from the agent's store as root).
-  auto rows = gf::platform::run_process(
-      {"sqlite3", "-readonly", "-separator", " ", db, "SELECT name, status, owner_uid FROM experiments"},
-      gf::platform::RunOptions{30s});
-  ASSERT_TRUE(rows);
-  ASSERT_EQ(rows->exit_code, 0) << rows->err;
-  std::istringstream in(rows->out);
-  int seen = 0;
-  for (std::string name, status, uid; in >> name >> status >> uid; ++seen) {
-    EXPECT_EQ(status, "succeeded") << name;
-    const TestUser& u = name.rfind(a->name + "-", 0) == 0 ? *a : *b;
-    EXPECT_EQ(uid, std::to_string(u.uid)) << name;
-  }
-  EXPECT_EQ(seen, 2 * kPerUser);
 
-  // The accounting sums to the time the jobs held their GPUs: per user, the GPU-seconds held that
-  // `gpufleet usage` reports (through the agent socket) against the leases' own times in the store. Held
-  // time comes from the lease times, so the two agree to rounding once the ledger has seen every lease end
-  // (at its next reading: the check waits for that, bounded).
-  auto held_in_store = [&] {
+  void start_runs() {
+    for (int i = 0; i < kPerUser; ++i)
+      for (const TestUser* u : {&*a, &*b}) {
+        const std::string name = u->name + "-" + std::to_string(i);
+        const std::string out = (dir / "out" / name).string();
+        auto pid = gf::platform::spawn_inheriting(u->as(
+            cli({"run", "--gpus", "1", "--wait", "300", "--min-memory-mb", "1000", "--name", name, "--", "sh", "-c",
+                 "s=$(date +%s%N); sleep 0.05; echo \"$CUDA_VISIBLE_DEVICES $s $(date +%s%N)\" > " + out})));
+        ASSERT_TRUE(pid) << pid.error().message;
+        jobs.emplace_back(out, *pid);
+      }
+  }
+  // Reads every run's output into `ran`; no two runs on one GPU overlap.
+  void expect_no_gpu_held_twice() {
+    std::map<std::string, std::vector<std::pair<long long, long long>>> by_gpu;
+    for (const auto& j : jobs) {
+      std::ifstream in(j.first);
+      std::string gpu;
+      long long s = 0, e = 0;
+      ASSERT_TRUE(in >> gpu >> s >> e) << j.first << ": the job left no record";
+      by_gpu[gpu].push_back({s, e});
+      ran[fs::path(j.first).filename().string()] = {s, e};
+    }
+    EXPECT_LE(by_gpu.size(), 8u);
+    for (auto& [gpu, iv] : by_gpu) {
+      std::sort(iv.begin(), iv.end());
+      for (std::size_t k = 1; k < iv.size(); ++k) EXPECT_LE(iv[k - 1].second, iv[k].first) << "overlap on GPU " << gpu;
+    }
+  }
+  // Every record is there, succeeded, and owned by its runner's uid (read from the agent's store as root).
+  void expect_records_owned_by_their_runners() {
+    auto rows = gf::platform::run_process(
+        {"sqlite3", "-readonly", "-separator", " ", db, "SELECT name, status, owner_uid FROM experiments"},
+        gf::platform::RunOptions{30s});
+    ASSERT_TRUE(rows);
+    ASSERT_EQ(rows->exit_code, 0) << rows->err;
+    std::istringstream in(rows->out);
+    int seen = 0;
+    for (std::string name, status, uid; in >> name >> status >> uid; ++seen) {
+      EXPECT_EQ(status, "succeeded") << name;
+      const TestUser& u = name.rfind(a->name + "-", 0) == 0 ? *a : *b;
+      EXPECT_EQ(uid, std::to_string(u.uid)) << name;
+    }
+    EXPECT_EQ(seen, 2 * kPerUser);
+  }
+  // Per owner uid, the GPU-seconds the store's ended leases were held.
+  std::map<std::string, double> held_in_store() const {
     std::map<std::string, double> out;
     auto r = gf::platform::run_process(
         {"sqlite3", "-readonly", "-separator", " ", db,
@@ -459,79 +451,115 @@ TEST_F(SharedNode, TwoUsersFiftyConcurrentRunsNeverShareAGpu) {
     std::istringstream rows_in(r->out);
     for (std::string uid, ms; rows_in >> uid >> ms;) out[uid] = std::stod(ms) / 1000.0;
     return out;
-  };
+  }
+  // The ledger writes a lease's row when a reading shows it ended: waits (bounded) for all of them, so
+  // that no lease is still counted only up to the ledger's latest reading. (Waiting only for the usage
+  // rows to list every lease left the last few counted that way: up to a second short each.) One line
+  // per run: name, started, ended, lease created, released, held and busy GPU-seconds.
+  std::string ledger_rows() const {
+    std::string per_job;
+    EXPECT_TRUE(eventually(
+        [&] {
+          auto r = gf::platform::run_process(
+              {"sqlite3", "-readonly", "-separator", " ", db,
+               "SELECT e.name, e.started_ms, e.ended_ms, l.created_ms, l.released_ms, u.held_gpu_s, u.busy_gpu_s "
+               "FROM experiments e JOIN leases l ON l.id = e.lease_id JOIN lease_usage u ON u.lease_id = e.lease_id "
+               "WHERE u.released_at_ms IS NOT NULL"},
+              gf::platform::RunOptions{30s});
+          if (!r || r->exit_code != 0) return false;
+          per_job = r->out;
+          return std::count(per_job.begin(), per_job.end(), '\n') >= 2 * kPerUser;
+        },
+        30s, 50ms))
+        << "the ledger recorded only some of the leases:\n"
+        << per_job;
+    return per_job;
+  }
+  // `gpufleet usage --by user` (through the agent socket) against the store's lease times, per user.
+  void expect_usage_matches_the_store(const std::map<std::string, double>& store_held) {
+    json usage;
+    const bool settled = eventually(
+        [&] {
+          auto r = gf({"usage", "--by", "user", "--since", "1h", "--json"});
+          usage = json::parse(r.out, nullptr, false);
+          if (!usage.is_object() || !usage["rows"].is_array() || usage["rows"].size() != 2) return false;
+          for (const auto& row : usage["rows"])
+            if (row["leases"] != kPerUser) return false;
+          return true;
+        },
+        30s, 50ms);
+    ASSERT_TRUE(settled) << usage.dump();
+    for (const auto& row : usage["rows"]) {
+      const TestUser& u = row["key"] == a->name ? *a : *b;
+      ASSERT_TRUE(row["key"] == a->name || row["key"] == b->name) << row.dump();
+      const auto it = store_held.find(std::to_string(u.uid));
+      ASSERT_NE(it, store_held.end()) << u.name;
+      // Within one sampling interval (1 s), as the issue asks: a lease the ledger has not yet seen end
+      // counts up to its latest reading.
+      EXPECT_NEAR(row["held_gpu_s"].get<double>(), it->second, 1.0) << u.name;
+      EXPECT_LE(row["busy_gpu_s"].get<double>(), row["held_gpu_s"].get<double>()) << u.name;
+    }
+  }
+  // Lease by lease: the ledger's held time of each run's lease (lease_usage) against the run's job record
+  // (started..ended, written by the CLI around its command) within one sampling interval; the command's
+  // own start and end (its output) inside the lease; busy time never above held time.
+  void expect_each_run_inside_its_lease(const std::string& per_job) {
+    std::istringstream jobs_in(per_job);
+    int checked = 0;
+    std::map<std::string, double> command_s, held_s;  // per user
+    std::string name;
+    long long started = 0, ended = 0, created = 0, released = 0;
+    double held = 0, busy = 0;
+    while (jobs_in >> name >> started >> ended >> created >> released >> held >> busy) {
+      ++checked;
+      const auto r = ran.find(name);
+      ASSERT_NE(r, ran.end()) << name << " has a job record but left no output";
+      const long long cmd_start_ms = r->second.first / 1000000, cmd_end_ms = r->second.second / 1000000;
+      EXPECT_LE(created, cmd_start_ms) << name << ": the command started before its lease";
+      EXPECT_LE(cmd_end_ms, released) << name << ": the command ended after its lease";
+      EXPECT_NEAR(held, static_cast<double>(ended - started) / 1000.0, 1.0)
+          << name << ": the ledger's held time against the run's own record";
+      EXPECT_LE(busy, held) << name;
+      const double cmd = static_cast<double>(r->second.second - r->second.first) / 1e9;
+      EXPECT_LE(cmd, held + 0.001) << name << ": the command ran longer than its lease was held";
+      const std::string user = name.substr(0, name.rfind('-'));
+      command_s[user] += cmd;
+      held_s[user] += held;
+    }
+    EXPECT_EQ(checked, 2 * kPerUser) << per_job;
+    for (const auto& [user, cmd] : command_s) EXPECT_LE(cmd, held_s[user]) << user;
+  }
+};
+
+// Done-when: two users x 50 concurrent `run --gpus 1` on 8 fake GPUs: no GPU is ever held twice, every job
+// runs and succeeds, and each job record belongs to the user who ran it.
+TEST_F(ConcurrentRuns, TwoUsersFiftyConcurrentRunsNeverShareAGpu) {
+  // 100 CLI processes start at once on a 2-core machine (under the sanitizers, 2-3 times slower): the
+  // agent answers all of them, but not always within the default 3 s. This test is about exclusivity
+  // and accounting; FrozenAgentIsNotAnswering covers the limit itself.
+  setenv("GPUFLEET_AGENT_TIMEOUT", "60", 1);
+  start_runs();
+  if (HasFatalFailure()) return;
+  int failures = 0;
+  for (const auto& j : jobs)
+    if (gf::platform::wait_exit_code(j.second) != 0) ++failures;
+  EXPECT_EQ(failures, 0);
+  expect_no_gpu_held_twice();
+  if (HasFatalFailure()) return;
+  EXPECT_TRUE(active_leases().empty());
+  expect_records_owned_by_their_runners();
+  if (HasFatalFailure()) return;
+
+  // The accounting sums to the time the jobs held their GPUs: per user, the GPU-seconds held that
+  // `gpufleet usage` reports against the leases' own times in the store. Held time comes from the lease
+  // times, so the two agree to rounding once the ledger has seen every lease end (at its next reading:
+  // the check waits for that, bounded).
   const auto store_held = held_in_store();
   ASSERT_EQ(store_held.size(), 2u) << "the leases of both users are in the store";
-  // The ledger writes a lease's row when a reading shows it ended: wait (bounded) for all of them, so
-  // that no lease is still counted only up to the ledger's latest reading below. (Waiting only for the
-  // usage rows to list every lease left the last few counted that way: up to a second short each.)
-  std::string per_job;
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto r = gf::platform::run_process(
-            {"sqlite3", "-readonly", "-separator", " ", db,
-             "SELECT e.name, e.started_ms, e.ended_ms, l.created_ms, l.released_ms, u.held_gpu_s, u.busy_gpu_s "
-             "FROM experiments e JOIN leases l ON l.id = e.lease_id JOIN lease_usage u ON u.lease_id = e.lease_id "
-             "WHERE u.released_at_ms IS NOT NULL"},
-            gf::platform::RunOptions{30s});
-        if (!r || r->exit_code != 0) return false;
-        per_job = r->out;
-        return std::count(per_job.begin(), per_job.end(), '\n') >= 2 * kPerUser;
-      },
-      30s))
-      << "the ledger recorded only some of the leases:\n"
-      << per_job;
-  json usage;
-  const bool settled = eventually(
-      [&] {
-        auto r = gf({"usage", "--by", "user", "--since", "1h", "--json"});
-        usage = json::parse(r.out, nullptr, false);
-        if (!usage.is_object() || !usage["rows"].is_array() || usage["rows"].size() != 2) return false;
-        for (const auto& row : usage["rows"])
-          if (row["leases"] != kPerUser) return false;
-        return true;
-      },
-      30s);
-  ASSERT_TRUE(settled) << usage.dump();
-  for (const auto& row : usage["rows"]) {
-    const TestUser& u = row["key"] == a->name ? *a : *b;
-    ASSERT_TRUE(row["key"] == a->name || row["key"] == b->name) << row.dump();
-    const auto it = store_held.find(std::to_string(u.uid));
-    ASSERT_NE(it, store_held.end()) << u.name;
-    // Within one sampling interval (1 s), as the issue asks: a lease the ledger has not yet seen end
-    // counts up to its latest reading.
-    EXPECT_NEAR(row["held_gpu_s"].get<double>(), it->second, 1.0) << u.name;
-    EXPECT_LE(row["busy_gpu_s"].get<double>(), row["held_gpu_s"].get<double>()) << u.name;
-  }
-
-  // The same accounting against the times the runs recorded themselves, lease by lease: the ledger's
-  // held time of each run's lease (lease_usage) against the run's job record (started..ended, written
-  // by the CLI around its command) within one sampling interval; the command's own start and end (its
-  // output) inside the lease; busy time never above held time.
-  std::istringstream jobs_in(per_job);
-  int checked = 0;
-  std::map<std::string, double> command_s, held_s;  // per user
-  std::string name;
-  long long started = 0, ended = 0, created = 0, released = 0;
-  double held = 0, busy = 0;
-  while (jobs_in >> name >> started >> ended >> created >> released >> held >> busy) {
-    ++checked;
-    const auto r = ran.find(name);
-    ASSERT_NE(r, ran.end()) << name << " has a job record but left no output";
-    const long long cmd_start_ms = r->second.first / 1000000, cmd_end_ms = r->second.second / 1000000;
-    EXPECT_LE(created, cmd_start_ms) << name << ": the command started before its lease";
-    EXPECT_LE(cmd_end_ms, released) << name << ": the command ended after its lease";
-    EXPECT_NEAR(held, static_cast<double>(ended - started) / 1000.0, 1.0)
-        << name << ": the ledger's held time against the run's own record";
-    EXPECT_LE(busy, held) << name;
-    const double cmd = static_cast<double>(r->second.second - r->second.first) / 1e9;
-    EXPECT_LE(cmd, held + 0.001) << name << ": the command ran longer than its lease was held";
-    const std::string user = name.substr(0, name.rfind('-'));
-    command_s[user] += cmd;
-    held_s[user] += held;
-  }
-  EXPECT_EQ(checked, 2 * kPerUser) << per_job;
-  for (const auto& [user, cmd] : command_s) EXPECT_LE(cmd, held_s[user]) << user;
+  const std::string per_job = ledger_rows();
+  expect_usage_matches_the_store(store_held);
+  if (HasFatalFailure()) return;
+  expect_each_run_inside_its_lease(per_job);
 }
 
 }  // namespace

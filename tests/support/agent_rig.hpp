@@ -1,6 +1,7 @@
 #pragma once
-// What the node and server tests share: a Monitor over a ScriptedBackend, a real SampleHub, an Agent
-// (with or without history) in a per-test temp dir, and a poll-with-deadline helper. No sockets.
+// What the node and server tests share: a Monitor over a ScriptedBackend, a real SampleHub (its own
+// thread, or stepped by the test on a fake clock), an Agent (with or without history) in a per-test temp
+// dir, and a poll-with-deadline helper. No sockets.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,40 +16,13 @@
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
 #include "store/history.hpp"
+#include "support/eventually.hpp"
 #include "support/scripted_backend.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::test {
 
 namespace fs = std::filesystem;
-
-// A fresh directory named after the running test (removed by TempDir's destructor).
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("gf-server-" + std::to_string(::getpid()) + "-" + info->test_suite_name() + "-" + info->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
-
-// Polls `done` every few milliseconds until it holds or `limit` passes. Generous limits: the suite runs
-// on two loaded cores and under ASan; the poll returns as soon as the condition holds.
-inline bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 // Monitor + hub + agent over scripted readings. Members are destroyed in reverse order: agent, hub,
 // monitor.
@@ -57,14 +31,21 @@ struct AgentRig {
   std::unique_ptr<sampler::Monitor> monitor;
   std::unique_ptr<sampler::SampleHub> hub;
   std::unique_ptr<node::Agent> agent;
+  const core::Clock* clock;
 
-  AgentRig() {
+  // Drive::Manual: no hub thread; the test moves `clock` (a FakeClock) and steps the hub (step()).
+  explicit AgentRig(const core::Clock& c = platform::system_clock(),
+                    sampler::SampleHub::Drive drive = sampler::SampleHub::Drive::Thread)
+      : clock(&c) {
     set_gpus({make_gpu(0, 10, 1000), make_gpu(1, 80, 2000)});
     sampler::MonitorOptions mo;
     mo.cache_ttl = std::chrono::milliseconds(0);
-    monitor = std::make_unique<sampler::Monitor>(std::make_unique<ScriptedBackend>(st), platform::system_clock(), mo);
-    hub = std::make_unique<sampler::SampleHub>(*monitor);
+    monitor = std::make_unique<sampler::Monitor>(std::make_unique<ScriptedBackend>(st), c, mo);
+    hub = std::make_unique<sampler::SampleHub>(*monitor, c, drive);
   }
+
+  // A manual hub's tick at the clock's time: how many listeners were due.
+  std::size_t step() { return hub->step(clock->now()); }
   ~AgentRig() {
     if (agent) agent->stop();
   }
@@ -89,7 +70,7 @@ struct AgentRig {
         r = std::move(*orr);
       }
     }
-    agent = std::make_unique<node::Agent>(*monitor, *hub, std::move(w), std::move(r), std::move(opts));
+    agent = std::make_unique<node::Agent>(*monitor, *hub, std::move(w), std::move(r), std::move(opts), *clock);
   }
 };
 

@@ -1,6 +1,11 @@
-// Every contact with the agent lives here: URLs, JSON field names, and the WebSocket protocol.
-// The rest of the UI sees only the normalized types below, in which a missing or mistyped field is
-// `null` (rendered "n/a"), never a false 0. Renaming a field on the server is a change to this file.
+// Every contact with the agent lives here: URLs, JSON field names, and the WebSocket protocol (the job
+// record's decoder is jobRecord.ts, the one the experiments pages read too; the fleet's and the GPU page's
+// documents are in cluster.ts and gpuApi.ts). The rest of the UI sees only the normalized types below, in
+// which a missing or mistyped field is `null` (rendered "n/a"), never a false 0.
+import { readJob, type Job } from './jobRecord';
+import { arr, first, num, obj, parseTime, str, type Json } from './read';
+
+export type { Job };
 
 // ---------------------------------------------------------------------------------------------------
 // Normalized types
@@ -130,20 +135,6 @@ export interface Lease {
   createdAt: number | null;
 }
 
-export interface Job {
-  id: string;
-  name: string | null;
-  status: string | null;
-  command: string | null;
-  gpus: number[];
-  gpuModel: string | null;
-  exitCode: number | null;
-  startedAt: number | null;
-  endedAt: number | null;
-  /** "api" for a job submitted with POST /api/v1/jobs (those can be cancelled from here). */
-  submittedVia: string | null;
-}
-
 /** What this page's credentials may do on the agent (GET /api/v1/session). */
 export interface Session {
   writer: boolean;
@@ -195,28 +186,7 @@ export interface AgentHealth {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Defensive readers
-
-export type Json = Record<string, unknown>;
-
-export const obj = (x: unknown): Json => (x !== null && typeof x === 'object' && !Array.isArray(x) ? (x as Json) : {});
-export const arr = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
-export const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
-export const str = (x: unknown): string | null => (typeof x === 'string' && x !== '' ? x : null);
-const first = <T>(...xs: (T | null)[]): T | null => {
-  for (const x of xs) if (x !== null) return x;
-  return null;
-};
-/** ISO 8601 string or epoch (s or ms) → epoch ms. */
-export function parseTime(x: unknown): number | null {
-  if (typeof x === 'string') {
-    const t = Date.parse(x);
-    return Number.isNaN(t) ? null : t;
-  }
-  const n = num(x);
-  if (n === null) return null;
-  return n < 1e11 ? n * 1000 : n; // seconds until the year 5138
-}
+// Decoders
 
 function readProcess(x: unknown): GpuProcess {
   const p = obj(x);
@@ -397,25 +367,6 @@ function readWaiter(x: unknown): Waiter {
     priority: num(w.priority),
     ownerUser: str(obj(w.owner).user),
     enqueuedAt: parseTime(w.enqueued_at),
-  };
-}
-
-function readJob(x: unknown): Job {
-  const j = obj(x);
-  const gi = obj(j.gpu_info);
-  const indices = arr(obj(gi.gpu_info).indices).length ? arr(obj(gi.gpu_info).indices) : arr(gi.device_ids);
-  const command = Array.isArray(j.command) ? j.command.map(String).join(' ') : str(j.command);
-  return {
-    id: String(j.id ?? '?'),
-    name: str(j.name),
-    status: str(j.status),
-    command: command === '' ? null : command,
-    gpus: indices.map((i) => Number(i)).filter((i) => Number.isInteger(i)),
-    gpuModel: str(gi.model),
-    exitCode: num(j.exit_code),
-    startedAt: parseTime(j.started_at),
-    endedAt: parseTime(j.ended_at),
-    submittedVia: str(j.submitted_via),
   };
 }
 

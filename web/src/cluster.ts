@@ -1,7 +1,8 @@
 // The fleet documents of an agent started with --cluster-config: GET /api/v1/cluster/nodes, /gpus and
 // /select (encoded by src/wire/fleet_json.cpp). As in api.ts, a missing or mistyped field becomes
 // `null` (shown "n/a"), never a false 0, and every field name the Cluster view reads is named here.
-import { arr, getJson, num, obj, parseTime, str } from './api';
+import { getJson } from './api';
+import { arr, num, obj, parseTime, str } from './read';
 
 export interface ClusterNode {
   name: string;

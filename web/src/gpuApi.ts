@@ -1,7 +1,8 @@
 // What the per-GPU page asks the agent: one GPU's document, one GPU's history of one metric with each
 // bucket's avg/min/max, and the alert episodes. Kept beside api.ts (which holds the shared readers) so the
 // normalised shapes of the node view stay as they are.
-import { arr, getJson, num, obj, parseTime, readAlert, readGpu, str, type Alert, type Gpu } from './api';
+import { getJson, readAlert, readGpu, type Alert, type Gpu } from './api';
+import { arr, num, obj, parseTime, str } from './read';
 
 export interface BandPoint {
   /** Bucket start, epoch ms. */

@@ -55,3 +55,15 @@ export function useRoute(): Route {
   }, []);
   return route;
 }
+
+/** The dashboard's views: this node (`#/`), one of its GPUs, the experiments pages, the fleet. */
+export type View = 'node' | 'cluster' | 'experiments' | 'gpu';
+
+/** Which view a route shows: `#/cluster`, `#/experiments[/ID]`, `#/gpus/N`; anything else is this node. */
+export function viewOfRoute(route: Route): View {
+  const [first, second] = route.path;
+  if (first === 'cluster') return 'cluster';
+  if (first === 'experiments') return 'experiments';
+  if (first === 'gpus' && second !== undefined) return 'gpu';
+  return 'node';
+}

@@ -4,8 +4,8 @@
 // `#/cluster` in Debian's Chromium (playwright-core, never a downloaded browser) and compares what the
 // page shows with the documents the agent serves (/api/v1/cluster/nodes, /gpus, /select), stops one
 // agent mid-test and waits for its node to show as unreachable, and checks that an agent without
-// --cluster-config says how to configure one. Plain node, no test runner; prints `N passed, N failed`
-// last and exits non-zero on any failure. Every wait is bounded; every process is stopped.
+// --cluster-config says how to configure one. On node:test (harness.mjs): a TAP report, non-zero exit on
+// any failure. Every wait is bounded; every process is stopped.
 //
 //   GF_BINARY=build/gpufleet node web/tests/cluster.test.mjs      (ctest -R web_cluster)
 //   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
@@ -23,7 +23,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 
-import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+import { assert, check, SetupError, sleep, suite, until } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
@@ -76,16 +76,6 @@ async function cleanup() {
   await Promise.all(procs.map(stop));
   if (tmp) rmSync(tmp, { recursive: true, force: true });
   tmp = null;
-}
-
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(sig, async () => {
-    console.log(`interrupted (${sig})`);
-    await cleanup();
-    results.failed++;
-    summary();
-    process.exit(1);
-  });
 }
 
 // --- agents ----------------------------------------------------------------------------------------------
@@ -267,7 +257,13 @@ async function main() {
     const idle = Object.fromEntries(nodesDoc.nodes.map((n) => [n.name, n.idle_gpu_count]));
     assert(json(idle) === json({ 'node-a': 2, 'node-b': 3, [HOSTILE_NAME]: 0 }), `idle GPUs per node: ${json(idle)}`);
   });
+  const shared = { agents, base, page, pageErrors, nodesDoc, gpusDoc };
+  await layoutChecks(shared);
+  await lifecycleChecks(shared);
+}
 
+/** What each node card shows, the select control, and the narrow screen. */
+async function layoutChecks({ agents, base, page, nodesDoc, gpusDoc }) {
   await check('markup in a node name shows as text, never as HTML', async () => {
     const shown = await scrapeNodes(page);
     const c = shown.find((x) => x.node === HOSTILE_NAME);
@@ -350,7 +346,10 @@ async function main() {
     await page.setViewportSize({ width: 1400, height: 1000 });
     assert(scroll <= client, `the page is ${scroll} px wide in a ${client} px viewport`);
   });
+}
 
+/** An agent stopped mid-test, the tabs, and an agent without a fleet. */
+async function lifecycleChecks({ agents, base, page, pageErrors }) {
   await check('an agent stopped mid-test shows as unreachable after a refresh', async () => {
     const url = agents.c.base;
     await stop(agents.c.proc);
@@ -401,23 +400,7 @@ async function main() {
   });
 }
 
-const watchdog = setTimeout(async () => {
-  console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  results.failed++;
-  await cleanup();
-  summary();
-  process.exit(1);
-}, OVERALL_TIMEOUT_MS);
-
-try {
-  await main();
-} catch (e) {
-  results.failed++;
-  console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
+const agentOutput = () => {
   for (const p of procs) if (p.log) console.log(`---- ${p.name} (last output)\n${p.log.slice(-1500)}`);
-} finally {
-  await cleanup();
-  clearTimeout(watchdog);
-}
-summary();
-process.exit(exitCode());
+};
+suite('cluster view', { timeoutMs: OVERALL_TIMEOUT_MS, cleanup, onFailure: agentOutput }, main);

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Browser test of the dashboard against the real agent: starts `gpufleet serve` on the sim backend with
 // web/dist as its static root, opens the page in Debian's Chromium (playwright-core, never a downloaded
-// browser) and checks what the page shows. Plain node, no test runner; prints `N passed, N failed` last
-// and exits non-zero on any failure. The agent and the browser are always stopped.
+// browser) and checks what the page shows. On node:test (harness.mjs): a TAP report, non-zero exit on any
+// failure. The agent and the browser are always stopped.
 //
 //   GF_BINARY=build/gpufleet node web/tests/dashboard.test.mjs
 //   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+import { assert, check, SetupError, sleep, suite, until } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
@@ -53,16 +53,6 @@ async function cleanup() {
   agent = null;
   if (tmp) rmSync(tmp, { recursive: true, force: true });
   tmp = null;
-}
-
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(sig, async () => {
-    console.log(`interrupted (${sig})`);
-    await cleanup();
-    results.failed++;
-    summary();
-    process.exit(1);
-  });
 }
 
 // --- the agent -------------------------------------------------------------------------------------------
@@ -216,7 +206,13 @@ async function main() {
     const present = await page.locator('.gpu-card[data-gpu-index="0"] .stat', { hasText: 'fan' }).locator('.value').getAttribute('title');
     assert(present === null, `GPU 0 fan has a value but a tooltip "${present}"`);
   });
+  const shared = { base, gpuCount, page, pageErrors, apiStatus, wsFrames, loadedAfterS, fieldsDoc };
+  await chartChecks(shared);
+  await eventChecks(shared);
+}
 
+/** The charts, the chart picker, the panels and the period selector. */
+async function chartChecks({ gpuCount, page, apiStatus, wsFrames, fieldsDoc }) {
   await check('four chart canvases, and the utilization chart gains points as updates arrive', async () => {
     await until('4 chart canvases', async () => (await page.locator('.chart-plot canvas').count()) === 4);
     const points = async () => Number(await page.locator('#chart-utilization').getAttribute('data-points'));
@@ -288,7 +284,10 @@ async function main() {
       }), 5000);
     assert((await page.locator('#period').inputValue()) === '500', 'selector shows 0.5 s');
   });
+}
 
+/** Alerts over the WebSocket, the mock's routes, and the page's errors. */
+async function eventChecks({ base, page, pageErrors, wsFrames, loadedAfterS }) {
   if (!useMock) {
     await check('an alert that fires while the page is open arrives over the WebSocket and shows', async () => {
       // GPU 0 of the scenario runs hot; other simulated GPUs may cross 50 % now and then and fire first.
@@ -355,22 +354,4 @@ async function main() {
   });
 }
 
-const watchdog = setTimeout(async () => {
-  console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  results.failed++;
-  await cleanup();
-  summary();
-  process.exit(1);
-}, OVERALL_TIMEOUT_MS);
-
-try {
-  await main();
-} catch (e) {
-  results.failed++;
-  console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
-} finally {
-  await cleanup();
-  clearTimeout(watchdog);
-}
-summary();
-process.exit(exitCode());
+suite(useMock ? 'dashboard (mock)' : 'dashboard', { timeoutMs: OVERALL_TIMEOUT_MS, cleanup }, main);

@@ -4,8 +4,8 @@
 // through the agent (2 GPUs, sampled), and records written over the agent's socket for the cases a run
 // cannot make on demand (GPUs but no monitoring data, no GPUs, a task grid of 26 older runs to page
 // through). The detail's numbers are checked against the scenario (a constant reading has that value as its
-// mean, min, max and p95) and against the record. Plain node; prints `N passed, N failed` last; exits
-// non-zero on a failure.
+// mean, min, max and p95) and against the record. On node:test (harness.mjs): a TAP report, non-zero exit
+// on a failure.
 //
 //   GF_BINARY=build/gpufleet GF_FAKE_NVML=build/tests/libnvidia-ml-fake.so node web/tests/experiments.test.mjs
 //   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+import { assert, check, SetupError, sleep, suite, until } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
@@ -75,16 +75,6 @@ async function cleanup() {
   agent = null;
   if (tmp) rmSync(tmp, { recursive: true, force: true });
   tmp = null;
-}
-
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(sig, async () => {
-    console.log(`interrupted (${sig})`);
-    await cleanup();
-    results.failed++;
-    summary();
-    process.exit(1);
-  });
 }
 
 async function startAgent(socket) {
@@ -265,7 +255,14 @@ async function main() {
     const filler = await page.locator('#exp-table tbody tr').nth(3).locator('td').nth(1).innerText();
     assert(filler.trim() === 'sweep', `task "${filler}"`);
   });
+  const shared = { socket, base, getJson, fillers, benchId, bench, mon, total, ctx, pageErrors, jobRequests, oneRequests, watch, page, rows };
+  await taskChecks(shared);
+  await detailChecks(shared);
+  await laterChecks(shared);
+}
 
+/** Paging, the status filter, back and forward, and the runs grouped by task. */
+async function taskChecks({ base, getJson, fillers, total, jobRequests, page, rows }) {
   await check('the next page asks the server for offset 25 and shows the rest; the URL says page=2', async () => {
     const n = jobRequests.length;
     await page.locator('#page-next').click();
@@ -322,7 +319,10 @@ async function main() {
     const again = await totalsOf(head);
     assert(JSON.stringify(again) === JSON.stringify(wantTotals), `list totals ${JSON.stringify(again)}`);
   });
+}
 
+/** One run's detail, opened cold: its summary, stats table, lease and charts. */
+async function detailChecks({ base, getJson, benchId, bench, mon, ctx, oneRequests, watch, rows }) {
   // A deep link opened cold: a new page, straight to the run.
   const detail = await ctx.newPage();
   watch(detail);
@@ -431,7 +431,10 @@ async function main() {
       assert((await el.locator('.u-legend .u-series').count()) === 3, `${id} legend rows`);
     }
   });
+}
 
+/** The node view's link to a run, a running job, failures and render errors. */
+async function laterChecks({ socket, base, benchId, pageErrors, page, rows }) {
   await check('the node view\'s job list links to the run', async () => {
     await page.goto(`${base}/#/`);
     const link = page.locator(`#jobs a[href="#/experiments/${benchId}"]`);
@@ -492,22 +495,4 @@ async function main() {
   });
 }
 
-const watchdog = setTimeout(async () => {
-  console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  results.failed++;
-  await cleanup();
-  summary();
-  process.exit(1);
-}, OVERALL_TIMEOUT_MS);
-
-try {
-  await main();
-} catch (e) {
-  results.failed++;
-  console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
-} finally {
-  await cleanup();
-  clearTimeout(watchdog);
-}
-summary();
-process.exit(exitCode());
+suite('experiments pages', { timeoutMs: OVERALL_TIMEOUT_MS, cleanup }, main);

@@ -15,7 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 
-import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+import { assert, check, SetupError, sleep, suite, until } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
@@ -50,16 +50,6 @@ async function cleanup() {
     await Promise.race([b.close().catch(() => {}), sleep(5000)]);
   }
   while (agents.length) await stopAgent(agents.pop());
-}
-
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.on(sig, async () => {
-    console.log(`interrupted (${sig})`);
-    await cleanup();
-    results.failed++;
-    summary();
-    process.exit(1);
-  });
 }
 
 /** `gpufleet serve` on the sim backend with web/dist; resolves to its base URL once it answers. */
@@ -210,7 +200,13 @@ async function main() {
     assert((await page.locator('#history-utilization').getAttribute('data-band')) === '0', 'raw samples drawn with a band');
     await until('points in the 5 m utilization chart', async () => Number(await page.locator('#history-utilization').getAttribute('data-points')) > 0, 15_000);
   });
+  const shared = { base, page, errs, hist, alertReqs };
+  await rangeChecks(shared);
+  await failureChecks(shared);
+}
 
+/** The range picker, back and forward, custom ranges, zoom, deep links and episodes. */
+async function rangeChecks({ base, page, hist, alertReqs }) {
   await check('back and forward move through the ranges and back to the node view', async () => {
     await page.goBack();
     await until('range 6h again', async () => (await hashOf(page)) === '#/gpus/1?range=6h', 5000);
@@ -298,7 +294,10 @@ async function main() {
     await page.locator('#range-picker a[data-range="30d"]').click();
     await until('a 30d alerts request', async () => alertReqs.slice(n).some((q) => q.get('gpu') === '0' && q.get('since') === '30d'), 5000);
   });
+}
 
+/** Failures and recovery, a missing GPU, the narrow screen, the dark scheme, and the 64-GPU measure. */
+async function failureChecks({ base, page, errs }) {
   await check('a failing request shows a message in place, and the page recovers on its own', async () => {
     errs.quiet = true;
     const fail = (r) => r.fulfill({ status: 503, contentType: 'application/json', body: '{"error":"unavailable","message":"staged failure"}' });
@@ -505,22 +504,4 @@ async function bandChecks(page) {
   });
 }
 
-const watchdog = setTimeout(async () => {
-  console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  results.failed++;
-  await cleanup();
-  summary();
-  process.exit(1);
-}, OVERALL_TIMEOUT_MS);
-
-try {
-  await main();
-} catch (e) {
-  results.failed++;
-  console.log(`FAIL setup: ${e instanceof Error ? e.message : e}`);
-} finally {
-  await cleanup();
-  clearTimeout(watchdog);
-}
-summary();
-process.exit(exitCode());
+suite('GPU page', { timeoutMs: OVERALL_TIMEOUT_MS, cleanup }, main);

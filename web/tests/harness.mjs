@@ -1,30 +1,55 @@
-// What the browser tests share: counted checks, bounded waits, and the `N passed, N failed` line that
-// CI reads. Plain node, no test runner.
+// What the browser tests share, on Node's built-in test runner (node:test): each file is one test whose
+// timeout, report (TAP) and exit status come from node:test; each check is a subtest of it, so a failed
+// check is reported and the next one runs; bounded waits. The processes a file starts are stopped by its
+// cleanup, which runs however the test ends (a failure, the timeout, or a signal).
+import test from 'node:test';
 
-export const results = { passed: 0, failed: 0 };
+let context = null;
 
-export function summary() {
-  console.log(`${results.passed} passed, ${results.failed} failed`);
-}
-
-/** 0 when every check passed and there was at least one. */
-export function exitCode() {
-  return results.failed === 0 && results.passed > 0 ? 0 : 1;
-}
-
-/** A setup step that cannot go on: counts as a failure, ends the run. */
-export class SetupError extends Error {}
-
-export async function check(name, fn) {
-  try {
-    await fn();
-    results.passed++;
-    console.log(`ok   ${name}`);
-  } catch (e) {
-    results.failed++;
-    console.log(`FAIL ${name}: ${e instanceof Error ? e.message : e}`);
+/**
+ * Runs `main` as this file's test, within `timeoutMs`, then `cleanup`. When `main` throws (a setup step
+ * that cannot go on), `onFailure` may print what explains it (the agents' output) before it is reported.
+ */
+export function suite(name, { timeoutMs, cleanup = async () => {}, onFailure }, main) {
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(sig, async () => {
+      console.log(`interrupted (${sig})`);
+      await cleanup();
+      process.exit(1);
+    });
   }
+  test(name, { timeout: timeoutMs }, async (t) => {
+    context = t;
+    t.after(cleanup);
+    try {
+      await main();
+    } catch (e) {
+      onFailure?.(e);
+      throw e;
+    }
+  });
 }
+
+/**
+ * One named check: a subtest of the running suite, or of the running check when called inside one (a
+ * subtest waits for its parent's earlier subtests, so a check started inside a check must belong to it).
+ * Its failure fails what it belongs to, and the next check runs.
+ */
+export function check(name, fn) {
+  if (context === null) throw new Error(`check "${name}" outside suite()`);
+  return context.test(name, async (t) => {
+    const outer = context;
+    context = t;
+    try {
+      await fn();
+    } finally {
+      context = outer;
+    }
+  });
+}
+
+/** A setup step that cannot go on: until() passes it through at once, and it ends the suite. */
+export class SetupError extends Error {}
 
 export function assert(cond, msg) {
   if (!cond) throw new Error(msg);

@@ -3,7 +3,7 @@
 // GPUs with "jobs": {"submit": true}, its Docker engine the stand-in (`standin docker`, tests/fakes/standin_main.cpp).
 // The page shows no form until it holds the agent's token; with it, a submitted job runs in the stand-in
 // and reaches the jobs table as succeeded; a job that waits (both GPUs leased) is cancelled with its
-// button and ends interrupted. Plain node; prints `N passed, N failed` last; exits non-zero on a failure.
+// button and ends interrupted. On node:test (harness.mjs): a TAP report, non-zero exit on a failure.
 //
 //   GF_BINARY=build/gpufleet GF_STANDIN=build/tests/standin node web/tests/jobs.test.mjs
 //   GF_CHROMIUM   browser binary (default /usr/bin/chromium)
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { assert, check, exitCode, results, SetupError, sleep, summary, until } from './harness.mjs';
+import { assert, check, SetupError, sleep, suite, until } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
@@ -158,22 +158,4 @@ async function main() {
   });
 }
 
-const watchdog = setTimeout(async () => {
-  console.log(`FAIL the test did not finish within ${OVERALL_TIMEOUT_MS / 1000} s`);
-  results.failed++;
-  await cleanup();
-  summary();
-  process.exit(1);
-}, OVERALL_TIMEOUT_MS);
-
-try {
-  await main();
-} catch (e) {
-  results.failed++;
-  console.log(`FAIL setup: ${e instanceof Error ? e.message : e}\n${log}`);
-} finally {
-  await cleanup();
-  clearTimeout(watchdog);
-}
-summary();
-process.exit(exitCode());
+suite('jobs', { timeoutMs: OVERALL_TIMEOUT_MS, cleanup, onFailure: () => console.log(log) }, main);

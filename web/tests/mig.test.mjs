@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Browser test of the dashboard's MIG view against the real agent on the fake NVML: `gpufleet serve
 // --backend nvml` with tests/fixtures/nvml/mig.json (an A100 cut into four MIG instances, one GPU without
-// MIG, one in MIG mode with none), in Debian's Chromium. Prints `N passed, N failed` last.
+// MIG, one in MIG mode with none), in Debian's Chromium. On node:test (harness.mjs).
 //
 //   GF_BINARY=build/gpufleet GF_FAKE_NVML=build/tests/libnvidia-ml-fake.so node web/tests/mig.test.mjs
 import { spawn } from 'node:child_process';
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { assert, check, exitCode, SetupError, sleep, summary, until } from './harness.mjs';
+import { assert, check, SetupError, sleep, suite, until } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(webDir, '..');
@@ -96,19 +96,4 @@ async function main() {
   await check('no page errors', async () => assert(errors.length === 0, errors.join('; ')));
 }
 
-const watchdog = setTimeout(async () => {
-  console.log('timed out');
-  await cleanup();
-  process.exit(1);
-}, 90_000);
-try {
-  await main();
-} catch (e) {
-  console.log(e instanceof SetupError ? `setup failed: ${e.message}` : `error: ${e.stack ?? e}`);
-  await check('setup', async () => { throw e; });
-} finally {
-  clearTimeout(watchdog);
-  await cleanup();
-  summary();
-  process.exit(exitCode());
-}
+suite('MIG', { timeoutMs: 90_000, cleanup }, main);

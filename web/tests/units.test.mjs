@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-import { assert, check, exitCode, results, summary } from './harness.mjs';
+import { assert, check, suite } from './harness.mjs';
 
 const webDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const tmp = mkdtempSync(join(tmpdir(), 'gf-web-units-'));
@@ -25,7 +25,7 @@ async function load(name) {
   return import(pathToFileURL(file).href);
 }
 
-try {
+async function main() {
   const r = await load('ranges');
   const { SeriesStore, WINDOW_MS } = await load('series');
 
@@ -59,7 +59,14 @@ try {
     assert(r.fromLocalInput('not a date') === null, 'garbage is null');
     assert(r.showsBand(1) === false && r.showsBand(10) === true, 'band only above 1 s');
   });
+  const shared = { SeriesStore, WINDOW_MS };
+  await storeChecks(shared);
+  await bandChecks(shared);
+  await styleChecks();
+}
 
+/** The live charts' series store: order, alignment, the window and thinning. */
+async function storeChecks({ SeriesStore, WINDOW_MS }) {
   await check('SeriesStore: out-of-order puts land in time order; columns stay aligned; a new GPU gets gaps', async () => {
     const s = new SeriesStore();
     s.put(3000, 0, 3);
@@ -116,7 +123,10 @@ try {
     assert(thin[1].at(-1) === full[1].at(-1) && thin[2].at(-1) === full[2].at(-1), 'the newest row is the raw one');
     assert(s.toAlignedThin([0], 5000)[0] === full[0], 'no thinning when the rows fit');
   });
+}
 
+/** The series store's band columns and its busiest GPUs. */
+async function bandChecks({ SeriesStore, WINDOW_MS }) {
   await check('SeriesStore.toAlignedBand: min, mean and max across GPUs per row, then the picked lines', async () => {
     const s = new SeriesStore();
     s.put(1000, 0, 10);
@@ -175,7 +185,10 @@ try {
     assert(s.top(1, 100)[0] === 4 && s.top(2, 100)[1] === 2, `over 100 rows ${JSON.stringify(s.top(3, 100))}`);
     assert(s.top(10, 30).at(-1) === 5, 'a GPU without values comes last');
   });
+}
 
+/** The stylesheet's structure. */
+async function styleChecks() {
   await check('styles.css: every rule is closed (no rule nested in another by a missing brace)', async () => {
     // A rule left open once swallowed the rest of the sheet as nested rules: the cards' content-visibility,
     // the focus ring and the narrow-screen rules silently stopped applying.
@@ -200,11 +213,6 @@ try {
     }
     assert(stack.length === 0, `unclosed: ${stack.join(' > ')}`);
   });
-} catch (e) {
-  results.failed++;
-  console.log(`FAIL setup: ${e instanceof Error ? e.stack : e}`);
-} finally {
-  rmSync(tmp, { recursive: true, force: true });
 }
-summary();
-process.exit(exitCode());
+
+suite('units', { timeoutMs: 50_000, cleanup: () => rmSync(tmp, { recursive: true, force: true }) }, main);

@@ -19,6 +19,7 @@
 #include "node/arbiter.hpp"
 #include "store/node_store.hpp"
 #include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/agent_protocol.hpp"
 #include "wire/json.hpp"
@@ -107,23 +108,17 @@ core::Job through_the_socket(const core::Job& job) {
 }
 
 struct JobFitTest : ::testing::Test {
-  std::filesystem::path dir;
+  test::TempDir tmp;
+  const std::filesystem::path dir = tmp.path();
   test::FakeClock clock;
   std::unique_ptr<node::Arbiter> arb;
   const node::Peer alice{1001, 1001, 4001, "alice", false};
   void SetUp() override {
-    dir = std::filesystem::temp_directory_path() / ("gf-jobfit-" + std::to_string(::getpid()) + "-" +
-                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
     auto st = store::NodeStore::open((dir / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
     ASSERT_TRUE(st) << st.error().message;
     arb = std::make_unique<node::Arbiter>(std::move(*st), node::ReadingSource{}, node::ArbiterOptions{}, clock);
   }
-  void TearDown() override {
-    arb.reset();
-    std::filesystem::remove_all(dir);
-  }
+  void TearDown() override { arb.reset(); }
 };
 
 TEST_F(JobFitTest, ALongRunsRecordIsThinnedUnder16KiBAndAccepted) {

@@ -17,6 +17,8 @@
 #include "fakes/kube_standin.hpp"
 #include "fakes/tls_front.hpp"
 #include "platform/subprocess.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -30,15 +32,8 @@ std::string exec_msg(unsigned char channel, std::string_view data) {
   return std::string(1, static_cast<char>(channel)) + std::string(data);
 }
 
-std::string exec_read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 std::string exec_read_fixture(const std::string& name) {
-  return exec_read_file(std::string(GF_FIXTURES_DIR) + "/nvidia_smi/" + name);
+  return gf::test::slurp(std::string(GF_FIXTURES_DIR) + "/nvidia_smi/" + name);
 }
 
 TEST(ExecStreamsTest, ReassemblesStdoutAndStderrAndReadsTheStatus) {
@@ -134,10 +129,8 @@ TEST(ExecTargetsTest, TheCommandIsTheBackendsQuery) {
   EXPECT_EQ(cmd[1], "--query-gpu=" + nsmi::join_fields(nsmi::current_fields()));
   EXPECT_EQ(cmd[2], "--format=csv,noheader,nounits");
   // The security note in deploy/README.md names the command exactly: it must not drift from the code.
-  std::ifstream f(std::string(GF_SOURCE_DIR) + "/deploy/README.md");
-  std::stringstream doc;
-  doc << f.rdbuf();
-  EXPECT_NE(doc.str().find("`" + cmd[0] + " " + cmd[1] + " " + cmd[2] + "`"), std::string::npos);
+  const std::string doc = gf::test::slurp(std::string(GF_SOURCE_DIR) + "/deploy/README.md");
+  EXPECT_NE(doc.find("`" + cmd[0] + " " + cmd[1] + " " + cmd[2] + "`"), std::string::npos);
 }
 
 // The client and the source against the stand-in.
@@ -250,16 +243,13 @@ struct ExecCert {
   std::string cert, key;
 };
 ExecCert exec_make_cert(const std::string& name, const std::string& san) {
-  const auto dir = std::filesystem::temp_directory_path() / ("gf-exec-tls-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const gf::test::TempDir dir;
   const auto cert = (dir / (name + ".crt")).string(), key = (dir / (name + ".key")).string();
   auto r = gf::platform::run_process({"openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                                       "/CN=" + name, "-addext", "subjectAltName=" + san, "-keyout", key, "-out", cert},
                                      gf::platform::RunOptions{30s});
   EXPECT_TRUE(r && r->exit_code == 0) << (r ? r->err : r.error().message);
-  ExecCert c{exec_read_file(cert), exec_read_file(key)};
-  std::filesystem::remove_all(dir);
-  return c;
+  return ExecCert{gf::test::slurp(cert), gf::test::slurp(key)};
 }
 
 TEST_F(ExecStandinTest, OverRealTlsWithTheKubeconfigsCaNameAndClientCertificate) {

@@ -8,7 +8,8 @@
 
 #include "cluster/fleet_sources.hpp"
 #include "fakes/kube_standin.hpp"
-#include "unit/cluster/temp_dir.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -130,22 +131,22 @@ TEST(FleetConfig, PrometheusTokenFileIsRelativeToTheConfigFile) {
 }
 
 TEST(FleetConfig, PrometheusTokenFileIsCheckedAtStart) {
-  testing::TempDir dir;
+  test::TempDir dir;
   FleetSources s;
   s.prometheus_url = "https://prom:9090";
   EXPECT_TRUE(check_prometheus_token(s));  // no token file: nothing to check
-  s.prometheus_token_file = (dir.path / "missing").string();
+  s.prometheus_token_file = (dir.path() / "missing").string();
   auto missing = check_prometheus_token(s);
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.error().message.find(s.prometheus_token_file), std::string::npos) << missing.error().message;
   EXPECT_EQ(missing.error().message.find('\n'), std::string::npos);
 
-  s.prometheus_token_file = dir.write("empty", "\n");
+  s.prometheus_token_file = test::write_file(dir / "empty", "\n");
   auto empty = check_prometheus_token(s);
   ASSERT_FALSE(empty);
   EXPECT_NE(empty.error().message.find("is empty"), std::string::npos) << empty.error().message;
 
-  s.prometheus_token_file = dir.write("token", "  PROM-TOKEN \nsecond line\n");
+  s.prometheus_token_file = test::write_file(dir / "token", "  PROM-TOKEN \nsecond line\n");
   ASSERT_EQ(::chmod(s.prometheus_token_file.c_str(), 0600), 0);
   auto ok = check_prometheus_token(s);
   ASSERT_TRUE(ok) << ok.error().message;
@@ -168,12 +169,12 @@ TEST(FleetConfig, PrometheusTokenFileIsCheckedAtStart) {
 }
 
 TEST(FleetConfig, PrometheusTokenIsSentAsBearer) {
-  testing::TempDir dir;
+  test::TempDir dir;
   fakes::KubeStandin prom;  // any HTTP server that records the Authorization header will do
   prom.set_canned_answer(R"({"status":"success","data":{"resultType":"vector","result":[]}})");
   FleetSources s;
   s.prometheus_url = prom.url();
-  s.prometheus_token_file = dir.write("token", "PROM-TOKEN\n");
+  s.prometheus_token_file = test::write_file(dir / "token", "PROM-TOKEN\n");
   ASSERT_EQ(::chmod(s.prometheus_token_file.c_str(), 0600), 0);
   auto f = gather_fleet(s, std::chrono::system_clock::now());
   ASSERT_TRUE(f) << f.error().message;

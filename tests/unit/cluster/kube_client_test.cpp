@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "fakes/kube_standin.hpp"
+#include "support/files.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -24,11 +25,9 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string fixture_text() {
-  std::ifstream in(std::string(GF_FIXTURES_DIR) + "/kube/cluster.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().empty()) throw std::runtime_error("cannot read the kube fixture");
-  return ss.str();
+  auto text = gf::test::slurp(std::string(GF_FIXTURES_DIR) + "/kube/cluster.json");
+  if (text.empty()) throw std::runtime_error("cannot read the kube fixture");
+  return text;
 }
 
 KubeConfig config_for(const std::string& server, const std::string& token = "s3cret") {

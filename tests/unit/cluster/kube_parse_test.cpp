@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cluster/kube_client.hpp"
+#include "support/files.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -18,10 +19,7 @@ using json = nlohmann::json;
 using ::testing::HasSubstr;
 
 json fixture() {
-  std::ifstream in(std::string(GF_FIXTURES_DIR) + "/kube/cluster.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto j = json::parse(ss.str(), nullptr, false);
+  auto j = json::parse(gf::test::slurp(std::string(GF_FIXTURES_DIR) + "/kube/cluster.json"), nullptr, false);
   if (!j.is_object()) throw std::runtime_error("cannot read the kube fixture");
   return j;
 }

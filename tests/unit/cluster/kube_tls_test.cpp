@@ -17,7 +17,9 @@
 
 #include "cluster/kube_client.hpp"
 #include "platform/subprocess.hpp"
-#include "unit/cluster/temp_dir.hpp"
+#include "support/eventually.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::cluster {
 namespace {
@@ -75,8 +77,8 @@ struct SServer {
 TEST(KubeTls, SelfSignedServerWithAndWithoutItsCa) {
   const auto openssl = platform::find_executable("openssl");
   if (!openssl) GTEST_SKIP() << "openssl is not installed: the TLS handshake test needs `openssl s_server`";
-  testing::TempDir dir;
-  const std::string cert = (dir.path / "cert.pem").string(), key = (dir.path / "key.pem").string();
+  test::TempDir dir;
+  const std::string cert = (dir.path() / "cert.pem").string(), key = (dir.path() / "key.pem").string();
   auto made = platform::run_process(
       {*openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
        "-out", cert, "-days", "1", "-subj", "/CN=gpufleet-test", "-addext", "subjectAltName=IP:127.0.0.1"},
@@ -89,9 +91,9 @@ TEST(KubeTls, SelfSignedServerWithAndWithoutItsCa) {
   SServer server(*openssl, cert, key, port);
   ASSERT_GT(server.pid, 0);
   // Readiness, not timing: wait (up to 20 s) until it listens.
-  for (int i = 0; i < 400 && !accepts_connections(port); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(accepts_connections(port)) << "openssl s_server did not start listening";
+  ASSERT_TRUE(test::eventually([&] { return accepts_connections(port); }, std::chrono::seconds(20),
+                               std::chrono::milliseconds(50)))
+      << "openssl s_server did not start listening";
 
   KubeConfig c;
   c.server = "https://127.0.0.1:" + std::to_string(port);
@@ -101,11 +103,8 @@ TEST(KubeTls, SelfSignedServerWithAndWithoutItsCa) {
   ASSERT_TRUE(with_ca) << with_ca.error().message;
   EXPECT_EQ(with_ca->status, 200);
 
-  std::ifstream in(cert);
-  std::stringstream pem;
-  pem << in.rdbuf();
   c.tls.ca_file.clear();
-  c.tls.ca_pem = pem.str();  // certificate-authority-data, decoded
+  c.tls.ca_pem = test::slurp(cert);  // certificate-authority-data, decoded
   auto with_pem = KubeClient(c).request("GET", "/");
   ASSERT_TRUE(with_pem) << with_pem.error().message;
   EXPECT_EQ(with_pem->status, 200);

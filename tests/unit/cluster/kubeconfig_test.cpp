@@ -5,13 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "unit/cluster/temp_dir.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::cluster {
 namespace {
 
+using test::TempDir;
 using ::testing::HasSubstr;
-using testing::TempDir;
 
 // "-----BEGIN CERTIFICATE-----\nfake\n" and "-----BEGIN PRIVATE KEY-----\nkey\n", base64-encoded.
 constexpr const char* kCertB64 = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCmZha2UK";
@@ -33,10 +34,10 @@ std::string config_with(const std::string& cluster, const std::string& user, con
 
 TEST(KubeConfig, TokenAndCaDataFromExplicitFile) {
   TempDir dir;
-  const auto file = dir.write("kc.yaml", config_with("    server: https://10.0.0.1:6443/\n"
-                                                     "    certificate-authority-data: " +
-                                                         std::string(kCertB64) + "\n",
-                                                     "    token: abc.def\n"));
+  const auto file = test::write_file(dir / "kc.yaml", config_with("    server: https://10.0.0.1:6443/\n"
+                                                                  "    certificate-authority-data: " +
+                                                                      std::string(kCertB64) + "\n",
+                                                                  "    token: abc.def\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   o.env_kubeconfig = "/nonexistent/ignored";  // --kubeconfig wins
@@ -53,10 +54,11 @@ TEST(KubeConfig, TokenAndCaDataFromExplicitFile) {
 
 TEST(KubeConfig, ClientCertificateDataAndInsecure) {
   TempDir dir;
-  const auto file = dir.write("kc.yaml", config_with("    server: https://k8s.example:443\n"
-                                                     "    insecure-skip-tls-verify: true\n",
-                                                     "    client-certificate-data: " + std::string(kCertB64) +
-                                                         "\n    client-key-data: " + kKeyB64 + "\n"));
+  const auto file =
+      test::write_file(dir / "kc.yaml", config_with("    server: https://k8s.example:443\n"
+                                                    "    insecure-skip-tls-verify: true\n",
+                                                    "    client-certificate-data: " + std::string(kCertB64) +
+                                                        "\n    client-key-data: " + kKeyB64 + "\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -88,31 +90,31 @@ TEST(KubeConfigText, InsecureTransportIsSaid) {
 
 TEST(KubeConfig, RelativeFilesResolveAgainstTheKubeconfigDirectory) {
   TempDir dir;
-  dir.write("conf/pki/ca.crt", "CA");
-  dir.write("conf/pki/client.crt", "CERT");
-  dir.write("conf/pki/client.key", "KEY");
-  dir.write("conf/token", "  tok-from-file\n");
-  const auto file = dir.write("conf/kc.yaml", config_with("    server: https://10.0.0.1:6443\n"
-                                                          "    certificate-authority: pki/ca.crt\n",
-                                                          "    client-certificate: pki/client.crt\n"
-                                                          "    client-key: pki/client.key\n"
-                                                          "    token: ignored\n"
-                                                          "    tokenFile: token\n"));
+  test::write_file(dir / "conf/pki/ca.crt", "CA");
+  test::write_file(dir / "conf/pki/client.crt", "CERT");
+  test::write_file(dir / "conf/pki/client.key", "KEY");
+  test::write_file(dir / "conf/token", "  tok-from-file\n");
+  const auto file = test::write_file(dir / "conf/kc.yaml", config_with("    server: https://10.0.0.1:6443\n"
+                                                                       "    certificate-authority: pki/ca.crt\n",
+                                                                       "    client-certificate: pki/client.crt\n"
+                                                                       "    client-key: pki/client.key\n"
+                                                                       "    token: ignored\n"
+                                                                       "    tokenFile: token\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
   ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(c->tls.ca_file, (dir.path / "conf/pki/ca.crt").string());
-  EXPECT_EQ(c->tls.client_cert_file, (dir.path / "conf/pki/client.crt").string());
-  EXPECT_EQ(c->tls.client_key_file, (dir.path / "conf/pki/client.key").string());
+  EXPECT_EQ(c->tls.ca_file, (dir.path() / "conf/pki/ca.crt").string());
+  EXPECT_EQ(c->tls.client_cert_file, (dir.path() / "conf/pki/client.crt").string());
+  EXPECT_EQ(c->tls.client_key_file, (dir.path() / "conf/pki/client.key").string());
   EXPECT_EQ(c->bearer_token, "tok-from-file");  // tokenFile wins over token, trimmed
 }
 
 TEST(KubeConfig, MissingCaFileIsNamed) {
   TempDir dir;
-  const auto file = dir.write("kc.yaml", config_with("    server: https://10.0.0.1:6443\n"
-                                                     "    certificate-authority: /nonexistent/ca.crt\n",
-                                                     "    token: t\n"));
+  const auto file = test::write_file(dir / "kc.yaml", config_with("    server: https://10.0.0.1:6443\n"
+                                                                  "    certificate-authority: /nonexistent/ca.crt\n",
+                                                                  "    token: t\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -124,17 +126,17 @@ TEST(KubeConfig, MissingCaFileIsNamed) {
 TEST(KubeConfig, KubeconfigListMergesFirstNameWins) {
   TempDir dir;
   // a.yaml: current-context lab, its own lab-cluster; b.yaml: a second lab-cluster (loses), lab-user.
-  const auto a = dir.write("a.yaml",
-                           "current-context: lab\n"
-                           "contexts:\n- name: lab\n  context: {cluster: lab-cluster, user: lab-user}\n"
-                           "clusters:\n- name: lab-cluster\n  cluster: {server: 'https://a.example:6443'}\n");
-  const auto b = dir.write("b.yaml",
-                           "current-context: other\n"
-                           "clusters:\n- name: lab-cluster\n  cluster: {server: 'https://b.example:6443'}\n"
-                           "users:\n- name: lab-user\n  user: {token: from-b}\n");
+  const auto a = test::write_file(dir / "a.yaml",
+                                  "current-context: lab\n"
+                                  "contexts:\n- name: lab\n  context: {cluster: lab-cluster, user: lab-user}\n"
+                                  "clusters:\n- name: lab-cluster\n  cluster: {server: 'https://a.example:6443'}\n");
+  const auto b = test::write_file(dir / "b.yaml",
+                                  "current-context: other\n"
+                                  "clusters:\n- name: lab-cluster\n  cluster: {server: 'https://b.example:6443'}\n"
+                                  "users:\n- name: lab-user\n  user: {token: from-b}\n");
   KubeConfigOptions o;
-  o.env_kubeconfig = a + ":" + (dir.path / "missing.yaml").string() + ":" + b;
-  o.home = dir.path.string();  // no .kube/config there; must not matter
+  o.env_kubeconfig = a + ":" + (dir.path() / "missing.yaml").string() + ":" + b;
+  o.home = dir.path().string();  // no .kube/config there; must not matter
   auto c = load_kube_config(o);
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->server, "https://a.example:6443");
@@ -145,12 +147,12 @@ TEST(KubeConfig, KubeconfigListMergesFirstNameWins) {
 
 TEST(KubeConfig, HomeConfigAndExplicitContext) {
   TempDir dir;
-  dir.write(".kube/config", config_with("    server: https://prod:6443\n", "    token: p\n") +
-                                "- name: lab-user\n  user: {token: l}\n"
-                                "- name: unused\n  user: {}\n");
+  test::write_file(dir / ".kube/config", config_with("    server: https://prod:6443\n", "    token: p\n") +
+                                             "- name: lab-user\n  user: {token: l}\n"
+                                             "- name: unused\n  user: {}\n");
   // lab-cluster is missing: asking for the lab context names it.
   KubeConfigOptions o;
-  o.home = dir.path.string();
+  o.home = dir.path().string();
   auto prod = load_kube_config(o);
   ASSERT_TRUE(prod) << prod.error().message;
   EXPECT_EQ(prod->server, "https://prod:6443");
@@ -166,9 +168,9 @@ TEST(KubeConfig, HomeConfigAndExplicitContext) {
 
 TEST(KubeConfig, MissingUserIsNamed) {
   TempDir dir;
-  const auto file = dir.write("kc.yaml",
-                              "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: ghost}\n"
-                              "clusters:\n- name: k\n  cluster: {server: 'https://k:6443'}\n");
+  const auto file = test::write_file(dir / "kc.yaml",
+                                     "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: ghost}\n"
+                                     "clusters:\n- name: k\n  cluster: {server: 'https://k:6443'}\n");
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -178,10 +180,10 @@ TEST(KubeConfig, MissingUserIsNamed) {
 
 TEST(KubeConfig, ExecPluginIsRefusedWithTheAlternative) {
   TempDir dir;
-  const auto file =
-      dir.write("kc.yaml", config_with("    server: https://eks.example\n",
-                                       "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
-                                       "      command: aws\n      args: [eks, get-token]\n"));
+  const auto file = test::write_file(dir / "kc.yaml",
+                                     config_with("    server: https://eks.example\n",
+                                                 "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                                                 "      command: aws\n      args: [eks, get-token]\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -193,8 +195,8 @@ TEST(KubeConfig, ExecPluginIsRefusedWithTheAlternative) {
 
 TEST(KubeConfig, AuthProviderIsRefused) {
   TempDir dir;
-  const auto file =
-      dir.write("kc.yaml", config_with("    server: https://gke.example\n", "    auth-provider:\n      name: gcp\n"));
+  const auto file = test::write_file(
+      dir / "kc.yaml", config_with("    server: https://gke.example\n", "    auth-provider:\n      name: gcp\n"));
   KubeConfigOptions o;
   o.kubeconfig = file;
   auto c = load_kube_config(o);
@@ -205,28 +207,30 @@ TEST(KubeConfig, AuthProviderIsRefused) {
 TEST(KubeConfig, UnreadableAndMalformedFilesAreNamed) {
   TempDir dir;
   KubeConfigOptions o;
-  o.kubeconfig = (dir.path / "absent.yaml").string();
+  o.kubeconfig = (dir.path() / "absent.yaml").string();
   auto absent = load_kube_config(o);
   ASSERT_FALSE(absent);
   EXPECT_THAT(absent.error().message, HasSubstr("cannot read " + o.kubeconfig));
 
-  o.kubeconfig = dir.write("bad.yaml", "clusters: [unclosed\n");
+  o.kubeconfig = test::write_file(dir / "bad.yaml", "clusters: [unclosed\n");
   auto bad = load_kube_config(o);
   ASSERT_FALSE(bad);
   EXPECT_THAT(bad.error().message, HasSubstr(o.kubeconfig + ": not valid YAML"));
 
-  o.kubeconfig = dir.write("list.yaml", "- a\n- b\n");
+  o.kubeconfig = test::write_file(dir / "list.yaml", "- a\n- b\n");
   auto list = load_kube_config(o);
   ASSERT_FALSE(list);
   EXPECT_THAT(list.error().message, HasSubstr("not a kubeconfig"));
 
-  o.kubeconfig = dir.write(
-      "b64.yaml", config_with("    server: https://k\n    certificate-authority-data: '@@@'\n", "    token: t\n"));
+  o.kubeconfig =
+      test::write_file(dir / "b64.yaml",
+                       config_with("    server: https://k\n    certificate-authority-data: '@@@'\n", "    token: t\n"));
   auto b64 = load_kube_config(o);
   ASSERT_FALSE(b64);
   EXPECT_THAT(b64.error().message, HasSubstr("certificate-authority-data is not valid base64"));
 
-  o.kubeconfig = dir.write("noserver.yaml", config_with("    insecure-skip-tls-verify: true\n", "    token: t\n"));
+  o.kubeconfig =
+      test::write_file(dir / "noserver.yaml", config_with("    insecure-skip-tls-verify: true\n", "    token: t\n"));
   auto noserver = load_kube_config(o);
   ASSERT_FALSE(noserver);
   EXPECT_THAT(noserver.error().message, HasSubstr("no server"));
@@ -234,19 +238,19 @@ TEST(KubeConfig, UnreadableAndMalformedFilesAreNamed) {
 
 TEST(KubeConfig, InClusterFromServiceAccountDirectory) {
   TempDir dir;
-  dir.write("sa/token", "sa-token\n");
-  dir.write("sa/ca.crt", "CA");
-  dir.write("sa/namespace", "gpufleet");
+  test::write_file(dir / "sa/token", "sa-token\n");
+  test::write_file(dir / "sa/ca.crt", "CA");
+  test::write_file(dir / "sa/namespace", "gpufleet");
   KubeConfigOptions o;
-  o.home = dir.path.string();  // no ~/.kube/config: falls through to in-cluster
-  o.service_account_dir = (dir.path / "sa").string();
+  o.home = dir.path().string();  // no ~/.kube/config: falls through to in-cluster
+  o.service_account_dir = (dir.path() / "sa").string();
   o.service_host = "10.96.0.1";
   o.service_port = "443";
   auto c = load_kube_config(o);
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->server, "https://10.96.0.1:443");
   EXPECT_EQ(c->bearer_token, "sa-token");
-  EXPECT_EQ(c->tls.ca_file, (dir.path / "sa/ca.crt").string());
+  EXPECT_EQ(c->tls.ca_file, (dir.path() / "sa/ca.crt").string());
   EXPECT_EQ(c->namespace_, "gpufleet");
   EXPECT_EQ(c->source, "in-cluster");
 
@@ -260,23 +264,23 @@ TEST(KubeConfig, ForcedInClusterNeedsTheServiceHost) {
   TempDir dir;
   KubeConfigOptions o;
   o.in_cluster = true;
-  o.service_account_dir = (dir.path / "sa").string();
+  o.service_account_dir = (dir.path() / "sa").string();
   auto c = load_kube_config(o);
   ASSERT_FALSE(c);
   EXPECT_THAT(c.error().message, HasSubstr("KUBERNETES_SERVICE_HOST"));
   o.service_host = "10.96.0.1";
   auto no_token = load_kube_config(o);
   ASSERT_FALSE(no_token);
-  EXPECT_THAT(no_token.error().message, HasSubstr((dir.path / "sa/token").string()));
+  EXPECT_THAT(no_token.error().message, HasSubstr((dir.path() / "sa/token").string()));
 }
 
 TEST(KubeConfig, NothingConfiguredSaysWhatWasTried) {
   TempDir dir;
   KubeConfigOptions o;
-  o.home = dir.path.string();
+  o.home = dir.path().string();
   auto c = load_kube_config(o);
   ASSERT_FALSE(c);
-  EXPECT_THAT(c.error().message, HasSubstr((dir.path / ".kube/config").string()));
+  EXPECT_THAT(c.error().message, HasSubstr((dir.path() / ".kube/config").string()));
   EXPECT_THAT(c.error().message, HasSubstr("KUBERNETES_SERVICE_HOST"));
 }
 

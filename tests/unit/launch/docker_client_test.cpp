@@ -15,6 +15,8 @@
 
 #include "fakes/docker_standin.hpp"
 #include "launch/docker.hpp"
+#include "support/eventually.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::launch {
 namespace {
@@ -46,20 +48,6 @@ json create_body(const DockerStandin& engine) {
   }
   return json::parse(*body);
 }
-
-// A directory of its own under the temp dir, removed at the end of the test.
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gf-launch-test-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::filesystem::path path;
-};
 
 TEST(DockerRun, HappyPathSendsTheDeviceRequestAndReturnsExitCodeAndLogs) {
   DockerStandinConfig cfg;
@@ -167,11 +155,9 @@ TEST(DockerRun, CancelStopsThenRemovesTheContainerPromptly) {
   DockerClient client(engine.socket_path());
   std::atomic<bool> cancel{false};
   std::jthread canceller([&] {
-    // Cancel once the client is blocked in /wait, so the cancel really interrupts a pending request.
-    for (int i = 0; i < 200 && engine.count("POST", "/wait") == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Cancel once the engine has the client's /wait (the client is then blocked reading its answer), so the
+    // cancel really interrupts a pending request.
+    test::eventually([&] { return engine.count("POST", "/wait") > 0; });
     cancel = true;
   });
 
@@ -202,7 +188,8 @@ TEST(DockerRun, CancelWithRemoveOffStopsAndKeepsTheContainer) {
   spec.remove = false;
   std::atomic<bool> cancel{false};
   std::jthread canceller([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // While the container runs: once the engine has the client's /wait.
+    test::eventually([&] { return engine.count("POST", "/wait") > 0; });
     cancel = true;
   });
 
@@ -347,8 +334,8 @@ TEST(DockerClientErrors, UnknownContainerSurfacesTheEngineMessage) {
 }
 
 TEST(DockerClientErrors, MissingSocketIsOneClearLine) {
-  TempDir dir;
-  const auto path = (dir.path / "docker.sock").string();
+  test::TempDir dir;
+  const auto path = (dir.path() / "docker.sock").string();
   DockerClient client(path);
 
   const auto result = client.run(gpu_spec());
@@ -361,8 +348,8 @@ TEST(DockerClientErrors, MissingSocketIsOneClearLine) {
 }
 
 TEST(DockerClientErrors, SomethingThatIsNotASocketIsRefused) {
-  TempDir dir;
-  const auto path = (dir.path / "docker.sock").string();
+  test::TempDir dir;
+  const auto path = (dir.path() / "docker.sock").string();
   std::ofstream(path) << "not a socket";
   DockerClient client(path);
   const auto v = client.ping();

@@ -10,6 +10,8 @@
 #include "store/history.hpp"
 #include "support/agent_rig.hpp"
 #include "support/fake_clock.hpp"
+#include "wire/json.hpp"
+#include "wire/prometheus.hpp"
 
 namespace gf::node {
 namespace {
@@ -57,19 +59,52 @@ TEST(Agent, PublishesTheFirstReadingAtStartWithTheNodeName) {
   rig.agent->start();
   const auto p = rig.agent->latest();
   ASSERT_TRUE(p);
-  ASSERT_TRUE(p->snapshot && p->document);
+  ASSERT_TRUE(p->snapshot && p->document());
   EXPECT_EQ(p->sequence, 1u);
-  const auto doc = json::parse(*p->document);
+  const auto doc = json::parse(*p->document());
   EXPECT_EQ(doc.at("node"), "node-7");
   EXPECT_EQ(doc.at("backend"), "scripted");
   ASSERT_EQ(doc.at("gpus").size(), 2u);
   EXPECT_EQ(doc.at("gpus").at(0).at("utilization"), 10);
   EXPECT_EQ(doc.at("gpus").at(1).at("utilization"), 80);
-  EXPECT_EQ(*rig.agent->render(*p->snapshot), *p->document);
+  EXPECT_EQ(*rig.agent->render(*p->snapshot), *p->document());
   EXPECT_FALSE(rig.agent->has_history());
   EXPECT_TRUE(rig.agent->history_path().empty());
   rig.agent->start();  // a second start does nothing
   EXPECT_EQ(rig.agent->latest()->sequence, 1u);
+}
+
+TEST(Agent, RenderingsAreMadeOncePerReadingAndShared) {
+  test::AgentRig rig;
+  AgentOptions ao;
+  ao.interval = std::chrono::hours(1);
+  ao.node_name = "node-7";
+  rig.make_agent(ao);
+  rig.agent->start();
+  const auto p = rig.agent->latest();
+  ASSERT_TRUE(p && p->renderings);
+  EXPECT_EQ(rig.agent->renderings_of(p->snapshot), p->renderings);  // the published reading's
+  EXPECT_EQ(p->document().get(), p->renderings->document().text().get());
+  // The live messages carry the document itself, not a copy.
+  EXPECT_EQ(p->renderings->status_message()->event(), "gpu_status");
+  EXPECT_FALSE(p->renderings->status_message()->droppable());
+  EXPECT_EQ(p->renderings->update_message()->event(), "gpu_status_update");
+  EXPECT_TRUE(p->renderings->update_message()->droppable());
+  EXPECT_EQ(&p->renderings->update_message()->data(), p->document().get());
+  EXPECT_EQ(p->renderings->update_message().get(), p->renderings->update_message().get());
+  std::string metrics;
+  wire::write_prometheus_gpus(metrics, *p->snapshot, "node-7");
+  EXPECT_EQ(*p->renderings->prometheus_gpus(), metrics);
+  auto processes = wire::processes_json(*p->snapshot);
+  processes["node"] = "node-7";
+  EXPECT_EQ(*p->renderings->processes().text(), wire::dump_json(processes));
+  // A snapshot that is not the published one (a WebSocket group's faster tick) gets renderings of its
+  // own, shared by whoever asks for that snapshot next.
+  const auto other = std::make_shared<const core::Snapshot>(*p->snapshot);
+  const auto r1 = rig.agent->renderings_of(other);
+  EXPECT_NE(r1, p->renderings);
+  EXPECT_EQ(rig.agent->renderings_of(other), r1);
+  EXPECT_EQ(*r1->document().text(), *p->document());
 }
 
 TEST(Agent, FreshQueriesTheDriverAndPublishes) {
@@ -172,7 +207,7 @@ struct AgentHistoryTest : ::testing::Test {
   test::TempDir dir;
   test::AgentRig rig;
   Events events;
-  std::string db() const { return (dir.path / "history.db").string(); }
+  std::string db() const { return (dir.path() / "history.db").string(); }
   void start(std::vector<core::AlertRule> rules) {
     AgentOptions ao;
     ao.interval = 50ms;
@@ -256,15 +291,39 @@ TEST_F(AgentHistoryTest, AlertFiresResolvesAndIsStoredOnce) {
   EXPECT_TRUE((*stored)[0].resolved_at);
 }
 
-TEST_F(AgentHistoryTest, StopFlushesHistoryReadableThroughTheAgent) {
+// On a manual hub: the test makes each tick, so "no tick after stop()" is shown by ticking, not waiting.
+struct AgentHistoryStepped : AgentHistoryTest {
+  test::FakeClock clock;
+  test::AgentRig manual{clock, sampler::SampleHub::Drive::Manual};
+  // Moves the clock one collection interval and ticks the hub, `n` times.
+  void tick(int n) {
+    for (int i = 0; i < n; ++i) {
+      clock.advance(50ms);
+      manual.step();
+    }
+  }
+};
+
+TEST_F(AgentHistoryStepped, StopFlushesHistoryReadableThroughTheAgent) {
+  auto& rig = manual;
   rig.set_gpus({test::make_gpu(0, 10), test::make_gpu(1, 70)});
   const auto since = std::chrono::system_clock::now() - 1min;
-  start({});
-  ASSERT_TRUE(eventually([&] { return collections() >= 3; }));
+  AgentOptions ao;
+  ao.interval = 50ms;
+  ao.node_name = "n";
+  ao.alert_rules = {};
+  ao.history_flush = 50ms;
+  rig.make_agent(ao, db());
+  ASSERT_TRUE(rig.agent && rig.agent->has_history());
+  rig.agent->start();
+  const auto collections = [&] { return rig.agent->counters().collections; };
+  tick(3);
+  ASSERT_EQ(collections(), 3u);
   rig.agent->stop();
   const auto n = collections();
-  std::this_thread::sleep_for(120ms);
-  EXPECT_EQ(collections(), n);  // no tick after stop()
+  tick(3);
+  EXPECT_EQ(collections(), n);                   // no tick after stop()
+  EXPECT_EQ(rig.hub->next_due(), std::nullopt);  // the agent's subscription is gone
   const auto c = rig.agent->counters();
   EXPECT_GE(c.history_batches, 1u);
   EXPECT_EQ(c.history_errors, 0u);

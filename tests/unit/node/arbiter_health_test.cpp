@@ -37,7 +37,8 @@ TEST(ArbiterHealth, LeasesGoAroundAnUnhealthyGpuAndARefusalNamesTheXid) {
   s->gpus[0].recent_xids = {{79, {}}};
   s->backend = "scripted";
   core::SnapshotPtr snap = s;
-  auto st = store::NodeStore::open((dir.path / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+  auto st =
+      store::NodeStore::open((dir.path() / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
   ASSERT_TRUE(st) << st.error().message;
   ReadingSource rs;
   rs.latest = [&] { return std::pair{snap, clock.now()}; };

@@ -60,7 +60,7 @@ struct ArbiterTest : ::testing::Test {
   void make(bool store_always_alive = true) {
     store::NodeStore::Alive alive;
     if (store_always_alive) alive = [](const core::LeaseOwner&) { return true; };
-    auto st = store::NodeStore::open((dir.path / "gf.db").string(), alive, clock);
+    auto st = store::NodeStore::open((dir.path() / "gf.db").string(), alive, clock);
     ASSERT_TRUE(st) << st.error().message;
     ReadingSource rs;
     rs.latest = [this] { return std::pair{snap, taken.value_or(clock.now())}; };
@@ -134,7 +134,7 @@ TEST_F(ArbiterTest, AHungDriverNeverHoldsUpTheArbiter) {
   ASSERT_TRUE(agent.latest());
 
   auto store =
-      store::NodeStore::open((dir.path / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+      store::NodeStore::open((dir.path() / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
   ASSERT_TRUE(store) << store.error().message;
   ReadingSource rs;
   rs.latest = [&agent]() -> std::pair<core::SnapshotPtr, std::chrono::steady_clock::time_point> {

@@ -24,7 +24,8 @@ struct NodeRecordsTest : ::testing::Test {
   std::unique_ptr<NodeRecords> records;
 
   std::unique_ptr<store::NodeStore> open() {
-    auto s = store::NodeStore::open((dir.path / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+    auto s =
+        store::NodeStore::open((dir.path() / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
     EXPECT_TRUE(s) << s.error().message;
     return s ? std::move(*s) : nullptr;
   }
@@ -80,7 +81,7 @@ TEST_F(NodeRecordsTest, AllocationThroughThePortRecordsTheClocksTime) {
   ASSERT_TRUE(active);
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ((*active)[0].created_at_ms, wall_ms);
-  EXPECT_EQ(records->path(), (dir.path / "gf.db").string());
+  EXPECT_EQ(records->path(), (dir.path() / "gf.db").string());
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ std::unique_ptr<core::UsageStore> open_store(const std::string& path) {
 
 TEST(UsageLedger, AnEndedLeaseGetsAFinalRowWithItsExactHeldTime) {
   test::TempDir dir;
-  const auto db = (dir.path / "gpufleet.db").string();
+  const auto db = (dir.path() / "gpufleet.db").string();
   test::FakeClock clock;
   Leases leases;
   UsageLedger ledger(open_store(db), leases.source(), {}, {}, {}, clock);
@@ -100,7 +100,7 @@ TEST(UsageLedger, AnEndedLeaseGetsAFinalRowWithItsExactHeldTime) {
 // so it is in no active list; it is still accounted, with its exact held time, and only once.
 TEST(UsageLedger, ALeaseCreatedAndEndedBetweenReadingsIsAccountedOnce) {
   test::TempDir dir;
-  const auto db = (dir.path / "gpufleet.db").string();
+  const auto db = (dir.path() / "gpufleet.db").string();
   test::FakeClock clock;
   Leases leases;
   UsageLedger ledger(open_store(db), leases.source(), {}, {}, {}, clock);
@@ -126,7 +126,7 @@ TEST(UsageLedger, CountersNeverGoBackWhenALeaseEndsBetweenReadings) {
   test::TempDir dir;
   test::FakeClock clock;
   Leases leases;
-  UsageLedger ledger(open_store((dir.path / "g.db").string()), leases.source(), {}, {}, {}, clock);
+  UsageLedger ledger(open_store((dir.path() / "g.db").string()), leases.source(), {}, {}, {}, clock);
   ASSERT_TRUE(ledger.load());
   leases.take("L1", kT0);
   double last = 0;
@@ -143,7 +143,7 @@ TEST(UsageLedger, CountersNeverGoBackWhenALeaseEndsBetweenReadings) {
 
 TEST(UsageLedger, AnotherRunOfTheAgentGoesOnFromTheStoredRow) {
   test::TempDir dir;
-  const auto db = (dir.path / "gpufleet.db").string();
+  const auto db = (dir.path() / "gpufleet.db").string();
   test::FakeClock clock;
   Leases leases;
   leases.take("L1", kT0);
@@ -168,7 +168,7 @@ TEST(UsageLedger, AnotherRunOfTheAgentGoesOnFromTheStoredRow) {
 
 TEST(UsageLedger, IdleLeaseIsWarnedThenReleasedAndAudited) {
   test::TempDir dir;
-  const auto db = (dir.path / "gpufleet.db").string();
+  const auto db = (dir.path() / "gpufleet.db").string();
   test::FakeClock clock;
   Leases leases;
   std::vector<std::string> warned, released;
@@ -215,7 +215,7 @@ TEST(UsageLedger, LeasesEndingTogetherAreLookedUpOnceAndAForgottenOneEndsAtTheRe
   test::TempDir dir;
   test::FakeClock clock;
   Leases leases;
-  UsageLedger ledger(open_store((dir.path / "g.db").string()), leases.source(), {}, {}, {}, clock);
+  UsageLedger ledger(open_store((dir.path() / "g.db").string()), leases.source(), {}, {}, {}, clock);
   ASSERT_TRUE(ledger.load());
   for (int i = 0; i < 20; ++i) leases.take("L" + std::to_string(i), kT0);
   ledger.observe(reading(kT0, 50, 100.0));
@@ -236,7 +236,7 @@ TEST(UsageLedger, UsageSinceMergesRunningAndStoredRows) {
   test::TempDir dir;
   test::FakeClock clock;
   Leases leases;
-  UsageLedger ledger(open_store((dir.path / "g.db").string()), leases.source(), {}, {}, {}, clock);
+  UsageLedger ledger(open_store((dir.path() / "g.db").string()), leases.source(), {}, {}, {}, clock);
   ASSERT_TRUE(ledger.load());
   leases.take("A", kT0);
   leases.take("B", kT0);

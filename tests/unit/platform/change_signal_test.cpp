@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "platform/subprocess.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 namespace gf::platform {
@@ -21,22 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string signal_slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 struct ChangeSignalTest : ::testing::Test {
-  fs::path base;
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("gf-signal-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-  }
-  void TearDown() override { fs::remove_all(base); }
+  test::TempDir tmp;
+  const std::filesystem::path base = tmp.path();
 };
 
 TEST_F(ChangeSignalTest, NotifyWakesAWaiterAndCreatesAPrivateRegularFile) {
@@ -81,7 +70,7 @@ TEST_F(ChangeSignalTest, AMarkerPlantedAsALinkToARootFileLeavesThatFileAlone) {
 
   ChangeSignal(marker.string()).notify();
 
-  EXPECT_EQ(signal_slurp(victim), "root's data\n");
+  EXPECT_EQ(test::slurp(victim), "root's data\n");
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -99,7 +88,7 @@ TEST_F(ChangeSignalTest, AMarkerOwnedBySomeoneElseIsNotWritten) {
   ASSERT_EQ(::chown(marker.c_str(), b->uid, b->gid), 0);
   ::chmod(marker.c_str(), 0644);
   ChangeSignal(marker.string()).notify();
-  EXPECT_EQ(signal_slurp(marker), "theirs");
+  EXPECT_EQ(test::slurp(marker), "theirs");
   struct stat st {};
   ASSERT_EQ(::stat(marker.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);

@@ -9,28 +9,17 @@
 #include <sstream>
 
 #include "platform/fs.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::platform {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string fs_slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 struct FsWrite : ::testing::Test {
-  fs::path base;
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("gf-fswrite-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-  }
-  void TearDown() override { fs::remove_all(base); }
+  test::TempDir tmp;
+  const std::filesystem::path base = tmp.path();
 };
 
 TEST_F(FsWrite, WritesTheContentWithTheModeAskedForAndLeavesNoTemporary) {
@@ -39,7 +28,7 @@ TEST_F(FsWrite, WritesTheContentWithTheModeAskedForAndLeavesNoTemporary) {
   auto w = write_file_atomic(f.string(), "1234\n", 0644);
   ::umask(old);
   ASSERT_TRUE(w) << w.error().message;
-  EXPECT_EQ(fs_slurp(f), "1234\n");
+  EXPECT_EQ(test::slurp(f), "1234\n");
   struct stat st {};
   ASSERT_EQ(::lstat(f.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
@@ -56,9 +45,9 @@ TEST_F(FsWrite, PlantedLinksAreNeverWrittenThrough) {
   fs::create_symlink(victim, f);
   auto w = write_file_atomic(f.string(), "80\n");
   ASSERT_TRUE(w) << w.error().message;
-  EXPECT_EQ(fs_slurp(victim), "keep");
+  EXPECT_EQ(test::slurp(victim), "keep");
   EXPECT_FALSE(fs::is_symlink(f));
-  EXPECT_EQ(fs_slurp(f), "80\n");
+  EXPECT_EQ(test::slurp(f), "80\n");
 }
 
 TEST_F(FsWrite, AMissingDirectoryIsAnErrorNamingTheFile) {

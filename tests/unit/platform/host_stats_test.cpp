@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::platform {
 namespace {
@@ -91,16 +92,10 @@ TEST(DiskUsage, RootAndAMissingPath) {
 }
 
 struct FakeProc : ::testing::Test {
-  fs::path root;
+  test::TempDir tmp;
+  const std::filesystem::path root = tmp.path();
   test::FakeClock clock;
-  void SetUp() override {
-    root = fs::temp_directory_path() / ("gf-hoststats-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root);
-    fs::create_directories(root);
-    write_mem("MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 400 kB\n");
-  }
-  void TearDown() override { fs::remove_all(root); }
+  void SetUp() override { write_mem("MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 400 kB\n"); }
   void write_stat(std::uint64_t busy, std::uint64_t idle) {
     std::ofstream(root / "stat") << "cpu  " << busy << " 0 0 " << idle << " 0 0 0 0 0 0\ncpu0 0 0 0 0\n";
   }

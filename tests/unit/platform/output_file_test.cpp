@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 namespace gf::platform {
@@ -19,22 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string output_slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 struct OutputFileTest : ::testing::Test {
-  fs::path base;
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("gf-outfile-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-  }
-  void TearDown() override { fs::remove_all(base); }
+  test::TempDir tmp;
+  const std::filesystem::path base = tmp.path();
 };
 
 TEST_F(OutputFileTest, DevFdNamesTheStreamAlreadyOpenAndAppendsToIt) {
@@ -50,7 +39,7 @@ TEST_F(OutputFileTest, DevFdNamesTheStreamAlreadyOpenAndAppendsToIt) {
     ASSERT_TRUE(out->write("after\n"));
   }
   ::close(fd);
-  EXPECT_EQ(output_slurp(f), "before\nafter\n");
+  EXPECT_EQ(test::slurp(f), "before\nafter\n");
   const int ro = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(ro, 0);
   EXPECT_FALSE(OutputFile::open("/dev/fd/" + std::to_string(ro)));  // not open for writing
@@ -66,7 +55,7 @@ TEST_F(OutputFileTest, ANewFileIsCreatedWithTheModeLessTheUmask) {
   ::umask(old);
   ASSERT_TRUE(o) << o.error().message;
   ASSERT_TRUE(o->write("{}\n"));
-  EXPECT_EQ(output_slurp(f), "{}\n");
+  EXPECT_EQ(test::slurp(f), "{}\n");
   struct stat st {};
   ASSERT_EQ(::lstat(f.c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
@@ -79,9 +68,9 @@ TEST_F(OutputFileTest, AnExistingFileOfOursIsOverwrittenWhole) {
   std::ofstream(f) << "a much longer report from an earlier run\n";
   auto o = OutputFile::open(f.string());
   ASSERT_TRUE(o) << o.error().message;
-  EXPECT_EQ(output_slurp(f), "a much longer report from an earlier run\n") << "opening changes nothing";
+  EXPECT_EQ(test::slurp(f), "a much longer report from an earlier run\n") << "opening changes nothing";
   ASSERT_TRUE(o->write("short\n"));
-  EXPECT_EQ(output_slurp(f), "short\n");
+  EXPECT_EQ(test::slurp(f), "short\n");
 }
 
 // The finding: a link at FILE (to a file root owns, say) is refused, naming FILE; its target keeps its
@@ -95,7 +84,7 @@ TEST_F(OutputFileTest, ALinkIsRefusedAndItsTargetUntouched) {
   ASSERT_FALSE(o);
   EXPECT_EQ(o.error().kind, ErrorKind::Permission);
   EXPECT_NE(o.error().message.find(link.string() + " is a symbolic link"), std::string::npos) << o.error().message;
-  EXPECT_EQ(output_slurp(victim), "keep me\n");
+  EXPECT_EQ(test::slurp(victim), "keep me\n");
   EXPECT_TRUE(fs::is_symlink(link));
   // A dangling link is not a way to create a file elsewhere either.
   const auto dangling = base / "new.json";
@@ -113,7 +102,7 @@ TEST_F(OutputFileTest, AFileWithAnotherHardLinkIsRefused) {
   auto o = OutputFile::open(f.string());
   ASSERT_FALSE(o);
   EXPECT_NE(o.error().message.find("hard link"), std::string::npos) << o.error().message;
-  EXPECT_EQ(output_slurp(victim), "keep me\n");
+  EXPECT_EQ(test::slurp(victim), "keep me\n");
 }
 
 // A FIFO with no reader would hold the open for ever: an error at once. /dev/null is fine.
@@ -145,7 +134,7 @@ TEST_F(OutputFileTest, AFileOwnedByAnotherUserIsRefused) {
   ASSERT_FALSE(o);
   EXPECT_EQ(o.error().kind, ErrorKind::Permission);
   EXPECT_NE(o.error().message.find("owned by gf-test-b"), std::string::npos) << o.error().message;
-  EXPECT_EQ(output_slurp(f), "theirs\n");
+  EXPECT_EQ(test::slurp(f), "theirs\n");
 }
 
 }  // namespace

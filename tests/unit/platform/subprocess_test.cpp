@@ -8,6 +8,8 @@
 
 #include "platform/child.hpp"
 #include "platform/fs.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -73,12 +75,11 @@ TEST(Child, ExitCodesAndErrors) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().kind, gf::ErrorKind::NotFound);  // ENOENT
   // A file that exists but may not be executed (no x bit) is a Permission error.
-  const std::string plain = ::testing::TempDir() + "/gf-not-executable";
-  { std::ofstream(plain) << "#!/bin/sh\n"; }
+  const test::TempDir dir;
+  const std::string plain = test::write_file(dir / "not-executable", "#!/bin/sh\n");
   auto refused = spawn_inheriting({plain});
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind, gf::ErrorKind::Permission) << refused.error().message;
-  ::unlink(plain.c_str());
 }
 
 TEST(Fs, UnderRootAndReaders) {

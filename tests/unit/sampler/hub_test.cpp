@@ -81,12 +81,12 @@ TEST_F(HubTest, UnsubscribedListenerIsNeverCalledAgain) {
 
 TEST_F(HubTest, ErrorsReachListeners) {
   st->fail = true;
-  SampleHub hub(monitor);
+  SampleHub hub(monitor, clock, SampleHub::Drive::Manual);
   std::atomic<int> errors{0};
   auto sub = hub.subscribe(50ms, [&](const Result<core::SnapshotPtr>& s, auto) {
     if (!s) ++errors;
   });
-  std::this_thread::sleep_for(150ms);
+  run_for(hub, 150ms);
   sub.reset();
   EXPECT_GE(errors.load(), 1);
 }

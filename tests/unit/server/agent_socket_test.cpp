@@ -118,16 +118,16 @@ struct AgentSocketTest : ::testing::Test {
   }
 
   void SetUp() override {
-    ASSERT_EQ(::chmod(dir.path.c_str(), 0755), 0);  // the second user must reach the socket
+    ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);  // the second user must reach the socket
     // The real liveness check: a lease whose owner the store cannot see would be reaped.
-    auto st = store::NodeStore::open((dir.path / "gf.db").string());
+    auto st = store::NodeStore::open((dir.path() / "gf.db").string());
     ASSERT_TRUE(st) << st.error().message;
     auto snap = std::make_shared<core::Snapshot>();
     for (unsigned i = 0; i < 2; ++i) snap->gpus.push_back(test::make_gpu(i, 0, 1000));
     node::ReadingSource rs;
     rs.latest = [snap] { return std::pair{core::SnapshotPtr(snap), std::chrono::steady_clock::now()}; };
     arbiter = std::make_unique<node::Arbiter>(std::move(*st), std::move(rs));
-    path = (dir.path / "run" / "agent.sock").string();
+    path = (dir.path() / "run" / "agent.sock").string();
     AgentSocketOptions o;
     o.path = path;
     o.version = "test";
@@ -279,7 +279,7 @@ TEST_F(AgentSocketTest, PidNamespaceKeepsLease) {
 }
 
 TEST_F(AgentSocketTest, RefusesForeignPlaces) {
-  const auto other = (dir.path / "open").string();
+  const auto other = (dir.path() / "open").string();
   ASSERT_EQ(::mkdir(other.c_str(), 0777), 0);
   ASSERT_EQ(::chmod(other.c_str(), 0777), 0);
   AgentSocketOptions o;

@@ -61,7 +61,7 @@ class ApiTest : public ::testing::Test {
   Router router;
   const std::string token = "test-token";
 
-  std::string db() const { return (dir.path / "gpufleet.db").string(); }
+  std::string db() const { return (dir.path() / "gpufleet.db").string(); }
 
   void SetUp() override {
     rig.set_gpus({gpu(0, 10, 1000, 40, 100), gpu(1, 80, 2000, 60, 200), gpu(2, 5, 79000, 50, 50.5)});

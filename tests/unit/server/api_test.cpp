@@ -25,7 +25,7 @@ TEST_F(ApiTest, GpuMetricsIsThePublishedDocument) {
   const auto r = get("/api/v1/monitoring/gpu-metrics");
   ASSERT_EQ(r.status, 200u) << r;
   EXPECT_EQ(r.content_type, "application/json");
-  EXPECT_EQ(r.body, *rig.agent->latest()->document);
+  EXPECT_EQ(r.body, *rig.agent->latest()->document());
   EXPECT_EQ(r.j.at("node"), "node-x");
   EXPECT_EQ(r.j.at("backend"), "scripted");
   EXPECT_FALSE(r.j.at("simulated").get<bool>());

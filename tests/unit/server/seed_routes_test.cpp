@@ -70,7 +70,7 @@ class SeedRoutes : public ::testing::Test {
   ApiContext ctx;
   Router router;
 
-  fs::path proc() const { return dir.path / "proc"; }
+  fs::path proc() const { return dir.path() / "proc"; }
   void write_proc(const std::string& name, const std::string& text) { std::ofstream(proc() / name) << text; }
 
   void SetUp() override {
@@ -83,7 +83,7 @@ class SeedRoutes : public ::testing::Test {
     fs::create_directories(proc());
     write_proc("stat", "cpu  100 0 0 900 0 0 0 0 0 0\ncpu0 100 0 0 900\ncpu1 0 0 0 0\n");
     write_proc("meminfo", "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 250 kB\n");
-    auto st = store::NodeStore::open((dir.path / "gpufleet.db").string());
+    auto st = store::NodeStore::open((dir.path() / "gpufleet.db").string());
     ASSERT_TRUE(st) << st.error().message;
     records = std::make_unique<node::NodeRecords>(std::move(*st));
     node::AgentOptions ao;
@@ -101,7 +101,7 @@ class SeedRoutes : public ::testing::Test {
     ctx.interval = ao.interval;
     ctx.clock = &clock;
     ctx.proc_root = proc().string();
-    ctx.disk_path = dir.path.string();
+    ctx.disk_path = dir.path().string();
     add_monitoring_routes(router, ctx);
   }
   void TearDown() override { rig.agent->stop(); }
@@ -184,7 +184,7 @@ TEST_F(SeedRoutes, MonitoringMetricsReadTheHostWithoutSleeping) {
   EXPECT_EQ(m.at("used"), 750 * 1024);
   EXPECT_EQ(m.at("percent"), 75.0);
   const auto& d = r.j.at("system").at("disk");
-  EXPECT_EQ(d.at("path"), dir.path.string());
+  EXPECT_EQ(d.at("path"), dir.path().string());
   EXPECT_GT(d.at("total").get<std::uint64_t>(), 0u);
   EXPECT_LE(d.at("used").get<std::uint64_t>(), d.at("total").get<std::uint64_t>());
   EXPECT_TRUE(d.at("error").is_null());

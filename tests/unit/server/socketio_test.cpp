@@ -8,6 +8,7 @@
 
 #include "rig.hpp"
 #include "server/security.hpp"
+#include "support/fake_clock.hpp"
 #include "wire/engineio.hpp"
 
 namespace gf::server {
@@ -17,9 +18,11 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+Text text_of(std::string s) { return std::make_shared<const std::string>(std::move(s)); }
+
 class NullClient final : public WsClient {
  public:
-  void send(Text, bool) override { ++got; }
+  void send(const Message&) override { ++got; }
   std::atomic<int> got{0};
 };
 
@@ -39,8 +42,10 @@ std::string event_of(const std::string& packet) {
   return p ? p->event() : std::string();
 }
 
+// The collection ticks are the test's: a manual hub on a fake clock, ticked by tick().
 struct SocketIoTest : ::testing::Test {
-  testing::AgentRig rig;
+  test::FakeClock clock;
+  testing::AgentRig rig{clock, sampler::SampleHub::Drive::Manual};
   std::unique_ptr<WsHub> ws;
   std::unique_ptr<SocketIo> sio;
   Clock::time_point t0 = Clock::now();
@@ -71,6 +76,11 @@ struct SocketIoTest : ::testing::Test {
     ws = std::make_unique<WsHub>(*rig.agent, *rig.hub, w);
     if (!o.token_ok) o.token_ok = [](std::string_view t) { return t == "good"; };
     sio = std::make_unique<SocketIo>(*ws, *rig.agent, std::move(o));
+  }
+  // One collection tick, `d` after the last.
+  void tick(std::chrono::milliseconds d = 100ms) {
+    clock.advance(d);
+    rig.step();
   }
   std::shared_ptr<SioSession> open(bool authorized = true, std::string address = "10.0.0.1",
                                    SioTransport t = SioTransport::Polling) {
@@ -194,7 +204,7 @@ TEST_F(SocketIoTest, HubBroadcastsReachSessionsAndWsClientsAlike) {
   auto plain = std::make_shared<NullClient>();
   ASSERT_TRUE(ws->add(plain, std::nullopt));
   EXPECT_EQ(ws->clients(), 3u);
-  ws->broadcast(WsHub::envelope("high_gpu_usage_alert", R"({"state":"firing","gpu":1})"), false);
+  ws->broadcast(Message("high_gpu_usage_alert", text_of(R"({"state":"firing","gpu":1})"), false));
   EXPECT_EQ(plain->got.load(), 1);
   for (auto& s : {a, b}) {
     ASSERT_EQ(s->begin_poll([] {}), SioSession::Poll::Ready);
@@ -202,12 +212,13 @@ TEST_F(SocketIoTest, HubBroadcastsReachSessionsAndWsClientsAlike) {
     ASSERT_EQ(packets.size(), 1u);  // an alert has one name
     EXPECT_EQ(packets[0], R"(42["high_gpu_usage_alert",{"state":"firing","gpu":1}])");
   }
-  // One conversion per broadcast, shared by every session.
-  const auto env = WsHub::envelope("gpu_status_update", R"({"gpus":[]})");
-  const auto p1 = sio->packets_for(env);
-  const auto p2 = sio->packets_for(env);
+  // One framing per message, shared by every session.
+  const Message update("gpu_status_update", text_of(R"({"gpus":[]})"), true);
+  const auto& p1 = sio_frames(update);
+  const auto& p2 = sio_frames(update);
   ASSERT_EQ(p1.size(), 2u);
   EXPECT_EQ(p1[0].get(), p2[0].get());
+  EXPECT_EQ(*p1[0], R"(42["gpu_status_update",{"gpus":[]}])");
   EXPECT_EQ(*p1[1], R"(42["system:metrics_update",{"gpus":[]}])");
 }
 
@@ -217,7 +228,8 @@ TEST_F(SocketIoTest, PeriodicUpdatesComeFromTheHubGroups) {
   ASSERT_TRUE(s);
   connect(*s);
   ASSERT_EQ((*s)->begin_poll([&] { ++woken; }), SioSession::Poll::Wait);
-  ASSERT_TRUE(testing::eventually([&] { return woken.load() > 0; }));
+  tick();
+  ASSERT_GT(woken.load(), 0);
   const auto packets = split((*s)->take_payload());
   ASSERT_GE(packets.size(), 2u);
   EXPECT_EQ(event_of(packets[0]), "gpu_status_update");
@@ -314,7 +326,7 @@ TEST_F(SocketIoTest, UpgradeFromPolling) {
   EXPECT_EQ(polled.load(), 1);  // the pending GET ends with a noop
   EXPECT_EQ(s->take_payload(), "6");
   EXPECT_FALSE(s->on_websocket());
-  ws->broadcast(WsHub::envelope("x_alert", "{}"), false);  // still polling: queued for a GET
+  ws->broadcast(Message("x_alert", text_of("{}"), false));  // still polling: queued for a GET
   EXPECT_FALSE(s->on_packet("5", SioTransport::WebSocket));
   EXPECT_TRUE(s->on_websocket());
   EXPECT_GE(ws_woken.load(), 1);
@@ -368,16 +380,16 @@ TEST_F(SocketIoTest, AClientThatDoesNotReadIsClosed) {
   make(o);
   auto s = open();
   connect(s);
-  for (int i = 0; i < 4; ++i) ws->broadcast(WsHub::envelope("x_alert", "{}"), false);
+  for (int i = 0; i < 4; ++i) ws->broadcast(Message("x_alert", text_of("{}"), false));
   EXPECT_FALSE(s->closed());
-  ws->broadcast(WsHub::envelope("x_alert", "{}"), false);  // the fifth alert does not fit
+  ws->broadcast(Message("x_alert", text_of("{}"), false));  // the fifth alert does not fit
   EXPECT_TRUE(s->closed());
   sio->tick(t0 + 1s);  // closed on a hub call: it leaves the hub on the next tick
   EXPECT_EQ(ws->clients(), 0u);
   // Updates are dropped instead (the oldest first), never closing.
   auto t = open();
   connect(t);
-  for (int i = 0; i < 20; ++i) ws->broadcast(WsHub::envelope("gpu_status_update", "{}"), true);
+  for (int i = 0; i < 20; ++i) ws->broadcast(Message("gpu_status_update", text_of("{}"), true));
   EXPECT_FALSE(t->closed());
 }
 
@@ -395,10 +407,11 @@ TEST_F(SocketIoTest, OverflowInsideACollectionTickDoesNotDeadlock) {
       100ms,
       [&](const Result<core::SnapshotPtr>&, auto) {
         if (done.exchange(true)) return;
-        for (int i = 0; i < 6; ++i) ws->broadcast(WsHub::envelope("x_alert", "{}"), false);
+        for (int i = 0; i < 6; ++i) ws->broadcast(Message("x_alert", text_of("{}"), false));
       },
       false);
-  ASSERT_TRUE(testing::eventually([&] { return done.load() && s->closed(); }));
+  tick();  // returns: the session's removal from the hub did not wait for this very tick
+  ASSERT_TRUE(done.load() && s->closed());
   sio->tick(t0 + 1s);  // the deferred removal
   EXPECT_EQ(ws->clients(), 0u);
   EXPECT_EQ(sio->sessions(), 0u);
@@ -479,7 +492,7 @@ TEST_F(SocketIoTest, QueuedBytesAreBoundedPerSessionAndInAll) {
   auto s = open();
   connect(s);
   // Each request_gpu_update queues the whole reading, twice with an ack: far past 64 KiB in 64 packets.
-  const std::size_t doc = rig.agent->latest()->document->size();
+  const std::size_t doc = rig.agent->latest()->document()->size();
   ASSERT_GT(doc, 200u);
   int sent = 0;
   while (!s->closed() && sent < 1000) {
@@ -494,7 +507,7 @@ TEST_F(SocketIoTest, QueuedBytesAreBoundedPerSessionAndInAll) {
   auto t = open();
   connect(t);
   const std::string big(20 * 1024, 'x');
-  for (int i = 0; i < 20; ++i) ws->broadcast(WsHub::envelope("gpu_status_update", "\"" + big + "\""), true);
+  for (int i = 0; i < 20; ++i) ws->broadcast(Message("gpu_status_update", text_of("\"" + big + "\""), true));
   EXPECT_FALSE(t->closed());
   ASSERT_EQ(t->begin_poll([] {}), SioSession::Poll::Ready);
   EXPECT_LE(t->take_payload().size(), o.max_queued_bytes);

@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "rig.hpp"
+#include "support/fake_clock.hpp"
 
 namespace gf::server {
 namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
-using testing::eventually;
 
 Text msg(std::string s) { return std::make_shared<const std::string>(std::move(s)); }
 
@@ -92,11 +92,12 @@ TEST(OutboundQueue, ZeroCapacityMeansOne) {
 
 // ---- WsHub -------------------------------------------------------------------------------------
 
+// What a /ws connection would send: each message's frame, and whether it may be dropped.
 class FakeClient final : public WsClient {
  public:
-  void send(Text text, bool droppable) override {
+  void send(const Message& m) override {
     std::lock_guard lock(mu_);
-    got_.emplace_back(std::move(text), droppable);
+    got_.emplace_back(ws_frame(m), m.droppable());
   }
   std::size_t count(std::string_view event) const {
     std::lock_guard lock(mu_);
@@ -119,8 +120,11 @@ class FakeClient final : public WsClient {
   std::vector<std::pair<Text, bool>> got_;
 };
 
+// On a manual hub and a fake clock: the test makes every tick (tick_for), so what arrives, and what
+// does not, is decided by the ticks, never by waiting.
 struct WsHubTest : ::testing::Test {
-  testing::AgentRig rig;
+  test::FakeClock clock;
+  testing::AgentRig rig{clock, sampler::SampleHub::Drive::Manual};
   std::unique_ptr<WsHub> ws;
   void SetUp() override {
     node::AgentOptions ao;
@@ -135,7 +139,15 @@ struct WsHubTest : ::testing::Test {
     ws.reset();
   }
   void make_hub(WsOptions o = {}) { ws = std::make_unique<WsHub>(*rig.agent, *rig.hub, o); }
+  // Moves the clock by `d` in 100 ms steps (the shortest period), ticking the hub after each.
+  void tick_for(std::chrono::milliseconds d) {
+    for (auto t = 0ms; t < d; t += 100ms) {
+      clock.advance(100ms);
+      rig.step();
+    }
+  }
   static json parsed(const Text& t) { return json::parse(*t); }
+  static json parsed(const MessagePtr& m) { return json::parse(*ws_frame(*m)); }
 };
 
 TEST_F(WsHubTest, AddGreetsWithGpuStatus) {
@@ -191,9 +203,11 @@ TEST_F(WsHubTest, ClampPeriod) {
 }
 
 TEST_F(WsHubTest, Envelope) {
-  const auto e = WsHub::envelope("period", R"({"period_ms":100})");
+  const Message m("period", msg(R"({"period_ms":100})"));
+  const auto& e = ws_frame(m);
   EXPECT_EQ(*e, R"({"event":"period","data":{"period_ms":100}})");
   EXPECT_TRUE(json::accept(*e));
+  EXPECT_EQ(ws_frame(m).get(), e.get());  // framed once
 }
 
 TEST_F(WsHubTest, RequestGpuUpdateAnswersTheLatestDocument) {
@@ -220,13 +234,13 @@ TEST_F(WsHubTest, BadMessagesAnswerAnError) {
         R"({"event":"set_period","data":{"period_ms":-100}})", R"({"event":"set_period","data":5})", ""}) {
     auto reply = ws->on_message(j->id, text);
     ASSERT_TRUE(reply) << text;
-    const auto r = json::parse(**reply, nullptr, false);
-    ASSERT_FALSE(r.is_discarded()) << **reply;
+    const auto r = json::parse(*ws_frame(**reply), nullptr, false);
+    ASSERT_FALSE(r.is_discarded()) << *ws_frame(**reply);
     EXPECT_EQ(r.at("event"), "error") << text;
     EXPECT_TRUE(r.at("data").at("message").is_string()) << text;
   }
   auto unknown = ws->on_message(j->id, R"({"event":"dance"})");
-  EXPECT_NE((*unknown)->find("dance"), std::string::npos);
+  EXPECT_NE(ws_frame(**unknown)->find("dance"), std::string::npos);
 }
 
 TEST_F(WsHubTest, SetPeriodAnswersTheClampedPeriod) {
@@ -254,16 +268,12 @@ TEST_F(WsHubTest, FastClientsGetUpdatesSlowOnesDoNot) {
   ASSERT_TRUE(ws->add(fast, 100ms));
   ASSERT_TRUE(ws->add(fast2, 100ms));
   ASSERT_TRUE(ws->add(slow, 5000ms));
-  const auto started = std::chrono::steady_clock::now();
-  // Several 100 ms ticks; the limit is far above 300 ms so a loaded machine does not fail it.
-  ASSERT_TRUE(
-      eventually([&] { return fast->count("gpu_status_update") >= 3 && fast2->count("gpu_status_update") >= 3; }, 4s));
-  const auto waited = std::chrono::steady_clock::now() - started;
+  tick_for(1000ms);  // ten 100 ms ticks
+  EXPECT_GE(fast->count("gpu_status_update"), 3u);
+  EXPECT_GE(fast2->count("gpu_status_update"), 3u);
   // Within less than 5 s a 5 s grid has at most one point, whereas a client sent every tick would
   // have as many updates as the fast ones.
-  if (waited < 5s) {
-    EXPECT_LE(slow->count("gpu_status_update"), 1u);
-  }
+  EXPECT_LE(slow->count("gpu_status_update"), 1u);
   for (const auto& [t, droppable] : fast->messages()) {
     EXPECT_TRUE(droppable);  // periodic updates may be dropped by a slow connection
     const auto j = parsed(t);
@@ -277,13 +287,10 @@ TEST_F(WsHubTest, UpdatesFollowTheReadings) {
   auto c = std::make_shared<FakeClient>();
   ASSERT_TRUE(ws->add(c, 100ms));
   rig.set_gpus({test::make_gpu(0, 33), test::make_gpu(1, 44), test::make_gpu(2, 55)});
-  ASSERT_TRUE(eventually(
-      [&] {
-        for (const auto& [t, d] : c->messages())
-          if (parsed(t).at("data").at("gpus").size() == 3) return true;
-        return false;
-      },
-      4s));
+  tick_for(300ms);
+  bool three = false;
+  for (const auto& [t, d] : c->messages()) three = three || parsed(t).at("data").at("gpus").size() == 3;
+  EXPECT_TRUE(three);
 }
 
 TEST_F(WsHubTest, SetPeriodMovesAClientBetweenGroups) {
@@ -291,18 +298,18 @@ TEST_F(WsHubTest, SetPeriodMovesAClientBetweenGroups) {
   auto c = std::make_shared<FakeClient>();
   auto j = ws->add(c, 3600000ms);
   ASSERT_TRUE(j);
-  std::this_thread::sleep_for(250ms);
-  EXPECT_LE(c->count("gpu_status_update"), 1u);  // at most an hourly grid point, whatever the timing
+  tick_for(300ms);
+  EXPECT_LE(c->count("gpu_status_update"), 1u);  // at most an hourly grid point
   const auto before = c->count("gpu_status_update");
   auto reply = ws->on_message(j->id, R"({"event":"set_period","data":{"period_ms":100}})");
   ASSERT_TRUE(reply);
   EXPECT_EQ(parsed(*reply).at("data").at("period_ms"), 100);
-  ASSERT_TRUE(eventually([&] { return c->count("gpu_status_update") >= before + 3; }, 4s));
+  tick_for(300ms);
+  EXPECT_GE(c->count("gpu_status_update"), before + 3);
   // And back: the 100 ms group is gone with its only member, so the updates stop.
   ws->on_message(j->id, R"({"event":"set_period","data":{"period_ms":3600000}})");
-  std::this_thread::sleep_for(150ms);  // a tick in flight when we moved may still land
   const auto settled = c->count("gpu_status_update");
-  std::this_thread::sleep_for(400ms);
+  tick_for(500ms);
   EXPECT_LE(c->count("gpu_status_update"), settled + 1);  // at most an hourly grid point
 }
 
@@ -313,13 +320,14 @@ TEST_F(WsHubTest, RemoveStopsDelivery) {
   ASSERT_TRUE(ws->add(stays, 100ms));
   auto j = ws->add(leaves, 100ms);
   ASSERT_TRUE(j);
-  ASSERT_TRUE(eventually([&] { return leaves->count("gpu_status_update") >= 1; }, 4s));
+  tick_for(100ms);
+  ASSERT_GE(leaves->count("gpu_status_update"), 1u);
   ws->remove(j->id);
-  const auto at_removal = leaves->total();  // remove() waits out a tick in flight only when the group
-                                            // ends; here the group lives on, so allow one straggler
+  const auto at_removal = leaves->total();
   const auto stays_before = stays->count("gpu_status_update");
-  ASSERT_TRUE(eventually([&] { return stays->count("gpu_status_update") >= stays_before + 3; }, 4s));
-  EXPECT_LE(leaves->total(), at_removal + 1);
+  tick_for(300ms);
+  EXPECT_GE(stays->count("gpu_status_update"), stays_before + 3);
+  EXPECT_EQ(leaves->total(), at_removal);  // the group lives on, without it
   EXPECT_EQ(ws->clients(), 1u);
 }
 
@@ -330,8 +338,9 @@ TEST_F(WsHubTest, ExpiredClientIsSkipped) {
   ASSERT_TRUE(ws->add(gone, 100ms));
   ASSERT_TRUE(ws->add(stays, 100ms));
   gone.reset();  // the connection closed before the transport called remove()
-  ASSERT_TRUE(eventually([&] { return stays->count("gpu_status_update") >= 2; }, 4s));
-  ws->broadcast(msg(R"({"event":"x","data":null})"), false);
+  tick_for(200ms);
+  EXPECT_GE(stays->count("gpu_status_update"), 2u);
+  ws->broadcast(Message("x", msg("null")));
   EXPECT_EQ(stays->count("x"), 1u);
 }
 
@@ -343,12 +352,12 @@ TEST_F(WsHubTest, BroadcastReachesEveryoneWhateverThePeriod) {
   ASSERT_TRUE(ws->add(a, 3600000ms));
   ASSERT_TRUE(ws->add(b, 5000ms));
   ASSERT_TRUE(ws->add(c, std::nullopt));
-  const auto alert = WsHub::envelope("high_gpu_usage_alert", R"({"gpu_index":1})");
-  ws->broadcast(alert, false);
+  const Message alert("high_gpu_usage_alert", msg(R"({"gpu_index":1})"));
+  ws->broadcast(alert);
   for (const auto& cl : {a, b, c}) {
     ASSERT_EQ(cl->count("high_gpu_usage_alert"), 1u);
     for (const auto& [t, d] : cl->messages()) {
-      if (t == alert) {
+      if (t == ws_frame(alert)) {
         EXPECT_FALSE(d);  // alerts may not be dropped; the same text is shared
       }
     }
@@ -360,13 +369,14 @@ TEST_F(WsHubTest, CloseAllForgetsEveryoneAndStopsUpdates) {
   auto c = std::make_shared<FakeClient>();
   ASSERT_TRUE(ws->add(c, 100ms));
   ASSERT_TRUE(ws->add(c, 200ms));
-  ASSERT_TRUE(eventually([&] { return c->count("gpu_status_update") >= 1; }, 4s));
+  tick_for(200ms);
+  ASSERT_GE(c->count("gpu_status_update"), 1u);
   ws->close_all();
   EXPECT_EQ(ws->clients(), 0u);
-  const auto n = c->total();  // close_all waits for a tick in flight: nothing after it returns
-  std::this_thread::sleep_for(350ms);
+  const auto n = c->total();  // close_all unsubscribes the groups: no tick reaches a client after it
+  tick_for(400ms);
   EXPECT_EQ(c->total(), n);
-  ws->broadcast(msg("{}"), false);
+  ws->broadcast(Message("x", msg("{}")));
   EXPECT_EQ(c->total(), n);
 }
 

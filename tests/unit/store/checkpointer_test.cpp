@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "store/sqlite.hpp"
+#include "support/eventually.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::store {
 namespace {
@@ -17,14 +19,9 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 struct WalCheckpointerTest : ::testing::Test {
-  fs::path dir, path;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-ckpt-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    path = dir / "store.db";
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  test::TempDir tmp;
+  const fs::path dir = tmp / "d";  // made by the code under test
+  const fs::path path = dir / "store.db";
 
   std::int64_t autocheckpoint_of_a_new_connection() const {
     auto db = Db::open(path.string());
@@ -60,7 +57,7 @@ TEST_F(WalCheckpointerTest, KeepsTheWalShort) {
     for (int i = 0; i < 300; ++i) ASSERT_TRUE(db->exec("INSERT INTO t VALUES (randomblob(4000))"));
     ASSERT_TRUE(db->exec("COMMIT"));
     const auto before = (*ck)->done();
-    for (int i = 0; i < 1000 && (*ck)->done() < before + 2; ++i) std::this_thread::sleep_for(10ms);
+    test::eventually([&] { return (*ck)->done() >= before + 2; }, 10s, 10ms);
     ASSERT_GE((*ck)->done(), before + 2) << "the checkpoint thread did not run within 10 s";
   }
   EXPECT_EQ((*ck)->failed(), 0u);

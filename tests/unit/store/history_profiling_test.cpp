@@ -8,6 +8,7 @@
 
 #include "store/history.hpp"
 #include "store/sqlite.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::store {
 namespace {
@@ -61,14 +62,8 @@ std::string version2_schema() {
 }
 
 struct HistoryProfiling : ::testing::Test {
-  fs::path dir;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-history-prof-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  test::TempDir tmp;
+  const std::filesystem::path dir = tmp.path();
   std::string file() const { return (dir / "history.db").string(); }
 };
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "store/sqlite.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::store {
 namespace {
@@ -52,13 +53,8 @@ core::SnapshotPtr snap(std::int64_t ts_ms, const std::vector<Gpu>& gpus) {
 }
 
 struct HistoryTest : ::testing::Test {
-  fs::path dir;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-history-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  test::TempDir tmp;
+  const std::filesystem::path dir = tmp / "d";  // made by the code under test
   std::string file() const { return (dir / "history.db").string(); }
   std::unique_ptr<HistoryStore> open(HistoryOptions o = {}) {
     auto s = HistoryStore::open(file(), o);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::store {
 namespace {
@@ -51,14 +52,9 @@ Job job_of(std::string id, std::string name, std::string status, std::string com
 }
 
 struct StoreTest : ::testing::Test {
-  fs::path dir;
-  std::set<std::uint32_t> dead;  // owners the test declares gone
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-store-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  test::TempDir tmp;
+  const std::filesystem::path dir = tmp / "d";  // made by the code under test
+  std::set<std::uint32_t> dead;                 // owners the test declares gone
   std::unique_ptr<NodeStore> open() {
     auto s =
         NodeStore::open((dir / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); });
@@ -180,10 +176,9 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
   ASSERT_TRUE(l && *l);
   while (waiter->wait_for_change(std::chrono::milliseconds(20))) {
   }  // drain the acquire's own notification
-  std::thread t([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    (void)other->release((*l)->id, "done");
-  });
+  // No delay before the release: whether it lands before the wait begins or during it, the waiter's
+  // inotify watch (set when the store was opened) holds the event until wait_for_change reads it.
+  std::thread t([&] { (void)other->release((*l)->id, "done"); });
   const auto t0 = std::chrono::steady_clock::now();
   const bool woke = waiter->wait_for_change(std::chrono::seconds(20));
   t.join();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "store/sqlite.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::store {
 namespace {
@@ -15,20 +16,14 @@ namespace {
 namespace fs = std::filesystem;
 
 struct StmtEachTest : ::testing::Test {
-  fs::path each_dir;
-  std::optional<Db> db;
+  test::TempDir tmp;
+  const fs::path each_dir = tmp / "d";  // made by Db::open
+  std::optional<Db> db;                 // closed before the directory goes
   void SetUp() override {
-    each_dir = fs::temp_directory_path() / ("gf-each-" + std::to_string(::getpid()) + "-" +
-                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(each_dir);
     auto opened = Db::open((each_dir / "each.db").string());
     ASSERT_TRUE(opened) << opened.error().message;
     db.emplace(std::move(*opened));
     ASSERT_TRUE(db->exec("CREATE TABLE t (n INTEGER, s TEXT); INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c');"));
-  }
-  void TearDown() override {
-    db.reset();
-    fs::remove_all(each_dir);
   }
 };
 

@@ -14,6 +14,8 @@
 #include "platform/users.hpp"
 #include "store/node_store.hpp"
 #include "store/sqlite.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 namespace gf::store {
@@ -21,22 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 struct StoreFiles : ::testing::Test {
-  fs::path base;
-  void SetUp() override {
-    base = fs::temp_directory_path() / ("gf-storefiles-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
-  }
-  void TearDown() override { fs::remove_all(base); }
+  test::TempDir tmp;
+  const std::filesystem::path base = tmp.path();
 };
 
 TEST_F(StoreFiles, AFreshStoreIsPrivateInAPrivateDirectory) {
@@ -61,14 +50,14 @@ TEST_F(StoreFiles, AStoreThatIsASymlinkIsRefusedAndItsTargetUntouched) {
     ASSERT_TRUE(t) << t.error().message;
     ASSERT_TRUE(t->exec("CREATE TABLE mine(x INTEGER); INSERT INTO mine VALUES (42);"));
   }
-  const auto before = slurp(target);
+  const auto before = test::slurp(target);
   const auto link = base / "gf.db";
   fs::create_symlink(target, link);
   auto s = NodeStore::open(link.string());
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find(link.string()), std::string::npos) << s.error().message;
   EXPECT_NE(s.error().message.find("symbolic link"), std::string::npos) << s.error().message;
-  EXPECT_EQ(slurp(target), before);
+  EXPECT_EQ(test::slurp(target), before);
 }
 
 // Root opening a store that another user owns would write where that user steers it (links for the
@@ -127,7 +116,7 @@ TEST_F(StoreFiles, ALeaseOperationDoesNotWriteThroughAPlantedWakeUpLink) {
   ASSERT_TRUE(l && *l);
   ASSERT_TRUE((*s)->release((*l)->id, "done"));
 
-  EXPECT_EQ(slurp(victim), "root's data\n");
+  EXPECT_EQ(test::slurp(victim), "root's data\n");
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0600u);
@@ -224,7 +213,7 @@ TEST_F(StoreFiles, APlantedWalLinkIsRefusedAndItsTargetUntouched) {
     ASSERT_FALSE(s) << suffix;
     EXPECT_EQ(s.error().kind, ErrorKind::Permission);
     EXPECT_NE(s.error().message.find(planted.string() + " is a symbolic link"), std::string::npos) << s.error().message;
-    EXPECT_EQ(slurp(victim), "keep me\n");
+    EXPECT_EQ(test::slurp(victim), "keep me\n");
     fs::remove(planted);
   }
   const auto fifo = base / "gf.db-shm";
@@ -253,7 +242,7 @@ TEST_F(StoreFiles, AWalOwnedByAnotherUserIsRefused) {
   auto s = NodeStore::open(db.string());
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find(wal.string() + " is owned by gf-test-b"), std::string::npos) << s.error().message;
-  EXPECT_EQ(slurp(wal), "forged frames");
+  EXPECT_EQ(test::slurp(wal), "forged frames");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "store/node_store.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::store {
 namespace {
@@ -13,16 +14,10 @@ namespace {
 namespace fs = std::filesystem;
 
 struct UsageStoreTest : ::testing::Test {
-  fs::path dir;
+  test::TempDir tmp;
+  const std::filesystem::path dir = tmp.path();
   std::string db;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-usage-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    db = (dir / "gpufleet.db").string();
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  void SetUp() override { db = (dir / "gpufleet.db").string(); }
 };
 
 core::LeaseUsage row(std::string id, std::string user, std::int64_t created, std::optional<std::int64_t> released,

@@ -4,14 +4,14 @@
 // most once a minute). 64 lines per chart cost most of a live update to draw and cannot be told apart
 // anyway; every GPU's own history is on its page.
 //
-// The uPlot instance is created once per shape (line GPUs, or band) and colour scheme, then fed with
-// setData; a change of the band's lines adds and removes series on the same instance. Its width follows
-// the container (ResizeObserver only, no layout reads per update).
+// The uPlot instance is created once per shape (line GPUs, or band) and colour scheme (useUPlot), then fed
+// with setData; a change of the band's lines adds and removes series on the same instance.
+import type { RefObject } from 'preact';
 import { useEffect, useLayoutEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import 'uplot/dist/uPlot.min.css';
 import { fmtClock, gpuColor } from '../format';
 import type { SeriesStore } from '../series';
+import { cssVar, useUPlot } from '../useUPlot';
 
 export interface ChartProps {
   id: string;
@@ -51,113 +51,25 @@ function latest(col: ArrayLike<number | null | undefined>): number | null {
   return null;
 }
 
-function cssVar(name: string): string {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
-}
-
 const sameList = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 
-export function Chart({ id, title, unit, store, version, gpus, picked, yMax, fmtValue, dark }: ChartProps) {
-  const box = useRef<HTMLDivElement>(null);
-  const plot = useRef<uPlot | null>(null);
-  const band = gpus.length > LINES_MAX_GPUS;
-  // Line mode: the GPUs drawn. Band mode: the GPUs with a line of their own (series 4, 5, …).
-  const lines = useRef<number[]>([]);
-  const chosenAt = useRef(0);
-  const shapeKey = band ? 'band' : gpus.join(',');
-  const gpusRef = useRef(gpus);
-  gpusRef.current = gpus;
-  const pickedRef = useRef(picked);
-  pickedRef.current = picked;
-  const fmtRef = useRef(fmtValue);
-  fmtRef.current = fmtValue;
-
-  // Under the cursor: that sample; elsewhere: the latest, so the legend reads as "now".
-  const legendValue = (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
-    if (idx === null) v = latest(u.data[sidx]);
-    return v === null || v === undefined ? 'n/a' : fmtRef.current(v);
-  };
-  const lineSeries = (g: number): uPlot.Series => ({ label: `GPU ${g}`, stroke: gpuColor(g), width: 1, points: { show: false }, value: legendValue });
-
-  useEffect(() => {
-    const el = box.current;
-    if (!el) return;
-    const axisStroke = cssVar('--muted');
-    const grid = { stroke: cssVar('--grid'), width: 1 };
-    const edge = cssVar('--band-edge');
-    const xSeries: uPlot.Series = {
-      label: 'time',
-      value: (_u: uPlot, v: number | null, _s: number, idx: number | null) =>
-        idx === null || v === null ? 'latest' : fmtClock(v * 1000),
-    };
-    lines.current = band ? [] : [...gpusRef.current];
-    chosenAt.current = 0;
-    const series: uPlot.Series[] = band
-      ? [
-          xSeries,
-          { label: `mean of ${gpusRef.current.length}`, stroke: cssVar('--text'), width: 1.5, points: { show: false }, value: legendValue },
-          { label: 'min', stroke: edge, width: 1, points: { show: false }, value: legendValue },
-          { label: 'max', stroke: edge, width: 1, points: { show: false }, value: legendValue },
-        ]
-      : [xSeries, ...lines.current.map(lineSeries)];
-    const opts: uPlot.Options = {
-      width: Math.max(200, el.clientWidth),
-      height: HEIGHT,
-      legend: { show: true, live: true },
-      cursor: { drag: { x: false, y: false } },
-      scales: {
-        x: { time: true },
-        y: yMax !== undefined ? { range: [0, yMax], auto: false } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
-      },
-      axes: [
-        { stroke: axisStroke, grid, ticks: grid },
-        { stroke: axisStroke, grid, ticks: grid, size: 64, values: (_u, vals) => vals.map((v) => fmtRef.current(v)) },
-      ],
-      series,
-      bands: band ? [{ series: [3, 2], fill: cssVar('--band-fill') }] : undefined,
-    };
-    const empty = [[], ...series.slice(1).map(() => [])] as unknown as uPlot.AlignedData;
-    const u = new uPlot(opts, empty, el);
-    plot.current = u;
-    el.dataset.mode = band ? 'band' : 'lines';
-    el.dataset.lines = lines.current.join(',');
-    stale.current = true;
-    draw(true);
-    const ro = new ResizeObserver(() => u.setSize({ width: Math.max(200, el.clientWidth), height: HEIGHT }));
-    ro.observe(el);
-    return () => {
-      ro.disconnect();
-      u.destroy();
-      plot.current = null;
-    };
-    // The store's data goes in through setData below; the chart is rebuilt only when its shape changes.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [shapeKey, dark, yMax]);
-
-  /** The lines a band chart should draw now. */
-  const wantedLines = (now: number): number[] => {
-    const p = pickedRef.current.filter((g) => gpusRef.current.includes(g)).slice(0, PICKED_MAX);
-    if (p.length) {
-      chosenAt.current = 0; // when the pick is cleared, choose the busiest at once
-      return p;
-    }
-    if (chosenAt.current && now - chosenAt.current < RESELECT_MS) return lines.current;
-    // Chosen from no data (the first update), the choice is made again at the next redraw.
-    chosenAt.current = store.length > 1 ? now : 0;
-    return store.top(BAND_TOP, RESELECT_ROWS).sort((a, b) => a - b);
-  };
-
-  // A chart scrolled out of view is not redrawn: with many GPUs the redraw is most of an update's cost.
-  // It catches up (one setData) when it comes back into view. In view, it is redrawn at most once per
-  // pixel of time (the data's span over the plot's width: ~5.5 s for an hour on 650 px, capped at 5 s), in
-  // the frame of the first update after that: a redraw sooner would move nothing on screen, and a redraw
-  // in a frame of its own would cost a second frame. Updates in between are batched.
+/**
+ * When a live chart draws. A chart scrolled out of view is not redrawn: with many GPUs the redraw is most of
+ * an update's cost. It catches up (one setData) when it comes back into view. In view, it is redrawn at most
+ * once per pixel of time (the data's span over the plot's width: ~5.5 s for an hour on 650 px, capped at
+ * 5 s), in the frame of the first update after that: a redraw sooner would move nothing on screen, and a
+ * redraw in a frame of its own would cost a second frame. Updates in between are batched. `paint` puts the
+ * store's data into the chart.
+ */
+function useRedraw(box: RefObject<HTMLDivElement | null>, plot: RefObject<uPlot | null>, store: SeriesStore, version: number, paint: (u: uPlot) => void) {
   const visible = useRef(true);
   const stale = useRef(false);
   const lastDraw = useRef(0);
   const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
   const frame = useRef<number | null>(null);
-  function draw(force = false) {
+  const paintRef = useRef(paint);
+  paintRef.current = paint;
+  const draw = (force = false) => {
     const u = plot.current;
     if (!u) return;
     if (!visible.current && !force) {
@@ -166,24 +78,9 @@ export function Chart({ id, title, unit, store, version, gpus, picked, yMax, fmt
     }
     stale.current = false;
     lastDraw.current = performance.now();
-    // About a row per pixel (each bucket of two pixels gives its min and its max, so spikes stay).
-    const maxRows = Math.max(200, Math.round(u.bbox.width / (uPlot.pxRatio || 1)));
-    if (!band) {
-      u.setData(store.toAlignedThin(lines.current, maxRows));
-    } else {
-      const want = wantedLines(Date.now());
-      u.batch(() => {
-        if (!sameList(want, lines.current)) {
-          for (let i = u.series.length - 1; i >= 4; i--) u.delSeries(i);
-          for (const g of want) u.addSeries(lineSeries(g));
-          lines.current = want;
-          if (box.current) box.current.dataset.lines = want.join(',');
-        }
-        u.setData(store.toAlignedBand(lines.current, maxRows));
-      });
-    }
+    paintRef.current(u);
     if (box.current) box.current.dataset.drawn = String(u.data[0].length);
-  }
+  };
   const drawRef = useRef(draw);
   drawRef.current = draw;
   const drawSoon = () => {
@@ -210,13 +107,6 @@ export function Chart({ id, title, unit, store, version, gpus, picked, yMax, fmt
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
 
-  // A new pick is drawn at once.
-  const pickedKey = picked.join(',');
-  useEffect(() => {
-    if (band) drawSoon();
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [pickedKey]);
-
   // A layout effect: the redraw due with this update happens in the same task as the render (the app
   // renders live updates in an animation frame), so cards and charts are painted in one frame.
   useLayoutEffect(() => {
@@ -242,6 +132,131 @@ export function Chart({ id, title, unit, store, version, gpus, picked, yMax, fmt
       }, wait + FALLBACK_MS);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [version]);
+  return { draw, drawSoon };
+}
+
+type LegendValue = (u: uPlot, v: number | null, sidx: number, idx: number | null) => string;
+
+/** A live chart's options: x = time, its series (a line per GPU, or mean, min and max with a band). */
+function chartOptions(
+  band: boolean,
+  gpuCount: number,
+  lines: number[],
+  yMax: number | undefined,
+  legendValue: LegendValue,
+  lineSeries: (g: number) => uPlot.Series,
+  fmt: (v: number) => string,
+): Omit<uPlot.Options, 'width'> {
+  const axisStroke = cssVar('--muted');
+  const grid = { stroke: cssVar('--grid'), width: 1 };
+  const edge = cssVar('--band-edge');
+  const xSeries: uPlot.Series = {
+    label: 'time',
+    value: (_u: uPlot, v: number | null, _s: number, idx: number | null) => (idx === null || v === null ? 'latest' : fmtClock(v * 1000)),
+  };
+  const series: uPlot.Series[] = band
+    ? [
+        xSeries,
+        { label: `mean of ${gpuCount}`, stroke: cssVar('--text'), width: 1.5, points: { show: false }, value: legendValue },
+        { label: 'min', stroke: edge, width: 1, points: { show: false }, value: legendValue },
+        { label: 'max', stroke: edge, width: 1, points: { show: false }, value: legendValue },
+      ]
+    : [xSeries, ...lines.map(lineSeries)];
+  return {
+    height: HEIGHT,
+    legend: { show: true, live: true },
+    cursor: { drag: { x: false, y: false } },
+    scales: {
+      x: { time: true },
+      y: yMax !== undefined ? { range: [0, yMax], auto: false } : { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] },
+    },
+    axes: [
+      { stroke: axisStroke, grid, ticks: grid },
+      { stroke: axisStroke, grid, ticks: grid, size: 64, values: (_u, vals) => vals.map((v) => fmt(v)) },
+    ],
+    series,
+    bands: band ? [{ series: [3, 2], fill: cssVar('--band-fill') }] : undefined,
+  };
+}
+
+export function Chart({ id, title, unit, store, version, gpus, picked, yMax, fmtValue, dark }: ChartProps) {
+  const box = useRef<HTMLDivElement>(null);
+  const band = gpus.length > LINES_MAX_GPUS;
+  // Line mode: the GPUs drawn. Band mode: the GPUs with a line of their own (series 4, 5, …).
+  const lines = useRef<number[]>([]);
+  const chosenAt = useRef(0);
+  const shapeKey = band ? 'band' : gpus.join(',');
+  const gpusRef = useRef(gpus);
+  gpusRef.current = gpus;
+  const pickedRef = useRef(picked);
+  pickedRef.current = picked;
+  const fmtRef = useRef(fmtValue);
+  fmtRef.current = fmtValue;
+
+  // Under the cursor: that sample; elsewhere: the latest, so the legend reads as "now".
+  const legendValue: LegendValue = (u, v, sidx, idx) => {
+    if (idx === null) v = latest(u.data[sidx]);
+    return v === null || v === undefined ? 'n/a' : fmtRef.current(v);
+  };
+  const lineSeries = (g: number): uPlot.Series => ({ label: `GPU ${g}`, stroke: gpuColor(g), width: 1, points: { show: false }, value: legendValue });
+
+  // The chart is made again only when its shape changes; the store's data goes in through draw().
+  const plot = useUPlot(
+    box,
+    () => {
+      lines.current = band ? [] : [...gpusRef.current];
+      chosenAt.current = 0;
+      return chartOptions(band, gpusRef.current.length, lines.current, yMax, legendValue, lineSeries, (v) => fmtRef.current(v));
+    },
+    // Empty columns, one per series: draw() below fills them.
+    () => [[], ...(band ? [[], [], []] : lines.current.map(() => []))] as unknown as uPlot.AlignedData,
+    [shapeKey, dark, yMax],
+    (_u, el) => {
+      el.dataset.mode = band ? 'band' : 'lines';
+      el.dataset.lines = lines.current.join(',');
+      draw(true);
+    },
+  );
+
+  /** The lines a band chart should draw now. */
+  const wantedLines = (now: number): number[] => {
+    const p = pickedRef.current.filter((g) => gpusRef.current.includes(g)).slice(0, PICKED_MAX);
+    if (p.length) {
+      chosenAt.current = 0; // when the pick is cleared, choose the busiest at once
+      return p;
+    }
+    if (chosenAt.current && now - chosenAt.current < RESELECT_MS) return lines.current;
+    // Chosen from no data (the first update), the choice is made again at the next redraw.
+    chosenAt.current = store.length > 1 ? now : 0;
+    return store.top(BAND_TOP, RESELECT_ROWS).sort((a, b) => a - b);
+  };
+
+  // About a row per pixel (each bucket of two pixels gives its min and its max, so spikes stay).
+  const paint = (u: uPlot) => {
+    const maxRows = Math.max(200, Math.round(u.bbox.width / (uPlot.pxRatio || 1)));
+    if (!band) {
+      u.setData(store.toAlignedThin(lines.current, maxRows));
+      return;
+    }
+    const want = wantedLines(Date.now());
+    u.batch(() => {
+      if (!sameList(want, lines.current)) {
+        for (let i = u.series.length - 1; i >= 4; i--) u.delSeries(i);
+        for (const g of want) u.addSeries(lineSeries(g));
+        lines.current = want;
+        if (box.current) box.current.dataset.lines = want.join(',');
+      }
+      u.setData(store.toAlignedBand(lines.current, maxRows));
+    });
+  };
+  const { draw, drawSoon } = useRedraw(box, plot, store, version, paint);
+
+  // A new pick is drawn at once.
+  const pickedKey = picked.join(',');
+  useEffect(() => {
+    if (band) drawSoon();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [pickedKey]);
 
   return (
     <figure class="chart">

@@ -19,7 +19,6 @@ import {
   type Selection,
 } from '../cluster';
 import { fmtAgo, fmtMib, fmtNum, fmtTime, NA } from '../format';
-import type { Route } from '../router';
 
 /** How often the view asks again; the agent's own refresh runs on its cadence (refresh_interval_s). */
 export const CLUSTER_POLL_MS = 5000;
@@ -27,64 +26,8 @@ export const CLUSTER_POLL_MS = 5000;
 const NOT_READY_POLL_MS = 1000;
 /** A request that takes longer than this counts as failed (and is retried on the next poll). */
 const REQUEST_TIMEOUT_MS = 8000;
-const CLUSTER_HASH = '#/cluster';
 
 const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
-
-// ---------------------------------------------------------------------------------------------------
-// Routing: the hash picks the view, so a link (or a reload) can land on the Cluster view.
-
-export type View = 'node' | 'cluster' | 'experiments' | 'gpu';
-
-/** Which view a route shows: `#/cluster`, `#/experiments[/ID]`, `#/gpus/N`; anything else is this node. */
-export function viewOfRoute(route: Route): View {
-  const [first, second] = route.path;
-  if (first === 'cluster') return 'cluster';
-  if (first === 'experiments') return 'experiments';
-  if (first === 'gpus' && second !== undefined) return 'gpu';
-  return 'node';
-}
-
-/**
- * Whether to offer the Cluster tab: true once the agent answers the fleet routes (with a document, or
- * with 503 when no fleet is configured: the tab then says how to configure one), false when it has no
- * such routes (404). Until the agent can be asked, null; it is asked again every 10 s until it answers.
- */
-export function useClusterRoutes(): boolean | null {
-  const [ok, setOk] = useState<boolean | null>(null);
-  useEffect(() => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let alive = true;
-    const probe = () =>
-      clusterApi.available().then(
-        (v) => alive && setOk(v),
-        () => {
-          if (alive) timer = setTimeout(probe, 10_000);
-        },
-      );
-    probe();
-    return () => {
-      alive = false;
-      clearTimeout(timer);
-    };
-  }, []);
-  return ok;
-}
-
-export function ViewTabs({ view, clusterRoutes }: { view: View; clusterRoutes: boolean | null }) {
-  const tab = (id: string, to: string, label: string, active: boolean) => (
-    <a href={to} id={id} class={active ? 'active' : ''} aria-current={active ? 'page' : undefined}>
-      {label}
-    </a>
-  );
-  return (
-    <nav class="views" aria-label="views">
-      {tab('tab-node', '#/', 'This node', view === 'node' || view === 'gpu')}
-      {tab('tab-experiments', '#/experiments', 'Experiments', view === 'experiments')}
-      {(clusterRoutes === true || view === 'cluster') && tab('tab-cluster', CLUSTER_HASH, 'Cluster', view === 'cluster')}
-    </nav>
-  );
-}
 
 // ---------------------------------------------------------------------------------------------------
 // Data

@@ -10,6 +10,7 @@ import { href, navigate, type Route } from '../router';
 import { useResource, type Resource } from '../useResource';
 import { ErrorBoundary } from './ErrorBoundary';
 import { HistoryChart } from './HistoryChart';
+import { ProcessTable } from './ProcessTable';
 
 interface Props {
   route: Route;
@@ -67,43 +68,13 @@ function Identity({ gpu, snap }: { gpu: Gpu; snap: Snapshot | null }) {
 }
 
 function GpuProcesses({ gpu }: { gpu: Gpu }) {
-  const rows = [...gpu.processes].sort((a, b) => (b.memoryMib ?? -1) - (a.memoryMib ?? -1));
+  const rows = gpu.processes.map((p) => ({ gpu: gpu.index, p }));
   return (
     <section class="panel" id="gpu-processes" aria-labelledby="gpu-processes-title">
       <h2 id="gpu-processes-title">
         Processes now <span class="count">{rows.length}</span>
       </h2>
-      {rows.length === 0 ? (
-        <p class="empty">Nothing runs on this GPU.</p>
-      ) : (
-        <div class="table-wrap">
-          <table>
-            <thead>
-              <tr>
-                <th class="num">pid</th>
-                <th>user</th>
-                <th>name / command</th>
-                <th>container</th>
-                <th class="num">memory</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((p) => (
-                <tr key={p.pid ?? p.name ?? ''} data-pid={p.pid ?? ''}>
-                  <td class="num">{p.pid ?? NA}</td>
-                  <td>{p.user ?? NA}</td>
-                  <td class="command" title={p.command ?? ''}>
-                    <strong>{p.name ?? NA}</strong>
-                    {p.command && p.command !== p.name && <span class="muted"> {p.command}</span>}
-                  </td>
-                  <td>{p.container ?? '—'}</td>
-                  <td class="num">{fmtMib(p.memoryMib)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      {rows.length === 0 ? <p class="empty">Nothing runs on this GPU.</p> : <ProcessTable rows={rows} showGpu={false} />}
     </section>
   );
 }
@@ -203,7 +174,7 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
   const band = showsBand(stepS);
   const metrics = useMemo(() => (fields ? fields.fields.filter((f) => f.historyMetric !== null).map(metricView) : []), [fields]);
 
-  const info = useResource((signal) => (index === null ? Promise.reject(new Error('no GPU index')) : gpuApi.gpu(index, signal)), [index], 30_000);
+  const info = useResource((signal) => (index === null ? Promise.reject(new Error('no GPU index')) : gpuApi.gpu(index, signal)), [index], { poll: 30_000 });
   // A preset range ends now: it is read again as time moves (about once per bucket, 10 s to 1 min apart).
   const refreshMs = range.kind === 'preset' ? Math.min(60_000, Math.max(10_000, stepS * 1000)) : undefined;
   const hist = useResource(
@@ -215,7 +186,7 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
       return { at, byMetric: new Map<string, GpuHistory>(docs.map((d, i) => [metrics[i].field.historyMetric!, d])) };
     },
     [index, rangeKey, metrics],
-    refreshMs,
+    { poll: refreshMs },
   );
   // Only this GPU's episodes in this range, filtered by the agent.
   const eps = useResource(
@@ -224,7 +195,7 @@ function GpuPageBody({ route, snap, fields, dark }: Props) {
         ? Promise.resolve([])
         : gpuApi.episodes(index, range.kind === 'preset' ? { since: range.key } : { since: String(range.fromS), until: String(range.toS) }, signal),
     [index, rangeKey],
-    30_000,
+    { poll: 30_000 },
   );
 
   const now = hist.data?.at ?? Date.now();

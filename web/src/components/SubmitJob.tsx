@@ -2,21 +2,18 @@
 // where the agent has submission on, and only to the holder of its write token: a job runs in the node's
 // Docker engine, which is as powerful as root. Everyone else sees nothing of it.
 import { useEffect, useState } from 'preact/hooks';
-import { api, ApiError, auth, type Job, type Session } from '../api';
+import { api, ApiError, auth, type Job } from '../api';
+import { useResource } from '../useResource';
 
 const inFlight = (j: Job) => j.submittedVia === 'api' && (j.status === 'waiting' || j.status === 'running');
 
 export function SubmitJob({ jobs, onChange }: { jobs: Job[] | null; onChange: () => void }) {
-  const [session, setSession] = useState<Session | null>(null);
   const [tokenVersion, setTokenVersion] = useState(0);
+  // What this page's credentials may do, asked again when a token is given.
+  const sessionDoc = useResource((signal) => api.session(signal), [tokenVersion]);
+  const session = sessionDoc.error === null ? sessionDoc.data : null;
   const [message, setMessage] = useState<{ ok: boolean; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
-
-  useEffect(() => {
-    const ctl = new AbortController();
-    api.session(ctl.signal).then(setSession, () => setSession(null));
-    return () => ctl.abort();
-  }, [tokenVersion]);
 
   const flying = (jobs ?? []).filter(inFlight);
   // While a submitted job waits or runs, its row changes within seconds: look again every 2 s.

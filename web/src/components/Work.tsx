@@ -125,7 +125,7 @@ export function Jobs({ jobs, error, now }: { jobs: Job[] | null; error: string |
                     <strong>{j.name ?? NA}</strong>
                     {j.command && j.command !== j.name && <span class="muted"> {j.command}</span>}
                   </td>
-                  <td title={j.gpuModel ?? ''}>{gpuList(j.gpus)}</td>
+                  <td title={j.gpuModel ?? ''}>{gpuList(j.gpuIndices)}</td>
                   <td class="nowrap" title={fmtTime(j.startedAt)}>
                     {fmtAgo(j.startedAt, now)}
                   </td>

@@ -13,6 +13,8 @@
 #include "core/ports/clock.hpp"
 
 #include "gf_test_paths.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 #include "support/unprivileged.hpp"
 
 namespace gf::backends {
@@ -193,20 +195,11 @@ TEST(AmdgpuBackend, DefaultClockIsTheSystemClock) {
 class AmdgpuTempTree : public ::testing::Test {
  protected:
   void SetUp() override {
-    static std::atomic<unsigned> counter{0};
-    root_ =
-        fs::temp_directory_path() / ("gf_amdgpu_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
     // copy_symlinks keeps the relative links, so the copy resolves inside itself.
     const auto how = fs::copy_options::recursive | fs::copy_options::copy_symlinks;
     fs::copy(kSysfs, sysfs(), how);
     fs::copy(kProc, proc(), how);
     ASSERT_TRUE(fs::exists(card_dev(0) + "/vendor"));
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
 
   std::string sysfs() const { return (root_ / "sysfs").string(); }
@@ -221,7 +214,8 @@ class AmdgpuTempTree : public ::testing::Test {
   }
   static void remove(const std::string& path) { ASSERT_TRUE(fs::remove(path)) << path; }
 
-  fs::path root_;
+  test::TempDir tmp_;
+  const fs::path root_ = tmp_.path();
 };
 
 TEST_F(AmdgpuTempTree, CardVanishingAfterOpenIsAnErrorOnThatCardOnly) {
@@ -333,8 +327,7 @@ TEST_F(AmdgpuTempTree, CardsAreOrderedByNumberNotByName) {
 TEST_F(AmdgpuTempTree, NonDeviceFdsAreNotReadAndMissingFdLinksAreTolerated) {
   // fd 3 of blender is a socket: even if its fdinfo looked like a DRM client it must be skipped
   // (in a real /proc that cannot happen; here it proves the link is consulted).
-  std::ifstream src(proc() + "/1234/fdinfo/6");
-  std::string client43((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  std::string client43 = test::slurp(proc() + "/1234/fdinfo/6");
   const auto at = client43.find("drm-client-id:\t43");
   ASSERT_NE(at, std::string::npos);
   client43.replace(at, 17, "drm-client-id:\t99");

@@ -15,6 +15,8 @@
 #include "backends/intel/device_names.hpp"
 #include "gf_test_paths.hpp"
 #include "support/fake_clock.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 #include "support/unprivileged.hpp"
 
 namespace gf::backends {
@@ -146,19 +148,10 @@ TEST(IntelBackend, ProcessesCountEachClientOnceWithTheRightRegions) {
 class IntelTempTree : public ::testing::Test {
  protected:
   void SetUp() override {
-    static std::atomic<unsigned> counter{0};
-    root_ =
-        fs::temp_directory_path() / ("gf_intel_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
     const auto how = fs::copy_options::recursive | fs::copy_options::copy_symlinks;
     fs::copy(kIntelSysfs, sysfs(), how);
     fs::copy(kIntelProc, proc(), how);
     ASSERT_TRUE(fs::exists(xe_dev() + "/vendor"));
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
   }
 
   std::string sysfs() const { return (root_ / "sysfs").string(); }
@@ -174,8 +167,7 @@ class IntelTempTree : public ::testing::Test {
   }
   // Sets key's value in an fdinfo file, as the kernel would print it a moment later.
   static void set_key(const std::string& path, const std::string& key, const std::string& value) {
-    std::ifstream in(path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text = test::slurp(path);
     const std::regex line("(^|\n)" + key + ":\t[^\n]*");
     ASSERT_TRUE(std::regex_search(text, line)) << key << " in " << path;
     write(path, std::regex_replace(text, line, "$1" + key + ":\t" + value));
@@ -186,7 +178,8 @@ class IntelTempTree : public ::testing::Test {
     fs::create_directory(path);
   }
 
-  fs::path root_;
+  test::TempDir tmp_;
+  const fs::path root_ = tmp_.path();
 };
 
 TEST_F(IntelTempTree, UtilizationAndPowerFromTheSecondCollection) {

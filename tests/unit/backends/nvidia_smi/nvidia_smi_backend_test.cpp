@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/ports/clock.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -60,17 +61,7 @@ class ScopedEnv {
 
 class NvidiaSmiBackendTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(::access(kFake.c_str(), X_OK), 0) << kFake << " must exist and be executable";
-    std::string tmpl = (fs::temp_directory_path() / "gf-nvidia-smi-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    log_ = dir_ / "invocations.log";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  void SetUp() override { ASSERT_EQ(::access(kFake.c_str(), X_OK), 0) << kFake << " must exist and be executable"; }
 
   BackendOptions options(std::chrono::milliseconds timeout = std::chrono::milliseconds{5000}) const {
     BackendOptions o;
@@ -88,8 +79,9 @@ class NvidiaSmiBackendTest : public ::testing::Test {
   }
 
   FixedClock clock_;
-  fs::path dir_;
-  fs::path log_;
+  test::TempDir tmp_;
+  const fs::path dir_ = tmp_.path();
+  const fs::path log_ = dir_ / "invocations.log";
 };
 
 const core::GpuReading* gpu_by_index(const core::Snapshot& s, unsigned index) {

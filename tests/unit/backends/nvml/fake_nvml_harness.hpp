@@ -16,6 +16,7 @@
 #include "backends/nvml/nvml_backend.hpp"
 #include "core/ports/clock.hpp"
 #include "platform/dynlib.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -68,16 +69,6 @@ class FakeNvmlTest : public ::testing::Test {
       // Every earlier test closed what it opened.
       ASSERT_EQ(slot->init_refcount(), 0) << path;
     }
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           (std::string("gf_nvml_") + info->test_suite_name() + "_" + info->name() + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
-    ASSERT_TRUE(std::filesystem::create_directories(dir_));
-  }
-
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
   }
 
   static std::string fixture(const char* name) { return std::string(GF_FIXTURES_DIR) + "/nvml/" + name; }
@@ -105,7 +96,8 @@ class FakeNvmlTest : public ::testing::Test {
   const FakeNvmlHooks& fake_old() const { return *fake_old_; }
 
   FixedClock clock_;
-  std::filesystem::path dir_;
+  test::TempDir tmp_;
+  const std::filesystem::path dir_ = tmp_.path();
 
  private:
   std::optional<FakeNvmlHooks> fake_;

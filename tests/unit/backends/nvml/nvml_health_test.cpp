@@ -8,6 +8,7 @@
 
 #include "core/gpu_health.hpp"
 #include "fake_nvml_harness.hpp"
+#include "support/eventually.hpp"
 
 namespace gf::backends::nvml_test {
 namespace {
@@ -38,15 +39,20 @@ class NvmlHealthTest : public FakeNvmlTest {
   // wait); fails the test after about ten seconds, which only a broken thread takes.
   core::Snapshot snapshot_until_xid(Backend& b, unsigned gpu, unsigned xid) {
     core::Snapshot snap;
-    for (int i = 0; i < 1000; ++i) {
-      auto s = b.snapshot();
-      EXPECT_TRUE(s) << s.error().message;
-      if (!s) return snap;
-      snap = std::move(*s);
-      if (gpu < snap.gpus.size() && snap.gpus[gpu].last_xid.has_value() && *snap.gpus[gpu].last_xid == xid) return snap;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "XID " << xid << " never reached GPU " << gpu;
+    bool failed = false;
+    const bool reached = test::eventually(
+        [&] {
+          auto s = b.snapshot();
+          EXPECT_TRUE(s) << s.error().message;
+          if (!s) {
+            failed = true;  // said above; stop waiting
+            return true;
+          }
+          snap = std::move(*s);
+          return gpu < snap.gpus.size() && snap.gpus[gpu].last_xid.has_value() && *snap.gpus[gpu].last_xid == xid;
+        },
+        std::chrono::seconds(10), std::chrono::milliseconds(10));
+    if (!reached && !failed) ADD_FAILURE() << "XID " << xid << " never reached GPU " << gpu;
     return snap;
   }
 };

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "support/fake_clock.hpp"
+#include "support/files.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -75,13 +77,12 @@ TEST_F(SimTest, GpuCountOverride) {
 }
 
 TEST_F(SimTest, UnsupportedFieldsReadAsNotSupported) {
-  const auto dir = std::filesystem::temp_directory_path() / ("gf-sim-u-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "s.json") << R"({"gpus": [{"unsupported": ["fan_speed", "memory.used"]}, {}]})";
+  const test::TempDir dir;
+  test::write_file(dir / "s.json", R"({"gpus": [{"unsupported": ["fan_speed", "memory.used"]}, {}]})");
   auto o = opts();
   o.sim_scenario = (dir / "s.json").string();
   auto b = open_sim(o);
-  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir / "s.json");  // read at open
   ASSERT_TRUE(b) << b.error().message;
   auto s = (*b)->snapshot();
   ASSERT_TRUE(s);
@@ -103,10 +104,9 @@ TEST_F(SimTest, UnsupportedFieldsReadAsNotSupported) {
 }
 
 TEST_F(SimTest, BadScenariosGiveOneClearError) {
-  const auto dir = std::filesystem::temp_directory_path() / ("gf-sim-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const test::TempDir dir;
   auto write = [&](const std::string& text) {
-    std::ofstream(dir / "s.json") << text;
+    test::write_file(dir / "s.json", text);
     auto o = opts();
     o.sim_scenario = (dir / "s.json").string();
     return open_sim(o);
@@ -125,7 +125,6 @@ TEST_F(SimTest, BadScenariosGiveOneClearError) {
   auto o = opts();
   o.sim_scenario = "/nonexistent/scenario.json";
   EXPECT_NE(open_sim(o).error().message.find("cannot read"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

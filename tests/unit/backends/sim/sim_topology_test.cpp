@@ -9,6 +9,7 @@
 
 #include "backends/sim/sim_backend.hpp"
 #include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
 
 #include "gf_test_paths.hpp"
 
@@ -20,18 +21,6 @@ using ::testing::HasSubstr;
 
 class SimTopologyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           (std::string("gf_sim_topo_") + info->name() + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
-    ASSERT_TRUE(std::filesystem::create_directories(dir_));
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-
   BackendOptions opts(unsigned sim_gpus = 0, const std::string& scenario_text = {}) {
     BackendOptions o;
     o.clock = &clock_;
@@ -53,7 +42,8 @@ class SimTopologyTest : public ::testing::Test {
   }
 
   test::FakeClock clock_;
-  std::filesystem::path dir_;
+  test::TempDir tmp_;
+  const std::filesystem::path dir_ = tmp_.path();
 };
 
 constexpr const char* kTwoGpusPaired = R"({

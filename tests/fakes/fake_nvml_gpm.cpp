@@ -1,18 +1,19 @@
-// The fake NVML's GPM (GPU performance monitoring) entry points. Not a header of its own: fake_nvml.cpp
-// includes it at its end, so it sees that file's scenario state, GPU objects and call wrappers while
-// its code stays in one place. Only in the current-driver build: the old-driver fake has no GPM, like a
-// driver from before R525. See tests/fakes/README.md ("GPM").
+// The fake NVML's GPM (GPU performance monitoring) entry points, on the scenario state, GPU objects and
+// call wrappers of fake_nvml.hpp. Only in the current-driver build: the old-driver fake has no GPM, like
+// a driver from before R525. See tests/fakes/README.md ("GPM").
 //
 // Samples are validated as NVML does: a sample handle is one nvmlGpmSampleAlloc gave and did not free;
 // a metrics call needs two distinct samples, both filled by nvmlGpmSampleGet, of the same GPU, sample1
 // taken before sample2.
-#pragma once
-
 #include <time.h>
 
 #include <set>
 
+#include "fake_nvml.hpp"
+
 namespace {
+
+using namespace fake_nvml;
 
 constexpr unsigned kFakeGpmVersion = 1;      // NVML_GPM_SUPPORT_VERSION and NVML_GPM_METRICS_GET_VERSION
 constexpr unsigned kFakeGpmMetricMax = 333;  // NVML_GPM_METRIC_MAX in CUDA 13's nvml.h
