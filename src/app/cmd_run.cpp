@@ -366,6 +366,47 @@ int run_jobs(const GlobalOptions& g, bool json, const std::string& db) {
   return kExitOk;
 }
 
+namespace {
+
+// The record's GPU monitoring in the text of `show`: duration and samples, then each GPU's means and
+// (NVML GPM) what its utilization was made of. Text from the record is escaped.
+void print_monitoring(const nlohmann::json& m) {
+  using platform::printable;
+  std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0),
+              m.value("sample_count", 0));
+  for (const auto& item : m["gpu_stats"].items()) {
+    const auto& idx = item.key();
+    const auto& s = item.value();  // a plain reference: lambdas below may capture it (not a binding)
+    auto mean = [&](const char* k) {
+      return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0)) : std::string("n/a");
+    };
+    std::printf(
+        "  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
+        printable(s.value("name", "")).c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
+        mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
+        s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
+    // What the utilization was made of (NVML GPM), as percent means; or why there is nothing.
+    if (s.contains("profiling") && s["profiling"].is_object()) {
+      const auto& p = s["profiling"];
+      std::string activity;
+      for (const char* k :
+           {"sm_active", "sm_occupancy", "tensor_active", "dram_active", "fp64_active", "fp32_active", "fp16_active"}) {
+        if (!p.contains(k)) continue;
+        // Full statistics, or the bare mean of a record summarised to fit the agent's limit.
+        const auto& v = p[k].is_object() && p[k].contains("mean") ? p[k]["mean"] : p[k];
+        if (!v.is_number()) continue;
+        activity += fmt::format("{}{} {:.1f} %", activity.empty() ? "" : ", ", k, v.get<double>() * 100);
+      }
+      if (!activity.empty())
+        std::printf("      activity (GPM means): %s\n", activity.c_str());
+      else if (p.contains("note") && p["note"].is_string())
+        std::printf("      activity: n/a (%s)\n", printable(p["note"].get<std::string>()).c_str());
+    }
+  }
+}
+
+}  // namespace
+
 int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db) {
   auto agent = connect_agent(g, db);
   if (!agent) {
@@ -412,41 +453,8 @@ int run_show(const GlobalOptions& g, const std::string& id, bool json, const std
         for (const auto& w : gi["gpu_info"].value("why", nlohmann::json::array()))
           std::printf("          %s\n", printable(w.get<std::string>()).c_str());
       }
-      if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring")) {
-        const auto& m = rec["metrics"]["gpu_monitoring"];
-        std::printf("monitoring %.1f s, %d samples\n", m.value("monitoring_duration_seconds", 0.0),
-                    m.value("sample_count", 0));
-        for (const auto& item : m["gpu_stats"].items()) {
-          const auto& idx = item.key();
-          const auto& s = item.value();  // a plain reference: lambdas below may capture it (not a binding)
-          auto mean = [&](const char* k) {
-            return s.contains(k) && s[k].is_object() ? fmt::format("{:.1f}", s[k].value("mean", 0.0))
-                                                     : std::string("n/a");
-          };
-          std::printf(
-              "  [%s] %s: util %s %%, memory %s MiB, temp %s °C, power %s W, energy %s J\n", idx.c_str(),
-              printable(s.value("name", "")).c_str(), mean("utilization").c_str(), mean("memory_used_mb").c_str(),
-              mean("temperature_c").c_str(), mean("power_draw_w").c_str(),
-              s["energy_joules"].is_number() ? fmt::format("{:.1f}", s["energy_joules"].get<double>()).c_str() : "n/a");
-          // What the utilization was made of (NVML GPM), as percent means; or why there is nothing.
-          if (s.contains("profiling") && s["profiling"].is_object()) {
-            const auto& p = s["profiling"];
-            std::string activity;
-            for (const char* k : {"sm_active", "sm_occupancy", "tensor_active", "dram_active", "fp64_active",
-                                  "fp32_active", "fp16_active"}) {
-              if (!p.contains(k)) continue;
-              // Full statistics, or the bare mean of a record summarised to fit the agent's limit.
-              const auto& v = p[k].is_object() && p[k].contains("mean") ? p[k]["mean"] : p[k];
-              if (!v.is_number()) continue;
-              activity += fmt::format("{}{} {:.1f} %", activity.empty() ? "" : ", ", k, v.get<double>() * 100);
-            }
-            if (!activity.empty())
-              std::printf("      activity (GPM means): %s\n", activity.c_str());
-            else if (p.contains("note") && p["note"].is_string())
-              std::printf("      activity: n/a (%s)\n", printable(p["note"].get<std::string>()).c_str());
-          }
-        }
-      }
+      if (rec.contains("metrics") && rec["metrics"].contains("gpu_monitoring"))
+        print_monitoring(rec["metrics"]["gpu_monitoring"]);
     } catch (const nlohmann::json::exception& ex) {
       // Written by the job's owner: a field of the wrong type ends the listing here, with what was shown.
       std::printf("(the rest of the record is not in the expected shape: %s)\n", printable(ex.what()).c_str());
