@@ -19,11 +19,9 @@ namespace gf::app {
 
 // Names, labels and messages come from Prometheus labels, the API server and other servers: control
 // characters are shown escaped so that they cannot move the cursor or rewrite the terminal.
-std::string escape_controls(std::string_view s) { return platform::printable(s); }
-
 namespace {
 
-std::string printable(std::string_view s) { return escape_controls(s); }
+using platform::printable;
 
 std::string pct(const std::optional<double>& v) { return v ? fmt::format("{:.1f}%", *v) : std::string("-"); }
 std::string num(const std::optional<double>& v, const char* unit) {

@@ -57,9 +57,6 @@ int run_cluster(const GlobalOptions& g, const ClusterCommand& c);
 
 // --- shared by the cluster verbs (cmd_cluster.cpp, cmd_place.cpp) ---
 
-// Text from other servers, made safe for a terminal: control characters shown escaped.
-std::string escape_controls(std::string_view s);
-
 // The config file, then the command line over it. When neither names any source, the default kubeconfig
 // is used if the usual search would find one (default_kube_available); else an error listing the
 // options. Kubernetes is wired (FleetSources::kube_nodes). Errors are bad options or config, and a

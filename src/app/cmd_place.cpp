@@ -23,6 +23,7 @@
 #include "cluster/fleet_sources.hpp"
 #include "cluster/kube_client.hpp"
 #include "cluster/manifest.hpp"
+#include "platform/log.hpp"
 
 namespace gf::app {
 namespace {
@@ -136,7 +137,7 @@ json document_json(const cluster::DocumentPlacement& d, const std::optional<std:
 }
 
 int fail(int code, const std::string& message) {
-  print_error("cluster place: " + escape_controls(message));
+  print_error("cluster place: " + platform::printable(message));
   return code;
 }
 
@@ -230,22 +231,22 @@ std::optional<int> choose_node(const ClusterCommand& c, const KubeEnvironment& e
 
 // The reasoning, on stderr: stdout carries the manifest (or the apply lines, or JSON).
 void print_reasoning(const ClusterCommand& c, const Selection& sel, const cluster::PlaceResult& result) {
-  for (const auto& e : sel.source_errors) print_error("cluster place: " + escape_controls(e));
+  for (const auto& e : sel.source_errors) print_error("cluster place: " + platform::printable(e));
   if (!c.json) {
-    for (const auto& line : sel.reasoning) std::fprintf(stderr, "%s\n", escape_controls(line).c_str());
+    for (const auto& line : sel.reasoning) std::fprintf(stderr, "%s\n", platform::printable(line).c_str());
     if (!sel.node)
       std::fprintf(stderr, "No node pinned: %s; the Kubernetes scheduler decides.\n",
-                   escape_controls(sel.reason).c_str());
+                   platform::printable(sel.reason).c_str());
     for (const auto& d : result.documents) {
       if (!d.placeable && d.notes.empty()) continue;
       if (d.placeable)
-        std::fprintf(stderr, "%s: %u GPU(s) on one node (%s: %s)\n", escape_controls(document_name(d)).c_str(),
+        std::fprintf(stderr, "%s: %u GPU(s) on one node (%s: %s)\n", platform::printable(document_name(d)).c_str(),
                      d.gpus_on_node, std::string(cluster::gpu_source_name(d.gpu_source)).c_str(),
-                     escape_controls(d.gpu_detail).c_str());
+                     platform::printable(d.gpu_detail).c_str());
       else
-        std::fprintf(stderr, "%s: not placed\n", escape_controls(document_name(d)).c_str());
-      for (const auto& ch : d.changes) std::fprintf(stderr, "  - %s\n", escape_controls(ch).c_str());
-      for (const auto& n : d.notes) std::fprintf(stderr, "  note: %s\n", escape_controls(n).c_str());
+        std::fprintf(stderr, "%s: not placed\n", platform::printable(document_name(d)).c_str());
+      for (const auto& ch : d.changes) std::fprintf(stderr, "  - %s\n", platform::printable(ch).c_str());
+      for (const auto& n : d.notes) std::fprintf(stderr, "  note: %s\n", platform::printable(n).c_str());
     }
   }
   std::fflush(stderr);
@@ -300,9 +301,9 @@ int apply_documents(const ClusterCommand& c, const ApplyTarget& target, const Se
         : d.placeable
             ? fmt::format("(no node pinned: {}; the Kubernetes scheduler decides)", sel.reason)
             : std::string("(no node pinned: it has no single-node pod spec; the Kubernetes scheduler decides)");
-    std::printf("%s %s '%s' in namespace '%s' %s\n", created ? "Created" : "Updated", escape_controls(d.kind).c_str(),
-                escape_controls(d.name).c_str(), escape_controls(rq->namespace_name).c_str(),
-                escape_controls(where).c_str());
+    std::printf("%s %s '%s' in namespace '%s' %s\n", created ? "Created" : "Updated",
+                platform::printable(d.kind).c_str(), platform::printable(d.name).c_str(),
+                platform::printable(rq->namespace_name).c_str(), platform::printable(where).c_str());
     std::fflush(stdout);
   }
   return kExitOk;

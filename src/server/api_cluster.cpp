@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/text.hpp"
 #include "wire/fleet_json.hpp"
 
 namespace gf::server {
@@ -73,12 +74,9 @@ void add_cluster_routes(Router& r, const ClusterView* view, const core::Clock& c
     if (auto e = prepare(view, clock, req, p)) return *e;
     std::uint64_t gpus = 1;
     if (const auto it = req.query.find("gpus"); it != req.query.end()) {
-      char* end = nullptr;
-      const unsigned long long v = std::strtoull(it->second.c_str(), &end, 10);
-      if (it->second.empty() || end != it->second.c_str() + it->second.size() || it->second[0] == '-' || v < 1 ||
-          v > 4096)
-        return error_response(400, "bad_request", "gpus must be an integer from 1 to 4096");
-      gpus = v;
+      const auto v = core::parse_uint(it->second, 1, 4096);
+      if (!v) return error_response(400, "bad_request", "gpus must be an integer from 1 to 4096");
+      gpus = *v;
     }
     auto fallback = view->fallback;
     if (const auto it = req.query.find("fallback"); it != req.query.end()) {

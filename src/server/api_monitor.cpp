@@ -13,6 +13,7 @@
 #include "allocator/select.hpp"
 #include "core/fields.hpp"
 #include "core/policy.hpp"
+#include "core/text.hpp"
 #include "platform/host_stats.hpp"
 #include "platform/log.hpp"
 #include "server/api.hpp"
@@ -100,13 +101,12 @@ Result<std::optional<std::int64_t>> query_int(const Request& req, const std::str
   auto it = req.query.find(key);
   if (it == req.query.end()) return std::optional<std::int64_t>{};
   const std::string& v = it->second;
-  std::int64_t n = 0;
-  bool ok = !v.empty() && v.size() <= 18;
-  for (char c : v) ok = ok && c >= '0' && c <= '9';
-  if (ok) n = std::stoll(v);
-  if (!ok || n < min || n > max)
+  // Digits only: min is never negative here (limits, offsets, counts).
+  auto n = core::parse_uint(v, static_cast<std::uint64_t>(std::max<std::int64_t>(min, 0)),
+                            static_cast<std::uint64_t>(std::max<std::int64_t>(max, 0)));
+  if (min < 0 || !n)
     return make_error(fmt::format("query parameter {} must be an integer from {} to {} (got '{}')", key, min, max, v));
-  return std::optional<std::int64_t>{n};
+  return std::optional<std::int64_t>{static_cast<std::int64_t>(*n)};
 }
 
 Result<bool> query_bool(const Request& req, const std::string& key, bool def) {
@@ -323,11 +323,10 @@ void add_reading_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
   r.add(Method::Get, "/api/v1/gpus/{index}", Access::Read, Exec::BlockingWhenFresh, [c](const Request& req) {
     const std::string& s = req.params.at("index");
-    const bool digits =
-        !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-    if (!digits)
+    const auto parsed = core::parse_uint(s, 0, 999999);
+    if (!parsed)
       return error_response(ErrorKind::Invalid, "GPU index must be a non-negative integer (got '" + s + "')");
-    const unsigned index = static_cast<unsigned>(std::stoul(s));
+    const auto index = static_cast<unsigned>(*parsed);
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     const auto a = age_of(*c, **p);

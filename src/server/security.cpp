@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.hpp"
 #include "platform/fs.hpp"
 
 namespace gf::server {
@@ -92,12 +93,7 @@ Result<std::string> load_or_create_token_file(const std::string& path, bool* cre
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
+using core::lower;
 
 bool is_loopback(std::string_view host) {
   return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1";

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/text.hpp"
+#include "platform/log.hpp"
 
 namespace gf::backends::nvidia_smi {
 namespace {
@@ -98,16 +99,7 @@ constexpr std::array kBasicFields{
 using core::trim;
 
 // A short, printable excerpt of untrusted text for an error message.
-std::string excerpt(std::string_view s) {
-  constexpr std::size_t kMax = 48;
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    out.push_back(c < 0x20 || c >= 0x7f ? '?' : static_cast<char>(c));
-  }
-  if (s.size() > kMax) out += "...";
-  return out;
-}
+std::string excerpt(std::string_view s) { return platform::printable(s, 32); }  // escaped, at most 4x as long
 
 // Text fields end up in JSON, tables and logs; control characters have no business there.
 std::string printable(std::string_view s) {

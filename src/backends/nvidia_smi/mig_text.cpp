@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/text.hpp"
+#include "platform/log.hpp"
 
 namespace gf::backends::nvidia_smi {
 namespace {
@@ -29,12 +30,7 @@ std::optional<T> number(std::string_view s) {
 }
 
 // One printable line for an error message.
-std::string shown(std::string_view line) {
-  std::string out(line.substr(0, 120));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  return out;
-}
+std::string shown(std::string_view line) { return platform::printable(line, 120); }
 
 bool plain_token(std::string_view s) {
   if (s.empty() || s.size() > kMaxText) return false;

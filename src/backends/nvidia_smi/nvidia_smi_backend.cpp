@@ -21,6 +21,7 @@
 #include "backends/nvidia_smi/csv.hpp"
 #include "backends/nvidia_smi/mig_text.hpp"
 #include "platform/clock.hpp"
+#include "platform/log.hpp"
 #include "platform/subprocess.hpp"
 
 namespace gf::backends {
@@ -47,10 +48,7 @@ std::string first_line(const platform::ProcessOutput& out) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
       while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
       if (line.empty()) continue;
-      std::string shown(line.substr(0, 300));
-      for (char& c : shown)
-        if (static_cast<unsigned char>(c) < 0x20) c = '?';  // keep the reason one printable line
-      return shown;
+      return platform::printable(line, 300);  // the reason stays one printable line
     }
   }
   return "(no output)";

@@ -6,6 +6,7 @@
 #include <functional>
 #include <thread>
 
+#include "support/eventually.hpp"
 #include "support/fake_clock.hpp"
 #include "support/scripted_backend.hpp"
 
@@ -52,17 +53,14 @@ TEST_F(MonitorTest, CachedReadsDoNotWaitBehindAQueryInProgress) {
   ASSERT_TRUE(m->snapshot());  // cached for the 5 s TTL (the fake clock does not move)
   st->close_gate();
   std::thread slow([&] { (void)m->snapshot(false); });
-  auto until = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 2000 && !done(); ++i) std::this_thread::sleep_for(5ms);
-    return done();
-  };
-  ASSERT_TRUE(until([&] { return st->held.load() == 1; })) << "the forced query never reached the backend";
+  using test::eventually;
+  ASSERT_TRUE(eventually([&] { return st->held.load() == 1; })) << "the forced query never reached the backend";
   std::atomic<bool> answered{false};
   std::thread reader([&] {
     auto s = m->snapshot(true);
     answered = s.has_value();
   });
-  const bool in_time = until([&] { return answered.load(); });
+  const bool in_time = eventually([&] { return answered.load(); });
   st->open_gate();  // whatever happened, nothing stays blocked
   slow.join();
   reader.join();

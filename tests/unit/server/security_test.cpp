@@ -1,4 +1,5 @@
 #include "server/security.hpp"
+#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,15 +14,6 @@ namespace gf::server {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path test_dir(const char* prefix) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path d = fs::temp_directory_path() /
-               (std::string(prefix) + std::to_string(::getpid()) + "-" + info->test_suite_name() + "-" + info->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -137,9 +129,10 @@ TEST(OriginAllowed, ExtraOriginsMatchWhole) {
 // ---- resolve_static ----------------------------------------------------------------------------
 
 struct ResolveStatic : ::testing::Test {
+  test::TempDir tmp;
   fs::path base, root;
   void SetUp() override {
-    base = test_dir("gf-static-");
+    base = tmp.path();
     root = base / "web";
     write(root / "index.html", "<html>");
     write(root / "assets/app.js", "js");
@@ -219,10 +212,11 @@ TEST(ContentType, ByExtension) {
 // ---- load_or_create_token ----------------------------------------------------------------------
 
 struct TokenTest : ::testing::Test {
+  test::TempDir tmp;
   fs::path dir;
   std::optional<std::string> saved_env;
   void SetUp() override {
-    dir = test_dir("gf-token-");
+    dir = tmp.path();
     if (const char* e = std::getenv("GPUFLEET_TOKEN")) saved_env = e;
     ::unsetenv("GPUFLEET_TOKEN");
   }
@@ -231,7 +225,6 @@ struct TokenTest : ::testing::Test {
       ::setenv("GPUFLEET_TOKEN", saved_env->c_str(), 1);
     else
       ::unsetenv("GPUFLEET_TOKEN");
-    fs::remove_all(dir);
   }
 };
 

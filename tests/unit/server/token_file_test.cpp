@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "server/security.hpp"
+#include "support/temp_dir.hpp"
 #include "support/test_users.hpp"
 
 namespace gf::server {
@@ -19,14 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TokenFile : ::testing::Test {
+  test::TempDir tmp;
   fs::path base;
   std::string saved_env;
   bool had_env = false;
   void SetUp() override {
-    base = fs::temp_directory_path() / ("gf-token-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(base);
-    fs::create_directories(base);
+    base = tmp.path();
     if (const char* e = std::getenv("GPUFLEET_TOKEN")) {
       had_env = true;
       saved_env = e;
@@ -35,7 +34,6 @@ struct TokenFile : ::testing::Test {
   }
   void TearDown() override {
     if (had_env) ::setenv("GPUFLEET_TOKEN", saved_env.c_str(), 1);
-    fs::remove_all(base);
   }
   fs::path good(const std::string& name, const std::string& text = "s3cret\n") {
     const auto p = base / name;
