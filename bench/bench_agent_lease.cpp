@@ -86,21 +86,21 @@ int direct(const std::string& db, int n) {
     return 1;
   }
   backends::Backend* b = opened.backend.get();
-  scheduler::NodeAllocator alloc(**st, {[b]() -> Result<core::SnapshotPtr> {
-                                          auto s = b->snapshot();
-                                          if (!s) return s.error();
-                                          return core::SnapshotPtr(std::make_shared<core::Snapshot>(std::move(*s)));
-                                        },
-                                        core::Topology{}});
+  scheduler::NodeAllocator alloc(**st, core::Topology{});
+  auto query = [b]() -> Result<core::SnapshotPtr> {
+    auto s = b->snapshot();
+    if (!s) return s.error();
+    return core::SnapshotPtr(std::make_shared<core::Snapshot>(std::move(*s)));
+  };
   std::vector<double> ms;
   for (int i = 0; i < n; ++i) {
     const auto t0 = Clock::now();
     scheduler::AllocationRequest req;
-    req.gpus = 1;
-    req.min_memory_mib = 1000;
+    req.need.gpus = 1;
+    req.need.min_free_memory_mib = 1000;
     req.job_id = store::new_id();
     req.owner = {static_cast<std::uint32_t>(::getpid()), 0, "bench"};
-    auto got = alloc.allocate(req);
+    auto got = alloc.allocate(req, query());
     if (!got) {
       std::fprintf(stderr, "allocate failed: %s\n", got.error().message.c_str());
       return 1;

@@ -29,7 +29,7 @@ core::Snapshot node(unsigned n) {
 
 void run(benchmark::State& state, const core::Snapshot& s, const core::Topology& t) {
   allocator::SelectRequest r;
-  r.count = static_cast<unsigned>(state.range(0));
+  r.need.gpus = static_cast<unsigned>(state.range(0));
   std::string method;
   for (auto _ : state) {
     auto sel = allocator::select_gpus(s, t, r);

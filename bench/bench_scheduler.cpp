@@ -104,16 +104,17 @@ void BM_ReleaseToNextJobStart(benchmark::State& state) {
     std::chrono::steady_clock::time_point started;
     std::thread waiter([&] {
       auto st = open_store(dir);
-      scheduler::NodeAllocator alloc(*st, {[snap] { return Result<core::SnapshotPtr>(snap); }, core::Topology{}});
+      scheduler::NodeAllocator alloc(*st, core::Topology{});
       scheduler::AllocationRequest req;
-      req.gpus = 1;
-      req.min_memory_mib = 1000;
+      req.need.gpus = 1;
+      req.need.min_free_memory_mib = 1000;
       req.job_id = store::new_id();
       req.owner = {2, 1, "u"};
       scheduler::WaitOptions wo;
       wo.timeout = std::chrono::seconds(60);
       wo.progress = [&](const scheduler::WaitProgress&) { queued.store(true); };
-      auto got = alloc.wait_and_allocate(req, wo);
+      auto got = alloc.wait_and_allocate(
+          req, [snap] { return Result<core::SnapshotPtr>(snap); }, wo);
       started = std::chrono::steady_clock::now();
       if (got) (void)st->release(got->lease.id, "done");
     });

@@ -58,7 +58,8 @@ struct World {
   std::unique_ptr<gf::sampler::SampleHub> hub;
   std::unique_ptr<gf::node::Agent> agent;
   std::unique_ptr<gs::WsHub> ws;
-  std::unique_ptr<gf::node::NodeJobs> jobs;
+  std::unique_ptr<gf::node::Arbiter> arbiter;
+  std::unique_ptr<gf::node::NodeRecords> records;
   gs::ApiContext ctx;
   gs::Router router;
   std::shared_ptr<NullClient> client = std::make_shared<NullClient>();
@@ -76,12 +77,24 @@ struct World {
     agent = std::make_unique<gf::node::Agent>(*monitor, *hub, nullptr, nullptr, ao);
     agent->start();
     ws = std::make_unique<gs::WsHub>(*agent, *hub, gs::WsOptions{});
-    auto store = gf::store::NodeStore::open((dir / "gf.db").string());
-    if (store) jobs = std::make_unique<gf::node::NodeJobs>(std::move(*store), *monitor);
+    // As serve wires them: the arbiter writes through one connection, the records view reads another. The
+    // arbiter's reading is the agent's, always recent (the fuzzer drives; the loop stays out of the way).
+    auto writer = gf::store::NodeStore::open((dir / "gf.db").string());
+    auto reader = gf::store::NodeStore::open((dir / "gf.db").string());
+    if (writer && reader) {
+      gf::node::ReadingSource rs;
+      rs.latest = [a = agent.get()]() -> std::pair<gf::core::SnapshotPtr, std::chrono::steady_clock::time_point> {
+        auto p = a->latest();
+        return {p ? p->snapshot : nullptr, std::chrono::steady_clock::now()};
+      };
+      arbiter = std::make_unique<gf::node::Arbiter>(std::move(*writer), std::move(rs));
+      records = std::make_unique<gf::node::NodeRecords>(std::move(*reader));
+    }
     ctx.agent = agent.get();
     ctx.monitor = monitor.get();
     ctx.ws = ws.get();
-    ctx.jobs = jobs.get();
+    ctx.arbiter = arbiter.get();
+    ctx.records = records.get();
     ctx.version = "fuzz";
     ctx.node_name = "fuzz";
     // The routes judge staleness by this interval: it must be the agent's, or a fuzz run longer than two
@@ -138,13 +151,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (r.status >= 400 && !health_doc) check(j.is_object() && j.contains("error") && j.contains("message"));
   }
   // Leases taken by the fuzzer are released again, so later inputs still find free GPUs.
-  if (r.status == 201 && w.jobs) {
+  if (r.status == 201 && w.arbiter) {
     const auto j = nlohmann::json::parse(*r.body, nullptr, false);
     check(j.is_object() && j.contains("id") && j["id"].is_string());
     if (j.is_object() && j.contains("id") && j["id"].is_string())
-      (void)w.jobs->with([&](gf::core::JobStore& s, gf::scheduler::NodeAllocator&) {
-        return s.release(j["id"].get<std::string>(), "fuzz");
-      });
+      (void)w.arbiter->release(j["id"].get<std::string>(), true, "fuzz");
   }
 
   // The same bytes as a WebSocket message: every reply is a JSON envelope.

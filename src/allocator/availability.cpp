@@ -16,7 +16,7 @@ Availability check_availability(const core::Snapshot& s, const core::Topology& t
     a.qualifying += ga.qualifies;
     a.gpus.push_back(std::move(ga));
   }
-  a.available = a.qualifying >= r.count;
+  a.available = a.qualifying >= r.need.gpus;
   if (a.available)
     if (auto sel = select_gpus(s, t, r); sel) a.would_choose = std::move(*sel);
   return a;
@@ -24,8 +24,8 @@ Availability check_availability(const core::Snapshot& s, const core::Topology& t
 
 std::string describe(const Availability& a) {
   std::string msg = fmt::format("{} of {} GPUs qualify, {} needed ({} MiB free, at most {} % busy): {}", a.qualifying,
-                                a.gpus.size(), a.request.count, a.request.min_free_memory_mib,
-                                a.request.max_utilization_pct, a.available ? "available" : "not available");
+                                a.gpus.size(), a.request.need.gpus, a.request.need.min_free_memory_mib,
+                                a.request.need.max_utilization_pct, a.available ? "available" : "not available");
   for (const auto& g : a.gpus)
     if (g.qualifies)
       msg += fmt::format("\n  GPU {} qualifies: {} MiB free, {} % busy, score {:.2f}", g.gpu->index,

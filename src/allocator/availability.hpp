@@ -19,7 +19,7 @@ struct GpuAvailability {
 struct Availability {
   SelectRequest request;
   unsigned qualifying = 0;
-  bool available = false;                 // qualifying >= request.count
+  bool available = false;                 // qualifying >= request.need.gpus
   std::vector<GpuAvailability> gpus;      // in the snapshot's order
   std::optional<Selection> would_choose;  // what select_gpus would give now, when available
 };

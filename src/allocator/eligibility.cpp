@@ -54,16 +54,16 @@ std::string refusal_reason(const core::GpuReading& g, const SelectRequest& r) {
 
   std::vector<std::string> reasons;
   if (!g.memory_free_mib) {
-    if (r.min_free_memory_mib > 0) reasons.push_back("free memory unknown");
-  } else if (*g.memory_free_mib < r.min_free_memory_mib) {
-    reasons.push_back(fmt::format("{} MiB free < {} MiB floor", *g.memory_free_mib, r.min_free_memory_mib));
+    if (r.need.min_free_memory_mib > 0) reasons.push_back("free memory unknown");
+  } else if (*g.memory_free_mib < r.need.min_free_memory_mib) {
+    reasons.push_back(fmt::format("{} MiB free < {} MiB floor", *g.memory_free_mib, r.need.min_free_memory_mib));
   }
   if (!g.utilization_pct) {
-    if (r.max_utilization_pct < 100) reasons.push_back("utilization unknown");
-  } else if (!core::available_utilization(*g.utilization_pct, r.max_utilization_pct)) {
-    reasons.push_back(fmt::format("utilization {} % > {} %", *g.utilization_pct, r.max_utilization_pct));
+    if (r.need.max_utilization_pct < 100) reasons.push_back("utilization unknown");
+  } else if (!core::available_utilization(*g.utilization_pct, r.need.max_utilization_pct)) {
+    reasons.push_back(fmt::format("utilization {} % > {} %", *g.utilization_pct, r.need.max_utilization_pct));
   }
-  if (r.refuse_busy)
+  if (!r.need.allow_busy)
     if (auto busy = busy_reason(g, r.own_pids); !busy.empty()) reasons.push_back(std::move(busy));
   return fmt::format("{}", fmt::join(reasons, "; "));
 }

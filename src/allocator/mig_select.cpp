@@ -55,7 +55,7 @@ std::string mig_profiles_text(const core::Snapshot& s) {
 }
 
 Result<MigPick> select_mig_instance(const core::Snapshot& s, const MigRequest& r) {
-  if (!valid_mig_profile(r.profile))
+  if (!valid_mig_profile(r.need.mig_profile))
     return make_error(ErrorKind::Invalid, "a MIG profile is written like 1g.10gb or 3g.40gb");
   std::vector<std::string> refused;
   std::size_t hidden = 0;
@@ -67,7 +67,7 @@ Result<MigPick> select_mig_instance(const core::Snapshot& s, const MigRequest& r
   };
   for (const auto& g : s.gpus) {
     for (const auto& m : g.mig_instances) {
-      if (m.profile != r.profile) continue;
+      if (m.profile != r.need.mig_profile) continue;
       const std::string who = fmt::format("GPU {} {} (GI {})", g.index, m.uuid, m.gpu_instance_id);
       if (!offers_instances(g)) {
         refuse(fmt::format("{}: its GPU is {}", who,
@@ -78,7 +78,7 @@ Result<MigPick> select_mig_instance(const core::Snapshot& s, const MigRequest& r
         refuse(who + ": leased");
         continue;
       }
-      if (r.refuse_busy)
+      if (!r.need.allow_busy)
         if (auto busy = foreign_in(g, m, r.own_pids); !busy.empty()) {
           refuse(fmt::format("{}: busy: {}", who, fmt::join(busy, ", ")));
           continue;
@@ -96,8 +96,9 @@ Result<MigPick> select_mig_instance(const core::Snapshot& s, const MigRequest& r
   if (refused.empty())
     return make_error(ErrorKind::Unavailable, fmt::format("no MIG instance of profile {} on this node (its MIG "
                                                           "instances: {})",
-                                                          r.profile, mig_profiles_text(s)));
-  std::string text = fmt::format("no free MIG instance of profile {}: {}", r.profile, fmt::join(refused, "; "));
+                                                          r.need.mig_profile, mig_profiles_text(s)));
+  std::string text =
+      fmt::format("no free MIG instance of profile {}: {}", r.need.mig_profile, fmt::join(refused, "; "));
   if (hidden > 0) text += fmt::format("; and {} more", hidden);
   return make_error(ErrorKind::Unavailable, std::move(text));
 }

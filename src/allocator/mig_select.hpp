@@ -2,7 +2,7 @@
 // Placement of a MIG lease: one free MIG instance of a named profile ("1g.10gb"). Pure functions of a
 // snapshot and the instances already leased; no I/O, safe from any thread. Sentences are for the user.
 //
-// An instance is free when it is not leased (by its MIG UUID) and, with refuse_busy, runs no process
+// An instance is free when it is not leased (by its MIG UUID) and, unless allow_busy, runs no process
 // the driver attributes to it (by GPU- and compute-instance id) other than own_pids. A GPU that is
 // lost or failing offers none of its instances. Among free instances the lowest GPU index, then the
 // lowest MIG index, wins: instances of one profile are alike, and filling GPUs in order leaves whole
@@ -22,10 +22,11 @@ namespace gf::allocator {
 // [0-9a-z.+]. Anything else is refused before it reaches an error message or the store.
 bool valid_mig_profile(std::string_view profile) noexcept;
 
+// The need's mig_profile and allow_busy decide (its GPU count is 1, its memory and utilization are the
+// instance's profile's); the leased instances and our own processes are the caller's.
 struct MigRequest {
-  std::string profile;
+  core::GpuNeed need;
   std::set<std::string> leased_uuids;  // MIG UUIDs held by active leases
-  bool refuse_busy = true;
   std::set<std::uint32_t> own_pids;
 };
 

@@ -162,7 +162,7 @@ unsigned pair_link_score(const core::Topology& t, unsigned a, unsigned b) noexce
 }
 
 Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, const SelectRequest& r) {
-  if (r.count == 0) return make_error("cannot select 0 GPUs: ask for at least one");
+  if (r.need.gpus == 0) return make_error("cannot select 0 GPUs: ask for at least one");
   Selection sel;
   sel.refused = eligibility(s, r);
 
@@ -175,11 +175,11 @@ Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, 
   std::sort(eligible.begin(), eligible.end(),
             [](const Eligible& a, const Eligible& b) { return a.gpu->index < b.gpu->index; });
 
-  if (eligible.size() < r.count) return make_error(not_enough(s, sel.refused, r.count, eligible.size()));
-  if (r.count == 1)
+  if (eligible.size() < r.need.gpus) return make_error(not_enough(s, sel.refused, r.need.gpus, eligible.size()));
+  if (r.need.gpus == 1)
     choose_one(t, eligible, sel);
   else
-    choose_set(t, eligible, r.count, sel);
+    choose_set(t, eligible, r.need.gpus, sel);
   return sel;
 }
 

@@ -17,12 +17,10 @@
 
 namespace gf::allocator {
 
+// A need (its mig_profile is select_mig_instance's, not read here) and what the caller knows of the node.
 struct SelectRequest {
-  unsigned count = 1;
-  std::uint64_t min_free_memory_mib = core::kDefaultMinFreeMemoryMib;
-  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;  // inclusive
-  std::set<unsigned> leased;                                       // GPU indices held by leases: never offered
-  bool refuse_busy = true;           // refuse GPUs running processes gpufleet did not start
+  core::GpuNeed need;
+  std::set<unsigned> leased;         // GPU indices held by leases: never offered
   std::set<std::uint32_t> own_pids;  // processes that do not make a GPU busy (ours)
 };
 
@@ -47,12 +45,12 @@ struct Selection {
 unsigned pair_link_score(const core::Topology& t, unsigned a, unsigned b) noexcept;
 
 // Every GPU of the snapshot that may not be offered, with why: lost or failing, leased, under the
-// free-memory floor, over the utilization ceiling, or (refuse_busy) running a process not in
+// free-memory floor, over the utilization ceiling, or (unless allow_busy) running a process not in
 // own_pids. A reading the device could not give refuses the GPU only when its limit constrains
 // (unknown free memory with a floor above 0, unknown utilization with a ceiling below 100).
 std::vector<Refusal> eligibility(const core::Snapshot& s, const SelectRequest& r);
 
-// Chooses r.count eligible GPUs.
+// Chooses r.need.gpus eligible GPUs.
 // count == 1: the GPU whose loss breaks the fewest good links among the eligible GPUs (lowest sum of
 //   its link scores to them), so that linked groups stay whole for larger jobs; then the best
 //   availability score; then the lowest index.

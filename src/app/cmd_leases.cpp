@@ -12,6 +12,7 @@
 #include "core/mig.hpp"
 #include "platform/log.hpp"
 #include "wire/agent_docs.hpp"
+#include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
@@ -23,14 +24,10 @@ namespace {
 // alloc through the agent: the lease is tied to our parent (the calling shell), which the agent reads
 // from its own /proc and watches; what we say about the owner is not asked.
 Result<std::pair<core::Lease, std::vector<std::string>>> alloc_via_agent(AgentClient& agent, const AllocCommand& a) {
-  nlohmann::json args{{"gpus", a.gpus},
-                      {"min_memory_mib", a.min_memory_mb},
-                      {"max_utilization_pct", a.max_utilization},
-                      {"allow_busy", a.allow_busy},
-                      {"name", a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name},
-                      {"wait_s", 0},
-                      {"tie", "parent"}};
-  if (!a.mig.empty()) args["mig"] = a.mig;
+  nlohmann::json args = wire::gpu_need_json(a.need);
+  args["name"] = a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name;
+  args["wait_s"] = 0;
+  args["tie"] = "parent";
   auto r = agent.call("acquire", std::move(args));
   if (!r) return r.error();
   auto lease = wire::lease_from_json(r->value("lease", nlohmann::json()));
@@ -106,16 +103,13 @@ int run_alloc(const GlobalOptions& g, const AllocCommand& a) {
       return exit_code(jc.error());
     }
     scheduler::AllocationRequest req;
-    req.gpus = a.gpus;
-    req.min_memory_mib = a.min_memory_mb;
-    req.max_utilization_pct = a.max_utilization;
-    req.refuse_busy = !a.allow_busy;
-    req.mig_profile = a.mig;
+    req.need = a.need;
     req.job_id = "shell-" + store::new_id();
     req.name = a.name.empty() ? fmt::format("shell {}", ::getppid()) : a.name;
     // The lease belongs to the calling shell: it ends when the shell does (or on `gpufleet release`).
     req.owner = owner_of(static_cast<std::uint32_t>(::getppid()));
-    auto got = jc->allocator->allocate(req);
+    // The decision is made on a driver query taken now (no agent publishes readings here).
+    auto got = jc->allocator->allocate(req, jc->query());
     if (!got) {
       print_error(got.error().message);
       return exit_code(got.error());

@@ -125,12 +125,12 @@ RunCommand job_of(const TaskCommand& t, const estimate::TaskValue& combo, const 
   }
   r.alloc.name = fmt::format("{} [{}]", task_name, label);
   r.task = task_name;
-  r.alloc.gpus = estimate.gpus;
+  r.alloc.need.gpus = estimate.gpus;
   if (!t.min_memory_given) {
-    r.alloc.min_memory_mb = estimate.memory_mb_per_gpu;
+    r.alloc.need.min_free_memory_mib = estimate.memory_mb_per_gpu;
     if (estimate.memory_fraction)
-      r.alloc.min_memory_mb =
-          std::max(r.alloc.min_memory_mb,
+      r.alloc.need.min_free_memory_mib =
+          std::max(r.alloc.need.min_free_memory_mib,
                    static_cast<std::uint64_t>(*estimate.memory_fraction * static_cast<double>(largest_gpu)));
   }
   return r;
@@ -186,7 +186,7 @@ int run_task(const GlobalOptions& g, const TaskCommand& t) {
     std::string label;
     const RunCommand r = job_of(t, (*grid)[i], estimates[i], task_name, largest_gpu, label);
     std::fprintf(stderr, "gpufleet: job %zu/%zu: %s: %u GPU(s), %llu MiB each\n", i + 1, grid->size(), label.c_str(),
-                 r.alloc.gpus, static_cast<unsigned long long>(r.alloc.min_memory_mb));
+                 r.alloc.need.gpus, static_cast<unsigned long long>(r.alloc.need.min_free_memory_mib));
     // A job whose GPUs never come fails with its message; the others go on. An interrupt
     // (Ctrl-C, SIGTERM) stops the whole task.
     outcomes.push_back({r.alloc.name, run_job(g, r)});

@@ -31,16 +31,14 @@ struct MonitorCommand {
 };
 int run_monitor(const GlobalOptions& g, const MonitorCommand& m);
 
+// --gpus, --min-memory-mb (MiB), --max-utilization, --allow-busy and --mig fill the need; with --mig the
+// lease is one instance of that profile and CUDA_VISIBLE_DEVICES is its MIG-<uuid>.
 struct AllocCommand {
-  unsigned gpus = 1;
-  std::uint64_t min_memory_mb = core::kDefaultMinFreeMemoryMib;
-  unsigned max_utilization = core::kDefaultMaxUtilizationPct;
-  bool allow_busy = false;
+  core::GpuNeed need;
   bool uuids = false;  // CUDA_VISIBLE_DEVICES as UUIDs
   bool json = false;
   std::string name;
   std::string db;
-  std::string mig;  // a MIG profile ("1g.10gb"): lease one instance of it; CUDA_VISIBLE_DEVICES=MIG-<uuid>
 };
 int run_alloc(const GlobalOptions& g, const AllocCommand& a);
 int run_release(const GlobalOptions& g, const std::string& lease_id, const std::string& db);

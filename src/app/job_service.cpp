@@ -123,7 +123,7 @@ Result<core::Job> JobService::submit(const server::JobSubmission& s) {
                               {"status", "waiting"},
                               {"submitted_via", "api"},
                               {"docker", {{"image", s.image}}},
-                              {"gpus", s.gpus}}
+                              {"gpus", s.need.gpus}}
                    .dump();
   std::lock_guard lock(mu_);
   reap_locked();
@@ -150,135 +150,151 @@ Result<void> JobService::cancel(const std::string& id) {
   return {};
 }
 
-void JobService::run(const std::string& id, server::JobSubmission s, std::shared_ptr<Flight> flight) {
-  const node::Peer peer = api_peer();
+// One submitted job as its thread runs it.
+struct JobService::Run {
   core::Job job;
-  job.id = id;
-  job.name = s.name.empty() ? s.image : s.name;
-  job.command = nlohmann::json(s.args).dump();
-  job.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
-  job.started_at_ms = store::now_ms();
-  const std::int64_t queued_at_ms = job.started_at_ms;
-  const nlohmann::json command = s.args;
+  server::JobSubmission s;
+  nlohmann::json command;
+  std::int64_t queued_at_ms = 0;
+  node::ConnectionId conn = 0;  // the arbiter connection that holds the lease, once granted
+};
 
-  // Ends the job without GPUs: the record, the event.
-  auto fail = [&](const std::string& status, const std::string& error) {
-    job.status = status;
-    job.ended_at_ms = store::now_ms();
-    job.record = nlohmann::json{{"id", job.id},
-                                {"name", job.name},
-                                {"command", command},
-                                {"status", status},
-                                {"error", error},
-                                {"submitted_via", "api"},
-                                {"docker", {{"image", s.image}}},
-                                {"queued_at", iso_ms(queued_at_ms)},
-                                {"ended_at", iso_ms(*job.ended_at_ms)}}
-                     .dump();
-    (void)arbiter_.job_put(peer, job);
-    emit_("job_failed", {{"id", job.id}, {"name", job.name}, {"status", status}, {"error", error}});
-  };
+void JobService::fail(Run& run, const std::string& status, const std::string& error) {
+  core::Job& job = run.job;
+  job.status = status;
+  job.ended_at_ms = store::now_ms();
+  job.record = nlohmann::json{{"id", job.id},
+                              {"name", job.name},
+                              {"command", run.command},
+                              {"status", status},
+                              {"error", error},
+                              {"submitted_via", "api"},
+                              {"docker", {{"image", run.s.image}}},
+                              {"queued_at", iso_ms(run.queued_at_ms)},
+                              {"ended_at", iso_ms(*job.ended_at_ms)}}
+                   .dump();
+  (void)arbiter_.job_put(api_peer(), job);
+  emit_("job_failed", {{"id", job.id}, {"name", job.name}, {"status", status}, {"error", error}});
+}
 
-  emit_("job_queued", {{"id", id}, {"name", job.name}, {"image", s.image}, {"gpus", s.gpus}});
+std::optional<scheduler::Allocation> JobService::wait_for_gpus(Run& run, Flight& flight) {
   auto answers = std::make_shared<Answers>();
-  const node::ConnectionId conn = arbiter_.connect(peer, answers);
+  const node::ConnectionId conn = arbiter_.connect(api_peer(), answers);
   node::AcquireRequest req;
-  req.gpus = s.gpus;
-  req.min_memory_mib = s.min_memory_mib;
-  req.name = job.name;
-  req.job_id = id;
-  req.priority = s.priority;
-  req.wait = s.wait;
+  req.need = run.s.need;
+  req.name = run.job.name;
+  req.job_id = run.job.id;
+  req.priority = run.s.priority;
+  req.wait = run.s.wait;
   req.tie = core::LeaseTie::Connection;
-
   std::optional<scheduler::Allocation> grant;
+  auto no_gpus = [&](const Error& e) {
+    fail(run, e.kind == ErrorKind::Unavailable ? "no_gpus" : "failed",
+         e.kind == ErrorKind::Unavailable ? "no GPUs within the wait: " + e.message : e.message);
+  };
   if (auto now = arbiter_.acquire(conn, 1, req); !now) {
-    fail(now.error().kind == ErrorKind::Unavailable ? "no_gpus" : "failed",
-         now.error().kind == ErrorKind::Unavailable ? "no GPUs within the wait: " + now.error().message
-                                                    : now.error().message);
+    no_gpus(now.error());
   } else if (*now) {
     grant = std::move(*now);
   } else {
     bool cancel_sent = false;
     while (!answers->wait_for(kPoll)) {
-      if (flight->cancel.load() && !cancel_sent) {
+      if (flight.cancel.load() && !cancel_sent) {
         (void)arbiter_.cancel(conn, 1);  // answers "cancelled" through the sink
         cancel_sent = true;
       }
       arbiter_.tick();
     }
     grant = answers->grant();
-    if (!grant) {
-      const Error e = answers->refusal().value_or(Error{"the arbiter gave no answer", ErrorKind::Failed});
-      if (flight->cancel.load())
-        fail("interrupted", "cancelled through the API while waiting for GPUs");
-      else
-        fail(e.kind == ErrorKind::Unavailable ? "no_gpus" : "failed",
-             e.kind == ErrorKind::Unavailable ? "no GPUs within the wait: " + e.message : e.message);
-    }
+    if (!grant && flight.cancel.load())
+      fail(run, "interrupted", "cancelled through the API while waiting for GPUs");
+    else if (!grant)
+      no_gpus(answers->refusal().value_or(Error{"the arbiter gave no answer", ErrorKind::Failed}));
   }
+  // The lease is connection-tied: it lasts until the job releases it, then the connection goes.
+  if (grant)
+    run.conn = conn;
+  else
+    arbiter_.disconnect(conn);
+  return grant;
+}
 
-  if (grant) {
-    const core::Lease& lease = grant->lease;
-    std::vector<std::string> ids;
-    std::vector<unsigned> indices;
-    for (const auto& g : lease.gpus) {
-      ids.push_back(std::to_string(g.index));
-      indices.push_back(g.index);
-    }
-    job.status = "running";
-    job.lease_id = lease.id;
-    job.started_at_ms = store::now_ms();
-    (void)arbiter_.job_put(peer, job);
-    emit_("job_started", {{"id", id}, {"name", job.name}, {"gpus", gpu_indices(lease)}, {"lease", lease.id}});
+void JobService::run_granted(Run& run, const scheduler::Allocation& grant, Flight& flight) {
+  core::Job& job = run.job;
+  const core::Lease& lease = grant.lease;
+  std::vector<std::string> ids;
+  std::vector<unsigned> indices;
+  for (const auto& g : lease.gpus) {
+    ids.push_back(std::to_string(g.index));
+    indices.push_back(g.index);
+  }
+  job.status = "running";
+  job.lease_id = lease.id;
+  job.started_at_ms = store::now_ms();
+  (void)arbiter_.job_put(api_peer(), job);
+  emit_("job_started", {{"id", job.id}, {"name", job.name}, {"gpus", gpu_indices(lease)}, {"lease", lease.id}});
 
-    auto smp = sampler::Sampler::create(hub_, options_.sample_interval, indices);
-    if (smp) (*smp)->start();
-    int code = 0;
-    std::string docker_error, container_id;
-    if (flight->cancel.load()) {
-      docker_error = "cancelled through the API before the container started";
-    } else if (auto client = options_.docker(); !client) {
-      docker_error = client.error().message;
+  auto smp = sampler::Sampler::create(hub_, options_.sample_interval, indices);
+  if (smp) (*smp)->start();
+  int code = 0;
+  std::string docker_error, container_id;
+  if (flight.cancel.load()) {
+    docker_error = "cancelled through the API before the container started";
+  } else if (auto client = options_.docker(); !client) {
+    docker_error = client.error().message;
+  } else {
+    launch::DockerRunSpec spec;
+    spec.image = run.s.image;
+    spec.cmd = run.s.args;
+    spec.gpu_ids = ids;
+    spec.labels = {{"gpufleet.job", job.id}, {"gpufleet.lease", lease.id}};
+    auto res = client->run(spec, &flight.cancel);
+    if (!res) {
+      docker_error = flight.cancel.load() ? "cancelled through the API: " + res.error().message : res.error().message;
     } else {
-      launch::DockerRunSpec spec;
-      spec.image = s.image;
-      spec.cmd = s.args;
-      spec.gpu_ids = ids;
-      spec.labels = {{"gpufleet.job", id}, {"gpufleet.lease", lease.id}};
-      auto res = client->run(spec, &flight->cancel);
-      if (!res) {
-        docker_error =
-            flight->cancel.load() ? "cancelled through the API: " + res.error().message : res.error().message;
-      } else {
-        code = res->exit_code;
-        container_id = res->container_id;
-      }
+      code = res->exit_code;
+      container_id = res->container_id;
     }
-    (void)arbiter_.release(lease.id, true, "job ended");
-    const core::RunReport report = smp ? (*smp)->stop() : core::RunReport{};
-
-    const bool cancelled = flight->cancel.load();
-    job.exit_code = docker_error.empty() ? std::optional<int>(code) : std::nullopt;
-    job.ended_at_ms = store::now_ms();
-    job.status = !docker_error.empty() ? (cancelled ? "interrupted" : "failed")
-                                       : (code == 0 ? "succeeded" : (cancelled ? "interrupted" : "failed"));
-    nlohmann::json gpu_info = wire::gpu_info_json(grant->selection, *grant->snapshot, s.gpus);
-    auto rec = finished_run_json({job, command, queued_at_ms, options_.backend, options_.host, std::move(gpu_info),
-                                  report, s.image, container_id, docker_error});
-    rec["submitted_via"] = "api";
-    if (!docker_error.empty()) rec["error"] = docker_error;
-    job.record = rec.dump();
-    (void)arbiter_.job_put(peer, job);
-    if (docker_error.empty() && !cancelled)
-      emit_("job_finished", {{"id", id}, {"name", job.name}, {"status", job.status}, {"exit_code", code}});
-    else
-      emit_("job_failed", {{"id", id},
-                           {"name", job.name},
-                           {"status", job.status},
-                           {"error", docker_error.empty() ? "cancelled through the API" : docker_error}});
   }
-  arbiter_.disconnect(conn);
+  (void)arbiter_.release(lease.id, true, "job ended");
+  const core::RunReport report = smp ? (*smp)->stop() : core::RunReport{};
+
+  const bool cancelled = flight.cancel.load();
+  job.exit_code = docker_error.empty() ? std::optional<int>(code) : std::nullopt;
+  job.ended_at_ms = store::now_ms();
+  job.status = !docker_error.empty() ? (cancelled ? "interrupted" : "failed")
+                                     : (code == 0 ? "succeeded" : (cancelled ? "interrupted" : "failed"));
+  nlohmann::json gpu_info = wire::gpu_info_json(grant.selection, *grant.snapshot, run.s.need.gpus);
+  auto rec = finished_run_json({job, run.command, run.queued_at_ms, options_.backend, options_.host,
+                                std::move(gpu_info), report, run.s.image, container_id, docker_error});
+  rec["submitted_via"] = "api";
+  if (!docker_error.empty()) rec["error"] = docker_error;
+  job.record = rec.dump();
+  (void)arbiter_.job_put(api_peer(), job);
+  if (docker_error.empty() && !cancelled)
+    emit_("job_finished", {{"id", job.id}, {"name", job.name}, {"status", job.status}, {"exit_code", code}});
+  else
+    emit_("job_failed", {{"id", job.id},
+                         {"name", job.name},
+                         {"status", job.status},
+                         {"error", docker_error.empty() ? "cancelled through the API" : docker_error}});
+}
+
+void JobService::run(const std::string& id, server::JobSubmission s, std::shared_ptr<Flight> flight) {
+  Run run;
+  run.job.id = id;
+  run.job.name = s.name.empty() ? s.image : s.name;
+  run.job.command = nlohmann::json(s.args).dump();
+  run.job.owner = owner_of(static_cast<std::uint32_t>(::getpid()));
+  run.job.started_at_ms = store::now_ms();
+  run.queued_at_ms = run.job.started_at_ms;
+  run.command = s.args;
+  run.s = std::move(s);
+  emit_("job_queued", {{"id", id}, {"name", run.job.name}, {"image", run.s.image}, {"gpus", run.s.need.gpus}});
+  if (auto grant = wait_for_gpus(run, *flight)) {
+    run_granted(run, *grant, *flight);
+    arbiter_.disconnect(run.conn);
+  }
   std::lock_guard lock(mu_);
   flight->done = true;
 }

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -62,7 +63,15 @@ class JobService final : public server::JobSubmitter {
     std::thread thread;
     bool done = false;
   };
+  struct Run;
+  // The job's thread: waits for its GPUs through the arbiter, runs it, records it.
   void run(const std::string& id, server::JobSubmission s, std::shared_ptr<Flight> flight);
+  // The grant, or nullopt with the job recorded and announced as ended without GPUs.
+  std::optional<scheduler::Allocation> wait_for_gpus(Run& run, Flight& flight);
+  // Runs the container on the granted GPUs, samples them, releases the lease and records the run.
+  void run_granted(Run& run, const scheduler::Allocation& grant, Flight& flight);
+  // Ends the job without GPUs: the record, the event.
+  void fail(Run& run, const std::string& status, const std::string& error);
   void reap_locked();  // joins the threads of finished jobs
 
   node::Arbiter& arbiter_;

@@ -15,7 +15,7 @@ Result<std::unique_ptr<store::NodeStore>> open_store(const std::string& db_path)
 }
 
 Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& db_path) {
-  JobContext jc{open_context(g), nullptr, nullptr};
+  JobContext jc{open_context(g), nullptr, nullptr, {}};
   if (jc.node.explicit_backend_failed) {
     std::string why;
     for (const auto& l : describe_steps(jc.node.steps)) why += (why.empty() ? "" : "; ") + l;
@@ -24,11 +24,11 @@ Result<JobContext> open_job_context(const GlobalOptions& g, const std::string& d
   auto st = open_store(db_path);
   if (!st) return st.error();
   jc.store = std::move(*st);
-  scheduler::SnapshotSource src;
   sampler::Monitor* m = jc.node.monitor.get();
-  src.fresh = [m] { return m->snapshot(false); };
-  if (auto t = m->topology(); t) src.topology = std::move(*t);
-  jc.allocator = std::make_unique<scheduler::NodeAllocator>(*jc.store, std::move(src));
+  jc.query = [m] { return m->snapshot(false); };
+  core::Topology topology;
+  if (auto t = m->topology(); t) topology = std::move(*t);
+  jc.allocator = std::make_unique<scheduler::NodeAllocator>(*jc.store, std::move(topology));
   return jc;
 }
 

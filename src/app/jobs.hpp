@@ -15,10 +15,12 @@
 
 namespace gf::app {
 
+// The agentless path: this process decides on the store directly (no agent runs, or --socket none).
 struct JobContext {
   Context node;
   std::unique_ptr<store::NodeStore> store;
   std::unique_ptr<scheduler::NodeAllocator> allocator;
+  scheduler::ReadingQuery query;  // a new driver query: what each of this process's decisions is made on
 };
 
 // Opens the backend, the store (db_path empty: the default) and an allocator over them. On failure the

@@ -199,14 +199,15 @@ Verb declare_monitor(CLI::App& app, gf::app::MonitorCommand& m) {
 
 // The lease request's options, the same on alloc, run and task run.
 void add_alloc_options(CLI::App* sub, gf::app::AllocCommand& a) {
-  sub->add_option("-g,--gpus", a.gpus, "number of GPUs")->capture_default_str()->check(CLI::Range(1u, 4096u));
-  sub->add_option("-m,--min-memory-mb", a.min_memory_mb, "free memory each GPU must have (MiB)")->capture_default_str();
-  sub->add_option("--max-utilization", a.max_utilization, "busiest a GPU may be (%, inclusive)")
+  sub->add_option("-g,--gpus", a.need.gpus, "number of GPUs")->capture_default_str()->check(CLI::Range(1u, 4096u));
+  sub->add_option("-m,--min-memory-mb", a.need.min_free_memory_mib, "free memory each GPU must have (MiB)")
+      ->capture_default_str();
+  sub->add_option("--max-utilization", a.need.max_utilization_pct, "busiest a GPU may be (%, inclusive)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 100u));
-  sub->add_flag("--allow-busy", a.allow_busy, "also take GPUs running processes gpufleet did not start");
+  sub->add_flag("--allow-busy", a.need.allow_busy, "also take GPUs running processes gpufleet did not start");
   sub->add_flag("--uuids", a.uuids, "CUDA_VISIBLE_DEVICES as GPU UUIDs instead of indices");
-  sub->add_option("--mig", a.mig,
+  sub->add_option("--mig", a.need.mig_profile,
                   "lease one free MIG instance of this profile (e.g. 1g.10gb) instead of whole GPUs; "
                   "CUDA_VISIBLE_DEVICES is then its MIG UUID")
       ->check(CLI::Validator(

@@ -12,6 +12,7 @@
 #include "platform/log.hpp"
 #include "wire/agent_docs.hpp"
 #include "wire/agent_protocol.hpp"
+#include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
 
 namespace gf::app {
@@ -23,9 +24,10 @@ class StoreLink final : public NodeLink {
   Context& node() override { return jc_.node; }
   Result<void> put_job(core::Job& job) override { return jc_.store->put_job(job); }
   Result<Grant> acquire(const scheduler::AllocationRequest& req, const scheduler::WaitOptions& wo) override {
-    auto got = jc_.allocator->wait_and_allocate(req, wo);
+    auto got = jc_.allocator->wait_and_allocate(req, jc_.query, wo);
     if (!got) return got.error();
-    return Grant{got->lease, got->selection.indices, wire::gpu_info_json(got->selection, *got->snapshot, req.gpus)};
+    return Grant{got->lease, got->selection.indices,
+                 wire::gpu_info_json(got->selection, *got->snapshot, req.need.gpus)};
   }
   Result<bool> release(const std::string& lease_id, const std::string& reason) override {
     return jc_.store->release(lease_id, reason);
@@ -57,16 +59,12 @@ class AgentLink final : public NodeLink {
   }
 
   Result<Grant> acquire(const scheduler::AllocationRequest& req, const scheduler::WaitOptions& wo) override {
-    nlohmann::json args{{"gpus", req.gpus},
-                        {"min_memory_mib", req.min_memory_mib},
-                        {"max_utilization_pct", req.max_utilization_pct},
-                        {"allow_busy", !req.refuse_busy},
-                        {"name", req.name},
-                        {"job_id", req.job_id},
-                        {"priority", req.priority},
-                        {"wait_s", std::chrono::duration<double>(wo.timeout).count()},
-                        {"tie", "connection"}};
-    if (!req.mig_profile.empty()) args["mig"] = req.mig_profile;
+    nlohmann::json args = wire::gpu_need_json(req.need);
+    args["name"] = req.name;
+    args["job_id"] = req.job_id;
+    args["priority"] = req.priority;
+    args["wait_s"] = std::chrono::duration<double>(wo.timeout).count();
+    args["tie"] = "connection";
     auto on_event = [&wo](const nlohmann::json& e) {
       if (!wo.progress || e.value("event", "") != "waiting") return;
       scheduler::WaitProgress p;

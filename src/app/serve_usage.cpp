@@ -8,43 +8,39 @@
 
 namespace gf::app {
 
-std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeJobs& jobs, node::Arbiter* arbiter,
-                                                     ReclaimNotice notice) {
+std::unique_ptr<node::UsageLedger> make_usage_ledger(const ServeConfig& c, node::NodeRecords& records,
+                                                     node::Arbiter& arbiter, ReclaimNotice notice) {
   auto st = store::UsageStore::open(c.db);
   if (!st) {
     std::fprintf(stderr, "gpufleet: no GPU accounting: %s\n", st.error().message.c_str());
     return nullptr;
   }
   node::LeaseSource source;
-  source.active = [&jobs] {
-    return jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
-  };
+  source.active = [&records] { return records.active(); };
   // Leases that just ended are among the newest; 1000 covers far more than end between two readings.
-  source.find = [&jobs](const std::vector<std::string>& ids) -> Result<std::vector<core::Lease>> {
-    auto all = jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.history(1000); });
+  source.find = [&records](const std::vector<std::string>& ids) -> Result<std::vector<core::Lease>> {
+    auto all = records.history(1000);
     if (!all) return all.error();
     std::vector<core::Lease> out;
     for (auto& l : *all)
       if (std::find(ids.begin(), ids.end(), l.id) != ids.end()) out.push_back(std::move(l));
     return out;
   };
-  source.ended_since = [&jobs](std::int64_t since_ms) -> Result<std::vector<core::Lease>> {
-    auto all = jobs.with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.history(1000); });
+  source.ended_since = [&records](std::int64_t since_ms) -> Result<std::vector<core::Lease>> {
+    auto all = records.history(1000);
     if (!all) return all.error();
     std::vector<core::Lease> out;
     for (auto& l : *all)
       if (l.released_at_ms && *l.released_at_ms >= since_ms) out.push_back(std::move(l));
     return out;
   };
-  auto warn = [notice, arbiter](const std::string& lease, const std::string& message) {
+  auto warn = [notice, &arbiter](const std::string& lease, const std::string& message) {
     platform::log_line("reclaim", "warning for lease " + lease + ": " + message);
-    if (arbiter) (void)arbiter->warn(lease, message);
+    (void)arbiter.warn(lease, message);
     if (notice) notice("lease_warning", lease, message);
   };
-  auto release = [&jobs, notice, arbiter](const std::string& lease, const std::string& reason) {
-    auto r = arbiter
-                 ? arbiter->release(lease, true, reason)
-                 : jobs.with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(lease, reason); });
+  auto release = [notice, &arbiter](const std::string& lease, const std::string& reason) {
+    auto r = arbiter.release(lease, true, reason);
     if (!r) {
       platform::log_line("reclaim", "cannot release lease " + lease + ": " + r.error().message);
       return;

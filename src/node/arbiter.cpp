@@ -30,16 +30,7 @@ std::string owner_text(const core::LeaseOwner& o) {
   return fmt::format("{} (uid {})", o.user.empty() ? platform::user_name(*o.uid) : o.user, *o.uid);
 }
 
-std::string holders_text(const std::vector<core::Lease>& active) {
-  std::string out;
-  for (const auto& l : active) {
-    std::vector<unsigned> idx;
-    for (const auto& g : l.gpus) idx.push_back(g.index);
-    out += fmt::format("{}GPU {} held by {} (lease {}, {})", out.empty() ? "" : "; ", fmt::join(idx, ","),
-                       l.name.empty() ? l.job_id : l.name, l.id, owner_text(l.owner));
-  }
-  return out;
-}
+using scheduler::holders_text;
 
 bool serves_before(const core::Waiter& a, std::uint64_t seq_a, const core::Waiter& b, std::uint64_t seq_b) {
   if (a.priority != b.priority) return a.priority > b.priority;
@@ -51,14 +42,8 @@ bool serves_before(const core::Waiter& a, std::uint64_t seq_a, const core::Waite
 Arbiter::Arbiter(std::unique_ptr<core::JobStore> store, ReadingSource source, ArbiterOptions options,
                  const core::Clock& clock)
     : store_(std::move(store)), source_(std::move(source)), options_(std::move(options)), clock_(clock) {
-  scheduler::SnapshotSource src;
-  // The reading try_now() took (under mu_); the allocator never asks the driver.
-  src.fresh = [this]() -> Result<core::SnapshotPtr> {
-    if (decision_reading_) return decision_reading_;
-    return make_error(ErrorKind::NotReady, "no reading of the GPUs to decide on");
-  };
-  src.topology = source_.topology;
-  allocator_ = std::make_unique<scheduler::NodeAllocator>(*store_, std::move(src), clock_);
+  // The allocator decides on the reading try_now() hands it; it never asks the driver.
+  allocator_ = std::make_unique<scheduler::NodeAllocator>(*store_, source_.topology, clock_);
   next_recheck_ = clock_.now() + options_.recheck;
   next_prune_ = clock_.now() + options_.prune_every;  // serve prunes once at start itself
 }
@@ -168,21 +153,22 @@ Result<unsigned> Arbiter::held_by(std::uint32_t uid) {
 
 Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const AcquireRequest& r,
                                                       const core::LeaseOwner& owner) const {
-  if (r.gpus < 1 || r.gpus > 1024) return make_error(ErrorKind::Invalid, "gpus must be from 1 to 1024");
-  if (r.max_utilization_pct > 100) return make_error(ErrorKind::Invalid, "max_utilization_pct must be 0 to 100");
-  if (!r.mig_profile.empty() && !allocator::valid_mig_profile(r.mig_profile))
+  const core::GpuNeed& need = r.need;
+  if (need.gpus < 1 || need.gpus > 1024) return make_error(ErrorKind::Invalid, "gpus must be from 1 to 1024");
+  if (need.max_utilization_pct > 100) return make_error(ErrorKind::Invalid, "max_utilization_pct must be 0 to 100");
+  if (!need.mig_profile.empty() && !allocator::valid_mig_profile(need.mig_profile))
     return make_error(ErrorKind::Invalid, "a MIG profile is written like 1g.10gb or 3g.40gb");
-  if (!r.mig_profile.empty() && r.gpus != 1)
+  if (!need.mig_profile.empty() && need.gpus != 1)
     return make_error(ErrorKind::Invalid, "a MIG lease is one instance: ask for --gpus 1 with --mig");
   if (r.priority > options_.max_user_priority && !peer.admin)
     return make_error(ErrorKind::Permission,
                       fmt::format("priority {} is above {}, the most a user may ask for (max_user_priority); only "
                                   "root or the admin group may",
                                   r.priority, options_.max_user_priority));
-  if (options_.max_gpus_per_user > 0 && r.gpus > options_.max_gpus_per_user)
+  if (options_.max_gpus_per_user > 0 && need.gpus > options_.max_gpus_per_user)
     return make_error(ErrorKind::Unavailable, fmt::format("{} GPU(s) is more than the quota of {} per user "
                                                           "(max_gpus_per_user)",
-                                                          r.gpus, options_.max_gpus_per_user));
+                                                          need.gpus, options_.max_gpus_per_user));
   // Another user's job id is theirs (issue 20, finding 10): a lease under it would be counted as
   // their job's. Refused when a job record with that id belongs to another uid (admins may).
   if (!r.job_id.empty() && !peer.admin) {
@@ -193,11 +179,7 @@ Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const Ac
                         fmt::format("job {} belongs to {}", r.job_id, owner_text((*job)->owner)));
   }
   scheduler::AllocationRequest ar;
-  ar.gpus = r.gpus;
-  ar.min_memory_mib = r.min_memory_mib;
-  ar.max_utilization_pct = r.max_utilization_pct;
-  ar.refuse_busy = !r.allow_busy;
-  ar.mig_profile = r.mig_profile;
+  ar.need = need;
   ar.job_id = r.job_id.empty() ? "a-" + random_id() : r.job_id;
   ar.name = r.name;
   ar.priority = r.priority;
@@ -214,22 +196,23 @@ Result<void> Arbiter::meetable(const scheduler::AllocationRequest& ar) {
   if (!source_.latest) return {};
   const auto snap = source_.latest().first;
   if (!snap || snap->gpus.empty()) return {};
-  if (!ar.mig_profile.empty()) {
-    if (allocator::has_mig_profile(*snap, ar.mig_profile)) return {};
+  const core::GpuNeed& need = ar.need;
+  if (!need.mig_profile.empty()) {
+    if (allocator::has_mig_profile(*snap, need.mig_profile)) return {};
     return make_error(ErrorKind::Invalid, fmt::format("no MIG instance of profile {} on this node (its MIG "
                                                       "instances: {})",
-                                                      ar.mig_profile, allocator::mig_profiles_text(*snap)));
+                                                      need.mig_profile, allocator::mig_profiles_text(*snap)));
   }
   std::size_t big_enough = 0;
   for (const auto& g : snap->gpus)
-    if (!g.memory_total_mib || *g.memory_total_mib >= ar.min_memory_mib) ++big_enough;
-  if (ar.gpus > snap->gpus.size())
+    if (!g.memory_total_mib || *g.memory_total_mib >= need.min_free_memory_mib) ++big_enough;
+  if (need.gpus > snap->gpus.size())
     return make_error(ErrorKind::Invalid,
-                      fmt::format("{} GPU(s) asked for; this node has {}", ar.gpus, snap->gpus.size()));
-  if (ar.gpus > big_enough)
+                      fmt::format("{} GPU(s) asked for; this node has {}", need.gpus, snap->gpus.size()));
+  if (need.gpus > big_enough)
     return make_error(ErrorKind::Invalid, fmt::format("{} GPU(s) with {} MiB asked for; {} of this node's GPUs "
                                                       "have that much memory in all",
-                                                      ar.gpus, ar.min_memory_mib, big_enough));
+                                                      need.gpus, need.min_free_memory_mib, big_enough));
   return {};
 }
 
@@ -240,9 +223,7 @@ Result<Arbiter::Attempt> Arbiter::try_now(const scheduler::AllocationRequest& ar
     out.refusal = snap.error();
     return out;
   }
-  decision_reading_ = *snap;
-  auto got = allocator_->attempt(ar, "");
-  decision_reading_.reset();
+  auto got = allocator_->attempt(ar, "", *snap);
   if (!got) return got.error();
   out.holders = std::move(got->holders);
   if (got->granted)
@@ -267,6 +248,39 @@ Result<void> Arbiter::within_quota(const Peer& peer, unsigned gpus) {
   return {};
 }
 
+Result<Arbiter::TiedOwner> Arbiter::owner_of(const Peer& peer, core::LeaseTie tie) const {
+  // The owner: the client itself for a connection tie, its parent for a process tie (`alloc` exits
+  // and leaves the lease to the shell that ran it). The kernel's pid, never one the client sent.
+  const platform::ProcReader proc(options_.proc_root);
+  TiedOwner out;
+  core::LeaseOwner& owner = out.first;
+  if (tie != core::LeaseTie::Process) {
+    owner.pid = peer.pid;
+    owner.start_time = proc.start_time(peer.pid).value_or(0);
+    return out;
+  }
+  auto parent = platform::parent_pid(peer.pid, options_.proc_root);
+  if (!parent || *parent == 0)
+    return make_error(ErrorKind::Invalid, fmt::format("cannot read the parent of process {}", peer.pid));
+  // A lease tied to init (an orphaned client) or to someone else's process would never end with the
+  // user's session: the shell it is tied to must be the user's own.
+  if (*parent == 1)
+    return make_error(ErrorKind::Invalid,
+                      "the calling process has no parent to tie the lease to (it was "
+                      "orphaned): run it from the shell that should hold the lease");
+  if (const auto puid = platform::process_uid(*parent, options_.proc_root); !peer.admin && puid != peer.uid)
+    return make_error(
+        ErrorKind::Permission,
+        fmt::format("the parent process {} is not {}'s: a lease is tied to its owner's own shell", *parent, peer.user));
+  owner.pid = *parent;
+  owner.start_time = proc.start_time(*parent).value_or(0);
+  auto w = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
+  if (!w && w.error().kind == ErrorKind::NotFound)
+    return make_error(ErrorKind::Invalid, "the process to tie the lease to is gone: " + w.error().message);
+  if (w) out.second = std::move(*w);
+  return out;
+}
+
 Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, std::int64_t request_id,
                                                               const AcquireRequest& r) {
   std::lock_guard lock(mu_);
@@ -277,39 +291,13 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
     if (w.conn == c && w.request_id == request_id)
       return make_error(ErrorKind::Invalid, fmt::format("request {} is already waiting", request_id));
 
-  // The owner: the client itself for a connection tie, its parent for a process tie (`alloc` exits
-  // and leaves the lease to the shell that ran it). The kernel's pid, never one the client sent.
-  const platform::ProcReader proc(options_.proc_root);
-  core::LeaseOwner owner;
-  std::optional<platform::PidWatch> watch;
-  if (r.tie == core::LeaseTie::Process) {
-    auto parent = platform::parent_pid(peer.pid, options_.proc_root);
-    if (!parent || *parent == 0)
-      return make_error(ErrorKind::Invalid, fmt::format("cannot read the parent of process {}", peer.pid));
-    // A lease tied to init (an orphaned client) or to someone else's process would never end with the
-    // user's session: the shell it is tied to must be the user's own.
-    if (*parent == 1)
-      return make_error(ErrorKind::Invalid,
-                        "the calling process has no parent to tie the lease to (it was "
-                        "orphaned): run it from the shell that should hold the lease");
-    if (const auto puid = platform::process_uid(*parent, options_.proc_root); !peer.admin && puid != peer.uid)
-      return make_error(ErrorKind::Permission,
-                        fmt::format("the parent process {} is not {}'s: a lease is tied to its owner's own shell",
-                                    *parent, peer.user));
-    owner.pid = *parent;
-    owner.start_time = proc.start_time(*parent).value_or(0);
-    auto w = platform::PidWatch::open(owner.pid, owner.start_time, options_.proc_root);
-    if (!w && w.error().kind == ErrorKind::NotFound)
-      return make_error(ErrorKind::Invalid, "the process to tie the lease to is gone: " + w.error().message);
-    if (w) watch = std::move(*w);
-  } else {
-    owner.pid = peer.pid;
-    owner.start_time = proc.start_time(peer.pid).value_or(0);
-  }
+  auto tied = owner_of(peer, r.tie);
+  if (!tied) return tied.error();
+  auto& [owner, watch] = *tied;
   auto ar = prepare(peer, r, owner);
   if (!ar) return ar.error();
   if (auto m = meetable(*ar); !m) return m.error();
-  auto quota = within_quota(peer, r.gpus);
+  auto quota = within_quota(peer, r.need.gpus);
   if (!quota && quota.error().kind != ErrorKind::Unavailable) return quota.error();
 
   Waiting w;
@@ -317,7 +305,7 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
   w.shown.id = ar->job_id;
   w.shown.name = r.name;
   w.shown.priority = r.priority;
-  w.shown.gpus = r.gpus;
+  w.shown.gpus = r.need.gpus;
   w.shown.owner = ar->owner;
   w.shown.enqueued_at_ms = wall_ms(clock_);
   // Someone ahead in the queue (not held back only by their own quota) goes first.
@@ -379,7 +367,7 @@ Result<scheduler::Allocation> Arbiter::acquire_for(const Peer& peer, const Acqui
   Peer charged = peer;
   charged.uid = ar->owner.uid.value_or(peer.uid);
   charged.user = ar->owner.user.empty() ? peer.user : ar->owner.user;
-  if (auto quota = within_quota(charged, req.gpus); !quota)
+  if (auto quota = within_quota(charged, req.need.gpus); !quota)
     return quota.error().kind == ErrorKind::Unavailable ? with_context("quota: ", quota.error()) : quota.error();
   // The HTTP API takes no place in the queue: when others wait, they go first.
   if (!queue_.empty())
@@ -584,7 +572,7 @@ void Arbiter::serve_queue() {
         auto h = held_by(peer.uid);
         held[peer.uid] = h ? *h : options_.max_gpus_per_user;  // unreadable: assume full, try again later
       }
-      if (held[peer.uid] + w.req.gpus > options_.max_gpus_per_user) {
+      if (held[peer.uid] + w.req.need.gpus > options_.max_gpus_per_user) {
         // Waiting on its own user's leases only: it does not hold back other users.
         w.last.why = quota_text(peer, options_.max_gpus_per_user);
         w.last.ahead = 0;
@@ -623,7 +611,7 @@ void Arbiter::serve_queue() {
           conn->second.sink->granted(w.request_id, *got->granted);
       }
       if (got) {
-        held[peer.uid] += w.req.gpus;
+        held[peer.uid] += w.req.need.gpus;
         track(got->granted->lease, w.req.tie == core::LeaseTie::Connection ? w.conn : 0, std::move(watch));
       }
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -664,7 +652,7 @@ steady_clock::time_point Arbiter::tick() {
       conn->second.sink->refused(
           w.request_id, make_error(ErrorKind::Unavailable,
                                    fmt::format("Insufficient GPUs after waiting {:.0f} s for {} GPU(s): {}{}",
-                                               std::chrono::duration<double>(now - w.start).count(), w.req.gpus,
+                                               std::chrono::duration<double>(now - w.start).count(), w.req.need.gpus,
                                                w.last.why, held.empty() ? "" : "\nholders: " + held)));
     }
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));

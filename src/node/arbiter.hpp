@@ -46,6 +46,7 @@
 #include "platform/clock.hpp"
 #include "platform/pidfd.hpp"
 #include "scheduler/node_allocator.hpp"
+#include "wire/agent_protocol.hpp"
 
 namespace gf::node {
 
@@ -60,18 +61,9 @@ struct Peer {
 
 using ConnectionId = std::uint64_t;
 
-struct AcquireRequest {
-  unsigned gpus = 1;
-  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
-  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;
-  bool allow_busy = false;
-  std::string name;
-  std::string job_id;  // empty: the arbiter makes one
-  int priority = 0;
-  std::chrono::milliseconds wait{0};  // 0: now or never
-  core::LeaseTie tie = core::LeaseTie::Connection;
-  std::string mig_profile;  // not empty: one MIG instance of this profile (gpus must be 1)
-};
+// An acquire as the agent socket decodes it: a core::GpuNeed (with a MIG profile, gpus must be 1), the
+// lease's name and job id (empty: the arbiter makes one), priority, wait (0: now or never) and tie.
+using AcquireRequest = wire::AcquireArgs;
 
 // Progress of a queued acquire.
 struct WaitingEvent {
@@ -203,6 +195,11 @@ class Arbiter {
     std::vector<core::Lease> holders;
   };
 
+  // Who owns a lease the peer asks for: the peer's own process for a connection tie; for a process tie
+  // its parent (the calling shell, which must be the peer's own), with a watch on it when one opens.
+  // Errors: Invalid (no parent, orphaned, gone), Permission (another user's process).
+  using TiedOwner = std::pair<core::LeaseOwner, std::optional<platform::PidWatch>>;
+  Result<TiedOwner> owner_of(const Peer& peer, core::LeaseTie tie) const;
   // Checks the request against the rules that never change while it waits (sizes, the priority
   // ceiling, a request larger than the quota) and builds it. Errors: Invalid, Permission, Unavailable.
   Result<scheduler::AllocationRequest> prepare(const Peer& peer, const AcquireRequest& r,
@@ -242,7 +239,6 @@ class Arbiter {
   std::map<std::string, Live> live_;
   std::chrono::steady_clock::time_point next_recheck_{};
   std::chrono::steady_clock::time_point next_prune_{};
-  core::SnapshotPtr decision_reading_;  // what the allocator decides on during one try_now()
 };
 
 }  // namespace gf::node

@@ -9,30 +9,31 @@ namespace {
 
 allocator::SelectRequest select_request(const AllocationRequest& req, const std::vector<core::Lease>& active) {
   allocator::SelectRequest sr;
-  sr.count = req.gpus;
-  sr.min_free_memory_mib = req.min_memory_mib;
-  sr.max_utilization_pct = req.max_utilization_pct;
-  sr.refuse_busy = req.refuse_busy;
+  sr.need = req.need;
   for (const auto& l : active)
     for (const auto& g : l.gpus) sr.leased.insert(g.index);
   return sr;
 }
+
+}  // namespace
 
 std::string holders_text(const std::vector<core::Lease>& active) {
   std::string out;
   for (const auto& l : active) {
     std::vector<unsigned> idx;
     for (const auto& g : l.gpus) idx.push_back(g.index);
-    out += fmt::format("{}GPU {} held by {} (lease {}, pid {}{})", out.empty() ? "" : "; ", fmt::join(idx, ","),
+    // The owner as the arbiter names it ("alice (uid 1001)"), after its pid; a lease written without the
+    // agent has no uid.
+    out += fmt::format("{}GPU {} held by {} (lease {}, pid {}{}{})", out.empty() ? "" : "; ", fmt::join(idx, ","),
                        l.name.empty() ? l.job_id : l.name, l.id, l.owner.pid,
-                       l.owner.user.empty() ? "" : ", " + l.owner.user);
+                       l.owner.user.empty() ? "" : ", " + l.owner.user,
+                       l.owner.uid ? fmt::format(" (uid {})", *l.owner.uid) : "");
   }
   return out;
 }
 
-}  // namespace
-
-Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& req, const std::string& waiter_id) {
+Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& req, const std::string& waiter_id,
+                                                      const Result<core::SnapshotPtr>& reading) {
   // Built in place and returned by name on every path: moving an Attempt (its optional Allocation) into
   // the Result makes GCC 12 at -O3 report the payload as maybe-uninitialized.
   Result<Attempt> result{Attempt{}};
@@ -50,15 +51,14 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
                                     ahead.front().gpus, ahead.front().priority);
           return std::optional<std::vector<core::LeasedGpu>>();
         }
-        auto snap = source_.fresh();
-        if (!snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end of a wait
-          out.why_not = "cannot read the GPUs: " + snap.error().message;
+        const auto& snap = reading;
+        if (!snap || !*snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end
+          out.why_not = "cannot read the GPUs: " + (snap ? std::string("no reading") : snap.error().message);
           return std::optional<std::vector<core::LeasedGpu>>();
         }
-        if (!req.mig_profile.empty()) {  // one MIG instance, by its UUID
+        if (!req.need.mig_profile.empty()) {  // one MIG instance, by its UUID
           allocator::MigRequest mr;
-          mr.profile = req.mig_profile;
-          mr.refuse_busy = req.refuse_busy;
+          mr.need = req.need;
           for (const auto& l : active)
             for (const auto& g : l.gpus) mr.leased_uuids.insert(g.uuid);
           auto pick = allocator::select_mig_instance(**snap, mr);
@@ -70,7 +70,7 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
           out.granted = Allocation{{}, std::move(pick->selection), *snap};
           return std::optional<std::vector<core::LeasedGpu>>(std::move(one));
         }
-        auto sel = allocator::select_gpus(**snap, source_.topology, select_request(req, active));
+        auto sel = allocator::select_gpus(**snap, topology_, select_request(req, active));
         if (!sel) {
           out.why_not = sel.error().message;
           return std::optional<std::vector<core::LeasedGpu>>();
@@ -96,21 +96,22 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
   return result;
 }
 
-Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req) {
-  auto r = attempt(req, "");
+Result<Allocation> NodeAllocator::allocate(const AllocationRequest& req, const Result<core::SnapshotPtr>& reading) {
+  auto r = attempt(req, "", reading);
   if (!r) return r.error();
   if (!r->granted) return make_error(ErrorKind::Unavailable, r->why_not);
   return std::move(*r->granted);
 }
 
-Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts) {
+Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req, const ReadingQuery& query,
+                                                    const WaitOptions& opts) {
   core::Waiter w;
   w.id = req.job_id.empty() ? "w" : req.job_id;
   w.name = req.name;
   w.priority = req.priority;
   w.enqueued_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(clock_.wall_now().time_since_epoch())
                          .count();  // wall time: shared by processes
-  w.gpus = req.gpus;
+  w.gpus = req.need.gpus;
   w.owner = req.owner;
   if (auto r = store_.enqueue(w); !r) return with_context("cannot join the queue: ", r.error());
   const auto start = clock_.now();
@@ -118,7 +119,7 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
   const auto max_wait = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::hours(24 * 365 * 100));
   const auto deadline = start + std::min(opts.timeout, max_wait);
   for (;;) {
-    auto r = attempt(req, w.id);
+    auto r = attempt(req, w.id, query());
     if (!r) {
       (void)store_.dequeue(w.id);
       return r.error();
@@ -135,10 +136,11 @@ Result<Allocation> NodeAllocator::wait_and_allocate(const AllocationRequest& req
     if (now >= deadline || cancelled) {
       (void)store_.dequeue(w.id);
       std::string held = holders_text(p.holders);
-      return make_error(ErrorKind::Unavailable, fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}",
-                                                            cancelled ? "Cancelled" : "Insufficient GPUs",
-                                                            std::chrono::duration<double>(now - start).count(),
-                                                            req.gpus, why, held.empty() ? "" : "\nholders: " + held));
+      return make_error(
+          ErrorKind::Unavailable,
+          fmt::format("{} after waiting {:.0f} s for {} GPU(s): {}{}", cancelled ? "Cancelled" : "Insufficient GPUs",
+                      std::chrono::duration<double>(now - start).count(), req.need.gpus, why,
+                      held.empty() ? "" : "\nholders: " + held));
     }
     if (opts.progress) opts.progress(p);
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);

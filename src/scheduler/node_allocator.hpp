@@ -1,7 +1,9 @@
 #pragma once
 // NodeAllocator: who gets which GPUs of this node, and when. Decisions are made inside the lease
-// store's write lock on a fresh snapshot, so two allocations that race (threads or processes) never
-// get the same GPU. Waiters are served first-come first-served within a priority; a release anywhere
+// store's write lock, on the leases the store holds then, so two allocations that race (threads or
+// processes) never get the same GPU. The reading a decision is made on is passed in, as the clock is:
+// the CLI (no agent) brings a new driver query taken just before, the node's arbiter its agent's
+// recent published reading. Waiters are served first-come first-served within a priority; a release anywhere
 // on the node wakes them at once, and load from outside gpufleet is re-checked on a short interval.
 // Time (queue times, waited, deadlines) comes from a core::Clock; the waiting itself blocks in the
 // store's wait_for_change.
@@ -22,27 +24,24 @@
 
 namespace gf::scheduler {
 
-struct SnapshotSource {
-  // The reading a decision is made on: a new driver query for the CLI; the agent's recent published
-  // reading for the node's arbiter (node/arbiter.hpp).
-  std::function<Result<core::SnapshotPtr>()> fresh;
-  core::Topology topology;
-};
+// A new driver query (the CLI's, each time a waiting allocation tries again).
+using ReadingQuery = std::function<Result<core::SnapshotPtr>()>;
 
+// The need, and what the lease records. With need.mig_profile the lease's one LeasedGpu is the
+// parent's index with the instance's "MIG-…" UUID.
 struct AllocationRequest {
-  unsigned gpus = 1;
-  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
-  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;
-  bool refuse_busy = true;  // refuse GPUs running processes gpufleet did not start
+  core::GpuNeed need;
   std::string job_id;
   std::string name;
   int priority = 0;
   core::LeaseOwner owner;
   core::LeaseTie tie = core::LeaseTie::None;  // recorded with the lease
-  // Not empty: lease one free MIG instance of this profile ("1g.10gb") instead of whole GPUs (gpus is
-  // then 1). The lease's one LeasedGpu is the parent's index with the instance's "MIG-…" UUID.
-  std::string mig_profile;
 };
+
+// "GPU 0,1 held by train (lease 3f2a…, pid 4242, alice (uid 1001)); GPU 2 held by …": who holds the
+// GPUs, in the one wording both the CLI and the agent use after "holders: " (no uid for a lease written
+// without the agent). Empty for no leases.
+std::string holders_text(const std::vector<core::Lease>& active);
 
 struct Allocation {
   core::Lease lease;
@@ -66,18 +65,20 @@ struct WaitOptions {
 
 class NodeAllocator {
  public:
-  // The store and the clock outlive the allocator.
-  NodeAllocator(core::LeaseStore& store, SnapshotSource source, const core::Clock& clock = platform::system_clock())
-      : store_(store), source_(std::move(source)), clock_(clock) {}
+  // The store and the clock outlive the allocator. topology: the node's (empty when unknown).
+  NodeAllocator(core::LeaseStore& store, core::Topology topology, const core::Clock& clock = platform::system_clock())
+      : store_(store), topology_(std::move(topology)), clock_(clock) {}
 
-  // One attempt now, not queued: the lease, or an error saying for each GPU why it was refused.
-  // The error's kind tells "not enough GPUs" (Unavailable) from a failure of the store or the driver
+  // One attempt now on `reading`, not queued: the lease, or an error saying for each GPU why it was
+  // refused ("cannot read the GPUs: …" when `reading` is an error). The error's kind tells "not enough
+  // GPUs now" (Unavailable) from a failure of the store (Failed).
+  Result<Allocation> allocate(const AllocationRequest& req, const Result<core::SnapshotPtr>& reading);
+  // Queues the request and waits up to opts.timeout, asking `query` for a new reading at each try. The
+  // error of a timeout starts with "Insufficient GPUs after waiting" (or "Cancelled after waiting") and
+  // is Unavailable; a failed query is retried until the deadline; a store failure ends the wait at once
   // (Failed).
-  Result<Allocation> allocate(const AllocationRequest& req);
-  // Queues the request and waits up to opts.timeout. The error of a timeout starts with
-  // "Insufficient GPUs after waiting" (or "Cancelled after waiting") and is Unavailable; a failed
-  // driver query is retried until the deadline; a store failure ends the wait at once (Failed).
-  Result<Allocation> wait_and_allocate(const AllocationRequest& req, const WaitOptions& opts);
+  Result<Allocation> wait_and_allocate(const AllocationRequest& req, const ReadingQuery& query,
+                                       const WaitOptions& opts);
 
   // What one decision found: the allocation, or why not now, with the leases held and the waiters
   // ahead as the store saw them inside its lock.
@@ -87,15 +88,17 @@ class NodeAllocator {
     std::vector<core::Lease> holders;
     std::size_t ahead = 0;
   };
-  // One decision inside the store's write lock. The error is a failure of the store (the GPUs not
-  // being available now is an Attempt without a grant). waiter_id names the caller's row in the
-  // store's queue (empty: not queued; the node's arbiter keeps its own queue and calls this for the
-  // waiter it serves).
-  Result<Attempt> attempt(const AllocationRequest& req, const std::string& waiter_id);
+  // One decision inside the store's write lock, on `reading` (an error there — a failed driver query —
+  // is "not now", its message the why_not). The error is a failure of the store (the GPUs not being
+  // available now is an Attempt without a grant). waiter_id names the caller's row in the store's
+  // queue (empty: not queued; the node's arbiter keeps its own queue and calls this for the waiter it
+  // serves).
+  Result<Attempt> attempt(const AllocationRequest& req, const std::string& waiter_id,
+                          const Result<core::SnapshotPtr>& reading);
 
  private:
   core::LeaseStore& store_;
-  SnapshotSource source_;
+  core::Topology topology_;
   const core::Clock& clock_;
 };
 

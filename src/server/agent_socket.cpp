@@ -325,21 +325,6 @@ class Sink final : public node::ConnectionSink {
   std::weak_ptr<Session> s_;
 };
 
-node::AcquireRequest to_request(const wire::AcquireArgs& a) {
-  node::AcquireRequest r;
-  r.gpus = a.gpus;
-  r.min_memory_mib = a.min_memory_mib;
-  r.max_utilization_pct = a.max_utilization_pct;
-  r.allow_busy = a.allow_busy;
-  r.name = a.name;
-  r.job_id = a.job_id;
-  r.priority = a.priority;
-  r.wait = std::chrono::milliseconds(static_cast<std::int64_t>(a.wait_s * 1000.0));
-  r.tie = a.tie;
-  r.mig_profile = a.mig;
-  return r;
-}
-
 // Under --auth-read a non-admin reads only their own records (issue 20, finding 6): rows whose owner
 // uid is another's (or unknown) are left out.
 template <class T>
@@ -469,7 +454,7 @@ void Session::handle(std::string_view text) {
       [&](auto& op) {
         using T = std::decay_t<decltype(op)>;
         if constexpr (std::is_same_v<T, wire::AcquireArgs>) {
-          auto r = a.acquire(conn, id, to_request(op));
+          auto r = a.acquire(conn, id, op);
           if (!r) return fail(r.error());
           if (*r)
             send(wire::ok_line(id, wire::acquire_result_json((*r)->lease, (*r)->selection, *(*r)->snapshot,

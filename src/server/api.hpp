@@ -1,6 +1,7 @@
 #pragma once
 // The agent's REST API: handlers registered on a Router. They read what the collection loop published
-// (Agent) and, for leases and jobs, the node store (NodeJobs). No HTTP library here.
+// (Agent); every lease and queue operation goes through the node's arbiter, and job records, counts and
+// the store's path are read from the read-only records view (NodeRecords). No HTTP library here.
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -12,14 +13,12 @@
 #include "core/ports/clock.hpp"
 #include "node/agent.hpp"
 #include "node/arbiter.hpp"
-#include "node/node_jobs.hpp"
+#include "node/node_records.hpp"
 #include "node/usage_ledger.hpp"
 #include "platform/clock.hpp"
 #include "sampler/monitor.hpp"
-#include "scheduler/node_allocator.hpp"
 #include "server/router.hpp"
 #include "server/ws_hub.hpp"
-#include "store/node_store.hpp"
 
 namespace gf::server {
 
@@ -27,9 +26,8 @@ namespace gf::server {
 struct JobSubmission {
   std::string image;
   std::vector<std::string> args;  // the container's command; empty: the image's default
-  unsigned gpus = 1;
-  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
-  std::string name;  // empty: the image
+  core::GpuNeed need;             // the body gives gpus and min_memory_mb; the rest are the defaults
+  std::string name;               // empty: the image
   int priority = 0;
   std::chrono::milliseconds wait{0};  // how long it may wait for GPUs; 0: now or never
 };
@@ -52,11 +50,13 @@ struct ApiContext {
   node::Agent* agent = nullptr;
   sampler::Monitor* monitor = nullptr;
   WsHub* ws = nullptr;  // may be null (no WebSocket)
-  // The node's arbiter: allocations through the HTTP API go through it (as the token holder, an admin).
+  // The node's one writer: every lease and queue operation of the routes (allocate, release, the lease
+  // list and its queue), as the token holder (an admin). Null, with records, when the node store could
+  // not be opened: those routes answer 503.
   node::Arbiter* arbiter = nullptr;
-  node::NodeJobs* jobs = nullptr;      // may be null: the store could not be opened (endpoints answer 503)
-  std::string store_error;             // why jobs is null
-  node::UsageLedger* usage = nullptr;  // may be null: no accounting (GET /api/v1/usage answers 503)
+  node::NodeRecords* records = nullptr;  // the rest: job records, task totals, counts, the store's path
+  std::string store_error;               // why they are null
+  node::UsageLedger* usage = nullptr;    // may be null: no accounting (GET /api/v1/usage answers 503)
   // POST/DELETE /api/v1/jobs: null unless the config says "jobs": {"submit": true} (the routes answer 403).
   JobSubmitter* submitter = nullptr;
   std::string version;

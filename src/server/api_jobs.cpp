@@ -1,6 +1,8 @@
-// REST handlers for allocation and jobs: leases taken and released through the agent, the lease and
-// job lists, one job (also under the seeds' name, experiment), and the GPU estimate of a task. They
-// share the node store with the CLI, so `gpufleet leases` and GET /api/v1/leases show the same leases.
+// REST handlers for allocation and jobs: leases taken and released through the node's arbiter (the one
+// writer), the lease list and its queue (the arbiter's), the job records (one job also under the seeds'
+// name, experiment) read from the records view, job submission, and the GPU estimate of a task. Each
+// route calls one thing. The node store is the CLI's too, so `gpufleet leases` and GET /api/v1/leases
+// show the same leases.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,11 +11,15 @@
 
 #include "allocator/mig_select.hpp"
 #include "core/policy.hpp"
+#include "core/text.hpp"
 #include "estimate/estimate.hpp"
 #include "platform/procfs.hpp"
 #include "server/api.hpp"
+#include "store/node_store.hpp"
 #include "wire/agent_docs.hpp"
+#include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
+#include "wire/json_field.hpp"
 #include "wire/usage_json.hpp"
 
 namespace gf::server {
@@ -43,10 +49,8 @@ Response no_store(const ApiContext& c) {
 
 bool is_json_body(const Request& req) {
   if (req.content_type.empty()) return true;  // curl -d without -H: accept, the body is parsed anyway
-  std::string ct = req.content_type.substr(0, req.content_type.find(';'));
-  std::transform(ct.begin(), ct.end(), ct.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  while (!ct.empty() && ct.back() == ' ') ct.pop_back();
+  const std::string ct =
+      core::lower(core::trim(std::string_view(req.content_type).substr(0, req.content_type.find(';'))));
   // curl -d sends application/x-www-form-urlencoded unless told otherwise; the body must still be JSON.
   return ct == "application/json" || ct == "application/x-www-form-urlencoded";
 }
@@ -60,19 +64,6 @@ Result<json> json_object_body(const Request& req) {
   return j;
 }
 
-// An integer field within [min, max], or the default when absent.
-Result<std::int64_t> int_field(const json& j, const char* key, std::int64_t def, std::int64_t min, std::int64_t max) {
-  if (!j.contains(key)) return def;
-  const auto& v = j[key];
-  if (!v.is_number_integer() &&
-      !(v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))))
-    return make_error(ErrorKind::Invalid, fmt::format("{} must be an integer", key));
-  const auto n = v.is_number_integer() ? v.get<std::int64_t>() : static_cast<std::int64_t>(v.get<double>());
-  if (n < min || n > max)
-    return make_error(ErrorKind::Invalid, fmt::format("{} must be from {} to {} (got {})", key, min, max, n));
-  return n;
-}
-
 // The HTTP token holder, as the arbiter sees it: the agent's own user, an admin.
 node::Peer api_peer() {
   node::Peer p;
@@ -82,19 +73,6 @@ node::Peer api_peer() {
   p.user = "api";
   p.admin = true;
   return p;
-}
-
-node::AcquireRequest to_acquire(const scheduler::AllocationRequest& ar) {
-  node::AcquireRequest r;
-  r.gpus = ar.gpus;
-  r.min_memory_mib = ar.min_memory_mib;
-  r.max_utilization_pct = ar.max_utilization_pct;
-  r.allow_busy = !ar.refuse_busy;
-  r.name = ar.name;
-  r.job_id = ar.job_id;
-  r.tie = core::LeaseTie::Process;
-  r.mig_profile = ar.mig_profile;
-  return r;
 }
 
 const std::set<std::string> kJobStatuses = {"waiting", "running",     "succeeded", "failed",
@@ -163,14 +141,11 @@ Result<JobSubmission> job_submission(const json& body) {
       s.args.push_back(std::move(*arg));
     }
   }
-  auto gpus = int_field(body, "gpus", 1, 1, 1024);
-  auto floor =
-      int_field(body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
-  auto priority = int_field(body, "priority", 0, -1000000, 1000000);
-  for (const auto* f : {&gpus, &floor, &priority})
-    if (!*f) return f->error();
-  s.gpus = static_cast<unsigned>(*gpus);
-  s.min_memory_mib = static_cast<std::uint64_t>(*floor);
+  auto need = wire::gpu_need_from_json(body, wire::kSeedNeedKeys);  // only gpus and min_memory_mb get here
+  if (!need) return need.error();
+  s.need = std::move(*need);
+  auto priority = wire::json_int(body, "priority", 0, -1000000, 1000000);
+  if (!priority) return priority.error();
   s.priority = static_cast<int>(*priority);
   if (body.contains("name")) {
     auto name = text(body["name"], "name", 200);
@@ -188,209 +163,201 @@ Result<JobSubmission> job_submission(const json& body) {
 
 }  // namespace
 
+namespace {
+
+// POST /api/v1/allocations: a lease now or never, through the arbiter, as the token holder (an admin),
+// tied to the owner process.
+Response post_allocation(const ApiContext& c, const Request& req) {
+  if (!c.arbiter) return no_store(c);
+  auto body = json_object_body(req);
+  if (!body) return error_response(body.error());
+  for (const auto& [k, v] : body->items())
+    if (!wire::is_gpu_need_key(k, wire::kSeedNeedKeys) && k != "name" && k != "pid")
+      return error_response(
+          ErrorKind::Invalid,
+          "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid, mig)");
+  auto need = wire::gpu_need_from_json(*body, wire::kSeedNeedKeys);
+  if (!need) return error_response(need.error());
+  auto pid = wire::json_int(*body, "pid", 0, 1, 1LL << 31);
+  if (!pid) return error_response(pid.error());
+  if (body->contains("name") && (!(*body)["name"].is_string() || (*body)["name"].get<std::string>().size() > 200))
+    return error_response(ErrorKind::Invalid, "name must be a string of at most 200 characters");
+  if (!need->mig_profile.empty() && need->gpus != 1)
+    return error_response(ErrorKind::Invalid, "a MIG lease is one instance: gpus must be 1 with mig");
+
+  node::AcquireRequest ar;
+  ar.need = std::move(*need);
+  ar.job_id = "api-" + store::new_id();
+  ar.tie = core::LeaseTie::Process;
+  // The owner: the process named by pid (the lease ends when it does), else the agent itself (the
+  // lease lasts until DELETE, or until the agent stops).
+  const std::uint32_t owner_pid = *pid ? static_cast<std::uint32_t>(*pid) : static_cast<std::uint32_t>(::getpid());
+  const platform::ProcReader proc;
+  auto info = proc.read(owner_pid);
+  if (!info) return error_response(ErrorKind::Invalid, fmt::format("no process {} on this node", owner_pid));
+  // Owner and charge agree (issue 20, finding 12): a lease for a pid belongs to the pid's uid, not to the
+  // agent, so that user can release it and their quota counts it. Without a pid, the agent.
+  const core::LeaseOwner owner{owner_pid, info->start_time_ticks, info->user, info->uid};
+  ar.name = body->value(
+      "name",
+      fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
+  auto got = c.arbiter->acquire_for(api_peer(), ar, owner);
+  if (!got)
+    return error_response(got.error(),
+                          got.error().kind == ErrorKind::Unavailable ? "insufficient_gpus" : "allocation_failed");
+  Response resp = json_response(201, wire::allocation_json(got->lease, got->selection, *got->snapshot, ar.need.gpus));
+  resp.headers.emplace_back("Location", "/api/v1/allocations/" + got->lease.id);
+  return resp;
+}
+
+// DELETE /api/v1/allocations/{id}: the token holder releases any lease.
+Response delete_allocation(const ApiContext& c, const Request& req) {
+  if (!c.arbiter) return no_store(c);
+  const std::string& id = req.params.at("id");
+  if (id.size() > 64) return error_response(ErrorKind::Invalid, "lease id too long");
+  auto r = c.arbiter->release(id, true, "released through the API");
+  if (!r) return error_response(r.error(), "store_error");
+  if (!*r) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
+  return json_response(200, wire::released_json(id));
+}
+
+// GET /api/v1/leases: the active leases (?all: ended ones too) and the arbiter's queue.
+Response get_leases(const ApiContext& c, const Request& req) {
+  if (!c.arbiter) return no_store(c);
+  const bool all = req.query.count("all") && req.query.at("all") != "0" && req.query.at("all") != "false";
+  auto leases = c.arbiter->leases(all);
+  if (!leases) return error_response(leases.error(), "store_error");
+  auto doc = wire::leases_json(c.node_name, *leases, c.arbiter->waiting());
+  add_efficiency(doc, *leases, c.usage);
+  return json_response(200, doc);
+}
+
+// GET /api/v1/jobs: a page of the record, newest first, filtered by status, user (name or uid) and task.
+// Without parameters the answer is what it always was (the newest 200), plus total/limit/offset.
+Response get_jobs(const ApiContext& c, const Request& req) {
+  if (!c.records) return no_store(c);
+  auto q = job_query(req, 200);
+  if (!q) return error_response(ErrorKind::Invalid, q.error().message);
+  if (auto it = req.query.find("status"); it != req.query.end()) {
+    if (!kJobStatuses.contains(it->second))
+      return error_response(ErrorKind::Invalid,
+                            "status must be one of waiting, running, succeeded, failed, no_gpus, interrupted, lost");
+    q->status = it->second;
+  }
+  if (auto t = text_param(req, "task", 200); !t)
+    return error_response(ErrorKind::Invalid, t.error().message);
+  else
+    q->task = *t;
+  auto series = query_bool(req, "series", true);
+  if (!series) return error_response(ErrorKind::Invalid, series.error().message);
+  // A list page needs the summary, not the samples: series=false leaves each record's series out.
+  q->with_series = *series;
+  auto page = c.records->jobs_page(*q);
+  if (!page) return error_response(page.error(), "store_error");
+  return json_response(200, wire::jobs_page_json(c.node_name, *page, q->limit, q->offset));
+}
+
+// GET /api/v1/tasks: the runs of each task grid summed (runs, succeeded, failed, GPU-hours) over the
+// whole record, by the store, so the totals hold for users with thousands of runs.
+Response get_tasks(const ApiContext& c, const Request& req) {
+  if (!c.records) return no_store(c);
+  auto q = job_query(req, 100);
+  if (!q) return error_response(ErrorKind::Invalid, q.error().message);
+  // ?task=NAME: that task's totals only (the dashboard's heading over a task's runs).
+  if (auto t = text_param(req, "task", 200); !t)
+    return error_response(ErrorKind::Invalid, t.error().message);
+  else
+    q->task = *t;
+  auto page = c.records->task_totals(*q);
+  if (!page) return error_response(page.error(), "store_error");
+  return json_response(200, wire::tasks_json(c.node_name, *page, q->limit, q->offset));
+}
+
+// One job's record; /api/v1/experiments/{id} is the seeds' name for the same thing.
+Response get_job(const ApiContext& c, const Request& req) {
+  if (!c.records) return no_store(c);
+  const std::string& id = req.params.at("id");
+  if (id.size() > 64) return error_response(ErrorKind::Invalid, "job id too long");
+  auto j = c.records->job(id);
+  if (!j) return error_response(j.error(), "store_error");
+  if (!*j) return error_response(ErrorKind::NotFound, "no job " + id + " (see GET /api/v1/jobs)");
+  return json_response(200, wire::job_json(**j));
+}
+
+Response submission_disabled() {
+  return error_response(403, "submission_disabled",
+                        "job submission is off on this agent (its config: \"jobs\": {\"submit\": true})");
+}
+
+// POST /api/v1/jobs (issue 23, item 8): a Docker-image job queued through the node's arbiter, as
+// `gpufleet run --docker` queues its own. A job is as powerful as the Docker socket (root on the node),
+// so it needs the write token, and the agent serves these only when its config says
+// "jobs": {"submit": true}.
+Response post_job(const ApiContext& c, const Request& req) {
+  if (!c.submitter) return submission_disabled();
+  auto body = json_object_body(req);
+  if (!body) return error_response(body.error());
+  auto sub = job_submission(*body);
+  if (!sub) return error_response(sub.error());
+  auto job = c.submitter->submit(*sub);
+  if (!job && job.error().kind == ErrorKind::Unavailable)
+    return error_response(429, "too_many_jobs", job.error().message);
+  if (!job) return error_response(job.error(), "submission_failed");
+  Response resp = json_response(202, wire::job_json(*job));
+  resp.headers.emplace_back("Location", "/api/v1/jobs/" + job->id);
+  return resp;
+}
+
+Response delete_job(const ApiContext& c, const Request& req) {
+  if (!c.submitter) return submission_disabled();
+  const std::string& id = req.params.at("id");
+  if (id.size() > 64) return error_response(ErrorKind::Invalid, "job id too long");
+  if (auto done = c.submitter->cancel(id); !done) return error_response(done.error(), "not_cancellable");
+  return json_response(200, json{{"id", id}, {"cancelled", true}});
+}
+
+// POST /api/v1/estimate: the GPUs and memory a task needs.
+Response post_estimate(const Request& req) {
+  auto body = json_object_body(req);
+  if (!body) return error_response(body.error());
+  estimate::EstimateOptions opts;
+  if (auto it = req.query.find("engine"); it != req.query.end()) opts.engine = it->second;
+  if (auto it = req.query.find("method"); it != req.query.end()) {
+    auto m = estimate::parse_memory_method(it->second);
+    if (!m) return error_response(m.error());
+    opts.method = *m;
+  }
+  // A model named by a local path is not read over the network API: that would let anyone who can
+  // reach the agent probe the node's files. The model id's table entry is used instead.
+  opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  auto e = estimate::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
+  if (!e) return error_response(e.error());
+  return json_response(200, wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine,
+                                                e->explanation, e->method, e->warnings));
+}
+
+}  // namespace
+
 void add_job_routes(Router& r, ApiContext& ctx) {
-  ApiContext* c = &ctx;
-
-  r.add(Method::Post, "/api/v1/allocations", Access::Write, Exec::Blocking, [c](const Request& req) {
-    if (!c->jobs) return no_store(*c);
-    auto body = json_object_body(req);
-    if (!body) return error_response(body.error());
-    static const std::set<std::string> kKeys = {"gpus", "min_memory_mb", "max_utilization", "allow_busy", "name", "pid",
-                                                "mig"};
-    for (const auto& [k, v] : body->items())
-      if (!kKeys.contains(k))
-        return error_response(
-            ErrorKind::Invalid,
-            "unknown field '" + k + "' (expected gpus, min_memory_mb, max_utilization, allow_busy, name, pid, mig)");
-    auto gpus = int_field(*body, "gpus", 1, 1, 1024);
-    auto floor =
-        int_field(*body, "min_memory_mb", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40);
-    auto ceiling = int_field(*body, "max_utilization", core::kDefaultMaxUtilizationPct, 0, 100);
-    auto pid = int_field(*body, "pid", 0, 1, 1LL << 31);
-    for (const auto* f : {&gpus, &floor, &ceiling, &pid})
-      if (!*f) return error_response(f->error());
-    if (body->contains("allow_busy") && !(*body)["allow_busy"].is_boolean())
-      return error_response(ErrorKind::Invalid, "allow_busy must be true or false");
-    if (body->contains("name") && (!(*body)["name"].is_string() || (*body)["name"].get<std::string>().size() > 200))
-      return error_response(ErrorKind::Invalid, "name must be a string of at most 200 characters");
-    if (body->contains("mig") &&
-        (!(*body)["mig"].is_string() || !allocator::valid_mig_profile((*body)["mig"].get<std::string>())))
-      return error_response(ErrorKind::Invalid, "mig must be a MIG profile such as 1g.10gb");
-    if (body->contains("mig") && *gpus != 1)
-      return error_response(ErrorKind::Invalid, "a MIG lease is one instance: gpus must be 1 with mig");
-
-    scheduler::AllocationRequest ar;
-    ar.gpus = static_cast<unsigned>(*gpus);
-    ar.min_memory_mib = static_cast<std::uint64_t>(*floor);
-    ar.max_utilization_pct = static_cast<unsigned>(*ceiling);
-    ar.refuse_busy = !body->value("allow_busy", false);
-    ar.mig_profile = body->value("mig", std::string());
-    ar.job_id = "api-" + store::new_id();
-    // The owner: the process named by pid (the lease ends when it does), else the agent itself (the
-    // lease lasts until DELETE, or until the agent stops).
-    const std::uint32_t owner_pid = *pid ? static_cast<std::uint32_t>(*pid) : static_cast<std::uint32_t>(::getpid());
-    const platform::ProcReader proc;
-    auto info = proc.read(owner_pid);
-    if (!info) return error_response(ErrorKind::Invalid, fmt::format("no process {} on this node", owner_pid));
-    ar.owner.pid = owner_pid;
-    ar.owner.start_time = info->start_time_ticks;
-    ar.owner.user = info->user;
-    // Owner and charge agree (issue 20, finding 12): a lease for a pid belongs to the pid's uid, not
-    // to the agent, so that user can release it and their quota counts it. Without a pid, the agent.
-    ar.owner.uid = info->uid;
-    ar.name = body->value(
-        "name",
-        fmt::format("api {}", owner_pid == static_cast<std::uint32_t>(::getpid()) ? std::string("agent") : info->name));
-    // Through the arbiter when the agent has one (the only writer of the node's leases): the token
-    // holder is an admin, and the lease is tied to the owner process.
-    auto got = c->arbiter ? c->arbiter->acquire_for(api_peer(), to_acquire(ar), ar.owner)
-                          : c->jobs->with([&](core::JobStore&, scheduler::NodeAllocator& a) { return a.allocate(ar); });
-    if (!got)
-      return error_response(got.error(),
-                            got.error().kind == ErrorKind::Unavailable ? "insufficient_gpus" : "allocation_failed");
-    Response resp = json_response(201, wire::allocation_json(got->lease, got->selection, *got->snapshot, ar.gpus));
-    resp.headers.emplace_back("Location", "/api/v1/allocations/" + got->lease.id);
-    return resp;
-  });
-
-  r.add(Method::Delete, "/api/v1/allocations/{id}", Access::Write, Exec::Blocking, [c](const Request& req) {
-    if (!c->jobs) return no_store(*c);
-    const std::string& id = req.params.at("id");
-    if (id.size() > 64) return error_response(ErrorKind::Invalid, "lease id too long");
-    if (c->arbiter) {
-      auto r = c->arbiter->release(id, true, "released through the API");
-      if (!r) return error_response(r.error(), "store_error");
-      if (!*r) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
-      return json_response(200, wire::released_json(id));
-    }
-    auto done = c->jobs->with(
-        [&](core::JobStore& s, scheduler::NodeAllocator&) { return s.release(id, "released through the API"); });
-    if (!done) return error_response(done.error(), "store_error");
-    if (!*done) return error_response(ErrorKind::NotFound, "no active lease " + id + " (see GET /api/v1/leases)");
-    return json_response(200, wire::released_json(id));
-  });
-
-  r.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking, [c](const Request& req) {
-    if (!c->jobs) return no_store(*c);
-    const bool all = req.query.count("all") && req.query.at("all") != "0" && req.query.at("all") != "false";
-    auto leases =
-        c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return all ? s.history(200) : s.active(); });
-    if (!leases) return error_response(leases.error(), "store_error");
-    // The arbiter keeps the agent's queue in memory; the store's queue is the CLI's without an agent.
-    auto waiting = c->arbiter ? Result<std::vector<core::Waiter>>(c->arbiter->waiting())
-                              : c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.waiters(); });
-    // The waiting list is secondary: when it cannot be read, the leases are still worth sending.
-    auto doc = wire::leases_json(c->node_name, *leases, waiting ? *waiting : std::vector<core::Waiter>{});
-    add_efficiency(doc, *leases, c->usage);
-    return json_response(200, doc);
-  });
-
-  // GET /api/v1/jobs: a page of the record, newest first, filtered by status, user (name or uid) and task.
-  // Without parameters the answer is what it always was (the newest 200), plus total/limit/offset.
-  r.add(Method::Get, "/api/v1/jobs", Access::Read, Exec::Blocking, [c](const Request& req) {
-    if (!c->jobs) return no_store(*c);
-    auto q = job_query(req, 200);
-    if (!q) return error_response(ErrorKind::Invalid, q.error().message);
-    if (auto it = req.query.find("status"); it != req.query.end()) {
-      if (!kJobStatuses.contains(it->second))
-        return error_response(ErrorKind::Invalid,
-                              "status must be one of waiting, running, succeeded, failed, no_gpus, interrupted, lost");
-      q->status = it->second;
-    }
-    if (auto t = text_param(req, "task", 200); !t)
-      return error_response(ErrorKind::Invalid, t.error().message);
-    else
-      q->task = *t;
-    auto series = query_bool(req, "series", true);
-    if (!series) return error_response(ErrorKind::Invalid, series.error().message);
-    // A list page needs the summary, not the samples: series=false leaves each record's series out.
-    q->with_series = *series;
-    auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.jobs_page(*q); });
-    if (!page) return error_response(page.error(), "store_error");
-    return json_response(200, wire::jobs_page_json(c->node_name, *page, q->limit, q->offset));
-  });
-
-  // GET /api/v1/tasks: the runs of each task grid summed (runs, succeeded, failed, GPU-hours) over the
-  // whole record, by the store, so the totals hold for users with thousands of runs.
-  r.add(Method::Get, "/api/v1/tasks", Access::Read, Exec::Blocking, [c](const Request& req) {
-    if (!c->jobs) return no_store(*c);
-    auto q = job_query(req, 100);
-    if (!q) return error_response(ErrorKind::Invalid, q.error().message);
-    // ?task=NAME: that task's totals only (the dashboard's heading over a task's runs).
-    if (auto t = text_param(req, "task", 200); !t)
-      return error_response(ErrorKind::Invalid, t.error().message);
-    else
-      q->task = *t;
-    auto page = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.task_totals(*q); });
-    if (!page) return error_response(page.error(), "store_error");
-    return json_response(200, wire::tasks_json(c->node_name, *page, q->limit, q->offset));
-  });
-
-  // One job's record; /api/v1/experiments/{id} is the seeds' name for the same thing.
-  auto one_job = [c](const Request& req) {
-    if (!c->jobs) return no_store(*c);
-    const std::string& id = req.params.at("id");
-    if (id.size() > 64) return error_response(ErrorKind::Invalid, "job id too long");
-    auto j = c->jobs->with([&](core::JobStore& s, scheduler::NodeAllocator&) { return s.job(id); });
-    if (!j) return error_response(j.error(), "store_error");
-    if (!*j) return error_response(ErrorKind::NotFound, "no job " + id + " (see GET /api/v1/jobs)");
-    return json_response(200, wire::job_json(**j));
+  const ApiContext* c = &ctx;
+  auto route = [c](Response (*handler)(const ApiContext&, const Request&)) {
+    return [c, handler](const Request& req) { return handler(*c, req); };
   };
-  r.add(Method::Get, "/api/v1/jobs/{id}", Access::Read, Exec::Blocking, one_job);
-  r.add(Method::Get, "/api/v1/experiments/{id}", Access::Read, Exec::Blocking, one_job);
-
-  // Job submission (issue 23, item 8): a Docker-image job queued through the node's arbiter, as `gpufleet run
-  // --docker` queues its own. A job is as powerful as the Docker socket (root on the node), so it needs the
-  // write token, and the agent serves these only when its config says "jobs": {"submit": true}.
-  r.add(Method::Post, "/api/v1/jobs", Access::Write, Exec::Blocking, [c](const Request& req) {
-    if (!c->submitter)
-      return error_response(403, "submission_disabled",
-                            "job submission is off on this agent (its config: \"jobs\": {\"submit\": true})");
-    auto body = json_object_body(req);
-    if (!body) return error_response(body.error());
-    auto sub = job_submission(*body);
-    if (!sub) return error_response(sub.error());
-    auto job = c->submitter->submit(*sub);
-    if (!job && job.error().kind == ErrorKind::Unavailable)
-      return error_response(429, "too_many_jobs", job.error().message);
-    if (!job) return error_response(job.error(), "submission_failed");
-    Response resp = json_response(202, wire::job_json(*job));
-    resp.headers.emplace_back("Location", "/api/v1/jobs/" + job->id);
-    return resp;
-  });
+  r.add(Method::Post, "/api/v1/allocations", Access::Write, Exec::Blocking, route(post_allocation));
+  r.add(Method::Delete, "/api/v1/allocations/{id}", Access::Write, Exec::Blocking, route(delete_allocation));
+  r.add(Method::Get, "/api/v1/leases", Access::Read, Exec::Blocking, route(get_leases));
+  r.add(Method::Get, "/api/v1/jobs", Access::Read, Exec::Blocking, route(get_jobs));
+  r.add(Method::Get, "/api/v1/tasks", Access::Read, Exec::Blocking, route(get_tasks));
+  r.add(Method::Get, "/api/v1/jobs/{id}", Access::Read, Exec::Blocking, route(get_job));
+  r.add(Method::Get, "/api/v1/experiments/{id}", Access::Read, Exec::Blocking, route(get_job));
+  r.add(Method::Post, "/api/v1/jobs", Access::Write, Exec::Blocking, route(post_job));
   // What this request's credentials may do here, for the dashboard: show the job form and cancel buttons
   // only to the token holder, and only where submission is on.
   r.add(Method::Get, "/api/v1/session", Access::Read, Exec::Inline, [c](const Request& req) {
     return json_response(200, json{{"writer", req.writer}, {"jobs_submit", c->submitter != nullptr}});
   });
-  r.add(Method::Delete, "/api/v1/jobs/{id}", Access::Write, Exec::Blocking, [c](const Request& req) {
-    if (!c->submitter)
-      return error_response(403, "submission_disabled",
-                            "job submission is off on this agent (its config: \"jobs\": {\"submit\": true})");
-    const std::string& id = req.params.at("id");
-    if (id.size() > 64) return error_response(ErrorKind::Invalid, "job id too long");
-    if (auto done = c->submitter->cancel(id); !done) return error_response(done.error(), "not_cancellable");
-    return json_response(200, json{{"id", id}, {"cancelled", true}});
-  });
-
-  r.add(Method::Post, "/api/v1/estimate", Access::Read, Exec::Blocking, [](const Request& req) {
-    auto body = json_object_body(req);
-    if (!body) return error_response(body.error());
-    estimate::EstimateOptions opts;
-    if (auto it = req.query.find("engine"); it != req.query.end()) opts.engine = it->second;
-    if (auto it = req.query.find("method"); it != req.query.end()) {
-      auto m = estimate::parse_memory_method(it->second);
-      if (!m) return error_response(m.error());
-      opts.method = *m;
-    }
-    // A model named by a local path is not read over the network API: that would let anyone who can
-    // reach the agent probe the node's files. The model id's table entry is used instead.
-    opts.read_file = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-    auto e = estimate::estimate_text(req.body, opts);  // the body is a JSON object (checked above)
-    if (!e) return error_response(e.error());
-    return json_response(200, wire::estimate_json(e->gpus, e->memory_mb_per_gpu, e->memory_fraction, e->engine,
-                                                  e->explanation, e->method, e->warnings));
-  });
+  r.add(Method::Delete, "/api/v1/jobs/{id}", Access::Write, Exec::Blocking, route(delete_job));
+  r.add(Method::Post, "/api/v1/estimate", Access::Read, Exec::Blocking, post_estimate);
 }
 
 }  // namespace gf::server

@@ -22,8 +22,8 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
     st.collections_total = counters.collections;
     st.collection_errors_total = counters.collection_errors;
     st.last_collection_duration_seconds = std::chrono::duration<double>(counters.last_query_duration).count();
-    if (c->jobs)
-      if (auto n = c->jobs->counts()) {
+    if (c->records)
+      if (auto n = c->records->counts()) {
         st.active_leases = n->active_leases;
         st.waiting_jobs = n->waiting;
         st.jobs_running = n->jobs_running;

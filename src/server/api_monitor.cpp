@@ -246,7 +246,7 @@ void add_health_route(Router& r, ApiContext& ctx) {
     // Stale: three intervals and two seconds without a good reading (the loop is stuck).
     const double stale_after = 3 * duration<double>(c->interval).count() + 2;
     if (age && *age > stale_after) problems.push_back(fmt::format("no reading for {:.0f} s", *age));
-    if (!c->jobs) problems.push_back("the store is not usable: " + c->store_error);
+    if (!c->records) problems.push_back("the store is not usable: " + c->store_error);
     if (!counters.history_error.empty()) problems.push_back("history writes fail: " + counters.history_error);
     wire::HealthFacts h;
     h.node = c->node_name;
@@ -264,10 +264,10 @@ void add_health_route(Router& r, ApiContext& ctx) {
       h.last_duration_s = duration<double>(counters.last_query_duration).count();
     h.last_failure = counters.last_failure;
     h.last_failure_at = counters.last_failure_wall;
-    h.store_ok = c->jobs != nullptr && counters.history_error.empty();
-    if (c->jobs) h.store_path = c->jobs->path();
+    h.store_ok = c->records != nullptr && counters.history_error.empty();
+    if (c->records) h.store_path = c->records->path();
     h.history = c->agent->has_history();
-    h.store_error = !c->jobs ? c->store_error : counters.history_error;
+    h.store_error = !c->records ? c->store_error : counters.history_error;
     h.websocket_clients = c->ws ? c->ws->clients() : 0;
     const bool ok = problems.empty();
     h.problems = std::move(problems);
@@ -415,12 +415,12 @@ void add_availability_route(Router& r, ApiContext& ctx) {
     auto p = current(*c, req);
     if (!p) return unavailable("cannot read the GPUs: " + p.error().message);
     allocator::SelectRequest sr;
-    sr.count = static_cast<unsigned>(gpus->value_or(1));
-    sr.min_free_memory_mib = static_cast<std::uint64_t>(floor->value_or(core::kDefaultMinFreeMemoryMib));
-    sr.max_utilization_pct = static_cast<unsigned>(ceiling->value_or(core::kDefaultMaxUtilizationPct));
-    sr.refuse_busy = *exclusive;
-    if (c->jobs) {
-      auto active = c->jobs->with([](core::JobStore& s, scheduler::NodeAllocator&) { return s.active(); });
+    sr.need.gpus = static_cast<unsigned>(gpus->value_or(1));
+    sr.need.min_free_memory_mib = static_cast<std::uint64_t>(floor->value_or(core::kDefaultMinFreeMemoryMib));
+    sr.need.max_utilization_pct = static_cast<unsigned>(ceiling->value_or(core::kDefaultMaxUtilizationPct));
+    sr.need.allow_busy = !*exclusive;
+    if (c->records) {
+      auto active = c->records->active();
       if (!active) return error_response(active.error(), "store_error");
       for (const auto& l : *active)
         for (const auto& g : l.gpus) sr.leased.insert(g.index);

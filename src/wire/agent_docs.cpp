@@ -188,11 +188,11 @@ json availability_json(const allocator::Availability& a, const core::Snapshot& s
     choice =
         json{{"indices", a.would_choose->indices}, {"method", a.would_choose->method}, {"why", a.would_choose->why}};
   return json{{"available", a.available},
-              {"needed", a.request.count},
+              {"needed", a.request.need.gpus},
               {"qualifying", a.qualifying},
-              {"min_memory_mb", a.request.min_free_memory_mib},
-              {"max_utilization", a.request.max_utilization_pct},
-              {"exclusive", a.request.refuse_busy},
+              {"min_memory_mb", a.request.need.min_free_memory_mib},
+              {"max_utilization", a.request.need.max_utilization_pct},
+              {"exclusive", !a.request.need.allow_busy},
               {"timestamp", iso8601(s.timestamp)},
               {"would_choose", choice},
               {"gpus", per_gpu}};

@@ -1,7 +1,5 @@
 #include "wire/agent_protocol.hpp"
 
-#include "allocator/mig_select.hpp"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,7 +7,9 @@
 #include <limits>
 
 #include "wire/agent_docs.hpp"
+#include "wire/gpu_need.hpp"
 #include "wire/json.hpp"
+#include "wire/json_field.hpp"
 
 namespace gf::wire {
 namespace {
@@ -20,29 +20,6 @@ using nlohmann::json;
 std::string line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
 
 Error invalid(std::string msg) { return make_error(ErrorKind::Invalid, std::move(msg)); }
-
-// An integer (a JSON integer, or a float with no fraction) within [lo, hi].
-Result<std::int64_t> get_int(const json& j, const char* key, std::int64_t def, std::int64_t lo, std::int64_t hi) {
-  auto it = j.find(key);
-  if (it == j.end()) return def;
-  std::int64_t n = 0;
-  if (it->is_number_unsigned()) {
-    const auto u = it->get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) return invalid(fmt::format("{} must be from {} to {}", key, lo, hi));
-    n = static_cast<std::int64_t>(u);
-  } else if (it->is_number_integer()) {
-    n = it->get<std::int64_t>();
-  } else if (it->is_number_float()) {
-    const double d = it->get<double>();
-    if (!std::isfinite(d) || d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi))
-      return invalid(fmt::format("{} must be an integer from {} to {}", key, lo, hi));
-    n = static_cast<std::int64_t>(d);
-  } else {
-    return invalid(fmt::format("{} must be an integer", key));
-  }
-  if (n < lo || n > hi) return invalid(fmt::format("{} must be from {} to {} (got {})", key, lo, hi, n));
-  return n;
-}
 
 Result<std::string> get_str(const json& j, const char* key, std::size_t max, bool required = false) {
   auto it = j.find(key);
@@ -64,9 +41,10 @@ Result<bool> get_bool(const json& j, const char* key, bool def) {
   return it->get<bool>();
 }
 
-Result<void> known_keys(const json& j, std::initializer_list<const char*> keys) {
+// Every key of j is "id", "op", one of keys or (with_need) a GPU need's key.
+Result<void> known_keys(const json& j, std::initializer_list<const char*> keys, bool with_need = false) {
   for (const auto& [k, v] : j.items()) {
-    if (k == "id" || k == "op") continue;
+    if (k == "id" || k == "op" || (with_need && is_gpu_need_key(k, kAgentNeedKeys))) continue;
     bool ok = false;
     for (const char* want : keys) ok = ok || k == want;
     if (!ok) return invalid(fmt::format("unknown argument '{}'", k.size() > 64 ? k.substr(0, 64) + "…" : k));
@@ -79,26 +57,14 @@ Result<void> known_keys(const json& j, std::initializer_list<const char*> keys) 
   if (!var) return var.error();
 
 Result<AgentOp> parse_acquire(const json& j) {
-  if (auto k = known_keys(j, {"gpus", "min_memory_mib", "max_utilization_pct", "allow_busy", "name", "job_id",
-                              "priority", "wait_s", "tie", "mig"});
-      !k)
-    return k.error();
+  if (auto k = known_keys(j, {"name", "job_id", "priority", "wait_s", "tie"}, /*with_need=*/true); !k) return k.error();
   AcquireArgs a;
-  GF_TRY(gpus, get_int(j, "gpus", 1, 1, 1024));
-  GF_TRY(mem, get_int(j, "min_memory_mib", static_cast<std::int64_t>(core::kDefaultMinFreeMemoryMib), 0, 1LL << 40));
-  GF_TRY(util, get_int(j, "max_utilization_pct", core::kDefaultMaxUtilizationPct, 0, 100));
-  GF_TRY(busy, get_bool(j, "allow_busy", false));
+  GF_TRY(need, gpu_need_from_json(j, kAgentNeedKeys));
   GF_TRY(name, get_str(j, "name", 200));
   GF_TRY(job, get_str(j, "job_id", 64));
-  GF_TRY(prio, get_int(j, "priority", 0, -1000000, 1000000));
+  GF_TRY(prio, json_int(j, "priority", 0, -1000000, 1000000));
   GF_TRY(tie, get_str(j, "tie", 16));
-  GF_TRY(mig, get_str(j, "mig", 32));
-  if (!mig->empty() && !allocator::valid_mig_profile(*mig)) return invalid("mig must be a MIG profile such as 1g.10gb");
-  a.mig = std::move(*mig);
-  a.gpus = static_cast<unsigned>(*gpus);
-  a.min_memory_mib = static_cast<std::uint64_t>(*mem);
-  a.max_utilization_pct = static_cast<unsigned>(*util);
-  a.allow_busy = *busy;
+  a.need = std::move(*need);
   a.name = std::move(*name);
   a.job_id = std::move(*job);
   a.priority = static_cast<int>(*prio);
@@ -112,7 +78,7 @@ Result<AgentOp> parse_acquire(const json& j) {
     if (!it->is_number()) return invalid("wait_s must be a number of seconds");
     const double w = it->get<double>();
     if (!std::isfinite(w) || w < 0 || w > 1e9) return invalid("wait_s must be from 0 to 1e9 seconds");
-    a.wait_s = w;
+    a.wait = std::chrono::milliseconds(static_cast<std::int64_t>(w * 1000.0));
   }
   return AgentOp(std::move(a));
 }
@@ -135,7 +101,7 @@ Result<AgentOp> parse_job_put(const json& j) {
   // Times up to the end of year 9999: a record's times are summed (GPU-hours) and turned into clock
   // values (nanoseconds), where INT64_MAX milliseconds would overflow.
   constexpr std::int64_t kLatestMs = 253402300799999;
-  GF_TRY(started, get_int(o, "started_at_ms", 0, 0, kLatestMs));
+  GF_TRY(started, json_int(o, "started_at_ms", 0, 0, kLatestMs));
   // Job ids are shown to every user (`gpufleet jobs`) and used in paths: letters, digits, '.', '_', '-'.
   if (!std::all_of(id->begin(), id->end(), [](char c) {
         return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' ||
@@ -149,11 +115,11 @@ Result<AgentOp> parse_job_put(const json& j) {
   a.job.task = std::move(*task);
   a.job.started_at_ms = *started;
   if (auto c = o.find("exit_code"); c != o.end() && !c->is_null()) {
-    GF_TRY(code, get_int(o, "exit_code", 0, -1000000, 1000000));
+    GF_TRY(code, json_int(o, "exit_code", 0, -1000000, 1000000));
     a.job.exit_code = static_cast<int>(*code);
   }
   if (auto e = o.find("ended_at_ms"); e != o.end() && !e->is_null()) {
-    GF_TRY(ended, get_int(o, "ended_at_ms", 0, 0, kLatestMs));
+    GF_TRY(ended, json_int(o, "ended_at_ms", 0, 0, kLatestMs));
     // An end before the start (the wall clock stepped back during the run) is kept as a run of no time.
     a.job.ended_at_ms = std::max(*ended, *started);
   }
@@ -243,7 +209,7 @@ ParsedRequest parse_agent_request(std::string_view text) {
     out.op = parse_job_put(j);
   } else if (name == "jobs") {
     auto k = simple({"limit"});
-    auto limit = get_int(j, "limit", 200, 1, 1000);
+    auto limit = json_int(j, "limit", 200, 1, 1000);
     if (!k)
       out.op = k.error();
     else if (!limit)

@@ -3,6 +3,7 @@
 // turns one request line into a typed request, or says why not (bounded sizes, checked types, integer
 // ids); the render functions write the greeting, replies and events as lines ending in '\n'. No
 // sockets here. Locale-free; pure; safe on any input.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -24,17 +25,15 @@ namespace gf::wire {
 inline constexpr int kAgentProtocol = 1;
 inline constexpr std::size_t kMaxRequestLine = 64 * 1024;  // bytes, without the '\n'
 
+// An acquire: the GPU need (wire/gpu_need.hpp, the socket's keys) and the lease's own terms. The node's
+// arbiter takes it as it is (node::AcquireRequest).
 struct AcquireArgs {
-  unsigned gpus = 1;
-  std::uint64_t min_memory_mib = core::kDefaultMinFreeMemoryMib;
-  unsigned max_utilization_pct = core::kDefaultMaxUtilizationPct;
-  bool allow_busy = false;
+  core::GpuNeed need;
   std::string name;
-  std::string job_id;
+  std::string job_id;  // empty: the arbiter makes one
   int priority = 0;
-  double wait_s = 0;
+  std::chrono::milliseconds wait{0};                // "wait_s"; 0: now or never
   core::LeaseTie tie = core::LeaseTie::Connection;  // "connection" (default) or "parent" → Process
-  std::string mig;  // "mig": a MIG profile ("1g.10gb"): one instance of it instead of whole GPUs
 };
 struct CancelArgs {
   std::int64_t target = 0;

@@ -34,8 +34,8 @@ TEST(Availability, FloorAndCeilingAreInclusiveAndLostGpusNeverQualify) {
                         gpu(3, 80000, 0), gpu(4, 80000, 0), gpu(5, 80000, 0)});
   s.gpus[5].health = core::Health::Lost;
   SelectRequest r;
-  r.min_free_memory_mib = 20000;
-  r.max_utilization_pct = 50;
+  r.need.min_free_memory_mib = 20000;
+  r.need.max_utilization_pct = 50;
   const auto a = check_availability(s, core::Topology{}, r);
   EXPECT_EQ(qualifying(a), (std::vector<unsigned>{1, 3, 4}));
   EXPECT_EQ(a.qualifying, 3u);
@@ -49,7 +49,7 @@ TEST(Availability, FloorAndCeilingAreInclusiveAndLostGpusNeverQualify) {
 TEST(Availability, OneGpuIsTheBestScoreAndTiesGoToTheLowerIndex) {
   auto s = snapshot_of({gpu(0, 20000, 50), gpu(1, 80000, 0), gpu(2, 80000, 0), gpu(3, 40000, 0)});
   SelectRequest r;
-  r.min_free_memory_mib = 20000;
+  r.need.min_free_memory_mib = 20000;
   const auto a = check_availability(s, core::Topology{}, r);
   ASSERT_TRUE(a.would_choose);
   EXPECT_EQ(a.would_choose->indices, (std::vector<unsigned>{1}));  // 1 and 2 tie on the best score
@@ -60,12 +60,12 @@ TEST(Availability, TheDefaultFloorRefusesAFullGpuAndCountsMustBeMet) {
   auto s = snapshot_of({gpu(0, 80000, 90), gpu(1, 80000, 10), gpu(2, 1000, 0), gpu(3, 80000, 0)});
   s.gpus[3].health = core::Health::Lost;
   SelectRequest r;
-  r.count = 2;
+  r.need.gpus = 2;
   const auto a = check_availability(s, core::Topology{}, r);
   EXPECT_EQ(qualifying(a), (std::vector<unsigned>{1}));
   EXPECT_FALSE(a.available);
   EXPECT_FALSE(a.would_choose);
-  r.count = 1;
+  r.need.gpus = 1;
   const auto one = check_availability(s, core::Topology{}, r);
   EXPECT_TRUE(one.available);
   ASSERT_TRUE(one.would_choose);

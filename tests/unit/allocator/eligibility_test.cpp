@@ -81,7 +81,7 @@ TEST(Eligibility, ForeignProcessesMakeAGpuBusyOursDoNot) {
               ElementsAre(RefusedFor(0, "busy: pid 4242 (python3, alice)"),
                           RefusedFor(2, "busy: pid 77, pid 78 (bob), pid 79 (Xorg) and 2 more")));
 
-  r.refuse_busy = false;
+  r.need.allow_busy = true;
   EXPECT_THAT(eligibility(snapshot_of({g0, g1, g2}), r), IsEmpty());
 }
 
@@ -101,8 +101,8 @@ TEST(Eligibility, UnknownReadingsRefuseOnlyWhenTheirLimitConstrains) {
   EXPECT_THAT(eligibility(snapshot_of({g}), SelectRequest{}),
               ElementsAre(RefusedFor(0, "free memory unknown; utilization unknown")));
   SelectRequest unconstrained;
-  unconstrained.min_free_memory_mib = 0;
-  unconstrained.max_utilization_pct = 100;
+  unconstrained.need.min_free_memory_mib = 0;
+  unconstrained.need.max_utilization_pct = 100;
   EXPECT_THAT(eligibility(snapshot_of({g}), unconstrained), IsEmpty());
 }
 

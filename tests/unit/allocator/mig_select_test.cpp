@@ -58,7 +58,7 @@ core::Snapshot node() {
 
 TEST(MigSelect, TheFirstFreeInstanceOfTheProfile) {
   MigRequest r;
-  r.profile = "1g.10gb";
+  r.need.mig_profile = "1g.10gb";
   auto pick = select_mig_instance(node(), r);
   ASSERT_TRUE(pick) << pick.error().message;
   EXPECT_EQ(pick->gpu_index, 0u);
@@ -76,7 +76,7 @@ TEST(MigSelect, TheFirstFreeInstanceOfTheProfile) {
   ASSERT_TRUE(pick);
   EXPECT_EQ(pick->instance.uuid, "MIG-b");
   r.own_pids.clear();
-  r.refuse_busy = false;
+  r.need.allow_busy = true;
   pick = select_mig_instance(node(), r);
   ASSERT_TRUE(pick);
   EXPECT_EQ(pick->instance.uuid, "MIG-b");
@@ -84,7 +84,7 @@ TEST(MigSelect, TheFirstFreeInstanceOfTheProfile) {
 
 TEST(MigSelect, RefusalsNameTheProfileAndWhyEachInstanceIsTaken) {
   MigRequest r;
-  r.profile = "1g.10gb";
+  r.need.mig_profile = "1g.10gb";
   r.leased_uuids = {"MIG-c", "MIG-d"};
   auto none = select_mig_instance(node(), r);
   ASSERT_FALSE(none);
@@ -92,7 +92,7 @@ TEST(MigSelect, RefusalsNameTheProfileAndWhyEachInstanceIsTaken) {
   EXPECT_EQ(none.error().message,
             "no free MIG instance of profile 1g.10gb: GPU 0 MIG-b (GI 9): busy: pid 5002 (python); GPU 0 MIG-c (GI "
             "10): leased; GPU 1 MIG-d (GI 7): leased");
-  r.profile = "2g.20gb";
+  r.need.mig_profile = "2g.20gb";
   auto missing = select_mig_instance(node(), r);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().kind, ErrorKind::Unavailable);
@@ -106,7 +106,7 @@ TEST(MigSelect, ALostGpuOffersNoInstance) {
   auto s = node();
   s.gpus[1].health = core::Health::Lost;
   MigRequest r;
-  r.profile = "1g.10gb";
+  r.need.mig_profile = "1g.10gb";
   r.leased_uuids = {"MIG-c"};
   auto none = select_mig_instance(s, r);
   ASSERT_FALSE(none);
@@ -122,7 +122,7 @@ TEST(MigSelect, ProfilesAreCheckedBeforeUse) {
   EXPECT_FALSE(valid_mig_profile("1G.10GB"));
   EXPECT_FALSE(valid_mig_profile(std::string(33, 'g')));
   MigRequest r;
-  r.profile = "\x1b[31m";
+  r.need.mig_profile = "\x1b[31m";
   auto bad = select_mig_instance(node(), r);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().kind, ErrorKind::Invalid);
@@ -130,8 +130,8 @@ TEST(MigSelect, ProfilesAreCheckedBeforeUse) {
 
 TEST(MigSelect, WholeGpusInMigModeAreNeverOffered) {
   SelectRequest r;
-  r.count = 1;
-  r.min_free_memory_mib = 0;
+  r.need.gpus = 1;
+  r.need.min_free_memory_mib = 0;
   const auto refused = eligibility(node(), r);
   ASSERT_EQ(refused.size(), 2u);
   EXPECT_EQ(refused[0].index, 0u);
@@ -140,7 +140,7 @@ TEST(MigSelect, WholeGpusInMigModeAreNeverOffered) {
   auto sel = select_gpus(node(), core::Topology{}, r);
   ASSERT_TRUE(sel) << sel.error().message;
   EXPECT_EQ(sel->indices, std::vector<unsigned>{2});
-  r.count = 2;
+  r.need.gpus = 2;
   EXPECT_FALSE(select_gpus(node(), core::Topology{}, r));
 }
 

@@ -25,7 +25,7 @@ using ::testing::StartsWith;
 
 SelectRequest want(unsigned count) {
   SelectRequest r;
-  r.count = count;
+  r.need.gpus = count;
   return r;
 }
 

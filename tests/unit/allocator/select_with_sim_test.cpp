@@ -34,7 +34,7 @@ struct SimDemo : ::testing::Test {
 
 TEST_F(SimDemo, BusyGpusAreRefusedByTheirProcesses) {
   SelectRequest r;
-  r.count = 2;
+  r.need.gpus = 2;
   auto sel = select_gpus(snap, topo, r);
   ASSERT_TRUE(sel) << sel.error().message;
   EXPECT_THAT(sel->indices, ElementsAre(1u, 2u));
@@ -45,14 +45,14 @@ TEST_F(SimDemo, BusyGpusAreRefusedByTheirProcesses) {
 
 TEST_F(SimDemo, PairsDecideOnceTheBusyRuleIsOff) {
   SelectRequest r;
-  r.refuse_busy = false;  // GPU 3 (45 %) becomes eligible; GPU 0 stays over the ceiling
-  r.count = 2;
+  r.need.allow_busy = true;  // GPU 3 (45 %) becomes eligible; GPU 0 stays over the ceiling
+  r.need.gpus = 2;
   auto two = select_gpus(snap, topo, r);
   ASSERT_TRUE(two) << two.error().message;
   EXPECT_THAT(two->indices, ElementsAre(2u, 3u));
   EXPECT_THAT(two->method, StartsWith("topology: NVLink pair"));
 
-  r.count = 1;  // GPU 1's partner is busy, so taking 1 splits nothing usable
+  r.need.gpus = 1;  // GPU 1's partner is busy, so taking 1 splits nothing usable
   auto one = select_gpus(snap, topo, r);
   ASSERT_TRUE(one) << one.error().message;
   EXPECT_THAT(one->indices, ElementsAre(1u));

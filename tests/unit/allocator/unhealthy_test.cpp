@@ -34,11 +34,11 @@ TEST(UnhealthyGpus, EligibilityNamesTheXidAndKeepsApplicationFaults) {
 TEST(UnhealthyGpus, SelectionGoesAroundThemAndARefusalSaysWhy) {
   const auto s = test::snapshot_of({with_xid(test::gpu(0), 48), test::gpu(1)});
   SelectRequest r;
-  r.count = 1;
+  r.need.gpus = 1;
   auto chosen = select_gpus(s, core::Topology{}, r);
   ASSERT_TRUE(chosen) << chosen.error().message;
   EXPECT_THAT(chosen->indices, ::testing::ElementsAre(1u));
-  r.count = 2;
+  r.need.gpus = 2;
   auto refused = select_gpus(s, core::Topology{}, r);
   ASSERT_FALSE(refused);
   EXPECT_THAT(refused.error().message, HasSubstr("unhealthy: XID 48 (double-bit ECC error)"));

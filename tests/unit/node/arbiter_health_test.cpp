@@ -47,8 +47,8 @@ TEST(ArbiterHealth, LeasesGoAroundAnUnhealthyGpuAndARefusalNamesTheXid) {
   auto sink = std::make_shared<HealthSink>();
   auto c = arb.connect(kCarol, sink);
   AcquireRequest one;
-  one.gpus = 1;
-  one.min_memory_mib = 1000;
+  one.need.gpus = 1;
+  one.need.min_free_memory_mib = 1000;
   auto got = arb.acquire(c, 1, one);
   ASSERT_TRUE(got) << got.error().message;
   ASSERT_TRUE(*got) << "granted now";

@@ -68,8 +68,8 @@ struct ArbiterTest : ::testing::Test {
   }
   static AcquireRequest one(unsigned gpus = 1) {
     AcquireRequest r;
-    r.gpus = gpus;
-    r.min_memory_mib = 1000;
+    r.need.gpus = gpus;
+    r.need.min_free_memory_mib = 1000;
     return r;
   }
 };
@@ -240,7 +240,7 @@ TEST_F(ArbiterTest, ARequestTheNodeCanNeverMeetIsRefusedNotQueued) {
   EXPECT_EQ(r.error().kind, ErrorKind::Invalid);
   EXPECT_NE(r.error().message.find("this node has 2"), std::string::npos) << r.error().message;
   AcquireRequest too_big = one();
-  too_big.min_memory_mib = 200000;  // every GPU has 80000 MiB in all
+  too_big.need.min_free_memory_mib = 200000;  // every GPU has 80000 MiB in all
   too_big.wait = 1h;
   r = arb->acquire(b, 2, too_big);
   ASSERT_FALSE(r);

@@ -60,14 +60,13 @@ struct MigLeaseTest : ::testing::Test {
     EXPECT_TRUE(s) << (s ? "" : s.error().message);
     return s ? std::move(*s) : nullptr;
   }
-  static SnapshotSource source(unsigned instances) {
-    auto snap = std::make_shared<const core::Snapshot>(mig_node(instances));
-    return {[snap] { return Result<core::SnapshotPtr>(snap); }, core::Topology{}};
+  static core::SnapshotPtr reading(unsigned instances) {
+    return std::make_shared<const core::Snapshot>(mig_node(instances));
   }
   static AllocationRequest mig(std::string job) {
     AllocationRequest r;
-    r.mig_profile = "1g.10gb";
-    r.min_memory_mib = 0;
+    r.need.mig_profile = "1g.10gb";
+    r.need.min_free_memory_mib = 0;
     r.job_id = job;
     r.name = job;
     r.owner = {42, 1, "alice"};
@@ -78,37 +77,40 @@ struct MigLeaseTest : ::testing::Test {
 TEST_F(MigLeaseTest, ALeaseHoldsOneInstanceByItsUuid) {
   auto st = store();
   ASSERT_TRUE(st);
-  NodeAllocator a(*st, source(2));
-  auto first = a.allocate(mig("one"));
+  NodeAllocator a(*st, core::Topology{});
+  const auto two = reading(2);
+  auto first = a.allocate(mig("one"), two);
   ASSERT_TRUE(first) << first.error().message;
   ASSERT_EQ(first->lease.gpus.size(), 1u);
   EXPECT_EQ(first->lease.gpus[0].index, 0u);
   EXPECT_EQ(first->lease.gpus[0].uuid, "MIG-0");
-  auto second = a.allocate(mig("two"));
+  auto second = a.allocate(mig("two"), two);
   ASSERT_TRUE(second) << second.error().message;
   EXPECT_EQ(second->lease.gpus[0].uuid, "MIG-1");
-  auto third = a.allocate(mig("three"));
+  auto third = a.allocate(mig("three"), two);
   ASSERT_FALSE(third);
   EXPECT_EQ(third.error().kind, ErrorKind::Unavailable);
   EXPECT_EQ(third.error().message,
             "no free MIG instance of profile 1g.10gb: GPU 0 MIG-0 (GI 7): leased; GPU 0 MIG-1 (GI 8): leased");
   // The store keeps the instance's UUID: after a reopen, it is still taken.
   auto again = store();
-  NodeAllocator b(*again, source(2));
-  EXPECT_FALSE(b.allocate(mig("four")));
+  NodeAllocator b(*again, core::Topology{});
+  EXPECT_FALSE(b.allocate(mig("four"), two));
   ASSERT_TRUE(*st->release(first->lease.id, "done"));
-  auto fifth = b.allocate(mig("five"));
+  auto fifth = b.allocate(mig("five"), two);
   ASSERT_TRUE(fifth) << fifth.error().message;
   EXPECT_EQ(fifth->lease.gpus[0].uuid, "MIG-0");
   // A whole GPU never comes from the MIG GPU, and the plain GPU stays leasable.
-  auto whole = b.allocate([] {
-    AllocationRequest r;
-    r.gpus = 1;
-    r.min_memory_mib = 0;
-    r.job_id = r.name = "whole";
-    r.owner = {42, 1, "alice"};
-    return r;
-  }());
+  auto whole = b.allocate(
+      [] {
+        AllocationRequest r;
+        r.need.gpus = 1;
+        r.need.min_free_memory_mib = 0;
+        r.job_id = r.name = "whole";
+        r.owner = {42, 1, "alice"};
+        return r;
+      }(),
+      two);
   ASSERT_TRUE(whole) << whole.error().message;
   EXPECT_EQ(whole->lease.gpus[0].index, 1u);
 }
@@ -124,10 +126,10 @@ TEST_F(MigLeaseTest, RacingThreadsNeverShareAnInstance) {
     threads.emplace_back([&, t] {
       auto st = store();
       if (!st) return;
-      NodeAllocator a(*st, source(kInstances));
+      NodeAllocator a(*st, core::Topology{});
       ++go;
       while (go.load() < kThreads) std::this_thread::yield();
-      auto r = a.allocate(mig("t" + std::to_string(t)));
+      auto r = a.allocate(mig("t" + std::to_string(t)), reading(kInstances));
       if (r) got[t] = r->lease.gpus.at(0).uuid;
     });
   for (auto& th : threads) th.join();

@@ -58,20 +58,20 @@ struct NodeAllocatorTest : ::testing::Test {
     EXPECT_TRUE(s);
     return std::move(*s);
   }
-  SnapshotSource source() {
+  // A new "driver query" each time it is called, as the CLI's.
+  ReadingQuery query() {
     auto sp = snap;
-    return {[sp] {
-              auto s = std::make_shared<core::Snapshot>();
-              std::lock_guard lock(sp->mu);
-              s->gpus = sp->gpus;
-              return Result<core::SnapshotPtr>(core::SnapshotPtr(s));
-            },
-            core::Topology{}};
+    return [sp] {
+      auto s = std::make_shared<core::Snapshot>();
+      std::lock_guard lock(sp->mu);
+      s->gpus = sp->gpus;
+      return Result<core::SnapshotPtr>(core::SnapshotPtr(s));
+    };
   }
   static AllocationRequest req(unsigned n, std::string job) {
     AllocationRequest r;
-    r.gpus = n;
-    r.min_memory_mib = 8000;
+    r.need.gpus = n;
+    r.need.min_free_memory_mib = 8000;
     r.job_id = job;
     r.name = job;
     r.owner = {42, 1, "alice"};
@@ -81,42 +81,42 @@ struct NodeAllocatorTest : ::testing::Test {
 
 // The availability check the agent's route uses (allocator::check_availability), over what the
 // allocator itself sees: a fresh reading and the store's active leases.
-std::pair<bool, std::string> check_availability(core::LeaseStore& st, const SnapshotSource& src, unsigned gpus,
+std::pair<bool, std::string> check_availability(core::LeaseStore& st, const ReadingQuery& query, unsigned gpus,
                                                 std::uint64_t min_memory_mib) {
   allocator::SelectRequest sr;
-  sr.count = gpus;
-  sr.min_free_memory_mib = min_memory_mib;
+  sr.need.gpus = gpus;
+  sr.need.min_free_memory_mib = min_memory_mib;
   auto active = st.active();
   EXPECT_TRUE(active);
   for (const auto& l : *active)
     for (const auto& g : l.gpus) sr.leased.insert(g.index);
-  auto snap = src.fresh();
+  auto snap = query();
   EXPECT_TRUE(snap);
-  const auto a = allocator::check_availability(**snap, src.topology, sr);
+  const auto a = allocator::check_availability(**snap, core::Topology{}, sr);
   return {a.available, allocator::describe(a)};
 }
 
 TEST_F(NodeAllocatorTest, CheckAvailabilitySaysWhyPerGpu) {
   auto st = store();
-  auto [ok, msg] = check_availability(*st, source(), 2, 8000);
+  auto [ok, msg] = check_availability(*st, query(), 2, 8000);
   EXPECT_TRUE(ok);
   EXPECT_NE(msg.find("2 of 4 GPUs qualify"), std::string::npos) << msg;
   EXPECT_NE(msg.find("GPU 1 does not"), std::string::npos) << msg;  // 90 % busy
   EXPECT_NE(msg.find("GPU 2 does not"), std::string::npos) << msg;  // 5000 MiB free
-  auto [no, why] = check_availability(*st, source(), 3, 8000);
+  auto [no, why] = check_availability(*st, query(), 3, 8000);
   EXPECT_FALSE(no);
   EXPECT_NE(why.find("not available"), std::string::npos);
 }
 
 TEST_F(NodeAllocatorTest, LeasedGpusAreNotOfferedAgain) {
   auto st = store();
-  NodeAllocator na(*st, source());
-  auto a = na.allocate(req(1, "a"));
+  NodeAllocator na(*st, core::Topology{});
+  auto a = na.allocate(req(1, "a"), query()());
   ASSERT_TRUE(a) << a.error().message;
-  auto b = na.allocate(req(1, "b"));
+  auto b = na.allocate(req(1, "b"), query()());
   ASSERT_TRUE(b) << b.error().message;
   EXPECT_NE(a->lease.gpus[0].index, b->lease.gpus[0].index);
-  auto c = na.allocate(req(1, "c"));  // only 0 and 3 qualify
+  auto c = na.allocate(req(1, "c"), query()());  // only 0 and 3 qualify
   ASSERT_FALSE(c);
   EXPECT_NE(c.error().message.find("leased"), std::string::npos) << c.error().message;
   EXPECT_EQ(c.error().kind, ErrorKind::Unavailable);  // not enough GPUs: not a failure
@@ -124,13 +124,13 @@ TEST_F(NodeAllocatorTest, LeasedGpusAreNotOfferedAgain) {
 
 TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
   auto st = store();
-  NodeAllocator na(*st, source());
+  NodeAllocator na(*st, core::Topology{});
   WaitOptions wo;
   wo.timeout = 300ms;
   wo.recheck = 50ms;
   int progress = 0;
   wo.progress = [&](const WaitProgress&) { ++progress; };
-  auto r = na.wait_and_allocate(req(3, "big"), wo);
+  auto r = na.wait_and_allocate(req(3, "big"), query(), wo);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting", 0), 0u) << r.error().message;
   EXPECT_EQ(r.error().kind, ErrorKind::Unavailable);
@@ -143,7 +143,7 @@ TEST_F(NodeAllocatorTest, WaitTimesOutWithTheSeedMessage) {
 TEST_F(NodeAllocatorTest, WaitDeadlineAndQueueTimeRunOnTheClock) {
   test::FakeClock clock;
   auto st = store();
-  NodeAllocator na(*st, source(), clock);
+  NodeAllocator na(*st, core::Topology{}, clock);
   const auto enqueued_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall_now().time_since_epoch()).count();
   WaitOptions wo;
@@ -157,7 +157,7 @@ TEST_F(NodeAllocatorTest, WaitDeadlineAndQueueTimeRunOnTheClock) {
     if (w && w->size() == 1) queued_at.push_back((*w)[0].enqueued_at_ms);
     clock.advance(2s);
   };
-  auto r = na.wait_and_allocate(req(3, "big"), wo);
+  auto r = na.wait_and_allocate(req(3, "big"), query(), wo);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::Unavailable);
   EXPECT_EQ(r.error().message.rfind("Insufficient GPUs after waiting 10 s for 3 GPU(s)", 0), 0u) << r.error().message;
@@ -170,7 +170,7 @@ TEST_F(NodeAllocatorTest, WaitDeadlineAndQueueTimeRunOnTheClock) {
 TEST_F(NodeAllocatorTest, ExternalLoadGoingAwayIsNoticedByTheRecheck) {
   snap->set({gpu(0, 95, 1000)});
   auto st = store();
-  NodeAllocator na(*st, source());
+  NodeAllocator na(*st, core::Topology{});
   WaitOptions wo;
   wo.timeout = 10s;
   wo.recheck = 50ms;
@@ -180,7 +180,7 @@ TEST_F(NodeAllocatorTest, ExternalLoadGoingAwayIsNoticedByTheRecheck) {
   wo.progress = [&](const WaitProgress&) {
     if (++checks == 1) snap->set({gpu(0, 0, 1000)});
   };
-  auto r = na.wait_and_allocate(req(1, "j"), wo);
+  auto r = na.wait_and_allocate(req(1, "j"), query(), wo);
   EXPECT_EQ(checks, 1);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->lease.gpus[0].index, 0u);
@@ -193,8 +193,8 @@ TEST_F(NodeAllocatorTest, FirstComeFirstServedWithinPriority) {
   snap->set({gpu(0, 0, 1000)});
   test::FakeClock clock;
   auto holder_store = store();
-  NodeAllocator holder(*holder_store, source(), clock);
-  auto held = holder.allocate(req(1, "holder"));
+  NodeAllocator holder(*holder_store, core::Topology{}, clock);
+  auto held = holder.allocate(req(1, "holder"), query()());
   ASSERT_TRUE(held);
   std::mutex mu;
   std::condition_variable cv;
@@ -202,7 +202,7 @@ TEST_F(NodeAllocatorTest, FirstComeFirstServedWithinPriority) {
   std::vector<std::string> order;
   auto waiter = [&](std::string job, int prio) {
     auto st = store();
-    NodeAllocator na(*st, source(), clock);
+    NodeAllocator na(*st, core::Topology{}, clock);
     auto r = req(1, job);
     r.priority = prio;
     WaitOptions wo;
@@ -212,7 +212,7 @@ TEST_F(NodeAllocatorTest, FirstComeFirstServedWithinPriority) {
       std::lock_guard lock(mu);
       if (queued.insert(job).second) cv.notify_all();
     };
-    auto got = na.wait_and_allocate(r, wo);
+    auto got = na.wait_and_allocate(r, query(), wo);
     ASSERT_TRUE(got) << got.error().message;
     {
       std::lock_guard lock(mu);
@@ -262,15 +262,15 @@ struct BrokenStore : core::LeaseStore {
 // enough GPUs".
 TEST(NodeAllocatorErrors, StoreFailureIsNotUnavailable) {
   BrokenStore st;
-  SnapshotSource src{[] { return Result<core::SnapshotPtr>(std::make_shared<core::Snapshot>()); }, core::Topology{}};
-  NodeAllocator na(st, src);
+  const ReadingQuery query = [] { return Result<core::SnapshotPtr>(std::make_shared<core::Snapshot>()); };
+  NodeAllocator na(st, core::Topology{});
   AllocationRequest req;
-  auto now = na.allocate(req);
+  auto now = na.allocate(req, query());
   ASSERT_FALSE(now);
   EXPECT_EQ(now.error().kind, ErrorKind::Failed) << now.error().message;
   WaitOptions wo;
   wo.timeout = std::chrono::milliseconds(0);
-  auto waited = na.wait_and_allocate(req, wo);
+  auto waited = na.wait_and_allocate(req, query, wo);
   ASSERT_FALSE(waited);
   EXPECT_EQ(waited.error().kind, ErrorKind::Failed) << waited.error().message;
   EXPECT_NE(waited.error().message.find("cannot join the queue: disk I/O error"), std::string::npos)

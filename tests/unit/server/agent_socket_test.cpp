@@ -153,7 +153,7 @@ TEST_F(AgentSocketTest, OtherUserCannotRelease) {
   if (!b) GTEST_SKIP() << why;
   node::Peer root{0, 0, static_cast<std::uint32_t>(::getpid()), "root", true};
   node::AcquireRequest req;
-  req.min_memory_mib = 1000;
+  req.need.min_free_memory_mib = 1000;
   core::LeaseOwner self{static_cast<std::uint32_t>(::getpid()), 0, "root"};
   auto lease = arbiter->acquire_for(root, req, self);
   ASSERT_TRUE(lease) << lease.error().message;
@@ -191,7 +191,7 @@ TEST_F(AgentSocketTest, AuthReadShowsANonAdminOnlyTheirOwnRecords) {
   sock = std::move(*restarted);
   node::Peer root{0, 0, static_cast<std::uint32_t>(::getpid()), "root", true};
   node::AcquireRequest req;
-  req.min_memory_mib = 1000;
+  req.need.min_free_memory_mib = 1000;
   ASSERT_TRUE(arbiter->acquire_for(root, req, core::LeaseOwner{static_cast<std::uint32_t>(::getpid()), 0, "root"}));
   core::Job j;
   j.status = "running";

@@ -65,7 +65,7 @@ class SeedRoutes : public ::testing::Test {
  protected:
   testing::TempDir dir;
   testing::AgentRig rig;
-  std::unique_ptr<node::NodeJobs> jobs;
+  std::unique_ptr<node::NodeRecords> records;
   ShiftedClock clock;
   ApiContext ctx;
   Router router;
@@ -85,7 +85,7 @@ class SeedRoutes : public ::testing::Test {
     write_proc("meminfo", "MemTotal: 1000 kB\nMemFree: 100 kB\nMemAvailable: 250 kB\n");
     auto st = store::NodeStore::open((dir.path() / "gpufleet.db").string());
     ASSERT_TRUE(st) << st.error().message;
-    jobs = std::make_unique<node::NodeJobs>(std::move(*st), *rig.monitor);
+    records = std::make_unique<node::NodeRecords>(std::move(*st));
     node::AgentOptions ao;
     ao.interval = 1h;  // no loop tick in the way: the tests run collections by hand
     ao.node_name = "node-x";
@@ -94,7 +94,7 @@ class SeedRoutes : public ::testing::Test {
     rig.agent->start();
     ctx.agent = rig.agent.get();
     ctx.monitor = rig.monitor.get();
-    ctx.jobs = jobs.get();
+    ctx.records = records.get();
     ctx.version = "9.9.9-test";
     ctx.node_name = "node-x";
     ctx.started = std::chrono::steady_clock::now();

@@ -66,7 +66,7 @@ TEST(AgentDocs, SummaryOfNoReadingsIsNull) {
 TEST(AgentDocs, AvailabilityListsEveryGpuAndTheChoice) {
   const auto s = snapshot();
   allocator::SelectRequest r;
-  r.count = 1;
+  r.need.gpus = 1;
   const auto a = allocator::check_availability(s, core::Topology{}, r);
   const auto j = availability_json(a, s);
   EXPECT_EQ(j.at("available"), true);
@@ -82,7 +82,7 @@ TEST(AgentDocs, AvailabilityListsEveryGpuAndTheChoice) {
   EXPECT_TRUE(j.at("gpus")[3].at("memory_free_mb").is_null());
   EXPECT_EQ(j.at("would_choose").at("indices"), json::array({0}));
 
-  r.count = 2;
+  r.need.gpus = 2;
   const auto none = availability_json(allocator::check_availability(s, core::Topology{}, r), s);
   EXPECT_EQ(none.at("available"), false);
   EXPECT_TRUE(none.at("would_choose").is_null());
@@ -91,7 +91,7 @@ TEST(AgentDocs, AvailabilityListsEveryGpuAndTheChoice) {
 TEST(AgentDocs, AvailabilityDescribedInWords) {
   const auto s = snapshot();
   allocator::SelectRequest r;
-  r.count = 2;
+  r.need.gpus = 2;
   const auto text = allocator::describe(allocator::check_availability(s, core::Topology{}, r));
   EXPECT_EQ(text.rfind("1 of 4 GPUs qualify, 2 needed (8000 MiB free, at most 50 % busy): not available", 0), 0u)
       << text;

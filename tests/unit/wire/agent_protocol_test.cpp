@@ -14,8 +14,8 @@ TEST(AgentProtocol, ParsesAnAcquireWithItsArguments) {
   ASSERT_TRUE(r.op) << r.op.error().message;
   EXPECT_EQ(r.id, 7);
   const auto& a = std::get<AcquireArgs>(*r.op);
-  EXPECT_EQ(a.gpus, 2u);
-  EXPECT_DOUBLE_EQ(a.wait_s, 1.5);
+  EXPECT_EQ(a.need.gpus, 2u);
+  EXPECT_EQ(a.wait, std::chrono::milliseconds(1500));
   EXPECT_EQ(a.tie, core::LeaseTie::Process);
   EXPECT_EQ(a.priority, 3);
   EXPECT_EQ(a.name, "train");

@@ -1,0 +1,57 @@
+#include "node/node_records.hpp"
+
+namespace gf::node {
+
+NodeRecords::NodeRecords(std::unique_ptr<core::JobStore> store, const core::Clock& clock)
+    : clock_(clock), store_(std::move(store)) {}
+
+Result<std::vector<core::Lease>> NodeRecords::active() {
+  std::lock_guard lock(mu_);
+  return store_->active();
+}
+
+Result<std::vector<core::Lease>> NodeRecords::history(std::size_t limit) {
+  std::lock_guard lock(mu_);
+  return store_->history(limit);
+}
+
+Result<core::JobPage> NodeRecords::jobs_page(const core::JobQuery& q) {
+  std::lock_guard lock(mu_);
+  return store_->jobs_page(q);
+}
+
+Result<core::TaskPage> NodeRecords::task_totals(const core::JobQuery& q) {
+  std::lock_guard lock(mu_);
+  return store_->task_totals(q);
+}
+
+Result<std::optional<core::Job>> NodeRecords::job(const std::string& id) {
+  std::lock_guard lock(mu_);
+  return store_->job(id);
+}
+
+std::optional<NodeRecords::Counts> NodeRecords::counts() {
+  using namespace std::chrono;
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return cached_;  // a read holds the connection: the last counts will do
+  const auto now = clock_.now();
+  if (cached_ && now - counted_at_ < seconds(1)) return cached_;
+  auto active = store_->active();
+  auto waiting = store_->waiters();
+  auto exps = store_->job_counts();
+  if (!active || !waiting || !exps) return cached_;
+  Counts c;
+  c.active_leases = active->size();
+  c.waiting = waiting->size();
+  for (const auto& [status, n] : *exps) {
+    if (status == "running")
+      c.jobs_running += n;
+    else if (status != "waiting")
+      c.jobs_finished += n;
+  }
+  cached_ = c;
+  counted_at_ = now;
+  return cached_;
+}
+
+}  // namespace gf::node
