@@ -37,6 +37,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.hpp"
+
 namespace gf::estimate {
 
 namespace {
@@ -47,11 +49,7 @@ constexpr std::array<std::string_view, 4> kAnyFraction = {"gpu-memory-utilizatio
                                                           "mem-fraction-static", "mem_fraction_static"};
 constexpr std::array<std::string_view, 2> kDpAttention = {"enable-dp-attention", "enable_dp_attention"};
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using core::lower;
 
 std::optional<EngineKind> engine_from(std::string_view name) {
   const auto n = lower(name);

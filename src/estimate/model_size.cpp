@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/text.hpp"
 #include "estimate/estimate_params.hpp"
 
 namespace gf::estimate {
@@ -40,11 +41,7 @@ std::string describe_json(const json& v) {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using core::lower;
 
 bool alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
 bool digit(char c) { return c >= '0' && c <= '9'; }

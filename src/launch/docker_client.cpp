@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/text.hpp"
 #include "launch/api_version.hpp"
 #include "launch/docker.hpp"
 #include "launch/log_demux.hpp"
@@ -188,10 +189,8 @@ Result<DockerRunSpec::Port> parse_port(std::string_view text) {
   const auto prev = last == 0 ? std::string::npos : t.rfind(':', last - 1);
   const std::string host_part = prev == std::string::npos ? t.substr(0, last) : t.substr(prev + 1, last - prev - 1);
   auto number = [](const std::string& s) -> std::optional<unsigned> {
-    if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-    const unsigned long v = std::stoul(s);
-    if (v == 0 || v > 65535) return std::nullopt;
-    return static_cast<unsigned>(v);
+    const auto v = core::parse_uint(s, 1, 65535);
+    return v ? std::optional<unsigned>(static_cast<unsigned>(*v)) : std::nullopt;
   };
   const auto hp = number(host_part), cp = number(t.substr(last + 1));
   if (!hp || !cp) return bad("ports are numbers from 1 to 65535");

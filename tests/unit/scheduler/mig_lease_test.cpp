@@ -14,6 +14,7 @@
 
 #include "scheduler/node_allocator.hpp"
 #include "store/node_store.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::scheduler {
 namespace {
@@ -48,13 +49,8 @@ core::Snapshot mig_node(unsigned instances) {
 }
 
 struct MigLeaseTest : ::testing::Test {
-  fs::path dir;
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-mig-lease-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  test::TempDir tmp;
+  fs::path dir = tmp / "node";  // made by the store itself
   std::unique_ptr<store::NodeStore> store() {
     auto s = store::NodeStore::open((dir / "gf.db").string(), [](const core::LeaseOwner&) { return true; });
     EXPECT_TRUE(s) << (s ? "" : s.error().message);

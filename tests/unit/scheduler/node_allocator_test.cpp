@@ -14,6 +14,7 @@
 #include "core/score.hpp"
 #include "store/node_store.hpp"
 #include "support/fake_clock.hpp"
+#include "support/temp_dir.hpp"
 
 namespace gf::scheduler {
 namespace {
@@ -35,7 +36,8 @@ core::GpuReading gpu(unsigned i, unsigned util, std::uint64_t used) {
 }
 
 struct NodeAllocatorTest : ::testing::Test {
-  fs::path dir;
+  test::TempDir tmp;
+  fs::path dir = tmp / "node";  // made by the store itself
   // What the "driver" reports; a test may change it from another thread.
   struct Gpus {
     std::mutex mu;
@@ -46,13 +48,7 @@ struct NodeAllocatorTest : ::testing::Test {
     }
   };
   std::shared_ptr<Gpus> snap = std::make_shared<Gpus>();
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("gf-na-" + std::to_string(::getpid()) + "-" +
-                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    snap->set({gpu(0, 0, 1000), gpu(1, 90, 1000), gpu(2, 0, 75000), gpu(3, 10, 2000)});
-  }
-  void TearDown() override { fs::remove_all(dir); }
+  void SetUp() override { snap->set({gpu(0, 0, 1000), gpu(1, 90, 1000), gpu(2, 0, 75000), gpu(3, 10, 2000)}); }
   std::unique_ptr<store::NodeStore> store() {
     auto s = store::NodeStore::open((dir / "gf.db").string(), [](const core::LeaseOwner&) { return true; });
     EXPECT_TRUE(s);
