@@ -1,6 +1,6 @@
 #pragma once
-// SampleHub: one collection loop shared by every listener (job samplers, later the agent's history and
-// WebSocket feeds). Each tick queries the driver once, through the Monitor (which refreshes its cache),
+// SampleHub: one collection loop shared by every listener (the agent's publication and history, the
+// WebSocket hub's period groups, job samplers). Each tick queries the driver once, through the Monitor (which refreshes its cache),
 // and hands the snapshot to every listener due at that tick.
 // Time comes from a core::Clock; step(now) is one tick's work, which the hub's own thread drives (or a
 // test, on a fake clock, with Drive::Manual). A backend or a listener that throws does not end the

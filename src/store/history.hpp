@@ -1,5 +1,6 @@
 #pragma once
-// The agent's metric history: one SQLite file (WAL, synchronous=NORMAL), separate from the node store.
+// The agent's metric history: its own tables in the node's SQLite file (WAL, synchronous=NORMAL), on
+// connections of its own (a writer for the collection loop, a reader for the routes).
 // Three tiers: samples_raw (one row per GPU per snapshot), samples_1m and samples_1h (per GPU per bucket:
 // count, min/max/avg of each metric). Absent readings are stored as NULL and stay NULL through the
 // rollups; nothing is ever written as a made-up 0.
