@@ -1,13 +1,11 @@
 #pragma once
 // SampleHub: one collection loop shared by every listener (the agent's publication and history, the
-// WebSocket hub's period groups, job samplers). Each tick queries the driver once, through the Monitor (which refreshes its cache),
-// and hands the snapshot to every listener due at that tick.
-// Time comes from a core::Clock; step(now) is one tick's work, which the hub's own thread drives (or a
-// test, on a fake clock, with Drive::Manual). A backend or a listener that throws does not end the
-// loop: the exception is logged on stderr ("sampler: …"), the backend's becomes that tick's error for
-// every listener, and the loop goes on.
-// Thread-safe. Listeners run on the hub's thread (or step()'s caller) and must be quick; a listener
-// must not subscribe or unsubscribe from inside its own call.
+// WebSocket hub's period groups, job samplers). Each tick queries the driver once, through the Monitor (which refreshes
+// its cache), and hands the snapshot to every listener due at that tick. Time comes from a core::Clock; step(now) is
+// one tick's work, which the hub's own thread drives (or a test, on a fake clock, with Drive::Manual). A backend or a
+// listener that throws does not end the loop: the exception is logged on stderr ("sampler: …"), the backend's becomes
+// that tick's error for every listener, and the loop goes on. Thread-safe. Listeners run on the hub's thread (or
+// step()'s caller) and must be quick; a listener must not subscribe or unsubscribe from inside its own call.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -42,6 +42,39 @@ TEST_F(ApiTest, PrometheusMetricsOneUtilLinePerGpu) {
   EXPECT_NE(r.body.find("# TYPE DCGM_FI_DEV_GPU_UTIL gauge"), std::string::npos);
 }
 
+// The agent's acquires wait in the arbiter's queue: /metrics counts them (it used to read only the
+// store's queue, which the agent does not use, and said 0 while clients waited).
+struct QuietSink final : node::ConnectionSink {
+  void granted(std::int64_t, const scheduler::Allocation&) override {}
+  void refused(std::int64_t, const Error&) override {}
+  void waiting(std::int64_t, const node::WaitingEvent&) override {}
+  void lease_ended(const std::string&, const std::string&) override {}
+  void lease_warning(const std::string&, const std::string&) override {}
+};
+
+TEST_F(ApiTest, PrometheusCountsTheArbitersWaitingAcquires) {
+  auto waiting_jobs = [&] {
+    const auto r = get("/metrics");
+    const auto at = r.body.find("\ngpufleet_jobs_waiting");
+    if (at == std::string::npos) return std::string("absent");
+    const auto end = r.body.find('\n', at + 1);
+    const auto line = r.body.substr(at + 1, end - at - 1);
+    return line.substr(line.rfind(' ') + 1);
+  };
+  EXPECT_EQ(waiting_jobs(), "0");
+  const node::Peer alice{1001, 1001, 4001, "alice", false};
+  const auto c = arbiter->connect(alice, std::make_shared<QuietSink>());
+  node::AcquireRequest r;
+  r.need.gpus = 3;  // every GPU of the rig: GPU 1 is busy, so it waits
+  r.wait = 1h;
+  auto got = arbiter->acquire(c, 1, r);
+  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_FALSE(*got) << "granted, not queued";
+  EXPECT_EQ(waiting_jobs(), "1");
+  arbiter->disconnect(c);
+  EXPECT_EQ(waiting_jobs(), "0");
+}
+
 // Uptime is the routes' clock's (ctx.clock), in /metrics as in /api/health: a fake clock moves both.
 TEST_F(ApiTest, UptimeIsTheRoutesClock) {
   test::FakeClock clock;
