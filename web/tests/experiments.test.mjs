@@ -427,7 +427,9 @@ async function detailChecks({ base, getJson, benchId, bench, mon, ctx, oneReques
     for (const id of ['chart-utilization', 'chart-memory', 'chart-temperature', 'chart-power']) {
       const el = detail.locator(`#${id}`);
       assert((await el.getAttribute('data-series')) === '2', `${id} series ${await el.getAttribute('data-series')}`);
-      assert((await el.getAttribute('data-points')) === String(Object.values(mon.series)[0].t.length), `${id} points`);
+      // The canvas is made before its data is set (useUPlot): wait for the samples, then count them all.
+      const want = String(Object.values(mon.series)[0].t.length);
+      await until(`${id} points`, async () => (await el.getAttribute('data-points')) === want, 5000);
       assert((await el.locator('.u-legend .u-series').count()) === 3, `${id} legend rows`);
     }
   });
