@@ -50,7 +50,7 @@ void check_at(bool ok, const char* what, int line) {
 
 class NullClient final : public gs::WsClient {
  public:
-  void send(gs::Text, bool) override {}
+  void send(const gs::Message&) override {}
 };
 
 struct World {
@@ -158,10 +158,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)w.arbiter->release(j["id"].get<std::string>(), true, "fuzz");
   }
 
-  // The same bytes as a WebSocket message: every reply is a JSON envelope.
+  // The same bytes as a WebSocket message: every reply, framed for /ws, is a JSON envelope.
   if (w.client_id) {
     if (auto reply = w.ws->on_message(w.client_id, body.empty() ? target : std::string_view(body))) {
-      const auto j = nlohmann::json::parse(**reply, nullptr, false);
+      const auto j = nlohmann::json::parse(*gs::ws_frame(**reply), nullptr, false);
       check(j.is_object() && j.contains("event") && j.contains("data"));
     }
   }
