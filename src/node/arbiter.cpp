@@ -102,6 +102,7 @@ void Arbiter::disconnect(ConnectionId c) {
   std::lock_guard lock(mu_);
   conns_.erase(c);
   std::erase_if(queue_, [c](const Waiting& w) { return w.conn == c; });
+  queued_.store(queue_.size(), std::memory_order_relaxed);
   std::vector<std::string> tied;
   for (const auto& [id, l] : live_)
     if (l.conn == c) tied.push_back(id);
@@ -351,6 +352,7 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
   auto pos = std::find_if(queue_.begin(), queue_.end(),
                           [&](const Waiting& q) { return serves_before(w.shown, w.seq, q.shown, q.seq); });
   queue_.insert(pos, std::move(w));
+  queued_.store(queue_.size(), std::memory_order_relaxed);
   return std::optional<scheduler::Allocation>();
 }
 
@@ -393,6 +395,7 @@ Result<void> Arbiter::cancel(ConnectionId c, std::int64_t request_id) {
     conn->second.sink->refused(
         request_id, make_error(ErrorKind::Unavailable, fmt::format("Cancelled after waiting {:.0f} s", waited)));
   queue_.erase(it);
+  queued_.store(queue_.size(), std::memory_order_relaxed);
   serve_queue();  // whoever it blocked may go now
   return {};
 }
@@ -564,6 +567,7 @@ void Arbiter::serve_queue() {
     auto conn = conns_.find(w.conn);
     if (conn == conns_.end()) {
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      queued_.store(queue_.size(), std::memory_order_relaxed);
       continue;
     }
     const Peer& peer = conn->second.peer;
@@ -596,6 +600,7 @@ void Arbiter::serve_queue() {
         if (conn->second.sink)
           conn->second.sink->refused(w.request_id, make_error(ErrorKind::Invalid, pw.error().message));
         queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+        queued_.store(queue_.size(), std::memory_order_relaxed);
         continue;
       }
       if (pw) watch = std::move(*pw);
@@ -615,6 +620,7 @@ void Arbiter::serve_queue() {
         track(got->granted->lease, w.req.tie == core::LeaseTie::Connection ? w.conn : 0, std::move(watch));
       }
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      queued_.store(queue_.size(), std::memory_order_relaxed);
       continue;
     }
     w.last.why = got->refusal.message;
@@ -656,6 +662,7 @@ steady_clock::time_point Arbiter::tick() {
                                                w.last.why, held.empty() ? "" : "\nholders: " + held)));
     }
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    queued_.store(queue_.size(), std::memory_order_relaxed);
     changed = true;
   }
   if (changed || now >= next_recheck_) {

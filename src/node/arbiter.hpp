@@ -23,6 +23,7 @@
 // Transport-free and on a core::Clock, so tests drive it on a fake clock.
 // Thread-safety: every public member may be called from any thread (one lock). ConnectionSink methods
 // are called with that lock held: they must only queue what they are given, never call the arbiter.
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -146,6 +147,9 @@ class Arbiter {
   Result<std::vector<core::Lease>> leases(bool all);
   // Queued acquires in serving order.
   std::vector<core::Waiter> waiting() const;
+  // How many acquires are queued, without taking the arbiter's lock (which is held through store
+  // transactions): for /metrics, which runs on the I/O thread and must never wait.
+  std::size_t waiting_count() const noexcept { return queued_.load(std::memory_order_relaxed); }
 
   // Inserts (id empty: the arbiter makes one) or updates a job; the peer becomes its owner. Only the
   // owner's uid or an admin may update. Returns the id. Errors: Invalid (a document larger than the
@@ -235,7 +239,8 @@ class Arbiter {
   ConnectionId next_conn_ = 1;
   std::uint64_t next_seq_ = 1;
   std::map<ConnectionId, Connection> conns_;
-  std::vector<Waiting> queue_;  // serving order: priority (higher first), then seq
+  std::vector<Waiting> queue_;          // serving order: priority (higher first), then seq
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), for readers that must not wait for mu_
   std::map<std::string, Live> live_;
   std::chrono::steady_clock::time_point next_recheck_{};
   std::chrono::steady_clock::time_point next_prune_{};

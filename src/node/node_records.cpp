@@ -33,7 +33,10 @@ Result<std::optional<core::Job>> NodeRecords::job(const std::string& id) {
 std::optional<NodeRecords::Counts> NodeRecords::counts() {
   using namespace std::chrono;
   std::unique_lock lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return cached_;  // a read holds the connection: the last counts will do
+  if (!lock.owns_lock()) {  // a read holds the connection: the last counts will do
+    std::lock_guard cached(cached_mu_);
+    return cached_;
+  }
   const auto now = clock_.now();
   if (cached_ && now - counted_at_ < seconds(1)) return cached_;
   auto active = store_->active();
@@ -49,9 +52,12 @@ std::optional<NodeRecords::Counts> NodeRecords::counts() {
     else if (status != "waiting")
       c.jobs_finished += n;
   }
-  cached_ = c;
+  {
+    std::lock_guard cached(cached_mu_);
+    cached_ = c;
+  }
   counted_at_ = now;
-  return cached_;
+  return c;
 }
 
 }  // namespace gf::node

@@ -46,6 +46,7 @@ class NodeRecords {
  private:
   const core::Clock& clock_;
   std::mutex mu_;
+  std::mutex cached_mu_;  // cached_ is written under both locks, read under either
   std::optional<Counts> cached_;
   std::chrono::steady_clock::time_point counted_at_{};
   std::unique_ptr<core::JobStore> store_;

@@ -30,7 +30,7 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
         st.jobs_finished_total = n->jobs_finished;
       }
     // While the agent runs, acquires wait in the arbiter's queue, not the store's.
-    if (c->arbiter) st.waiting_jobs += c->arbiter->waiting().size();
+    if (c->arbiter) st.waiting_jobs += c->arbiter->waiting_count();  // never waits for the arbiter's lock
     st.alerts_firing = c->agent->firing().size();
     st.websocket_clients = c->ws ? c->ws->clients() : 0;
     // The GPU half is rendered once per reading (node::Renderings); each scrape adds the agent's series.
