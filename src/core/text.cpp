@@ -65,7 +65,8 @@ Result<std::chrono::seconds> parse_duration(std::string_view s, BareNumber bare,
   const std::string_view digits = unit ? s.substr(0, s.size() - 1) : s;
   auto n = parse_uint(digits, 0, static_cast<std::uint64_t>(std::numeric_limits<long long>::max()));
   if (!n) return bad();
-  if (*n == 0) return make_error(ErrorKind::Invalid, "'" + std::string(s) + "': a duration must be positive");
+  if (*n == 0)
+    return make_error(ErrorKind::Invalid, "'" + std::string(s.substr(0, 40)) + "': a duration must be positive");
   const auto limit = static_cast<std::uint64_t>(max.count() / mult);
   if (*n > limit)
     return make_error(ErrorKind::Invalid, "'" + std::string(s.substr(0, 40)) + "': a duration must be at most " +
