@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <nlohmann/json.hpp>
+#include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "core/text.hpp"
@@ -16,69 +16,12 @@
 namespace gf::cluster {
 namespace {
 
-using json = nlohmann::json;
-
-// Prometheus writes sample values as strings ("37", "1.5e+03", "NaN", "+Inf").
-std::optional<double> number(const json& v) {
-  if (v.is_number()) return v.get<double>();
-  if (!v.is_string()) return std::nullopt;
-  const auto& s = v.get_ref<const std::string&>();
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double d = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size()) return std::nullopt;
-  return d;
-}
-
 std::string label(const PromSample& s, const std::string& key) {
-  const auto it = s.labels.find(key);
-  return it == s.labels.end() ? std::string() : it->second;
+  const auto* v = s.labels.find(key);
+  return v ? *v : std::string();
 }
 
 }  // namespace
-
-Result<std::vector<PromSample>> parse_instant_query(std::string_view body) {
-  const json j = json::parse(body.begin(), body.end(), nullptr, false);
-  if (j.is_discarded()) return make_error("the answer is not JSON");
-  if (!j.is_object()) return make_error("the answer is not a JSON object");
-  const auto status = j.find("status");
-  if (status == j.end() || !status->is_string()) return make_error("the answer has no \"status\"");
-  if (*status != "success") {
-    const auto type = j.find("errorType"), err = j.find("error");
-    return make_error(fmt::format("Prometheus answered {}: {}: {}", status->dump(),
-                                  type != j.end() && type->is_string() ? type->get<std::string>() : "(no errorType)",
-                                  err != j.end() && err->is_string() ? err->get<std::string>() : "(no error)"));
-  }
-  const auto data = j.find("data");
-  if (data == j.end() || !data->is_object()) return make_error("the answer has no \"data\" object");
-  const auto type = data->find("resultType");
-  if (type == data->end() || !type->is_string() || *type != "vector")
-    return make_error(
-        fmt::format("expected resultType \"vector\", got {}", type == data->end() ? "none" : type->dump()));
-  const auto result = data->find("result");
-  if (result == data->end() || !result->is_array()) return make_error("the answer has no \"result\" array");
-  std::vector<PromSample> out;
-  out.reserve(result->size());
-  for (const auto& r : *result) {
-    if (!r.is_object()) return make_error("a result entry is not an object");
-    const auto metric = r.find("metric"), value = r.find("value");
-    if (metric == r.end() || !metric->is_object()) return make_error("a result entry has no \"metric\" object");
-    if (value == r.end() || !value->is_array() || value->size() != 2)
-      return make_error("a result entry has no [time, value] pair");
-    const auto t = number((*value)[0]), v = number((*value)[1]);
-    if (!t || !v) return make_error("a sample's time or value is not a number");
-    if (!std::isfinite(*v)) continue;
-    PromSample s;
-    s.value = *v;
-    s.timestamp_s = *t;
-    for (const auto& [k, lv] : metric->items()) {
-      if (!lv.is_string()) return make_error(fmt::format("label {} is not a string", json(k).dump()));
-      s.labels.emplace(k, lv.get<std::string>());
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
 
 bool valid_label_name(std::string_view n) noexcept {
   if (n.empty()) return false;
@@ -92,12 +35,10 @@ bool valid_label_name(std::string_view n) noexcept {
 
 std::vector<std::string> prometheus_queries(const std::string& l) {
   const std::string gpu = fmt::format("max by ({}, gpu, UUID) ", l);
-  // Framebuffer: a GPU's own series when it has one (a MIG instance's series carry GPU_I_ID); a GPU
-  // exported only per MIG instance gets the sum of its instances. Never both: that would count its
-  // memory twice.
-  const auto fb = [&](const char* m) {
-    return fmt::format("{}({}{{GPU_I_ID=\"\"}}) or sum by ({}, gpu, UUID) ({})", gpu, m, l, m);
-  };
+  // Framebuffer: one series per GPU and per MIG instance (whose series carry GPU_I_ID); join_answers
+  // takes a GPU's own series when it has one, else the sum of its instances. (PromQL's `A or sum by
+  // (…) (B)` says the same, at ten times the cost in Prometheus for 80 000 GPUs.)
+  const auto fb = [&](const char* m) { return fmt::format("max by ({}, gpu, UUID, GPU_I_ID) ({})", l, m); };
   return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l),
           fb("DCGM_FI_DEV_FB_USED"),
           fb("DCGM_FI_DEV_FB_FREE"),
@@ -106,79 +47,161 @@ std::vector<std::string> prometheus_queries(const std::string& l) {
           gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))"};
 }
 
-PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
-  PromFleet out;
-  std::unordered_map<std::string, std::size_t> node_at;                         // node → index in out.nodes
-  std::unordered_map<std::string, std::pair<std::size_t, std::size_t>> gpu_at;  // node\0id → (node, gpu)
-  std::size_t unlabelled = 0;
+namespace {
 
-  // Finds or makes the GPU a sample describes; null when the sample names no node.
-  auto gpu_of = [&](const PromSample& s, bool create) -> core::FleetGpu* {
-    const std::string node = label(s, node_label);
-    if (node.empty()) {
-      ++unlabelled;
-      return nullptr;
-    }
-    const std::string uuid = label(s, "UUID"), index = label(s, "gpu");
-    const std::string key = node + '\0' + (uuid.empty() ? "#" + index : uuid);
-    if (const auto it = gpu_at.find(key); it != gpu_at.end())
-      return &out.nodes[it->second.first].gpus[it->second.second];
-    if (!create) return nullptr;
-    auto [nit, fresh] = node_at.try_emplace(node, out.nodes.size());
-    if (fresh) {
-      core::NodeMetrics m;
-      m.node = node;
-      m.source = "prometheus";
-      out.nodes.push_back(std::move(m));
-    }
-    auto& m = out.nodes[nit->second];
-    core::FleetGpu g;
-    g.node = node;
-    g.uuid = uuid;
-    g.model = label(s, "modelName");
-    const auto i = core::parse_uint(index, 0, (1u << 20) - 1);
-    g.index = i ? static_cast<unsigned>(*i) : static_cast<unsigned>(m.gpus.size());
-    m.gpus.push_back(std::move(g));
-    gpu_at.emplace(key, std::make_pair(nit->second, m.gpus.size() - 1));
-    return &m.gpus.back();
+// The join, one answer at a time (query_prometheus drops each answer once joined: 80 000 samples of
+// each metric are never all held at once). Answers go in PromAnswers' order.
+class PromJoin {
+ public:
+  explicit PromJoin(const std::string& node_label) : node_label_(node_label) {}
+
+  void add(std::size_t metric, const std::vector<PromSample>& samples);
+  PromFleet finish() &&;
+
+ private:
+  using GpuAt = std::pair<std::size_t, std::size_t>;  // (node, gpu) indices in out_.nodes
+  // Up to this many GPUs a node's GPUs are found by a scan of their ids; beyond, by a map of its own.
+  static constexpr std::size_t kScan = 32;
+  struct NodeIds {
+    std::vector<std::string> ids;                        // per GPU: its UUID, else "#" and its gpu label
+    std::unordered_map<std::string, std::size_t> by_id;  // filled once the node has more than kScan
+  };
+  // A GPU's framebuffer: its own series, else the sum of its MIG instances' (never both: that would
+  // count its memory twice).
+  struct Framebuffer {
+    std::optional<double> own;
+    std::optional<double> instances;
+    std::optional<double> value() const { return own ? own : instances; }
   };
 
-  // Every metric may introduce a GPU (a GPU without utilization still has memory), in a fixed order.
-  for (const auto& s : a.utilization)
-    if (auto* g = gpu_of(s, true)) g->utilization_pct = s.value;
-  std::unordered_map<core::FleetGpu*, double> free_mib;
-  for (const auto& s : a.fb_used)
-    if (auto* g = gpu_of(s, true)) g->memory_used_mib = s.value;
-  for (const auto& s : a.fb_free)
-    if (auto* g = gpu_of(s, true)) free_mib[g] = s.value;
-  for (const auto& s : a.temperature)
-    if (auto* g = gpu_of(s, false)) g->temperature_c = s.value;
-  for (const auto& s : a.power)
-    if (auto* g = gpu_of(s, false)) g->power_w = s.value;
-  for (auto& m : out.nodes)
-    for (auto& g : m.gpus)
-      if (const auto it = free_mib.find(&g); it != free_mib.end() && g.memory_used_mib)
-        g.memory_total_mib = *g.memory_used_mib + it->second;
+  core::FleetGpu& gpu(GpuAt at) { return out_.nodes[at.first].gpus[at.second]; }
+  std::optional<GpuAt> gpu_of(const PromSample& s, bool create);
+  void framebuffer(const std::vector<PromSample>& samples, std::map<GpuAt, Framebuffer>& fb);
+
+  const std::string& node_label_;
+  PromFleet out_;
+  std::unordered_map<std::string, std::size_t> node_at_;  // node → index in out_.nodes
+  std::vector<NodeIds> ids_;                              // per node
+  std::map<GpuAt, Framebuffer> used_, free_;
+  std::size_t unlabelled_ = 0;
+};
+
+// Finds or makes the GPU a sample describes; nullopt when the sample names no node.
+std::optional<PromJoin::GpuAt> PromJoin::gpu_of(const PromSample& s, bool create) {
+  const std::string* node = s.labels.find(node_label_);
+  if (node == nullptr || node->empty()) {
+    ++unlabelled_;
+    return std::nullopt;
+  }
+  const std::string uuid = label(s, "UUID"), index = label(s, "gpu");
+  std::string id = uuid.empty() ? "#" + index : uuid;
+  auto nit = node_at_.find(*node);
+  if (nit != node_at_.end()) {
+    const auto& n = ids_[nit->second];
+    if (n.ids.size() <= kScan) {
+      for (std::size_t i = 0; i < n.ids.size(); ++i)
+        if (n.ids[i] == id) return GpuAt{nit->second, i};
+    } else if (const auto it = n.by_id.find(id); it != n.by_id.end()) {
+      return GpuAt{nit->second, it->second};
+    }
+  }
+  if (!create) return std::nullopt;
+  if (nit == node_at_.end()) {
+    nit = node_at_.emplace(*node, out_.nodes.size()).first;
+    core::NodeMetrics m;
+    m.node = *node;
+    m.source = "prometheus";
+    out_.nodes.push_back(std::move(m));
+    ids_.emplace_back();
+  }
+  auto& m = out_.nodes[nit->second];
+  core::FleetGpu g;
+  g.node = *node;
+  g.uuid = uuid;
+  g.model = label(s, "modelName");
+  const auto i = core::parse_uint(index, 0, (1u << 20) - 1);
+  g.index = i ? static_cast<unsigned>(*i) : static_cast<unsigned>(m.gpus.size());
+  m.gpus.push_back(std::move(g));
+  auto& n = ids_[nit->second];
+  n.ids.push_back(std::move(id));
+  if (n.ids.size() > kScan) {
+    if (n.by_id.empty())
+      for (std::size_t k = 0; k < n.ids.size(); ++k) n.by_id.emplace(n.ids[k], k);
+    else
+      n.by_id.emplace(n.ids.back(), n.ids.size() - 1);
+  }
+  return GpuAt{nit->second, m.gpus.size() - 1};
+}
+
+void PromJoin::framebuffer(const std::vector<PromSample>& samples, std::map<GpuAt, Framebuffer>& fb) {
+  for (const auto& s : samples) {
+    const auto at = gpu_of(s, true);
+    if (!at) continue;
+    auto& f = fb[*at];
+    if (const auto* instance = s.labels.find("GPU_I_ID"); instance && !instance->empty())
+      f.instances = f.instances.value_or(0) + s.value;
+    else
+      f.own = f.own ? std::max(*f.own, s.value) : s.value;
+  }
+}
+
+// Every metric may introduce a GPU (a GPU without utilization still has memory), in a fixed order.
+void PromJoin::add(std::size_t metric, const std::vector<PromSample>& samples) {
+  switch (metric) {
+    case 0:
+      for (const auto& s : samples)
+        if (const auto at = gpu_of(s, true)) gpu(*at).utilization_pct = s.value;
+      return;
+    case 1: return framebuffer(samples, used_);
+    case 2: return framebuffer(samples, free_);
+    case 3:
+      for (const auto& s : samples)
+        if (const auto at = gpu_of(s, false)) gpu(*at).temperature_c = s.value;
+      return;
+    case 4:
+      for (const auto& s : samples)
+        if (const auto at = gpu_of(s, false)) gpu(*at).power_w = s.value;
+      return;
+    default: break;
+  }
   // Per GPU (a GPU whose series stopped is stale beside fresh ones), and the newest per node.
-  for (const auto& s : a.sample_time) {
-    const auto it = node_at.find(label(s, node_label));
-    if (it == node_at.end() || !std::isfinite(s.value) || s.value < 0 || s.value > 1e11) continue;
+  for (const auto& s : samples) {
+    const auto it = node_at_.find(label(s, node_label_));
+    if (it == node_at_.end() || !std::isfinite(s.value) || s.value < 0 || s.value > 1e11) continue;
     const auto t = std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(s.value)));
-    if (auto* g = gpu_of(s, false); g && (!g->observed || t > *g->observed)) g->observed = t;
-    auto& observed = out.nodes[it->second].observed;
+    if (const auto at = gpu_of(s, false); at && (!gpu(*at).observed || t > *gpu(*at).observed)) gpu(*at).observed = t;
+    auto& observed = out_.nodes[it->second].observed;
     if (!observed || t > *observed) observed = t;
   }
-  for (auto& m : out.nodes)
+}
+
+PromFleet PromJoin::finish() && {
+  for (const auto& [at, f] : used_) gpu(at).memory_used_mib = f.value();
+  for (const auto& [at, f] : free_) {
+    auto& g = gpu(at);
+    if (const auto v = f.value(); v && g.memory_used_mib) g.memory_total_mib = *g.memory_used_mib + *v;
+  }
+  for (auto& m : out_.nodes)
     std::sort(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& x, const core::FleetGpu& y) {
       return x.index != y.index ? x.index < y.index : x.uuid < y.uuid;
     });
-  std::sort(out.nodes.begin(), out.nodes.end(),
+  std::sort(out_.nodes.begin(), out_.nodes.end(),
             [](const core::NodeMetrics& x, const core::NodeMetrics& y) { return x.node < y.node; });
-  if (unlabelled)
-    out.warnings.push_back(
-        fmt::format("{} series have no '{}' label and were ignored (see --node-label)", unlabelled, node_label));
-  return out;
+  if (unlabelled_)
+    out_.warnings.push_back(
+        fmt::format("{} series have no '{}' label and were ignored (see --node-label)", unlabelled_, node_label_));
+  return std::move(out_);
+}
+
+}  // namespace
+
+PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
+  PromJoin join(node_label);
+  std::size_t i = 0;
+  for (const auto* v : {&a.utilization, &a.fb_used, &a.fb_free, &a.temperature, &a.power, &a.sample_time})
+    join.add(i++, *v);
+  return std::move(join).finish();
 }
 
 Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
@@ -207,14 +230,14 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
   }
   auto outcomes = platform::http_perform_all(reqs);
   const std::string shown = platform::url_for_display(base);  // the request alone carries the userinfo
-  std::vector<std::vector<PromSample>> answers(queries.size());
+  PromJoin join(o.node_label);
   for (std::size_t i = 0; i < queries.size(); ++i) {
     auto& oc = outcomes[i];
     if (!oc.ok()) {
       const bool down = oc.error().kind == platform::TransportFailure::Unreachable;
       return make_error(fmt::format("prometheus {}: {}{}", shown, down ? "unreachable: " : "", oc.error().message));
     }
-    const auto& resp = oc.response();
+    auto& resp = oc.response();
     auto parsed = parse_instant_query(resp.body);
     if (resp.status >= 300 || !parsed) {
       // Prometheus answers 400/422/503 with its JSON error: its words say more than the status alone.
@@ -224,16 +247,10 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
           parsed ? std::string()
                  : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));
     }
-    answers[i] = std::move(*parsed);
+    std::string().swap(resp.body);  // each answer is let go once joined (~10 MB each for 80 000 GPUs)
+    join.add(i, *parsed);
   }
-  PromAnswers a;
-  a.utilization = std::move(answers[0]);
-  a.fb_used = std::move(answers[1]);
-  a.fb_free = std::move(answers[2]);
-  a.temperature = std::move(answers[3]);
-  a.power = std::move(answers[4]);
-  a.sample_time = std::move(answers[5]);
-  return join_answers(a, o.node_label);
+  return std::move(join).finish();
 }
 
 }  // namespace gf::cluster

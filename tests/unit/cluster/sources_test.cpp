@@ -2,6 +2,8 @@
 // agent lists and documents. (Queries against a real Prometheus and real agents are integration tests.)
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "cluster/agent_source.hpp"
 #include "cluster/prometheus_source.hpp"
 #include "wire/time.hpp"
@@ -44,6 +46,45 @@ TEST(PrometheusParse, ErrorsSayWhat) {
       R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}})"));
   EXPECT_FALSE(parse_instant_query(
       R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"1"]}]}})"));
+}
+
+// The parser reads the answer as a stream: keys in any order, unknown members (warnings, infos, a
+// native histogram's member) skipped whatever they hold, and the errors in the order of the checks.
+TEST(PrometheusParse, StreamedAnyOrderAndErrorsInOrder) {
+  auto r = parse_instant_query(
+      R"({"warnings":[{"deep":[[1,{"x":null}]]}],"data":{"result":[{"value":[2,"7.5"],"extra":{"a":[1]},)"
+      R"("metric":{"Hostname":"n9","gpu":"3","gpu":"4"}}],"resultType":"vector"},"status":"success"})");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].value, 7.5);
+  EXPECT_EQ((*r)[0].timestamp_s, 2);
+  EXPECT_EQ((*r)[0].labels.size(), 2u);
+  EXPECT_EQ((*r)[0].labels.at("gpu"), "4");  // a label sent twice keeps its last value
+  EXPECT_EQ((*r)[0].labels.find("UUID"), nullptr);
+  EXPECT_THROW((void)(*r)[0].labels.at("UUID"), std::out_of_range);
+
+  const auto error_of = [](const std::string& body) {
+    auto e = parse_instant_query(body);
+    return e ? std::string("(parsed)") : e.error().message;
+  };
+  const std::string head = R"({"status":"success","data":{"resultType":"vector","result":[)";
+  EXPECT_EQ(error_of(R"({"status":1})"), "the answer has no \"status\"");
+  EXPECT_EQ(error_of(R"({"status":"error"})"), "Prometheus answered \"error\": (no errorType): (no error)");
+  EXPECT_EQ(error_of(R"({"status":"success","data":[]})"), "the answer has no \"data\" object");
+  EXPECT_EQ(error_of(R"({"status":"success","data":{"result":[]}})"), "expected resultType \"vector\", got none");
+  EXPECT_EQ(error_of(R"({"status":"success","data":{"resultType":"vector","result":{}}})"),
+            "the answer has no \"result\" array");
+  EXPECT_EQ(error_of(head + "5]}}"), "a result entry is not an object");
+  EXPECT_EQ(error_of(head + R"({"value":[1,"1"]}]}})"), "a result entry has no \"metric\" object");
+  EXPECT_EQ(error_of(head + R"({"metric":{},"value":[1,"1",2]}]}})"), "a result entry has no [time, value] pair");
+  EXPECT_EQ(error_of(head + R"({"metric":{},"value":[[],"1"]}]}})"), "a sample's time or value is not a number");
+  // The first bad entry decides; within one entry the pair is checked before the labels.
+  EXPECT_EQ(error_of(head + R"({"metric":{"a":{}},"value":[1]},{"metric":{}}]}})"),
+            "a result entry has no [time, value] pair");
+  EXPECT_EQ(error_of(head + R"({"metric":{"a":true},"value":[1,"2"]},5]}})"), "label \"a\" is not a string");
+  // A dropped sample (NaN) is not looked at further.
+  EXPECT_EQ(error_of(head + R"({"metric":{"a":true},"value":[1,"NaN"]}]}})"), "(parsed)");
+  EXPECT_EQ(error_of(head + R"({"metric":{}, "value":[1,"1"]}]}} x)"), "the answer is not JSON");
 }
 
 PromAnswers answers_for(const std::string& label_key) {
@@ -90,6 +131,25 @@ TEST(PrometheusJoin, OneNodePerHostnameGpusByUuid) {
   EXPECT_TRUE(f.warnings.empty());
 }
 
+// A GPU exported per MIG instance (GPU_I_ID) has the sum of its instances' framebuffer; a GPU with a
+// series of its own keeps that one, whatever its instances say (never both: counted twice).
+TEST(PrometheusJoin, FramebufferOwnSeriesElseTheSumOfMigInstances) {
+  const auto p = [](const std::string& body) { return *parse_instant_query(body); };
+  const auto mig = [](const char* id) { return std::string(R"(,"GPU_I_ID":")") + id + "\""; };
+  PromAnswers a;
+  a.fb_used = p(answer({series("n1", 0, "GPU-a", "100", mig("1")), series("n1", 0, "GPU-a", "200", mig("2")),
+                        series("n1", 1, "GPU-b", "1000"), series("n1", 1, "GPU-b", "50", mig("1"))}));
+  a.fb_free = p(answer({series("n1", 0, "GPU-a", "300", mig("1")), series("n1", 0, "GPU-a", "400", mig("2")),
+                        series("n1", 1, "GPU-b", "9000")}));
+  const auto f = join_answers(a, "Hostname");
+  ASSERT_EQ(f.nodes.size(), 1u);
+  ASSERT_EQ(f.nodes[0].gpus.size(), 2u);
+  EXPECT_EQ(*f.nodes[0].gpus[0].memory_used_mib, 300);
+  EXPECT_EQ(*f.nodes[0].gpus[0].memory_total_mib, 1000);
+  EXPECT_EQ(*f.nodes[0].gpus[1].memory_used_mib, 1000);
+  EXPECT_EQ(*f.nodes[0].gpus[1].memory_total_mib, 10000);
+}
+
 TEST(PrometheusJoin, NodeLabelIsConfigurable) {
   const auto f = join_answers(answers_for("kubernetes_node"), "kubernetes_node");
   ASSERT_EQ(f.nodes.size(), 1u);
@@ -103,9 +163,7 @@ TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   const auto q = prometheus_queries("kubernetes_node");
   ASSERT_EQ(q.size(), 6u);
   EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
-  EXPECT_EQ(q[2],
-            "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE{GPU_I_ID=\"\"}) or "
-            "sum by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE)");
+  EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)");
   EXPECT_EQ(q[5], "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");  // per GPU
   EXPECT_TRUE(valid_label_name("Hostname"));
   EXPECT_TRUE(valid_label_name("_a9"));
