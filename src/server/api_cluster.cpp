@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -30,8 +31,19 @@ struct Prepared {
   wire::FleetQueryInfo info;
 };
 
-// The cached facts summarized under the request's thresholds, or the error response.
-std::optional<Response> prepare(const ClusterView* view, const core::Clock& clock, const Request& req, Prepared& p) {
+void summarize(const ClusterView* view, std::chrono::system_clock::time_point now, Prepared& p) {
+  allocator::RankOptions o;
+  o.idle = p.info.idle;
+  o.now = now;
+  p.info.now = o.now;
+  o.max_age = view->max_age;
+  p.summaries = allocator::summarize(*p.facts, o);
+}
+
+// The cached facts and the request's thresholds (summarized under them unless `summarized` is false),
+// or the error response.
+std::optional<Response> prepare(const ClusterView* view, const core::Clock& clock, const Request& req, Prepared& p,
+                                bool summarized = true) {
   if (view == nullptr)
     return error_response(503, "cluster_not_configured",
                           "this agent has no fleet view: start it with --cluster-config FILE or the source "
@@ -47,28 +59,91 @@ std::optional<Response> prepare(const ClusterView* view, const core::Clock& cloc
   }
   p.facts = view->latest ? view->latest() : nullptr;
   if (!p.facts) return error_response(503, "cluster_not_ready", "the first fleet refresh has not finished yet");
-  allocator::RankOptions o;
-  o.idle = p.info.idle;
-  o.now = clock.wall_now();
-  p.info.now = o.now;
-  o.max_age = view->max_age;
-  p.summaries = allocator::summarize(*p.facts, o);
+  if (summarized) summarize(view, clock.wall_now(), p);
   return std::nullopt;
+}
+
+using TimePoint = std::chrono::system_clock::time_point;
+
+// The first time after `now` at which a document rendered at `now` from `facts` may read otherwise:
+// a node's or a GPU's metrics turning stale (older than max_age), or the age a stale node's problem
+// states ("metrics are 75 s old", whole seconds) moving on. `now` itself when a rounding falls on it.
+TimePoint valid_until(const core::FleetFacts& facts, TimePoint now, std::chrono::milliseconds max_age) {
+  using std::chrono::nanoseconds;
+  TimePoint until = TimePoint::max();
+  if (max_age.count() <= 0) return until;
+  const auto flip = [&](const std::optional<TimePoint>& observed) {
+    if (!observed) return;
+    if (const auto t = *observed + max_age + nanoseconds(1); t > now) until = std::min(until, t);
+  };
+  for (const auto& m : facts.metrics) {
+    flip(m.observed);
+    for (const auto& g : m.gpus) flip(g.observed);
+    if (m.observed && m.error.empty() && now - *m.observed > max_age) {
+      // The stated age rounds at each half second past the observation.
+      const auto half = std::chrono::milliseconds(500);
+      auto since = (now - *m.observed - half) % std::chrono::seconds(1);
+      if (since < std::chrono::system_clock::duration::zero()) since += std::chrono::seconds(1);
+      if (since == std::chrono::system_clock::duration::zero()) return now;
+      until = std::min(until, now + (std::chrono::seconds(1) - since));
+    }
+  }
+  return until;
+}
+
+// One rendered document of a route, served again while the facts, the thresholds and its validity hold.
+struct Rendered {
+  std::shared_ptr<const core::FleetFacts> facts;  // held: its address cannot name other facts meanwhile
+  allocator::IdleThresholds idle;
+  TimePoint made{}, until{};
+  std::shared_ptr<const std::string> body;
+};
+
+// The last document of /nodes and of /gpus. A dashboard asks with the default thresholds; other
+// thresholds replace the entry, and are rendered for each request while they change.
+class RenderMemo {
+ public:
+  std::shared_ptr<const std::string> find(bool gpus, const Prepared& p, TimePoint now) const {
+    std::lock_guard lock(mu_);
+    const Rendered& r = gpus ? gpus_ : nodes_;
+    if (r.body && r.facts == p.facts && r.idle.utilization_pct == p.info.idle.utilization_pct &&
+        r.idle.memory_pct == p.info.idle.memory_pct && now >= r.made && now < r.until)
+      return r.body;
+    return nullptr;
+  }
+  void keep(bool gpus, Rendered r) {
+    std::lock_guard lock(mu_);
+    (gpus ? gpus_ : nodes_) = std::move(r);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Rendered nodes_, gpus_;
+};
+
+// GET /nodes or /gpus: the memoized text, else summarized and rendered once for every reader after.
+Response fleet_document(const ClusterView* view, const core::Clock& clock, RenderMemo& memo, bool gpus,
+                        const Request& req) {
+  Prepared p;
+  if (auto e = prepare(view, clock, req, p, false)) return *e;
+  const auto now = clock.wall_now();
+  if (auto body = memo.find(gpus, p, now)) return shared_response(200, "application/json", std::move(body));
+  summarize(view, now, p);
+  const auto j = gpus ? wire::fleet_gpus_json(p.summaries, *p.facts, p.info)
+                      : wire::fleet_nodes_json(p.summaries, *p.facts, p.info);
+  auto body = std::make_shared<const std::string>(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  memo.keep(gpus, Rendered{p.facts, p.info.idle, now, valid_until(*p.facts, now, view->max_age), body});
+  return shared_response(200, "application/json", std::move(body));
 }
 
 }  // namespace
 
 void add_cluster_routes(Router& r, const ClusterView* view, const core::Clock& clock) {
-  r.add(Method::Get, "/api/v1/cluster/nodes", Access::Read, Exec::Blocking, [view, &clock](const Request& req) {
-    Prepared p;
-    if (auto e = prepare(view, clock, req, p)) return *e;
-    return json_response(200, wire::fleet_nodes_json(p.summaries, *p.facts, p.info));
-  });
-  r.add(Method::Get, "/api/v1/cluster/gpus", Access::Read, Exec::Blocking, [view, &clock](const Request& req) {
-    Prepared p;
-    if (auto e = prepare(view, clock, req, p)) return *e;
-    return json_response(200, wire::fleet_gpus_json(p.summaries, *p.facts, p.info));
-  });
+  auto memo = std::make_shared<RenderMemo>();
+  r.add(Method::Get, "/api/v1/cluster/nodes", Access::Read, Exec::Blocking,
+        [view, &clock, memo](const Request& req) { return fleet_document(view, clock, *memo, false, req); });
+  r.add(Method::Get, "/api/v1/cluster/gpus", Access::Read, Exec::Blocking,
+        [view, &clock, memo](const Request& req) { return fleet_document(view, clock, *memo, true, req); });
   r.add(Method::Get, "/api/v1/cluster/select", Access::Read, Exec::Blocking, [view, &clock](const Request& req) {
     Prepared p;
     if (auto e = prepare(view, clock, req, p)) return *e;

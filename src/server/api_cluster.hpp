@@ -7,7 +7,9 @@
 //   (200 with "node": null and the reason when no node qualifies, or when the configured Kubernetes
 //   source did not answer — then "source_failed": true and no node is chosen from the other sources)
 // They read the facts a background refresh published (never a fleet query on the request path); only
-// the summaries and the ranking are computed per request, from the cached facts. Without a cluster
+// the summaries and the ranking are computed from the cached facts: per request for select, once per
+// refresh for /nodes and /gpus (the text is kept and shared until new facts come, other thresholds are
+// asked for, or a node's or GPU's metrics turn stale by the clock). Without a cluster
 // view (no --cluster-config) the routes exist and answer 503 saying how to turn them on.
 #include <chrono>
 #include <functional>

@@ -197,6 +197,50 @@ TEST(ClusterRoutes, SelectByGpuResourceAndNoPinWhenKubernetesFailed) {
   EXPECT_EQ(a.j["errors"][0], *failed->kube_error);
 }
 
+// /nodes and /gpus render once per refresh: the same text is shared until new facts come, other
+// thresholds are asked for, or the clock moves a node's stated age or staleness.
+TEST(ClusterRoutes, DocumentsRenderedOncePerRefresh) {
+  test::FakeClock clock;
+  std::shared_ptr<const core::FleetFacts> facts = fleet(clock.wall_now());
+  ClusterView view;
+  view.latest = [&facts] { return facts; };
+  view.max_age = std::chrono::seconds(60);
+  Router router;
+  add_cluster_routes(router, &view, clock);
+  const auto body = [&](const std::string& path, std::map<std::string, std::string> query = {}) {
+    Request req;
+    req.path = req.target = path;
+    req.query = std::move(query);
+    const auto m = router.match(req);
+    return invoke(*m.route, req).body;
+  };
+  for (const char* path : {"/api/v1/cluster/nodes", "/api/v1/cluster/gpus"}) {
+    const auto first = body(path);
+    EXPECT_EQ(body(path), first) << path;  // the same text, not a copy
+    clock.advance(std::chrono::seconds(30));
+    EXPECT_EQ(body(path), first) << path;  // still fresh: nothing to say differently
+    const auto other = body(path, {{"utilization_threshold", "10"}});
+    EXPECT_NE(other, first);
+    EXPECT_NE(*other, *first) << path;
+    EXPECT_NE(*body(path), *other) << path;  // the default thresholds again
+    facts = fleet(clock.wall_now());         // a refresh
+    const auto refreshed = body(path);
+    EXPECT_NE(refreshed, first) << path;
+    EXPECT_EQ(body(path), refreshed) << path;
+  }
+  // Stale: the stated age moves with the clock, each second.
+  clock.advance(std::chrono::seconds(70));
+  auto j = nlohmann::json::parse(*body("/api/v1/cluster/nodes"));
+  EXPECT_EQ(j["nodes"][0]["health"], "metrics_stale");
+  EXPECT_EQ(j["nodes"][0]["problems"][0], "metrics are 70 s old (more than the 60 s allowed)") << j;
+  clock.advance(std::chrono::milliseconds(400));
+  EXPECT_EQ(nlohmann::json::parse(*body("/api/v1/cluster/nodes"))["nodes"][0]["problems"][0],
+            "metrics are 70 s old (more than the 60 s allowed)");
+  clock.advance(std::chrono::milliseconds(700));
+  EXPECT_EQ(nlohmann::json::parse(*body("/api/v1/cluster/nodes"))["nodes"][0]["problems"][0],
+            "metrics are 71 s old (more than the 60 s allowed)");
+}
+
 TEST(ClusterRoutes, WithoutAViewTheyAnswer503) {
   Router router;
   add_cluster_routes(router, nullptr);
