@@ -171,11 +171,17 @@ Result<std::size_t> NodeStore::sweep_dead_owners(const char* select_sql, std::in
   auto sel = db_.prepare(select_sql);
   if (!sel) return sel.error();
   std::vector<std::string> dead;
+  // One look per owner: a process holding many leases (a launcher, 200 connections of one client) is
+  // read from /proc once per sweep, not once per lease (each read costs a /proc/<pid>/stat of all its
+  // threads: with 200 leases of one 200-thread owner, most of an acquire's time).
+  std::map<std::pair<std::uint32_t, unsigned long long>, bool> seen;
   auto rows = sel->each([&](const Stmt& row) {
     const core::LeaseOwner o{
         static_cast<std::uint32_t>(row.int64(1)), static_cast<unsigned long long>(row.int64(2)), {}};
     if (o.pid == 0 && pid_zero == PidZero::Spare) return;
-    if (!alive_(o)) dead.push_back(row.text(0));
+    auto [it, fresh] = seen.try_emplace({o.pid, o.start_time}, true);
+    if (fresh) it->second = alive_(o);
+    if (!it->second) dead.push_back(row.text(0));
   });
   if (!rows) return rows.error();
   for (const auto& id : dead) {

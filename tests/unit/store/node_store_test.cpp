@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -125,6 +126,29 @@ TEST_F(StoreTest, DeadOwnersLoseTheirLeases) {
   EXPECT_TRUE(act->empty());
   EXPECT_EQ((*s->history(1))[0].release_reason, "owner gone");
   EXPECT_TRUE(*s->acquire(req(7), take({{0, "GPU-a"}})));  // free again
+}
+
+// The sweep before each decision looks at each owner once, however many leases it holds; a dead one
+// loses them all.
+TEST_F(StoreTest, TheSweepAsksAboutEachOwnerOnce) {
+  std::map<std::uint32_t, int> asked;
+  auto opened = NodeStore::open((dir / "gf.db").string(), [&](const core::LeaseOwner& o) {
+    ++asked[o.pid];
+    return !dead.contains(o.pid);
+  });
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& s = *opened;
+  for (unsigned i = 0; i < 4; ++i)
+    ASSERT_TRUE(*s->acquire(req(i < 3 ? 500 : 600), take({{i, "GPU-" + std::to_string(i)}})));
+  asked.clear();
+  ASSERT_TRUE(*s->acquire(req(700), take({{4, "GPU-4"}})));
+  EXPECT_EQ(asked[500], 1);  // three leases, one look
+  EXPECT_EQ(asked[600], 1);
+  dead.insert(500);
+  auto act = s->active();
+  ASSERT_TRUE(act);
+  EXPECT_EQ(act->size(), 2u);  // 600's and 700's
+  for (const auto& l : *act) EXPECT_NE(l.owner.pid, 500u);
 }
 
 TEST_F(StoreTest, DefaultLivenessUsesPidAndStartTime) {
