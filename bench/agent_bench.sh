@@ -1,20 +1,66 @@
 #!/usr/bin/env bash
 # Lease round trip (acquire 1 GPU + release, 8 simulated GPUs, N times): through the node's agent socket,
 # and today's direct store path in one process. Usage: bench/agent_bench.sh [N] (GF_BENCH_BUILD: build dir)
+#
+# Then the lease path under contention (issue 24, goal 4): CLIENTS (200) connections to the agent socket,
+# each acquiring 1 GPU (queued when none is free) and releasing it, for SECONDS (60 per row, 5 rows: ~6
+# minutes; QUICK=1: 10 s per row), on 8 simulated GPUs (most clients wait: grant latency and wait are
+# reported apart) and on 256 (every client finds a free GPU). The load tool keeps its own ledger of who holds which GPU (a GPU granted while
+# a client of the tool still holds it fails the run) and its grant count is compared with the leases the
+# agent's store recorded. The direct path (a store connection per client, as 200 CLIs) runs the same load.
+#   CONTEND_ONLY=1 skips the round trip; CLIENTS=, SECONDS_RUN= override.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${GF_BENCH_BUILD:-build}
 N=${1:-2000}
+CLIENTS=${CLIENTS:-200}
+SECONDS_RUN=${SECONDS_RUN:-60}
+[[ -n ${QUICK:-} ]] && SECONDS_RUN=10
 cmake --build "$B" --target gpufleet gf_bench_agent_lease >/dev/null
 dir=$(mktemp -d /tmp/gf-agent-bench.XXXXXX)
 agent=
 cleanup() { [ -n "$agent" ] && kill "$agent" 2>/dev/null && wait "$agent" 2>/dev/null; rm -rf "$dir"; }
 trap cleanup EXIT
 export GPUFLEET_SIM_SCENARIO=$PWD/tests/fixtures/sim/two_idle.json
-"$B/gpufleet" --backend sim --sim-gpus 8 serve --listen 127.0.0.1:0 --no-history \
-  --socket "$dir/agent.sock" --db "$dir/agent.db" 2>"$dir/agent.log" &
-agent=$!
-for _ in $(seq 100); do [ -S "$dir/agent.sock" ] && break; sleep 0.1; done
-[ -S "$dir/agent.sock" ] || { cat "$dir/agent.log"; exit 1; }
-"$B/bench/gf_bench_agent_lease" agent "$dir/agent.sock" "$N"
-"$B/bench/gf_bench_agent_lease" direct "$dir/direct.db" "$N"
+# start_agent GPUS TAG: an agent on GPUS simulated GPUs, its socket and store under $dir/TAG.*
+start_agent() {
+  nice -n -15 "$B/gpufleet" --backend sim --sim-gpus "$1" serve --listen 127.0.0.1:0 --no-history \
+    --socket "$dir/$2.sock" --db "$dir/$2.db" 2>"$dir/$2.log" &
+  agent=$!
+  for _ in $(seq 100); do [ -S "$dir/$2.sock" ] && break; sleep 0.1; done
+  [ -S "$dir/$2.sock" ] || { cat "$dir/$2.log"; exit 1; }
+}
+stop_agent() { kill "$agent" && wait "$agent" 2>/dev/null || true; agent=; }
+cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }  # user+system, 100 Hz ticks
+
+if [[ -z ${CONTEND_ONLY:-} ]]; then
+  start_agent 8 agent
+  "$B/bench/gf_bench_agent_lease" agent "$dir/agent.sock" "$N"
+  "$B/bench/gf_bench_agent_lease" direct "$dir/direct.db" "$N"
+  stop_agent
+fi
+
+# GPUS HOLD_MS: 8 GPUs, released at once (most clients queue); 256, released at once (a closed loop with
+# no think time: the latency is the clients' count over the agent's throughput); 256, each GPU held 1 s
+# (200 acquires a second offered, none queued: the latency of one decision under a steady load).
+for cfg in "8 0" "256 0" "256 1000"; do
+  read -r gpus hold <<<"$cfg"
+  tag=c$gpus-$hold
+  echo "== contention: $CLIENTS clients, 1 GPU each held ${hold} ms, ${SECONDS_RUN} s, $gpus simulated GPUs (load $(cut -d' ' -f1-3 /proc/loadavg))"
+  start_agent "$gpus" "$tag"
+  c0=$(cpu_s "$agent")
+  "$B/bench/gf_bench_agent_lease" contend "$dir/$tag.sock" "$CLIENTS" "$SECONDS_RUN" "$tag" "$hold" | tee "$dir/$tag.out" || true
+  echo "agent CPU: $(awk -v a="$c0" -v b="$(cpu_s "$agent")" -v s="$SECONDS_RUN" 'BEGIN { printf "%.2f s = %.0f %% of one core", b - a, (b - a) / s * 100 }')"
+  stop_agent
+  tool=$(sed -n 's/^ledger grants //p' "$dir/$tag.out")
+  read -r store ended open < <(sqlite3 -separator ' ' "$dir/$tag.db" \
+    "SELECT count(*), count(released_ms), (SELECT count(*) FROM lease_gpus WHERE active = 1) FROM leases WHERE name = '$tag'")
+  verdict=$([[ $tool == "$store" ]] && echo "every lease in the ledger" || echo "MISMATCH")
+  echo "ledger: the tool counted $tool grants; the agent's store holds $store leases ($ended ended, $open GPUs still leased): $verdict"
+  [[ $hold == 0 ]] || continue
+  echo "-- the direct store path, same load ($CLIENTS store connections, $gpus GPUs)"
+  "$B/bench/gf_bench_agent_lease" direct-contend "$dir/d$gpus.db" "$CLIENTS" "$SECONDS_RUN" "$gpus" | tee "$dir/d$gpus.out" || true
+  tool=$(sed -n 's/^ledger grants //p' "$dir/d$gpus.out")
+  store=$(sqlite3 "$dir/d$gpus.db" "SELECT count(*) FROM leases WHERE name = 'direct-contend'")
+  echo "ledger: the tool counted $tool grants; the store holds $store leases"
+done

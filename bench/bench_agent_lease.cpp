@@ -2,6 +2,12 @@
 //   gf_bench_agent_lease agent SOCKET [N]   through the node's agent: one connection, tie "connection"
 //   gf_bench_agent_lease direct DB [N]      today's direct path: NodeAllocator over NodeStore in this
 //                                           process, a fresh (simulated) driver read per decision
+//   gf_bench_agent_lease contend SOCKET CLIENTS SECONDS NAME [HOLD_MS]
+//                                           CLIENTS connections at once, each acquiring 1 GPU (queued: wait_s 60)
+//                                           and releasing it after HOLD_MS (0), for SECONDS; an independent ledger
+//                                           of who holds which GPU catches a GPU granted twice
+//   gf_bench_agent_lease direct-contend DB CLIENTS SECONDS GPUS
+//                                           the same on the direct path: a store connection per client
 // Prints N, p50, p99 and max in milliseconds. Not a Google Benchmark: the numbers wanted are the tail
 // of one long series, the way a CLI sees them.
 #include <unistd.h>
@@ -10,8 +16,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -112,14 +123,219 @@ int direct(const std::string& db, int n) {
   return 0;
 }
 
+// The load tool's own record of who holds which GPU: a grant of a GPU that a client of this tool still
+// holds (its release not yet sent) is a double grant, whatever the agent believes.
+class Ledger {
+ public:
+  // False when `gpu` is held by another client of ours.
+  bool grant(const std::string& gpu, int client) {
+    std::lock_guard lock(mu_);
+    ++grants_;
+    auto [it, fresh] = holder_.try_emplace(gpu, client);
+    if (!fresh) {
+      ++double_grants_;
+      return false;
+    }
+    return true;
+  }
+  // Before the release is sent: from now on the agent may grant it again. Returns when it was let go.
+  Clock::time_point let_go(const std::string& gpu) {
+    std::lock_guard lock(mu_);
+    holder_.erase(gpu);
+    return released_[gpu] = Clock::now();
+  }
+  // How long ago `gpu` was last let go (the hand-over to a queued client); nullopt: never.
+  std::optional<double> since_let_go_ms(const std::string& gpu, Clock::time_point now) const {
+    std::lock_guard lock(mu_);
+    const auto it = released_.find(gpu);
+    if (it == released_.end()) return std::nullopt;
+    return std::chrono::duration<double, std::milli>(now - it->second).count();
+  }
+  std::uint64_t grants() const {
+    std::lock_guard lock(mu_);
+    return grants_;
+  }
+  std::uint64_t double_grants() const {
+    std::lock_guard lock(mu_);
+    return double_grants_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, int> holder_;
+  std::map<std::string, Clock::time_point> released_;
+  std::uint64_t grants_ = 0, double_grants_ = 0;
+};
+
+struct ClientTimes {
+  std::vector<double> immediate, queued, handover, release;  // ms
+  std::uint64_t released = 0;
+  std::string error;
+};
+
+// One client: acquire, note the grant, let go, release, until `end`.
+void contend_client(const std::string& path, int me, const std::string& name, std::chrono::milliseconds hold,
+                    Clock::time_point end, Ledger& ledger, ClientTimes& out) {
+  auto s = platform::UnixLineSocket::connect(path, std::chrono::seconds(10));
+  if (!s) {
+    out.error = s.error().message;
+    return;
+  }
+  const auto limit = [] { return Clock::now() + std::chrono::seconds(90); };
+  if (!s->read_line(limit(), 1 << 20)) {
+    out.error = "no greeting";
+    return;
+  }
+  std::int64_t id = 0;
+  // The reply to `id`; `waited` tells whether a "waiting" event came first (the acquire was queued).
+  auto reply = [&](std::int64_t want, bool* waited) -> nlohmann::json {
+    for (;;) {
+      auto line = s->read_line(limit(), 64 << 20);
+      if (!line) return nullptr;
+      auto j = nlohmann::json::parse(*line, nullptr, false);
+      if (j.is_object() && j.contains("event")) {
+        if (waited && j["event"] == "waiting") *waited = true;
+        continue;
+      }
+      if (j.is_object() && j.value("id", std::int64_t{-1}) == want) return j;
+    }
+  };
+  while (Clock::now() < end) {
+    const auto t0 = Clock::now();
+    const nlohmann::json acq{{"id", ++id},          {"op", "acquire"}, {"gpus", 1},
+                             {"tie", "connection"}, {"wait_s", 60},    {"name", name}};
+    if (!s->write_all(acq.dump() + "\n", limit())) return void(out.error = "write failed");
+    bool waited = false;
+    auto got = reply(id, &waited);
+    const auto t1 = Clock::now();
+    if (!got.is_object() || !got.value("ok", false)) return void(out.error = "acquire failed: " + got.dump());
+    const auto& lease = got["lease"];
+    const std::string gpu = lease["gpus"].at(0).value("uuid", std::string());
+    const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    (waited ? out.queued : out.immediate).push_back(ms);
+    if (auto h = ledger.since_let_go_ms(gpu, t1); h && waited) out.handover.push_back(*h);
+    if (!ledger.grant(gpu, me)) return void(out.error = "GPU " + gpu + " granted while another client holds it");
+    if (hold.count() > 0) std::this_thread::sleep_for(hold);
+    const auto t2 = ledger.let_go(gpu);
+    const nlohmann::json rel{{"id", ++id}, {"op", "release"}, {"lease", lease["id"]}};
+    if (!s->write_all(rel.dump() + "\n", limit())) return void(out.error = "write failed");
+    auto done = reply(id, nullptr);
+    if (!done.is_object() || !done.value("ok", false)) return void(out.error = "release failed: " + done.dump());
+    out.release.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t2).count());
+    ++out.released;
+  }
+}
+
+using ClientFn = std::function<void(int me, Clock::time_point end, Ledger&, ClientTimes&)>;
+int contend(const ClientFn& client, int clients, int seconds) {
+  Ledger ledger;
+  std::vector<ClientTimes> times(static_cast<std::size_t>(clients));
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::seconds(seconds);
+  {
+    std::vector<std::jthread> threads;
+    for (int c = 0; c < clients; ++c)
+      threads.emplace_back(client, c, end, std::ref(ledger), std::ref(times[static_cast<std::size_t>(c)]));
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  ClientTimes all;
+  std::size_t failed = 0;
+  for (auto& t : times) {
+    for (auto v : {&ClientTimes::immediate, &ClientTimes::queued, &ClientTimes::handover, &ClientTimes::release})
+      (all.*v).insert((all.*v).end(), (t.*v).begin(), (t.*v).end());
+    all.released += t.released;
+    if (!t.error.empty() && failed++ < 3) std::fprintf(stderr, "client: %s\n", t.error.c_str());
+  }
+  std::printf(
+      "contend: %d clients, %.1f s: %llu grants (%.0f/s), %llu released, %zu clients failed, %llu double grants\n",
+      clients, wall, static_cast<unsigned long long>(ledger.grants()), ledger.grants() / wall,
+      static_cast<unsigned long long>(all.released), failed, static_cast<unsigned long long>(ledger.double_grants()));
+  if (!all.immediate.empty()) report("  acquire, free GPU", all.immediate);
+  if (!all.queued.empty()) report("  acquire, queued (wait)", all.queued);
+  if (!all.handover.empty()) report("  hand-over (let go -> next grant)", all.handover);
+  if (!all.release.empty()) report("  release", all.release);
+  // The ledger line the script compares with the agent's store.
+  std::printf("ledger grants %llu\n", static_cast<unsigned long long>(ledger.grants()));
+  return failed == 0 && ledger.double_grants() == 0 ? 0 : 1;
+}
+
+// The direct path under the same load: each client its own store connection (as each CLI process
+// has), allocating on a fresh simulated reading and waiting in the store's queue when none is free.
+void direct_client(const std::string& db, unsigned gpus, int me, Clock::time_point end, Ledger& ledger,
+                   ClientTimes& out) {
+  auto opts = backends::BackendOptions::from_environment();
+  opts.sim_gpus = gpus;
+  auto opened = backends::open_backend("sim", opts);
+  auto st = store::NodeStore::open(db);
+  if (!opened.backend || !st) return void(out.error = "cannot open the backend or the store");
+  backends::Backend* b = opened.backend.get();
+  scheduler::NodeAllocator alloc(**st, core::Topology{});
+  const scheduler::ReadingQuery query = [b]() -> Result<core::SnapshotPtr> {
+    auto s = b->snapshot();
+    if (!s) return s.error();
+    return core::SnapshotPtr(std::make_shared<core::Snapshot>(std::move(*s)));
+  };
+  scheduler::WaitOptions wait;
+  wait.timeout = std::chrono::seconds(60);
+  while (Clock::now() < end) {
+    scheduler::AllocationRequest req;
+    req.need.gpus = 1;
+    req.job_id = store::new_id();
+    req.name = "direct-contend";
+    req.owner = {static_cast<std::uint32_t>(::getpid()), 0, "bench"};
+    const auto t0 = Clock::now();
+    bool waited = false;
+    auto got = alloc.allocate(req, query());
+    if (!got && got.error().kind == ErrorKind::Unavailable) {
+      waited = true;
+      got = alloc.wait_and_allocate(req, query, wait);
+    }
+    const auto t1 = Clock::now();
+    if (!got) return void(out.error = "allocate failed: " + got.error().message);
+    (waited ? out.queued : out.immediate).push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    const std::string gpu = got->lease.gpus.at(0).uuid;
+    if (!ledger.grant(gpu, me)) return void(out.error = "GPU " + gpu + " granted while another client holds it");
+    const auto t2 = ledger.let_go(gpu);
+    if (auto r = (*st)->release(got->lease.id, "done"); !r) return void(out.error = r.error().message);
+    out.release.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t2).count());
+    ++out.released;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s agent SOCKET [N] | direct DB [N]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s agent SOCKET [N] | direct DB [N] | contend SOCKET CLIENTS SECONDS NAME [HOLD_MS] | "
+                 "direct-contend DB "
+                 "CLIENTS SECONDS GPUS\n",
+                 argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
+  if (mode == "contend") {
+    const auto clients = argc > 3 ? gf::core::parse_uint(argv[3], 1, 4000) : gf::Result<std::uint64_t>(200);
+    const auto seconds = argc > 4 ? gf::core::parse_uint(argv[4], 1, 3600) : gf::Result<std::uint64_t>(60);
+    if (!clients || !seconds) return 2;
+    const std::string path = argv[2], name = argc > 5 ? argv[5] : "contend";
+    const auto hold = argc > 6 ? gf::core::parse_uint(argv[6], 0, 600000) : gf::Result<std::uint64_t>(0);
+    if (!hold) return 2;
+    const std::chrono::milliseconds held(*hold);
+    return contend([&](int me, Clock::time_point end, Ledger& l,
+                       ClientTimes& t) { contend_client(path, me, name, held, end, l, t); },
+                   static_cast<int>(*clients), static_cast<int>(*seconds));
+  }
+  if (mode == "direct-contend") {
+    const auto clients = argc > 3 ? gf::core::parse_uint(argv[3], 1, 4000) : gf::Result<std::uint64_t>(200);
+    const auto seconds = argc > 4 ? gf::core::parse_uint(argv[4], 1, 3600) : gf::Result<std::uint64_t>(60);
+    const auto gpus = argc > 5 ? gf::core::parse_uint(argv[5], 1, 4096) : gf::Result<std::uint64_t>(8);
+    if (!clients || !seconds || !gpus) return 2;
+    const std::string db = argv[2];
+    return contend([&](int me, Clock::time_point end, Ledger& l,
+                       ClientTimes& t) { direct_client(db, static_cast<unsigned>(*gpus), me, end, l, t); },
+                   static_cast<int>(*clients), static_cast<int>(*seconds));
+  }
   const auto count = argc > 3 ? gf::core::parse_uint(argv[3], 1, 100000000) : gf::Result<std::uint64_t>(2000);
   if (!count) return 2;
   const int n = static_cast<int>(*count);
