@@ -179,6 +179,9 @@ struct KubeStandin::Impl {
   std::map<std::string, json> objects;  // by item path
   std::string canned;
   long resource_version = 1000;
+  // The items a list selects, by kind and fieldSelector, kept while the fixture stands as it is (the
+  // pages of one listing then cost their own items, not a pass over 100 000 pods each).
+  std::map<std::string, std::vector<const json*>> selections;
   std::vector<KubeStandinExecCall> exec_calls;
   // Open exec streams, shared with each stream: a stream may end after Impl's members are gone (when
   // the io_context is destroyed).
@@ -446,7 +449,7 @@ void KubeStandin::Impl::accept() {
 // the offset of the next item; remainingItemCount counts what is left after this page.
 std::optional<Response> KubeStandin::Impl::list(const Request& req, const std::map<std::string, std::string>& query,
                                                 std::string_view kind, const json& all) {
-  json items = json::array();
+  std::vector<const json*> items;  // the selected items, not copies: a page of 500 of 100 000 pods copies 500
   const auto fs = query.find("fieldSelector");
   std::vector<std::tuple<std::string, std::string, bool>> terms;  // field, value, equal
   if (fs != query.end() && !fs->second.empty()) {
@@ -466,12 +469,19 @@ std::optional<Response> KubeStandin::Impl::list(const Request& req, const std::m
       terms.emplace_back(std::move(field), std::move(value), ne == std::string::npos);
     }
   }
-  for (const auto& item : all) {
-    bool keep = true;
-    if (config.honour_field_selector) {
-      for (const auto& [field, value, equal] : terms) keep = keep && ((field_text(item, field) == value) == equal);
+  const std::string key = fmt::format("{}\n{}\n{}", kind, fs != query.end() ? fs->second : "", all.size());
+  if (const auto hit = selections.find(key); hit != selections.end()) {
+    items = hit->second;
+  } else {
+    for (const auto& item : all) {
+      bool keep = true;
+      if (config.honour_field_selector) {
+        for (const auto& [field, value, equal] : terms) keep = keep && ((field_text(item, field) == value) == equal);
+      }
+      if (keep) items.push_back(&item);
     }
-    if (keep) items.push_back(item);
+    if (selections.size() > 64) selections.clear();
+    selections.emplace(key, items);
   }
   std::size_t offset = 0;
   if (const auto c = query.find("continue"); c != query.end() && !c->second.empty()) {
@@ -490,7 +500,7 @@ std::optional<Response> KubeStandin::Impl::list(const Request& req, const std::m
   }
   const std::size_t end = std::min(items.size(), offset + limit);
   json page = json::array();
-  for (std::size_t i = offset; i < end; ++i) page.push_back(items[i]);
+  for (std::size_t i = offset; i < end; ++i) page.push_back(*items[i]);
   json meta{{"resourceVersion", std::to_string(resource_version)}};
   if (end < items.size()) {
     meta["continue"] = fmt::format("{}:{}", kind, end);
