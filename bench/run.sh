@@ -49,3 +49,13 @@ GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
 
 echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
 GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
+
+# Issue 24, goals 3 and 4 (helper "fleet"): the fleet at 10 000 nodes and the lease path under contention.
+# 8b takes ~4 minutes (Prometheus ingests 400 000 series before the first query); 9b ~6 minutes (QUICK=1: ~1.5).
+echo "== 8b. 'cluster select' through a real Prometheus, 10 000 nodes x 8 GPUs; 8c. the agent's fleet view of them (wrk)"
+GF_BINARY=$B/gpufleet bench/cluster_bench.sh 10000 5
+echo "== 8d. Kubernetes lists of 10 000 nodes and 100 000 pods, paginated, against the stand-in"
+cmake --build $B --target standin >/dev/null
+GF_BINARY=$B/gpufleet GF_STANDIN=$B/tests/standin bench/kube_list_bench.sh 10000 100000 3
+echo "== 9b. 200 clients acquiring and releasing 1 GPU each through the agent (8 and 256 GPUs) vs the direct store"
+GF_BENCH_BUILD=$B CONTEND_ONLY=1 bench/agent_bench.sh
