@@ -52,6 +52,24 @@ TEST_F(Serve, AnXidInTheKernelLogMakesAnNvidiaSmiGpuUnhealthy) {
       << agent.stderr_text();
   EXPECT_EQ(agent.stderr_text().find('\x1b'), std::string::npos);
 
+  // /metrics under dcgm-exporter's names: the XID, and the -q -x counters (the fake's 3 × index replays).
+  const auto metrics = get(port(), "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  const auto value_of = [&](const std::string& name, const std::string& gpu) -> std::string {
+    std::size_t at = 0;
+    while ((at = metrics.body.find(name + "{", at)) != std::string::npos) {
+      const auto end = metrics.body.find('\n', at);
+      const std::string line = metrics.body.substr(at, end - at);
+      at = end;
+      if (line.find("gpu=\"" + gpu + "\"") != std::string::npos) return line.substr(line.rfind(' ') + 1);
+    }
+    return "(none)";
+  };
+  EXPECT_EQ(value_of("DCGM_FI_DEV_XID_ERRORS", "2"), "79");
+  EXPECT_EQ(value_of("DCGM_FI_DEV_XID_ERRORS", "0"), "0");
+  EXPECT_EQ(value_of("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "1"), "3");
+  EXPECT_EQ(value_of("DCGM_FI_DEV_ROW_REMAP_FAILURE", "1"), "0");
+
   // Allocation through the agent skips it and says why.
   auto r = gf::platform::run_process({GF_BINARY, "--backend", "nvidia-smi", "--socket", sock, "alloc", "--gpus", "8",
                                       "--allow-busy", "--min-memory-mb", "0"},
