@@ -60,8 +60,17 @@ void append_value(std::string& out, const Value& v) {
 // Escaping. Label values escape backslash, double quote and newline; HELP text escapes backslash and
 // newline. The fast path (nothing to escape, the usual case) is one scan and one append.
 
+// (A plain loop, not find_first_of: libstdc++'s calls memchr over the specials once per character, which was
+// the largest user-side cost of a /metrics scrape, whose agent series carry ~1.7 kB of HELP text.)
 void append_escaped(std::string& out, std::string_view s, std::string_view specials) {
-  if (s.find_first_of(specials) == std::string_view::npos) {
+  const bool quote = specials.find('"') != std::string_view::npos;
+  bool plain = true;
+  for (const char c : s)
+    if (c == '\\' || c == '\n' || (quote && c == '"')) {
+      plain = false;
+      break;
+    }
+  if (plain) {
     out += s;
     return;
   }
