@@ -24,8 +24,8 @@ std::string gzip(std::string_view text, int level = kGzipLevel);
 // needs to know of it.
 struct GzipHead {
   std::string bytes;
-  std::uint32_t crc = 0;    // CRC-32 of text
-  std::uint64_t size = 0;   // text's length
+  std::uint32_t crc = 0;   // CRC-32 of text
+  std::uint64_t size = 0;  // text's length
 };
 GzipHead gzip_head(std::string_view text, int level = kGzipLevel);
 

@@ -402,8 +402,15 @@ void write_prometheus_agent(std::string& out, std::string_view snapshot_backend,
   }
   out += "} 1\n";
 
-  for (const auto& f : kAgentFamilies) {
-    append_header(out, f.family);
+  // Their HELP and TYPE lines never change: made once, not escaped again at every scrape.
+  static const auto headers = [] {
+    std::array<std::string, kAgentFamilies.size()> h;
+    for (std::size_t k = 0; k < h.size(); ++k) append_header(h[k], kAgentFamilies[k].family);
+    return h;
+  }();
+  for (std::size_t k = 0; k < kAgentFamilies.size(); ++k) {
+    const auto& f = kAgentFamilies[k];
+    out += headers[k];
     append_sample(out, f.family.name, host_label, f.value(agent));
   }
 }
