@@ -41,8 +41,8 @@ TEST(AcceptsGzip, QValues) {
 }
 
 TEST(AcceptsGzip, GarbageIsPlain) {
-  for (const char* bad : {"gzip;q=", "gzip;q=2", "gzip;q=1.5", "gzip;q=0.5x", "gzip;q=.5", "gzip;q=0.1234",
-                          "gzip;q=-1", "gzip;q=1.001", ",,,;;;", ";q=1", "gzip, br;q=abc"})
+  for (const char* bad : {"gzip;q=", "gzip;q=2", "gzip;q=1.5", "gzip;q=0.5x", "gzip;q=.5", "gzip;q=0.1234", "gzip;q=-1",
+                          "gzip;q=1.001", ",,,;;;", ";q=1", "gzip, br;q=abc"})
     EXPECT_FALSE(accepts_gzip(bad)) << bad;
   EXPECT_TRUE(accepts_gzip(",, gzip ,,")) << "empty list elements are allowed";
 }

@@ -38,7 +38,7 @@ TEST(Gzip, HeadAndTailReadAsOneMember) {
   const auto head = gzip_head(gpus);
   EXPECT_EQ(head.size, gpus.size());
   for (const std::string& tail : {std::string(), std::string("gpufleet_agent_uptime_seconds 12.5\n"),
-                                 sample_text(60, "gpufleet_user_gpu_held_seconds_total")}) {
+                                  sample_text(60, "gpufleet_user_gpu_held_seconds_total")}) {
     const auto whole = head.bytes + gzip_tail(head, tail);
     EXPECT_EQ(gunzip(whole), gpus + tail) << "tail of " << tail.size() << " bytes";
   }
@@ -62,7 +62,7 @@ TEST(Gzip, OneHeadServesManyTails) {
 TEST(Gzip, GunzipRefusesDamage) {
   const auto text = sample_text(100, "y");
   auto gz = gzip(text);
-  EXPECT_EQ(gunzip(gz.substr(0, gz.size() - 3)), "");  // truncated trailer
+  EXPECT_EQ(gunzip(gz.substr(0, gz.size() - 3)), "");               // truncated trailer
   gz[gz.size() - 6] = static_cast<char>(gz[gz.size() - 6] ^ 0x55);  // the CRC no longer matches
   EXPECT_EQ(gunzip(gz), "");
   EXPECT_EQ(gunzip("not gzip at all"), "");
