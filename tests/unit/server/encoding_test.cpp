@@ -69,7 +69,7 @@ TEST_F(ApiTest, MetricsGzipIsThePlainText) {
   EXPECT_EQ(gz.content_type, plain.content_type);
   const auto text = wire::gunzip(gz.body);
   ASSERT_FALSE(text.empty()) << "not a readable gzip member";
-  EXPECT_LT(gz.body.size(), text.size() / 4);
+  EXPECT_LT(gz.body.size(), text.size() / 2);  // the agent series (a third of 3 GPUs' text) go stored
   EXPECT_EQ(steady_lines(text), steady_lines(plain.body));
   EXPECT_NE(text.find("\ngpufleet_agent_uptime_seconds"), std::string::npos);  // the per-scrape tail is there
   // A second scrape of the same reading: the same GPU part, a tail of its own; still one member.
