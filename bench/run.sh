@@ -49,3 +49,9 @@ GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
 
 echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
 GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
+
+# ---- issue 21, GPM per MIG instance (helper w-migpm): GPM sampling CPU, 8 GPUs, then the same GPUs in MIG
+# mode with 7 GPU instances each, on the fake NVML with the real H100's call costs (~3 min; MIG_ONLY=1
+# runs only the MIG rows).
+echo "== 11. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
+GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
