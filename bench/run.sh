@@ -50,8 +50,14 @@ GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
 echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
 GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 
+# --- issue 21, the nvidia-smi path's paced health queries (remapped rows, -q -x counters, /dev/kmsg XIDs):
+# CPU per collection of `monitor` on the fake's 8 GPUs, this build only (give a second binary as "before"
+# to compare: bench/smi_health_bench.sh AFTER BEFORE).
+echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
+bench/smi_health_bench.sh $B/gpufleet
+
 # ---- issue 21, GPM per MIG instance (helper w-migpm): GPM sampling CPU, 8 GPUs, then the same GPUs in MIG
 # mode with 7 GPU instances each, on the fake NVML with the real H100's call costs (~3 min; MIG_ONLY=1
 # runs only the MIG rows).
-echo "== 11. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
+echo "== 14. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
 GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
