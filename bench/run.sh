@@ -55,3 +55,9 @@ GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 # to compare: bench/smi_health_bench.sh AFTER BEFORE).
 echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
 bench/smi_health_bench.sh $B/gpufleet
+
+# ---- issue 21, GPM per MIG instance (helper w-migpm): GPM sampling CPU, 8 GPUs, then the same GPUs in MIG
+# mode with 7 GPU instances each, on the fake NVML with the real H100's call costs (~3 min; MIG_ONLY=1
+# runs only the MIG rows).
+echo "== 14. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
+GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
