@@ -56,6 +56,12 @@ GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
 bench/smi_health_bench.sh $B/gpufleet
 
+# ---- issue 21, GPM per MIG instance (helper w-migpm): GPM sampling CPU, 8 GPUs, then the same GPUs in MIG
+# mode with 7 GPU instances each, on the fake NVML with the real H100's call costs (~3 min; MIG_ONLY=1
+# runs only the MIG rows).
+echo "== 14. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
+GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
+
 # Issue 24, goals 3 and 4 (helper "fleet"): the fleet at 10 000 nodes and the lease path under contention.
 # 8b takes ~4 minutes (Prometheus ingests 400 000 series before the first query); 9b ~6 minutes (QUICK=1: ~1.5).
 echo "== 8b. 'cluster select' through a real Prometheus, 10 000 nodes x 8 GPUs; 8c. the agent's fleet view of them (wrk)"
