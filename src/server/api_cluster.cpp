@@ -9,6 +9,7 @@
 
 #include "core/text.hpp"
 #include "wire/fleet_json.hpp"
+#include "wire/gzip.hpp"
 
 namespace gf::server {
 namespace {
@@ -97,23 +98,31 @@ struct Rendered {
   allocator::IdleThresholds idle;
   TimePoint made{}, until{};
   std::shared_ptr<const std::string> body;
+  std::shared_ptr<const std::string> gz;  // the same text gzip-encoded, made for the first client that accepts it
 };
 
 // The last document of /nodes and of /gpus. A dashboard asks with the default thresholds; other
 // thresholds replace the entry, and are rendered for each request while they change.
 class RenderMemo {
  public:
-  std::shared_ptr<const std::string> find(bool gpus, const Prepared& p, TimePoint now) const {
+  // The kept texts (plain, gzip or null) when they answer this request; a null plain text when not.
+  std::pair<std::shared_ptr<const std::string>, std::shared_ptr<const std::string>> find(bool gpus, const Prepared& p,
+                                                                                         TimePoint now) const {
     std::lock_guard lock(mu_);
     const Rendered& r = gpus ? gpus_ : nodes_;
     if (r.body && r.facts == p.facts && r.idle.utilization_pct == p.info.idle.utilization_pct &&
         r.idle.memory_pct == p.info.idle.memory_pct && now >= r.made && now < r.until)
-      return r.body;
-    return nullptr;
+      return {r.body, r.gz};
+    return {};
   }
   void keep(bool gpus, Rendered r) {
     std::lock_guard lock(mu_);
     (gpus ? gpus_ : nodes_) = std::move(r);
+  }
+  // Keeps the gzip text of `body` when that is still the kept text.
+  void keep_gzip(bool gpus, const std::shared_ptr<const std::string>& body, std::shared_ptr<const std::string> gz) {
+    std::lock_guard lock(mu_);
+    if (Rendered& r = gpus ? gpus_ : nodes_; r.body == body) r.gz = std::move(gz);
   }
 
  private:
@@ -127,13 +136,21 @@ Response fleet_document(const ClusterView* view, const core::Clock& clock, Rende
   Prepared p;
   if (auto e = prepare(view, clock, req, p, false)) return *e;
   const auto now = clock.wall_now();
-  if (auto body = memo.find(gpus, p, now)) return shared_response(200, "application/json", std::move(body));
-  summarize(view, now, p);
-  const auto j = gpus ? wire::fleet_gpus_json(p.summaries, *p.facts, p.info)
-                      : wire::fleet_nodes_json(p.summaries, *p.facts, p.info);
-  auto body = std::make_shared<const std::string>(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  memo.keep(gpus, Rendered{p.facts, p.info.idle, now, valid_until(*p.facts, now, view->max_age), body});
-  return shared_response(200, "application/json", std::move(body));
+  auto [body, gz] = memo.find(gpus, p, now);
+  if (!body) {
+    summarize(view, now, p);
+    const auto j = gpus ? wire::fleet_gpus_json(p.summaries, *p.facts, p.info)
+                        : wire::fleet_nodes_json(p.summaries, *p.facts, p.info);
+    body = std::make_shared<const std::string>(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    memo.keep(gpus, Rendered{p.facts, p.info.idle, now, valid_until(*p.facts, now, view->max_age), body, nullptr});
+  }
+  // 10 000 nodes are 8.5 MB of JSON and 205 kB gzip-encoded: the bytes, not the rendering, limit the
+  // requests a second, so the encoded text is made once too, for the first client that accepts it.
+  if (req.accepts_gzip && !gz) {
+    gz = std::make_shared<const std::string>(wire::gzip(*body));
+    memo.keep_gzip(gpus, body, gz);
+  }
+  return encoded_response(req, 200, "application/json", std::move(body), std::move(gz));
 }
 
 }  // namespace

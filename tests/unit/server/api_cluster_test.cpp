@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/fake_clock.hpp"
+#include "wire/gzip.hpp"
 
 namespace gf::server {
 namespace {
@@ -239,6 +240,29 @@ TEST(ClusterRoutes, DocumentsRenderedOncePerRefresh) {
   clock.advance(std::chrono::milliseconds(700));
   EXPECT_EQ(nlohmann::json::parse(*body("/api/v1/cluster/nodes"))["nodes"][0]["problems"][0],
             "metrics are 71 s old (more than the 60 s allowed)");
+}
+
+// A client that accepts gzip gets the kept text gzip-encoded, made once; the others the plain text.
+TEST(ClusterRoutes, DocumentsGzipEncodedOnceForClientsThatAcceptIt) {
+  std::shared_ptr<const core::FleetFacts> facts = fleet();
+  ClusterView view;
+  view.latest = [&facts] { return facts; };
+  Router router;
+  add_cluster_routes(router, &view);
+  const auto get_as = [&](bool gzip) {
+    Request req;
+    req.path = req.target = "/api/v1/cluster/nodes";
+    req.accepts_gzip = gzip;
+    return invoke(*router.match(req).route, req);
+  };
+  const auto plain = get_as(false);
+  EXPECT_FALSE(plain.gzip);
+  const auto gz = get_as(true);
+  ASSERT_TRUE(gz.gzip);
+  EXPECT_TRUE(gz.negotiated);
+  EXPECT_EQ(wire::gunzip(*gz.body), *plain.body);
+  EXPECT_EQ(get_as(true).body, gz.body);  // the same encoded text, not made again
+  EXPECT_EQ(get_as(false).body, plain.body);
 }
 
 TEST(ClusterRoutes, WithoutAViewTheyAnswer503) {
