@@ -133,8 +133,7 @@ using Settled = std::function<void()>;
 std::shared_ptr<LoadClient> make_ws_client(boost::asio::io_context& ioc, const Options& opt,
                                            const tcp::resolver::results_type& endpoints, Shared& shared, Settled s);
 std::shared_ptr<LoadClient> make_sio_ws_client(boost::asio::io_context& ioc, const Options& opt,
-                                               const tcp::resolver::results_type& endpoints, Shared& shared,
-                                               Settled s);
+                                               const tcp::resolver::results_type& endpoints, Shared& shared, Settled s);
 std::shared_ptr<LoadClient> make_sio_polling_client(boost::asio::io_context& ioc, const Options& opt,
                                                     const tcp::resolver::results_type& endpoints, Shared& shared,
                                                     Settled s);

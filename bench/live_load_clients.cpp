@@ -151,8 +151,7 @@ class WsClient final : public LoadClient, public std::enable_shared_from_this<Ws
         }
         if (auto e = sio_event_name(m); !e.empty()) return record(e, n);
         return record("?", n);
-      default:
-        return;
+      default: return;
     }
   }
 
@@ -184,8 +183,8 @@ class WsClient final : public LoadClient, public std::enable_shared_from_this<Ws
 // pong or the CONNECT between two GETs), as a browser's polling transport does.
 class PollingClient final : public LoadClient, public std::enable_shared_from_this<PollingClient> {
  public:
-  PollingClient(asio::io_context& ioc, const Options& opt, const tcp::resolver::results_type& endpoints,
-                Shared& shared, Settled s)
+  PollingClient(asio::io_context& ioc, const Options& opt, const tcp::resolver::results_type& endpoints, Shared& shared,
+                Settled s)
       : LoadClient(opt, shared, std::move(s)), stream_(asio::make_strand(ioc)), endpoints_(endpoints) {}
 
   void start() override {
@@ -264,11 +263,8 @@ class PollingClient final : public LoadClient, public std::enable_shared_from_th
           pending_post_ = "40";
         }
         return;
-      case '1':
-        return broken("the server closed the session");
-      case '2':
-        pending_post_ = "3";
-        return;
+      case '1': return broken("the server closed the session");
+      case '2': pending_post_ = "3"; return;
       case '4':
         if (p.substr(0, 2) == "40") {
           if (!connected()) on_connected();
@@ -276,8 +272,7 @@ class PollingClient final : public LoadClient, public std::enable_shared_from_th
         }
         if (auto e = sio_event_name(p); !e.empty()) return record(e, n);
         return record("?", n);
-      default:
-        return;
+      default: return;
     }
   }
 
