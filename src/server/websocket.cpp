@@ -43,9 +43,18 @@ class FanoutPace {
   // Before posting a handler (from any thread).
   void before_post(asio::io_context& ioc) {
     if (queued_.load(std::memory_order_relaxed) >= kPaceBacklog && !ioc.get_executor().running_in_this_thread()) {
-      const auto give_up = std::chrono::steady_clock::now() + kPaceWaitMax;
-      while (queued_.load(std::memory_order_relaxed) >= kPaceBacklog && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      const auto now = std::chrono::steady_clock::now();
+      const auto give_up = now + kPaceWaitMax;
+      // After a wait that ran out (an I/O thread that stopped, or stalls), no wait for a second.
+      if (now.time_since_epoch().count() >= unpaced_until_.load(std::memory_order_relaxed)) {
+        while (queued_.load(std::memory_order_relaxed) >= kPaceBacklog) {
+          if (std::chrono::steady_clock::now() >= give_up) {
+            unpaced_until_ = (give_up + std::chrono::seconds(1)).time_since_epoch().count();
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
     }
     queued_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -54,6 +63,7 @@ class FanoutPace {
 
  private:
   std::atomic<int> queued_{0};
+  std::atomic<std::chrono::steady_clock::rep> unpaced_until_{0};
 };
 
 FanoutPace& fanout_pace() {
