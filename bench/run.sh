@@ -50,7 +50,13 @@ GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
 echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
 GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 
+# --- issue 21, the nvidia-smi path's paced health queries (remapped rows, -q -x counters, /dev/kmsg XIDs):
+# CPU per collection of `monitor` on the fake's 8 GPUs, this build only (give a second binary as "before"
+# to compare: bench/smi_health_bench.sh AFTER BEFORE).
+echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
+bench/smi_health_bench.sh $B/gpufleet
+
 # ---- issue 24, goal 2 (helper "live"): 10 000 live clients on 2 cores: /ws, Socket.IO over WebSocket, Socket.IO
 # on long-polling, each against a fresh agent, with a gpu-metrics latency probe; ~3 minutes (QUICK=1: ~1 minute).
-echo "== 10. live clients: 10 000 /ws, 10 000 Socket.IO (WebSocket), 1 000 Socket.IO (polling), at 1 Hz"
+echo "== 24.2 (issue 24, goal 2) live clients: 10 000 /ws, 10 000 Socket.IO (WebSocket), 1 000 Socket.IO (polling), at 1 Hz"
 GF_BENCH_BUILD=$B CASES="ws sio polling" bench/live_clients.sh
