@@ -34,7 +34,8 @@ constexpr std::uint16_t kCloseTryAgainLater = 1013;
 // GET at p99 130-300 ms with 10 000 /ws clients). Off the I/O thread, a sender waits while this many
 // handlers are still queued, so a request waits behind a few milliseconds of them at most; the fan-out takes as long
 // as before, in the same order (a client's updates stay a period apart). Never on the I/O thread itself,
-// and never longer than kPaceWaitMax per message (the I/O thread may be stopping).
+// and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very
+// tick (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
 constexpr int kPaceBacklog = 256;
 constexpr auto kPaceWaitMax = std::chrono::milliseconds(50);
 
