@@ -60,8 +60,17 @@ void append_value(std::string& out, const Value& v) {
 // Escaping. Label values escape backslash, double quote and newline; HELP text escapes backslash and
 // newline. The fast path (nothing to escape, the usual case) is one scan and one append.
 
+// (A plain loop, not find_first_of: libstdc++'s calls memchr over the specials once per character, which was
+// the largest user-side cost of a /metrics scrape, whose agent series carry ~1.7 kB of HELP text.)
 void append_escaped(std::string& out, std::string_view s, std::string_view specials) {
-  if (s.find_first_of(specials) == std::string_view::npos) {
+  const bool quote = specials.find('"') != std::string_view::npos;
+  bool plain = true;
+  for (const char c : s)
+    if (c == '\\' || c == '\n' || (quote && c == '"')) {
+      plain = false;
+      break;
+    }
+  if (plain) {
     out += s;
     return;
   }
@@ -393,8 +402,15 @@ void write_prometheus_agent(std::string& out, std::string_view snapshot_backend,
   }
   out += "} 1\n";
 
-  for (const auto& f : kAgentFamilies) {
-    append_header(out, f.family);
+  // Their HELP and TYPE lines never change: made once, not escaped again at every scrape.
+  static const auto headers = [] {
+    std::array<std::string, kAgentFamilies.size()> h;
+    for (std::size_t k = 0; k < h.size(); ++k) append_header(h[k], kAgentFamilies[k].family);
+    return h;
+  }();
+  for (std::size_t k = 0; k < kAgentFamilies.size(); ++k) {
+    const auto& f = kAgentFamilies[k];
+    out += headers[k];
     append_sample(out, f.family.name, host_label, f.value(agent));
   }
 }
