@@ -61,3 +61,8 @@ bench/smi_health_bench.sh $B/gpufleet
 # runs only the MIG rows).
 echo "== 14. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
 GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
+
+# ---- issue 24, goal 2 (helper "live"): 10 000 live clients on 2 cores: /ws, Socket.IO over WebSocket, Socket.IO
+# on long-polling, each against a fresh agent, with a gpu-metrics latency probe; ~3 minutes (QUICK=1: ~1 minute).
+echo "== 24.2 (issue 24, goal 2) live clients: 10 000 /ws, 10 000 Socket.IO (WebSocket), 1 000 Socket.IO (polling), at 1 Hz"
+GF_BENCH_BUILD=$B CASES="ws sio polling" bench/live_clients.sh
