@@ -49,3 +49,7 @@ GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
 
 echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
 GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
+
+# ---- issue 24, goal 5: the cost of collection (bench/collect_bench.sh; ~3.5 min, QUICK=1: ~1.5 min) ----
+echo "== 24.5 the agent's CPU per collection at 1 Hz: 8 and 16 GPUs, GPU processes, MIG, a store with lease history"
+GF_BENCH_BUILD=$B PERF=1 bench/collect_bench.sh
