@@ -7,7 +7,7 @@
 # context switches per second (wakeups).
 # Rows: 8 GPUs with free calls (gpufleet alone) and with the H100's costs; then with GPU processes that
 # are real processes among a few hundred others in /proc; 16 GPUs (HGX/NVL); MIG (7 instances per GPU).
-# Usage: bench/collect_bench.sh [SECONDS per row, default 25]   QUICK=1: 8 s rows.
+# Usage: bench/collect_bench.sh [SECONDS per row, default 20]   QUICK=1: 8 s rows.
 #   PERF=1: also `perf record -g` (DWARF call graphs) the agent in one more row (8 GPUs, 16 GPU processes, free
 #   NVML calls: gpufleet's own work), and print the profile's top entries: by self time (perf report --no-children) and gpufleet's functions with
 #   what they call (--children). SLEEPERS=N: processes added to /proc (default 300).
@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${GF_BENCH_BUILD:-build}
-D=${1:-25}
+D=${1:-20}
 [[ ${QUICK:-0} == 1 ]] && D=8
 SLEEPERS=${SLEEPERS:-300}
 tmp=$(mktemp -d)

@@ -56,6 +56,6 @@ GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
 bench/smi_health_bench.sh $B/gpufleet
 
-# ---- issue 24, goal 5: the cost of collection (bench/collect_bench.sh; ~3.5 min, QUICK=1: ~1.5 min) ----
+# ---- issue 24, goal 5: the cost of collection (bench/collect_bench.sh; ~4 min, QUICK=1: ~1.5 min) ----
 echo "== 24.5 the agent's CPU per collection at 1 Hz: 8 and 16 GPUs, GPU processes, MIG, a store with lease history"
 GF_BENCH_BUILD=$B PERF=1 bench/collect_bench.sh
