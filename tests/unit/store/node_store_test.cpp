@@ -529,7 +529,9 @@ TEST_F(StoreTest, EndedSinceIsTheHistoryFilteredByReleaseTime) {
   EXPECT_EQ(got, (std::set<std::string>{ids[1], ids[2]}));
   // The same as the history filtered.
   std::set<std::string> filtered;
-  for (const auto& l : *s->history(100))
+  auto all = s->history(100);
+  ASSERT_TRUE(all);
+  for (const auto& l : *all)
     if (l.released_at_ms && *l.released_at_ms >= t0 + 10'000) filtered.insert(l.id);
   EXPECT_EQ(got, filtered);
   EXPECT_EQ(s->ended_since(t0, 100)->size(), 3u);
