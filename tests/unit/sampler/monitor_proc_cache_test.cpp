@@ -44,7 +44,8 @@ struct ProcCacheTest : ::testing::Test {
     return std::make_unique<Monitor>(std::make_unique<test::ScriptedBackend>(st), clock, o);
   }
   // One GPU running `pids`; the snapshot's process names in that order.
-  std::vector<std::string> names(Monitor& m, const std::vector<std::uint32_t>& pids, std::string* visibility = nullptr) {
+  std::vector<std::string> names(Monitor& m, const std::vector<std::uint32_t>& pids,
+                                 std::string* visibility = nullptr) {
     auto g = test::make_gpu(0, 50);
     for (auto pid : pids) {
       core::GpuProcess p;
