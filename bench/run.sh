@@ -66,3 +66,7 @@ GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
 # on long-polling, each against a fresh agent, with a gpu-metrics latency probe; ~3 minutes (QUICK=1: ~1 minute).
 echo "== 24.2 (issue 24, goal 2) live clients: 10 000 /ws, 10 000 Socket.IO (WebSocket), 1 000 Socket.IO (polling), at 1 Hz"
 GF_BENCH_BUILD=$B CASES="ws sio polling" bench/live_clients.sh
+
+# ---- issue 24, goal 5: the cost of collection (bench/collect_bench.sh; ~4 min, QUICK=1: ~1.5 min) ----
+echo "== 24.5 the agent's CPU per collection at 1 Hz: 8 and 16 GPUs, GPU processes, MIG, a store with lease history"
+GF_BENCH_BUILD=$B PERF=1 bench/collect_bench.sh
