@@ -62,6 +62,15 @@ bench/smi_health_bench.sh $B/gpufleet
 echo "== 14. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
 GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
 
+# ---- issue 24, goal 2 (helper "live"): 10 000 live clients on 2 cores: /ws, Socket.IO over WebSocket, Socket.IO
+# on long-polling, each against a fresh agent, with a gpu-metrics latency probe; ~3 minutes (QUICK=1: ~1 minute).
+echo "== 24.2 (issue 24, goal 2) live clients: 10 000 /ws, 10 000 Socket.IO (WebSocket), 1 000 Socket.IO (polling), at 1 Hz"
+GF_BENCH_BUILD=$B CASES="ws sio polling" bench/live_clients.sh
+
+# ---- issue 24, goal 5: the cost of collection (bench/collect_bench.sh; ~4 min, QUICK=1: ~1.5 min) ----
+echo "== 24.5 the agent's CPU per collection at 1 Hz: 8 and 16 GPUs, GPU processes, MIG, a store with lease history"
+GF_BENCH_BUILD=$B PERF=1 bench/collect_bench.sh
+
 # Issue 24, goals 3 and 4 (helper "fleet"): the fleet at 10 000 nodes and the lease path under contention.
 # 8b takes ~4 minutes (Prometheus ingests 400 000 series before the first query); 9b ~6 minutes (QUICK=1: ~1.5).
 echo "== 8b. 'cluster select' through a real Prometheus, 10 000 nodes x 8 GPUs; 8c. the agent's fleet view of them (wrk)"

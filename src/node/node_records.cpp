@@ -15,6 +15,11 @@ Result<std::vector<core::Lease>> NodeRecords::history(std::size_t limit) {
   return store_->history(limit);
 }
 
+Result<std::vector<core::Lease>> NodeRecords::ended_since(std::int64_t since_ms, std::size_t limit) {
+  std::lock_guard lock(mu_);
+  return store_->ended_since(since_ms, limit);
+}
+
 Result<core::JobPage> NodeRecords::jobs_page(const core::JobQuery& q) {
   std::lock_guard lock(mu_);
   return store_->jobs_page(q);

@@ -29,6 +29,8 @@ class NodeRecords {
   const std::string& path() const { return store_->path(); }
   Result<std::vector<core::Lease>> active();
   Result<std::vector<core::Lease>> history(std::size_t limit);  // newest first, ended ones included
+  // Released at or after since_ms, newest first (JobStore::ended_since).
+  Result<std::vector<core::Lease>> ended_since(std::int64_t since_ms, std::size_t limit);
   Result<core::JobPage> jobs_page(const core::JobQuery& q);
   Result<core::TaskPage> task_totals(const core::JobQuery& q);
   Result<std::optional<core::Job>> job(const std::string& id);

@@ -1,7 +1,10 @@
 #include "platform/procfs.hpp"
 
+#include <fcntl.h>
 #include <pwd.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cctype>
 #include <charconv>
@@ -87,21 +90,59 @@ std::vector<std::uint32_t> parse_nspid(std::string_view text) {
   return out;
 }
 
+std::optional<unsigned long long> parse_start_time(std::string_view stat) {
+  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::size_t p = close + 1;
+  for (int field = 3; field < 22; ++field) {
+    p = stat.find(' ', p + 1);
+    if (p == std::string_view::npos) return std::nullopt;
+  }
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(stat.data() + p + 1, stat.data() + stat.size(), v);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
 std::optional<unsigned long long> ProcReader::start_time(std::uint32_t pid) const {
   auto stat = read_file(root_ + "/" + std::to_string(pid) + "/stat", 4096);
   if (!stat) return std::nullopt;
-  // The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-  const auto close = stat->rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::size_t p = close + 1;
-  for (int field = 3; field < 22; ++field) {
-    p = stat->find(' ', p + 1);
-    if (p == std::string::npos) return std::nullopt;
+  return parse_start_time(*stat);
+}
+
+ProcHandle& ProcHandle::operator=(ProcHandle&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
   }
-  unsigned long long v = 0;
-  auto [ptr, ec] = std::from_chars(stat->data() + p + 1, stat->data() + stat->size(), v);
-  if (ec != std::errc()) return std::nullopt;
-  return v;
+  return *this;
+}
+
+ProcHandle::~ProcHandle() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool ProcHandle::alive() const { return fd_ >= 0 && ::faccessat(fd_, "stat", F_OK, 0) == 0; }
+
+ProcHandle ProcReader::hold(std::uint32_t pid, unsigned long long start_time) const {
+  const std::string dir = root_ + "/" + std::to_string(pid);
+  ProcHandle h(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!h.valid()) return {};
+  // The start time through the handle: the process the directory stands for, whatever the pid does now.
+  const int fd = ::openat(h.fd_, "stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[4096];  // field 22 is in the first few hundred bytes
+  ssize_t n;
+  do {
+    n = ::read(fd, buf, sizeof buf);
+  } while (n < 0 && errno == EINTR);
+  ::close(fd);
+  if (n <= 0) return {};
+  const auto got = parse_start_time(std::string_view(buf, static_cast<std::size_t>(n)));
+  if (!got || *got != start_time) return {};
+  return h;
 }
 
 std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {

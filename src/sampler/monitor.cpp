@@ -65,6 +65,25 @@ void Monitor::prime(core::Snapshot raw) {
   finish_locked(std::move(raw));
 }
 
+const platform::ProcInfo* Monitor::known_process(std::uint32_t pid) {
+  auto it = proc_cache_.find(pid);
+  if (it != proc_cache_.end()) {
+    const KnownProc& k = it->second;
+    if (k.handle.valid() ? k.handle.alive() : proc_.start_time(pid) == k.info.start_time_ticks) return &k.info;
+    if (k.handle.valid()) --held_;
+    proc_cache_.erase(it);
+  }
+  if (!proc_.start_time(pid)) return nullptr;  // gone, or a stat file without a start time
+  auto fresh = proc_.read(pid);
+  if (!fresh) return nullptr;
+  KnownProc k{std::move(*fresh), {}};
+  if (held_ < opts_.max_held_processes) {
+    k.handle = proc_.hold(pid, k.info.start_time_ticks);
+    if (k.handle.valid()) ++held_;
+  }
+  return &proc_cache_.insert_or_assign(pid, std::move(k)).first->second.info;
+}
+
 void Monitor::resolve_processes(core::Snapshot& s) {
   std::size_t reported = 0, invisible = 0;
   std::unordered_set<std::uint32_t> seen;
@@ -72,19 +91,7 @@ void Monitor::resolve_processes(core::Snapshot& s) {
     for (auto& p : g.processes) {
       ++reported;
       seen.insert(p.pid);
-      const platform::ProcInfo* info = nullptr;
-      const auto start = proc_.start_time(p.pid);
-      if (start) {
-        auto it = proc_cache_.find(p.pid);
-        if (it == proc_cache_.end() || it->second.start_time_ticks != *start) {
-          auto fresh = proc_.read(p.pid);
-          if (fresh)
-            it = proc_cache_.insert_or_assign(p.pid, std::move(*fresh)).first;
-          else
-            it = proc_cache_.end();
-        }
-        if (it != proc_cache_.end()) info = &it->second;
-      }
+      const platform::ProcInfo* info = known_process(p.pid);
       if (!info) {
         ++invisible;
         continue;
@@ -96,7 +103,11 @@ void Monitor::resolve_processes(core::Snapshot& s) {
       if (info->nspid.size() > 1) p.container_pid = info->nspid.back();
     }
   }
-  std::erase_if(proc_cache_, [&](const auto& kv) { return !seen.contains(kv.first); });
+  std::erase_if(proc_cache_, [&](const auto& kv) {
+    if (seen.contains(kv.first)) return false;
+    if (kv.second.handle.valid()) --held_;
+    return true;
+  });
   std::string why;
   if (in_child_pid_ns_) {
     why =

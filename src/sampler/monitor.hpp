@@ -22,6 +22,10 @@ struct MonitorOptions {
   std::chrono::milliseconds cache_ttl{5000};
   core::ScoreWeights weights{};
   std::string proc_root = "/proc";
+  // GPU processes whose /proc directory the monitor holds open (a file descriptor each) to tell, with one
+  // lookup per collection, that the process it resolved is still the one with that pid; past it, their
+  // start time is read instead.
+  std::size_t max_held_processes = 512;
   // Shown in the snapshot when there is no backend (why none could be opened).
   std::vector<std::string> no_backend_reasons;
 };
@@ -62,8 +66,17 @@ class Monitor {
   mutable std::mutex cache_mu_;
   core::SnapshotPtr cached_;
   std::chrono::steady_clock::time_point cached_at_{};
-  // Resolved /proc details by pid, valid while the pid's start time is unchanged.
-  std::unordered_map<std::uint32_t, platform::ProcInfo> proc_cache_;
+  // Resolved /proc details by pid, valid while that process lives: told by its /proc directory held open
+  // (one lookup per collection), or, past max_held_processes or where it cannot be held, by its start
+  // time (a read of its stat file, which the kernel writes out field by field).
+  struct KnownProc {
+    platform::ProcInfo info;
+    platform::ProcHandle handle;
+  };
+  std::unordered_map<std::uint32_t, KnownProc> proc_cache_;
+  std::size_t held_ = 0;  // valid handles in proc_cache_
+  // The known entry for pid when it is still the same process, else a fresh one (nullptr: not visible).
+  const platform::ProcInfo* known_process(std::uint32_t pid);
 };
 
 }  // namespace gf::sampler

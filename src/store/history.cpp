@@ -216,9 +216,12 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::open(const std::string& path
 }
 
 Result<void> HistoryStore::insert_rows(const core::Snapshot& s) {
-  static const std::string sql = insert_raw_sql();
-  auto st = db_.prepare(sql);
-  if (!st) return st.error();
+  if (!insert_raw_) {
+    auto prepared = db_.prepare(insert_raw_sql());
+    if (!prepared) return prepared.error();
+    insert_raw_.emplace(std::move(*prepared));
+  }
+  Stmt* st = &*insert_raw_;
   const std::int64_t ts = to_ms(s.timestamp);
   for (const auto& g : s.gpus) {
     st->reset();

@@ -379,6 +379,11 @@ Result<std::vector<core::Lease>> NodeStore::active() {
 
 Result<std::vector<core::Lease>> NodeStore::history(std::size_t limit) { return load_leases("", limit); }
 
+Result<std::vector<core::Lease>> NodeStore::ended_since(std::int64_t since_ms, std::size_t limit) {
+  // An integer, formatted: nothing of it is text from outside. leases_active indexes released_ms.
+  return load_leases(fmt::format("WHERE released_ms >= {}", since_ms).c_str(), limit);
+}
+
 Result<std::vector<core::Waiter>> NodeStore::waiters() {
   auto all = load_waiters();
   if (!all) return all;

@@ -51,6 +51,7 @@ class NodeStore final : public core::JobStore {
 
   // Leases ended or not, newest first.
   Result<std::vector<core::Lease>> history(std::size_t limit) override;
+  Result<std::vector<core::Lease>> ended_since(std::int64_t since_ms, std::size_t limit) override;
 
   // Jobs (recorded runs). They live in the table "experiments", its name since the first schema:
   // every gpufleet process of the node shares this file, and an older binary still running beside a

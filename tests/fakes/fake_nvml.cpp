@@ -10,6 +10,8 @@
 // fake_nvml_gpm.cpp, around the state in fake_nvml.hpp.
 #include "fake_nvml.hpp"
 
+#include <ctime>
+
 namespace fake_nvml {
 
 StepMode parse_mode(const json& v, StepMode fallback) {
@@ -87,6 +89,44 @@ nvmlReturn_t copy_string(const std::string& text, char* buffer, unsigned length)
   if (text.size() + 1 > length) return kInsufficientSize;
   std::memcpy(buffer, text.c_str(), text.size() + 1);
   return kSuccess;
+}
+
+// ---- call cost (see CallCost in fake_nvml.hpp) ------------------------------------------------------
+void CallCost::look_up(const State& s) {
+  if (s.call_cost_ns.empty() && s.call_cost_default_ns == 0) return;
+  const std::string_view name(fn_);
+  if (auto it = s.call_cost_ns.find(name); it != s.call_cost_ns.end())
+    ns_ = it->second;
+  else if (name.rfind("nvmlGpm", 0) != 0)
+    ns_ = s.call_cost_default_ns;
+}
+
+void CallCost::spend_cpu_ns(long long ns) {
+  if (ns <= 0) return;
+  // On the thread's CPU clock, not the wall clock: on a busy machine a wall-clock spin is descheduled part
+  // of the time and would cost less CPU than the real call.
+  auto cpu_ns = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+  };
+  const long long until = cpu_ns() + ns;
+  while (cpu_ns() < until) {
+  }
+}
+
+void load_call_costs(State& s, const json& scenario) {
+  s.call_cost_ns.clear();
+  s.call_cost_default_ns = 0;
+  const json costs = scenario.value("call_cost_us", json::object());
+  for (const auto& [fn, us] : costs.items()) {
+    const auto ns = std::llround(us.get<double>() * 1000.0);
+    if (ns < 0) throw std::runtime_error("call_cost_us: " + fn + " is negative");
+    if (fn == "default")
+      s.call_cost_default_ns = ns;
+    else
+      s.call_cost_ns[fn] = ns;
+  }
 }
 
 // ---- MIG ----------------------------------------------------------------------------------------
@@ -172,6 +212,8 @@ nvmlReturn_t load_scenario(State& s) {
   s.gpm_cost_us.clear();  // GPM: what each GPM call costs (fake_nvml_gpm.hpp)
   const json gpm_cost = scenario.value("gpm_call_cost_us", json::object());
   for (const auto& [fn, us] : gpm_cost.items()) s.gpm_cost_us[fn] = us.get<long long>();
+
+  load_call_costs(s, scenario);  // "call_cost_us" (call cost section)
 
   s.levels.clear();
   s.default_level = 50;

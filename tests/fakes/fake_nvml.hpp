@@ -178,6 +178,9 @@ struct State {
   unsigned long long device_calls = 0;
   std::map<std::string, unsigned long long, std::less<>> calls;
   std::map<std::string, long long, std::less<>> gpm_cost_us;  // GPM: "gpm_call_cost_us" (fake_nvml_gpm.hpp)
+  // "call_cost_us" (see CallCost below): CPU ns per function name; call_cost_default_ns for the rest.
+  std::map<std::string, long long, std::less<>> call_cost_ns;
+  long long call_cost_default_ns = 0;
 };
 
 // The one state of this library (scenario, GPUs, event sets, counters), under its mutex.
@@ -189,12 +192,36 @@ nvmlReturn_t copy_string(const std::string& text, char* buffer, unsigned length)
 // MIG devices a GPU may have ("mig_max_devices"; 7 as on A100 and H100).
 unsigned max_mig_devices(const Gpu& g);
 
+// ---- call cost: what each call costs a real driver, for benchmarks ---------------------------------
+// The scenario's "call_cost_us": {"nvmlDeviceGetUtilizationRates": 13.5, …, "default": 3}: every call made
+// through system_call/device_call spins for that much of its thread's CPU time (the name's figure, else
+// "default"; GPM functions have their own key, gpm_call_cost_us, and are left out of "default"). Nothing set
+// (the tests): free. Declared before the call's lock and spent in the destructor, after the lock is gone:
+// NVML is thread-safe and one caller's cost does not hold the others up.
+class CallCost {
+ public:
+  explicit CallCost(const char* fn) : fn_(fn) {}
+  CallCost(const CallCost&) = delete;
+  CallCost& operator=(const CallCost&) = delete;
+  ~CallCost() { spend_cpu_ns(ns_); }
+  void look_up(const State& s);  // under the lock
+  static void spend_cpu_ns(long long ns);
+
+ private:
+  const char* fn_;
+  long long ns_ = 0;
+};
+// Reads "call_cost_us" from the scenario into `s` (load_scenario).
+void load_call_costs(State& s, const json& scenario);
+
 // Runs `body` under the lock after the checks every NVML call makes.
 template <class Body>
 nvmlReturn_t system_call(const char* fn, Body&& body) {
+  CallCost cost(fn);  // spent after the lock is released
   State& s = state();
   std::lock_guard lock(s.mu);
   count_call(s, fn, false);
+  cost.look_up(s);
   if (s.refcount == 0) return kUninitialized;
   try {
     return body(s);
@@ -206,9 +233,11 @@ nvmlReturn_t system_call(const char* fn, Body&& body) {
 
 template <class Body>
 nvmlReturn_t device_call(const char* fn, nvmlDevice_t dev, Body&& body) {
+  CallCost cost(fn);  // spent after the lock is released
   State& s = state();
   std::lock_guard lock(s.mu);
   count_call(s, fn, true);
+  cost.look_up(s);
   if (s.refcount == 0) return kUninitialized;
   Gpu* g = find_gpu(s, dev);
   if (g == nullptr) return kInvalidArgument;

@@ -54,6 +54,9 @@ class JobStore : public LeaseStore {
  public:
   // Leases ended or not, newest first.
   virtual Result<std::vector<Lease>> history(std::size_t limit) = 0;
+  // Leases released at or after since_ms (the store's clock), newest first, at most `limit`: what
+  // history() filtered would give, read through the store's index on the release time.
+  virtual Result<std::vector<Lease>> ended_since(std::int64_t since_ms, std::size_t limit) = 0;
 
   virtual Result<void> put_job(const Job& j) = 0;  // insert or replace
   virtual Result<std::optional<Job>> job(const std::string& id) = 0;

@@ -1,6 +1,8 @@
 #include "platform/procfs.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gf_test_paths.hpp"
@@ -79,6 +81,46 @@ TEST(ProcReader, RealProcSeesItself) {
   EXPECT_TRUE(r.start_time(static_cast<std::uint32_t>(::getpid())));
   // The uid an HTTP lease for a pid is owned by (issue 20, finding 12).
   EXPECT_EQ(me->uid, std::optional<std::uint32_t>(::getuid()));
+}
+
+TEST(StartTime, ParsesField22AfterTheLastParenthesis) {
+  // A command name may hold spaces and parentheses.
+  EXPECT_EQ(parse_start_time("7 (a) b (c)) S 1 7 7 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 1 2 3\n"), 987654u);
+  EXPECT_FALSE(parse_start_time("7 (a) S 1 2 3\n"));  // too few fields
+  EXPECT_FALSE(parse_start_time("no parenthesis at all"));
+  EXPECT_FALSE(parse_start_time(""));
+}
+
+TEST(ProcHandle, FixtureProcessIsHeldOnlyWithItsStartTime) {
+  ProcReader r(kHost);
+  auto h = r.hold(4242, 123456);
+  ASSERT_TRUE(h.valid());
+  EXPECT_TRUE(h.alive());
+  EXPECT_FALSE(r.hold(4242, 123457).valid());  // another process with that pid
+  EXPECT_FALSE(r.hold(1, 0).valid());          // not in the fixture
+  ProcHandle moved = std::move(h);
+  EXPECT_TRUE(moved.alive());
+  EXPECT_FALSE(ProcHandle().alive());
+}
+
+TEST(ProcHandle, TellsWhenTheVeryProcessHasGone) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  ProcReader r;
+  const auto pid = static_cast<std::uint32_t>(child);
+  const auto start = r.start_time(pid);
+  ASSERT_TRUE(start);
+  auto h = r.hold(pid, *start);
+  ASSERT_TRUE(h.valid());
+  EXPECT_TRUE(h.alive());
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // reaped: its pid may now be anyone's
+  EXPECT_FALSE(h.alive());
 }
 
 }  // namespace

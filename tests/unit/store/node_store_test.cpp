@@ -520,5 +520,48 @@ TEST_F(StoreTest, LeaseTimesComeFromTheClock) {
   EXPECT_TRUE(found);
 }
 
+TEST_F(StoreTest, EndedSinceIsTheHistoryFilteredByReleaseTime) {
+  test::FakeClock clock;
+  auto opened = NodeStore::open((dir / "gf.db").string(),
+                                [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); }, clock);
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& s = *opened;
+  const auto ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.wall_now().time_since_epoch()).count();
+  };
+  // Four leases: ended at t0, at t0 + 10 s and at t0 + 20 s, and one still held.
+  std::vector<std::string> ids;
+  for (unsigned i = 0; i < 4; ++i) {
+    auto l = s->acquire(req(100 + i), take({{i, "GPU-" + std::to_string(i)}}));
+    ASSERT_TRUE(l && *l);
+    ids.push_back((*l)->id);
+  }
+  const auto t0 = ms();
+  for (unsigned i = 0; i < 3; ++i) {
+    ASSERT_TRUE(*s->release(ids[i], "released"));
+    clock.advance(std::chrono::seconds(10));
+  }
+  auto since = s->ended_since(t0 + 10'000, 100);
+  ASSERT_TRUE(since) << since.error().message;
+  std::set<std::string> got;
+  for (const auto& l : *since) {
+    got.insert(l.id);
+    ASSERT_TRUE(l.released_at_ms);
+    EXPECT_GE(*l.released_at_ms, t0 + 10'000);
+    ASSERT_EQ(l.gpus.size(), 1u);  // with its GPUs, as history() gives them
+  }
+  EXPECT_EQ(got, (std::set<std::string>{ids[1], ids[2]}));
+  // The same as the history filtered.
+  std::set<std::string> filtered;
+  auto all = s->history(100);
+  ASSERT_TRUE(all);
+  for (const auto& l : *all)
+    if (l.released_at_ms && *l.released_at_ms >= t0 + 10'000) filtered.insert(l.id);
+  EXPECT_EQ(got, filtered);
+  EXPECT_EQ(s->ended_since(t0, 100)->size(), 3u);
+  EXPECT_EQ(s->ended_since(t0, 2)->size(), 2u);  // the limit
+  EXPECT_TRUE(s->ended_since(t0 + 30'000, 100)->empty());
+}
+
 }  // namespace
 }  // namespace gf::store

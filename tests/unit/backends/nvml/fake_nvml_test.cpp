@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ctime>
 
 #include "backends/nvml/nvml_abi.hpp"
 #include "fake_nvml_harness.hpp"
@@ -236,6 +237,36 @@ TEST_F(FakeNvmlLibraryTest, NoTopologyMeansNoNvLink) {
   init(fixture("mixed.json"));
   int active = -1;
   EXPECT_EQ(calls().get<FnNvLinkState>("nvmlDeviceGetNvLinkState")(handle(0), 0, &active), abi::kErrorNotSupported);
+}
+
+// The thread's CPU time: the fake's call cost spins on it.
+long long thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+TEST_F(FakeNvmlLibraryTest, CallCostSpinsForTheCpuTimeItNames) {
+  // The function's own figure, else the default: 20 ms and 5 ms of this thread's CPU, at least.
+  init(write_scenario(json::parse(R"({"call_cost_us": {"nvmlDeviceGetUtilizationRates": 20000, "default": 5000},
+      "gpus": [{"utilization_gpu_pct": 40, "utilization_memory_pct": 7, "temperature_c": 50}]})")));
+  const abi::Device gpu = handle(0);  // (spends the default: nvmlDeviceGetHandleByIndex_v2 has no figure)
+  abi::Utilization u{};
+  auto before = thread_cpu_ns();
+  ASSERT_EQ(calls().get<abi::FnDeviceUtilization>("nvmlDeviceGetUtilizationRates")(gpu, &u), abi::kSuccess);
+  EXPECT_GE(thread_cpu_ns() - before, 20'000'000);
+  EXPECT_EQ(u.gpu_pct, 40u);  // and answers as without a cost
+  unsigned temp = 0;
+  before = thread_cpu_ns();
+  ASSERT_EQ(calls().get<abi::FnDeviceUnsignedBy>("nvmlDeviceGetTemperature")(gpu, 0, &temp), abi::kSuccess);
+  EXPECT_GE(thread_cpu_ns() - before, 5'000'000);
+  EXPECT_EQ(temp, 50u);
+}
+
+TEST_F(FakeNvmlLibraryTest, NegativeCallCostFailsInit) {
+  ::setenv("FAKE_NVML_SCENARIO",
+           write_scenario(json::parse(R"({"call_cost_us": {"default": -1}, "gpus": [{}]})")).c_str(), 1);
+  EXPECT_EQ(calls().get<abi::FnVoid>("nvmlInit_v2")(), 999);  // UNKNOWN, with the reason on stderr
 }
 
 TEST_F(FakeNvmlLibraryTest, OldDriverExportsOnlyTheOldNames) {

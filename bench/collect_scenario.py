@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes a fake-NVML scenario for bench/collect_bench.sh: N copies of the real H100 of
+tests/fixtures/nvml/h100_580_health.json (driver 580), each NVML call costing what it cost on that
+machine (../shared/captures/h100-580/readings.json, costs_on_this_machine), optionally with GPU
+processes (real pids, so that /proc is read for them) and MIG instances.
+
+Usage: collect_scenario.py OUT --gpus N [--pids P1,P2,...] [--procs-per-gpu K] [--mig M] [--free]
+"""
+import argparse
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BASE = os.path.join(HERE, "..", "tests", "fixtures", "nvml", "h100_580_health.json")
+
+# µs per call, measured on the H100 (driver 580.159) through pynvml: costs_on_this_machine in
+# readings.json. The functions gpufleet calls for each figure's query; "default" is for the calls the
+# capture did not time (clocks, P-state, MIG mode, persistence, power limit, energy, PCIe replays,
+# violation counters, handles, …): 3 µs, the capture's figure for the simplest reads (temperature 3.8,
+# clock-event reasons 3.2, remapped rows 2.3). GPM is left out (its own rate, bench/gpm_bench.sh).
+CALL_COST_US = {
+    "nvmlDeviceGetUtilizationRates": 13.5,           # call_us_util
+    "nvmlDeviceGetMemoryInfo_v2": 6.8,               # call_us_memory
+    "nvmlDeviceGetMemoryInfo": 6.8,
+    "nvmlDeviceGetPowerUsage": 10.7,                 # call_us_power
+    "nvmlDeviceGetTemperature": 3.8,                 # call_us_temp
+    "nvmlDeviceGetComputeRunningProcesses_v3": 8.1,  # call_us_procs (each of the three lists)
+    "nvmlDeviceGetGraphicsRunningProcesses_v3": 8.1,
+    "nvmlDeviceGetMPSComputeRunningProcesses_v3": 8.1,
+    "nvmlDeviceGetTotalEccErrors": 11.4,             # call_us_ecc_total
+    "nvmlDeviceGetRemappedRows": 2.3,                # call_us_remapped
+    "nvmlDeviceGetCurrentClocksEventReasons": 3.2,   # call_us_clock_reasons
+    "default": 3.0,
+}
+
+MIG_1G = {"profile": "1g.10gb", "memory_total_mib": 9984, "memory_used_mib": 0}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--pids", default="", help="pids to spread over the GPUs (comma-separated)")
+    ap.add_argument("--procs-per-gpu", type=int, default=0)
+    ap.add_argument("--mig", type=int, default=0, help="1g.10gb MIG instances per GPU (0: MIG off; at most 7)")
+    ap.add_argument("--free", action="store_true", help="no call costs (gpufleet's own share)")
+    a = ap.parse_args()
+    with open(BASE) as f:
+        base = json.load(f)
+    gpu = base["gpus"][0]
+    pids = [int(p) for p in a.pids.split(",") if p]
+    gpus = []
+    for i in range(a.gpus):
+        g = dict(gpu)
+        g["uuid"] = "GPU-a7c70913-7752-3821-b707-%012x" % i
+        g["pci_bus_id"] = "00000000:%02X:00.0" % (0x18 + 0x10 * i)
+        take = pids[i * a.procs_per_gpu:(i + 1) * a.procs_per_gpu]
+        procs = []
+        for k, pid in enumerate(take):
+            p = {"pid": pid, "used_memory_mib": 1000 + k}
+            if a.mig:
+                p["gpu_instance_id"] = 7 + k % a.mig
+                p["compute_instance_id"] = 0
+            procs.append(p)
+        if procs:
+            g["compute_processes"] = procs
+        if a.mig:
+            g["mig_mode"] = 1
+            g["utilization_gpu_pct"] = "not_supported"
+            g["utilization_memory_pct"] = "not_supported"
+            g["mig_devices"] = [dict(MIG_1G, index=m, gpu_instance_id=7 + m, compute_instance_id=0)
+                                for m in range(a.mig)]
+        gpus.append(g)
+    out = {
+        "description": "bench/collect_bench.sh: %d x the H100 of h100_580_health.json%s%s" %
+                       (a.gpus, ", %d MIG instances each" % a.mig if a.mig else "",
+                        ", free calls" if a.free else ", calls costing the real H100's figures"),
+        "driver_version": base["driver_version"],
+        "cuda_driver_version": base["cuda_driver_version"],
+        "gpus": gpus,
+    }
+    if not a.free:
+        out["call_cost_us"] = CALL_COST_US
+    with open(a.out, "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()
