@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "core/gpu_health.hpp"
 #include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/url.hpp"
@@ -33,6 +34,32 @@ std::optional<double> number(const json& v) {
 std::string label(const PromSample& s, const std::string& key) {
   const auto it = s.labels.find(key);
   return it == s.labels.end() ? std::string() : it->second;
+}
+
+constexpr std::string_view kXidFamily = "DCGM_FI_DEV_XID_ERRORS";
+constexpr std::string_view kRowRemapFamily = "DCGM_FI_DEV_ROW_REMAP_FAILURE";
+constexpr std::string_view kHealthFamily = "gpufleet_gpu_health";
+
+// What the health series say of one GPU.
+struct HealthFacts {
+  std::optional<unsigned> last_xid;
+  bool row_remap_failure = false;
+  std::string state;  // gpufleet's verdict when not ok: "unhealthy", "lost"
+};
+
+// The verdict of core::judge_health on what metrics carry (the last XID, the remap flag, lost), and
+// gpufleet's own verdict beside it; empty when healthy.
+std::string unhealthy_reason(const HealthFacts& h) {
+  core::GpuReading r;
+  if (h.last_xid) r.last_xid = *h.last_xid;
+  r.remapped_rows_failure = h.row_remap_failure;
+  if (h.state == "lost") r.health = core::Health::Lost;
+  const auto v = core::judge_health(r);
+  if (!v.healthy) return core::problem_words(v.problems.front().code);
+  // The agent judges on every XID since its start (or its last clear); the metric keeps only the last.
+  if (h.state == "unhealthy")
+    return h.last_xid ? fmt::format("unhealthy (gpufleet; last XID {})", *h.last_xid) : "unhealthy (gpufleet)";
+  return {};
 }
 
 }  // namespace
@@ -98,12 +125,13 @@ std::vector<std::string> prometheus_queries(const std::string& l) {
   const auto fb = [&](const char* m) {
     return fmt::format("{}({}{{GPU_I_ID=\"\"}}) or sum by ({}, gpu, UUID) ({})", gpu, m, l, m);
   };
-  return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l),
-          fb("DCGM_FI_DEV_FB_USED"),
-          fb("DCGM_FI_DEV_FB_FREE"),
-          gpu + "(DCGM_FI_DEV_GPU_TEMP)",
-          gpu + "(DCGM_FI_DEV_POWER_USAGE)",
-          gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))"};
+  return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l), fb("DCGM_FI_DEV_FB_USED"),
+          fb("DCGM_FI_DEV_FB_FREE"), gpu + "(DCGM_FI_DEV_GPU_TEMP)", gpu + "(DCGM_FI_DEV_POWER_USAGE)",
+          gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))",
+          // Grouped by __name__ too (Prometheus keeps the name when it is a grouping label): one query
+          // for the three families. A comparison keeps the name; `!= 0` drops the XID 0 and remap 0 series.
+          fmt::format("max by ({}, gpu, UUID, __name__, state) ({{__name__=~\"{}|{}|{}\",state!~\"ok|error\"}} != 0)",
+                      l, kXidFamily, kRowRemapFamily, kHealthFamily)};
 }
 
 PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
@@ -169,6 +197,21 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
     auto& observed = out.nodes[it->second].observed;
     if (!observed || t > *observed) observed = t;
   }
+  // Health: only GPUs the other metrics named (a health series alone makes no GPU).
+  std::unordered_map<core::FleetGpu*, HealthFacts> health;
+  for (const auto& s : a.health) {
+    auto* g = gpu_of(s, false);
+    if (!g) continue;
+    auto& h = health[g];
+    const std::string name = label(s, "__name__");
+    if (name == kXidFamily && s.value >= 1 && s.value <= 1e6)
+      h.last_xid = static_cast<unsigned>(s.value);
+    else if (name == kRowRemapFamily)
+      h.row_remap_failure = true;  // != 0
+    else if (name == kHealthFamily && (label(s, "state") == "unhealthy" || label(s, "state") == "lost"))
+      h.state = label(s, "state");
+  }
+  for (const auto& [g, h] : health) g->unhealthy = unhealthy_reason(h);
   for (auto& m : out.nodes)
     std::sort(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& x, const core::FleetGpu& y) {
       return x.index != y.index ? x.index < y.index : x.uuid < y.uuid;
@@ -233,6 +276,7 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
   a.temperature = std::move(answers[3]);
   a.power = std::move(answers[4]);
   a.sample_time = std::move(answers[5]);
+  a.health = std::move(answers[6]);
   return join_answers(a, o.node_label);
 }
 

@@ -101,7 +101,7 @@ TEST(PrometheusJoin, NodeLabelIsConfigurable) {
 
 TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   const auto q = prometheus_queries("kubernetes_node");
-  ASSERT_EQ(q.size(), 6u);
+  ASSERT_EQ(q.size(), 7u);
   EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
   EXPECT_EQ(q[2],
             "max by (kubernetes_node, gpu, UUID) (DCGM_FI_DEV_FB_FREE{GPU_I_ID=\"\"}) or "
