@@ -52,18 +52,17 @@ TEST(PrometheusHealth, OneQueryForTheThreeFamiliesOnlyWhatIsWrong) {
 
 TEST(PrometheusHealth, CriticalXidsRowRemapAndLostAreUnhealthyApplicationFaultsAreNot) {
   const auto f = join_answers(
-      fleet_with_health(7, {health_series("DCGM_FI_DEV_XID_ERRORS", 0, "79"),
-                            health_series("DCGM_FI_DEV_XID_ERRORS", 1, "13"),
-                            health_series("DCGM_FI_DEV_ROW_REMAP_FAILURE", 2, "1"),
-                            health_series("gpufleet_gpu_health", 3, "1", R"(,"state":"lost")"),
-                            // the agent's verdict with an application fault as the last XID (a 48 came first)
-                            health_series("gpufleet_gpu_health", 4, "1", R"(,"state":"unhealthy")"),
-                            health_series("DCGM_FI_DEV_XID_ERRORS", 4, "31"),
-                            health_series("DCGM_FI_DEV_XID_ERRORS", 5, "95"),
-                            health_series("DCGM_FI_DEV_ROW_REMAP_FAILURE", 5, "1"),
-                            // a state this source does not judge, and a GPU no other metric names
-                            health_series("gpufleet_gpu_health", 6, "1", R"(,"state":"error")"),
-                            health_series("DCGM_FI_DEV_XID_ERRORS", 9, "79")}),
+      fleet_with_health(
+          7, {health_series("DCGM_FI_DEV_XID_ERRORS", 0, "79"), health_series("DCGM_FI_DEV_XID_ERRORS", 1, "13"),
+              health_series("DCGM_FI_DEV_ROW_REMAP_FAILURE", 2, "1"),
+              health_series("gpufleet_gpu_health", 3, "1", R"(,"state":"lost")"),
+              // the agent's verdict with an application fault as the last XID (a 48 came first)
+              health_series("gpufleet_gpu_health", 4, "1", R"(,"state":"unhealthy")"),
+              health_series("DCGM_FI_DEV_XID_ERRORS", 4, "31"), health_series("DCGM_FI_DEV_XID_ERRORS", 5, "95"),
+              health_series("DCGM_FI_DEV_ROW_REMAP_FAILURE", 5, "1"),
+              // a state this source does not judge, and a GPU no other metric names
+              health_series("gpufleet_gpu_health", 6, "1", R"(,"state":"error")"),
+              health_series("DCGM_FI_DEV_XID_ERRORS", 9, "79")}),
       "Hostname");
   ASSERT_EQ(f.nodes.size(), 1u);
   const auto& g = f.nodes[0].gpus;
@@ -91,7 +90,8 @@ TEST(PrometheusHealth, RankingCountsThemNeitherIdleNorFreeAndSaysWhy) {
   EXPECT_EQ(s.nodes[0].idle_gpu_count, 2u);
   EXPECT_EQ(s.nodes[0].free_gpus, 2u);
   EXPECT_EQ(s.nodes[0].unhealthy.count, 2u);
-  EXPECT_EQ(allocator::unhealthy_words(s.nodes[0].unhealthy), "2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus)");
+  EXPECT_EQ(allocator::unhealthy_words(s.nodes[0].unhealthy),
+            "2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus)");
   const auto c = allocator::select_node(s, 3);
   EXPECT_FALSE(c.node);
   EXPECT_NE(c.reason.find("n: 2 free GPU(s) < 3 (2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus))"),
