@@ -49,3 +49,9 @@ GF_BINARY=$B/gpufleet bench/cluster_bench.sh 1000 10
 
 echo "== 9. lease round trip (acquire + release, 8 sim GPUs, N=2000): through the agent socket vs the direct store"
 GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
+
+# --- issue 21, the nvidia-smi path's paced health queries (remapped rows, -q -x counters, /dev/kmsg XIDs):
+# CPU per collection of `monitor` on the fake's 8 GPUs, this build only (give a second binary as "before"
+# to compare: bench/smi_health_bench.sh AFTER BEFORE).
+echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
+bench/smi_health_bench.sh $B/gpufleet

@@ -21,7 +21,7 @@ constexpr const char* kFooter =
     R"(, and says which it chose
 (`gpufleet backends`); it never falls back to simulated GPUs. --backend sim shows clearly labelled
 simulated GPUs for demos. Environment: GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT,
-GPUFLEET_PROC_ROOT, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), GPUFLEET_SOCKET, DOCKER_HOST, NO_COLOR.
+GPUFLEET_PROC_ROOT, GPUFLEET_KMSG, GPUFLEET_SIM_SCENARIO, GPUFLEET_DB (the node store), GPUFLEET_SOCKET, DOCKER_HOST, NO_COLOR.
 
 Shared nodes: when the node's agent runs (its socket is found: --socket, $GPUFLEET_SOCKET,
 /run/gpufleet/agent.sock, then this user's own), alloc, run, release, leases, jobs and show go through

@@ -19,19 +19,21 @@
 namespace gf::backends {
 
 // Where each backend looks. Defaults are the real system; from_environment() applies
-// GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT and GPUFLEET_PROC_ROOT.
+// GPUFLEET_NVML_LIBRARY, GPUFLEET_NVIDIA_SMI, GPUFLEET_SYSFS_ROOT, GPUFLEET_PROC_ROOT and GPUFLEET_KMSG.
 struct BackendOptions {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string nvidia_smi = "nvidia-smi";
   std::chrono::milliseconds nvidia_smi_timeout{5000};
-  std::string sysfs_root = "/";        // replaces "/" for /sys/class/drm/...
-  std::string proc_root = "/proc";     // /proc for fdinfo, names, users, containers
-  std::string sim_scenario;            // JSON file for the sim backend; empty: built-in demo
-  unsigned sim_gpus = 0;               // 0: as many as the scenario says (built-in: 4)
-  const core::Clock* clock = nullptr;  // nullptr: the system clock
+  std::string sysfs_root = "/";          // replaces "/" for /sys/class/drm/...
+  std::string proc_root = "/proc";       // /proc for fdinfo, names, users, containers
+  std::string kernel_log = "/dev/kmsg";  // where the nvidia-smi backend reads the kernel's XID lines
+  std::string sim_scenario;              // JSON file for the sim backend; empty: built-in demo
+  unsigned sim_gpus = 0;                 // 0: as many as the scenario says (built-in: 4)
+  const core::Clock* clock = nullptr;    // nullptr: the system clock
   // Listen for XID events on a thread of their own (NVML). For long-running users (the agent, monitor,
   // watch): a one-shot command would only pay the thread's start and stop (up to one 250 ms wait) and
   // could never see an XID that came before it started. Off: last_xid is absent, "not queried".
+  // The nvidia-smi backend reads XIDs from kernel_log instead, under the same switch.
   bool xid_events = false;
   // NVML GPM (profiling metrics, Hopper and later): the least time between two GPM samples of a GPU.
   // Each reading is the average over the time between two samples, so a longer interval loses time

@@ -51,6 +51,7 @@ BackendOptions BackendOptions::from_environment() {
   if (auto v = platform::env("GPUFLEET_NVIDIA_SMI")) o.nvidia_smi = *v;
   if (auto v = platform::env("GPUFLEET_SYSFS_ROOT")) o.sysfs_root = *v;
   if (auto v = platform::env("GPUFLEET_PROC_ROOT")) o.proc_root = *v;
+  if (auto v = platform::env("GPUFLEET_KMSG")) o.kernel_log = *v;
   if (auto v = platform::env("GPUFLEET_SIM_SCENARIO")) o.sim_scenario = *v;
   return o;
 }

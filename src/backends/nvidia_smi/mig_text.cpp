@@ -70,6 +70,20 @@ Reading<std::uint64_t> mib(std::string_view text) {
   return Reading<std::uint64_t>::absent(Absent::Error);
 }
 
+// "1234 us" (or a bare count): the count; N/A and "Not Supported" as their reasons.
+Reading<std::uint64_t> counter(std::string_view text) {
+  text = trim(text);
+  if (text.size() > 3 && text.substr(text.size() - 3) == " us") text.remove_suffix(3);
+  if (auto v = number<std::uint64_t>(text)) return *v;
+  if (text == "N/A" || text == "[N/A]") return Reading<std::uint64_t>::absent(Absent::Unavailable);
+  if (text.find("Not Supported") != std::string_view::npos) return Reading<std::uint64_t>::absent(Absent::NotSupported);
+  return Reading<std::uint64_t>::absent(Absent::Error);
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 }  // namespace
 
 Result<std::vector<ListedGpu>> parse_list(std::string_view text) {
@@ -131,6 +145,12 @@ void take_leaf(const XmlPath& x, std::string_view name, std::string_view value, 
   const auto& stack = x.stack;
   if (x.at({"nvidia_smi_log", "gpu", "uuid"}) && plain_token(value)) {
     g->uuid = std::string(value);
+  } else if (x.at({"nvidia_smi_log", "gpu", "pci", "replay_counter"})) {
+    g->pcie_replay_count = counter(value);
+  } else if (x.depth == 4 && ends_with(stack[2], "reasons_counters")) {
+    // <clocks_event_reasons_counters><clocks_event_reasons_counters_sw_power_cap>0 us</…>
+    if (ends_with(name, "_sw_power_cap")) g->power_violation_us = counter(value);
+    if (ends_with(name, "_sw_therm_slowdown")) g->thermal_violation_us = counter(value);
   } else if (!g->migs.empty() && x.depth >= 5 && stack[2] == "mig_devices" && stack[3] == "mig_device") {
     XmlMig& m = g->migs.back();
     if (x.at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device", "index"})) {
@@ -156,7 +176,9 @@ void take_leaf(const XmlPath& x, std::string_view name, std::string_view value, 
 Result<void> start_record(const XmlPath& x, std::vector<XmlGpu>& gpus) {
   if (x.at({"nvidia_smi_log", "gpu"})) {
     if (gpus.size() >= kMaxListedGpus) return make_error("nvidia-smi -q -x: more GPUs than any machine has");
-    gpus.emplace_back();
+    XmlGpu& g = gpus.emplace_back();
+    for (auto* r : {&g.pcie_replay_count, &g.power_violation_us, &g.thermal_violation_us})
+      *r = Reading<std::uint64_t>::absent(Absent::NotSupported);
   } else if (!gpus.empty() && x.at({"nvidia_smi_log", "gpu", "mig_devices", "mig_device"})) {
     if (gpus.back().migs.size() >= kMaxMigPerGpu) return make_error("nvidia-smi -q -x: too many MIG devices");
     XmlMig m;

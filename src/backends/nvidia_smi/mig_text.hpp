@@ -8,7 +8,9 @@
 //                     (drivers before R470 print the device as MIG-GPU-<uuid>/<gi>/<ci>)
 //   nvidia-smi -q -x  the query interface as XML: per <gpu>, its <uuid>, <mig_devices><mig_device> with
 //                     <index>, <gpu_instance_id>, <compute_instance_id> and <fb_memory_usage> (MiB), and
-//                     <processes><process_info> with <pid> and the process's instance ids.
+//                     <processes><process_info> with <pid> and the process's instance ids; and the
+//                     health counters --query-gpu lacks: <pci><replay_counter> and, where the driver
+//                     prints them, <clocks_event_reasons_counters> (µs; see health_text.hpp).
 // -L names each device (UUID, profile) by its MIG device index; -q -x gives the same index its ids and
 // memory. Together they fill core::MigInstance.
 //
@@ -66,6 +68,11 @@ struct XmlGpu {
   std::string uuid;
   std::vector<XmlMig> migs;
   std::vector<XmlProcess> processes;
+  // Absent NotSupported when the element is missing (the driver does not print it), Unavailable for
+  // "N/A", never 0 for either.
+  core::Reading<std::uint64_t> pcie_replay_count;
+  core::Reading<std::uint64_t> power_violation_us;    // "SW Power Capping" counter
+  core::Reading<std::uint64_t> thermal_violation_us;  // "SW Thermal Slowdown" counter
 };
 
 // Parses the parts of `nvidia-smi -q -x` named above; other elements are skipped. An answer that is

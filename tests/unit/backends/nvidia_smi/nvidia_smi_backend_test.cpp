@@ -129,12 +129,19 @@ TEST_F(NvidiaSmiBackendTest, NormalModeGivesEightGpusWithTheirComputeProcesses) 
   // The exact command lines: no shell, name last, the formats asked for.
   const auto lines = log_lines();
   // open's probe, then the snapshot's two queries, and -L because GPU 6 is in MIG mode (it lists no MIG
-  // device, so the query interface is not asked).
-  ASSERT_EQ(lines.size(), 4u);
+  // device, so the query interface is not asked), then the remapped rows (the first is due at once).
+  ASSERT_EQ(lines.size(), 5u);
   EXPECT_THAT(lines[1], HasSubstr("--query-gpu=index,uuid,pci.bus_id,"));
   EXPECT_THAT(lines[1], HasSubstr(",driver_version,name --format=csv,noheader,nounits"));
   EXPECT_EQ(lines[2], "--query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader,nounits");
   EXPECT_EQ(lines[3], "-L");
+  EXPECT_EQ(lines[4],
+            "--query-remapped-rows=gpu_bus_id,gpu_uuid,remapped_rows.correctable,remapped_rows.uncorrectable,"
+            "remapped_rows.pending,remapped_rows.failure --format=csv,noheader,nounits");
+  EXPECT_EQ(g0->remapped_rows_failure, core::Reading<bool>(false));
+  // A one-shot reader (no xid_events): no -q -x for the counters, no kernel log.
+  EXPECT_EQ(g0->pcie_replay_count.why(), core::Absent::NotQueried);
+  EXPECT_EQ(g0->last_xid.why(), core::Absent::NotQueried);
   EXPECT_TRUE(gpu_by_index(*s, 6)->mig_instances.empty());
   EXPECT_EQ(gpu_by_index(*s, 6)->utilization_pct, core::Reading<unsigned>(0));  // it reports one: kept
 }
@@ -160,9 +167,11 @@ TEST_F(NvidiaSmiBackendTest, MigDevicesComeFromTheListAndTheQueryInterface) {
   EXPECT_EQ(g.mig_instances[1].memory_used_mib, core::Reading<std::uint64_t>(19));
   EXPECT_EQ(g.memory_total_mib, core::Reading<std::uint64_t>(40960));  // the GPU's own, not the sum
   const auto lines = log_lines();
-  ASSERT_EQ(lines.size(), 5u);
+  ASSERT_EQ(lines.size(), 6u);
   EXPECT_EQ(lines[3], "-L");
   EXPECT_EQ(lines[4], "-q -x");
+  EXPECT_THAT(lines[5], HasSubstr("--query-remapped-rows="));
+  EXPECT_EQ(g.remapped_rows_correctable.why(), core::Absent::Unavailable);  // [N/A] in MIG mode
 
   ScopedEnv fail("FAKE_NVIDIA_SMI_MODE", "migxmlfail");
   auto t = (*b)->snapshot();
