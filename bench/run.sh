@@ -55,3 +55,8 @@ GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 # to compare: bench/smi_health_bench.sh AFTER BEFORE).
 echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
 bench/smi_health_bench.sh $B/gpufleet
+
+# --- issue 21, the fleet's health query through Prometheus: the seven instant queries' own time (curl) on
+# a fleet whose every GPU exports XID_ERRORS, ROW_REMAP_FAILURE and gpufleet_gpu_health, 1 % with an XID.
+echo "== 14. fleet health through Prometheus: each instant query's time, 1 000 nodes x 8 GPUs"
+GF_BINARY=$B/gpufleet bench/health_query_bench.sh 1000 10
