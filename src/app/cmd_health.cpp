@@ -28,20 +28,22 @@ constexpr std::size_t kMaxNote = 200;  // the agent's limit
 // $GPUFLEET_TOKEN, else the token file: --token-file, else the one `serve` makes beside its store.
 Result<std::string> write_token(const HealthClearCommand& h) {
   if (auto env = platform::env("GPUFLEET_TOKEN"); env && !env->empty()) return *env;
-  const std::string path = !h.token_file.empty()
-                               ? h.token_file
-                               : (std::filesystem::path(store::default_db_path()).parent_path() / "agent.token").string();
+  const std::string path =
+      !h.token_file.empty() ? h.token_file
+                            : (std::filesystem::path(store::default_db_path()).parent_path() / "agent.token").string();
   platform::TokenFileRules rules;
   rules.root_may_own = true;  // root's agent, its token read by an admin it was shared with
   auto t = platform::read_token_file(path, rules);
-  if (!t) return make_error(t.error().kind, t.error().message + " (the agent's write token: set GPUFLEET_TOKEN or --token-file)");
+  if (!t)
+    return make_error(t.error().kind,
+                      t.error().message + " (the agent's write token: set GPUFLEET_TOKEN or --token-file)");
   return t->token;
 }
 
 std::string xid_line(const json& e) {
   const auto xid = e.value("xid", 0u);
-  const auto what = e.contains("description") && e["description"].is_string() ? e["description"].get<std::string>()
-                                                                               : std::string();
+  const auto what =
+      e.contains("description") && e["description"].is_string() ? e["description"].get<std::string>() : std::string();
   return fmt::format("XID {}{} at {}", xid, what.empty() ? "" : " (" + what + ")", e.value("time", std::string("?")));
 }
 

@@ -49,7 +49,8 @@ std::vector<std::string> HealthClears::apply(core::Snapshot& s) {
   std::lock_guard lock(mu_);
   std::unordered_set<std::string> present;
   for (const auto& g : s.gpus)
-    if (!g.uuid.empty() && (uuid_at_.size() < kMaxTrackedGpus || uuid_at_.contains(g.index))) uuid_at_[g.index] = g.uuid;
+    if (!g.uuid.empty() && (uuid_at_.size() < kMaxTrackedGpus || uuid_at_.contains(g.index)))
+      uuid_at_[g.index] = g.uuid;
   for (auto& g : s.gpus) {
     auto key = key_of(g);
     auto it = gpus_.find(key);
@@ -74,11 +75,11 @@ std::vector<std::string> HealthClears::apply(core::Snapshot& s) {
         std::vector<unsigned> xids;
         for (const auto& e : out.events) xids.push_back(e.xid);
         if (xids.empty() && out.last_xid) xids.push_back(*out.last_xid);
-        lines.push_back(fmt::format("GPU {} ({}) answers again after {}: taken as a reset, its recorded XIDs ({}) "
-                                    "are cleared",
-                                    g.index, g.uuid.empty() ? "no UUID" : g.uuid,
-                                    was == Down::Lost ? "being lost" : "being gone from the driver's list",
-                                    fmt::join(xids, ", ")));
+        lines.push_back(
+            fmt::format("GPU {} ({}) answers again after {}: taken as a reset, its recorded XIDs ({}) "
+                        "are cleared",
+                        g.index, g.uuid.empty() ? "no UUID" : g.uuid,
+                        was == Down::Lost ? "being lost" : "being gone from the driver's list", fmt::join(xids, ", ")));
       }
     }
     if (p.clear) core::apply_xid_clear(*p.clear, g);

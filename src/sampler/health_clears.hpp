@@ -30,8 +30,8 @@ class HealthClears {
   static constexpr std::size_t kMaxTrackedGpus = 1024;
 
   struct Cleared {
-    std::vector<core::XidEvent> events;      // what this clear took out of the reading it saw
-    std::optional<unsigned> last_xid;        // the last XID it took out (nullopt: none)
+    std::vector<core::XidEvent> events;  // what this clear took out of the reading it saw
+    std::optional<unsigned> last_xid;    // the last XID it took out (nullopt: none)
     bool anything() const noexcept { return !events.empty() || last_xid.has_value(); }
   };
 

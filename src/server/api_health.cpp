@@ -82,11 +82,12 @@ void add_health_clear_route(Router& r, ApiContext& ctx) {
     std::vector<std::string> xids;
     for (const auto& e : done.cleared.events) xids.push_back(fmt::format("{} at {}", e.xid, wire::iso8601(e.time)));
     if (xids.empty() && done.cleared.last_xid) xids.push_back(fmt::format("{} (the last XID)", *done.cleared.last_xid));
-    platform::log_line("health", fmt::format("GPU {} ({}): XIDs cleared at {} by the write token's holder (REST){}: {}",
-                                             done.before.index, done.before.uuid.empty() ? "no UUID" : platform::printable(done.before.uuid, 96),
-                                             wire::iso8601(at),
-                                             note->empty() ? "" : ", note: \"" + platform::printable(*note) + "\"",
-                                             xids.empty() ? "none were recorded" : fmt::format("{}", fmt::join(xids, ", "))));
+    platform::log_line(
+        "health",
+        fmt::format("GPU {} ({}): XIDs cleared at {} by the write token's holder (REST){}: {}", done.before.index,
+                    done.before.uuid.empty() ? "no UUID" : platform::printable(done.before.uuid, 96), wire::iso8601(at),
+                    note->empty() ? "" : ", note: \"" + platform::printable(*note) + "\"",
+                    xids.empty() ? "none were recorded" : fmt::format("{}", fmt::join(xids, ", "))));
     // Publish a reading with the clear applied now, rather than at the next collection.
     (void)c->agent->fresh();
     return json_response(200, clear_json(done, at, *note, c->node_name));
