@@ -3,7 +3,12 @@
 // exact path match, no logging. Whatever the agent does per request on top of this (taking a snapshot,
 // encoding JSON or Prometheus text, routing, auth) is the difference the benchmark measures.
 //
-//   gf_bare_http_server --serve /path=FILE:content-type [--serve ...] [--listen 127.0.0.1:0] [--port-file F]
+//   gf_bare_http_server --serve /path=FILE:content-type [--serve ...] [--serve-gzip /path=FILE ...]
+//                       [--listen 127.0.0.1:0] [--port-file F]
+//
+// --serve-gzip gives a path a second body, already gzip-encoded: a request whose Accept-Encoding
+// mentions gzip gets it, with Content-Encoding: gzip and Vary: Accept-Encoding (the agent's own
+// compressed bytes, fetched just before: the ceiling for its gzip answers).
 //
 // The bound port is written to F (atomically: a temporary file renamed into place) once the server listens.
 // SIGTERM or SIGINT stops it.
@@ -32,6 +37,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "core/text.hpp"
@@ -48,6 +54,8 @@ using tcp = asio::ip::tcp;
 struct Resource {
   std::string bytes;
   http::response<http::span_body<const char>> response;
+  std::string gz_bytes;  // empty: no gzip body
+  http::response<http::span_body<const char>> gz_response;
 };
 using Resources = std::map<std::string, std::unique_ptr<Resource>, std::less<>>;
 
@@ -74,7 +82,10 @@ class Session : public std::enable_shared_from_this<Session> {
     if (const auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
     const auto it = resources_.find(target);
     if (req.method() == http::verb::get && it != resources_.end()) {
-      http::async_write(socket_, it->second->response,
+      const auto ae = req.find(http::field::accept_encoding);
+      const bool gz = !it->second->gz_bytes.empty() && ae != req.end() &&
+                      std::string_view(ae->value().data(), ae->value().size()).find("gzip") != std::string_view::npos;
+      http::async_write(socket_, gz ? it->second->gz_response : it->second->response,
                         [self = shared_from_this()](beast::error_code ec, std::size_t) { self->after_write(ec); });
       return;
     }
@@ -157,6 +168,24 @@ int main(int argc, char** argv) {
       r->response.body() = http::span_body<const char>::value_type(r->bytes.data(), r->bytes.size());
       r->response.prepare_payload();
       resources[path] = std::move(r);
+    } else if (arg == "--serve-gzip") {
+      const std::string spec = value();
+      const auto eq = spec.find('=');
+      if (eq == std::string::npos) usage("bad --serve-gzip " + spec + " (want /path=FILE)");
+      const auto it = resources.find(spec.substr(0, eq));
+      if (it == resources.end()) usage("--serve-gzip " + spec + ": --serve the path first");
+      std::ifstream in(spec.substr(eq + 1), std::ios::binary);
+      if (!in) usage("cannot read " + spec.substr(eq + 1));
+      auto& r = *it->second;
+      r.gz_bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (r.gz_bytes.empty()) usage("--serve-gzip " + spec + ": empty file");
+      r.gz_response.version(11);
+      r.gz_response.result(http::status::ok);
+      r.gz_response.set(http::field::content_type, r.response[http::field::content_type]);
+      r.gz_response.set(http::field::content_encoding, "gzip");
+      r.gz_response.set(http::field::vary, "Accept-Encoding");
+      r.gz_response.body() = http::span_body<const char>::value_type(r.gz_bytes.data(), r.gz_bytes.size());
+      r.gz_response.prepare_payload();
     } else if (arg == "--listen") {
       listen = value();
     } else if (arg == "--port-file") {

@@ -12,8 +12,10 @@
 # 2. The same bytes are served from memory by bench/bare_http_server.cpp (the ceiling for a Beast server with
 #    one io thread on this machine), and Debian's prometheus-node-exporter serves its own /metrics (what people
 #    run today).
+#    Both also serve the gzip-encoded answers (`Accept-Encoding: gzip`, as Prometheus asks): the bare server
+#    the agent's own compressed bytes, fetched with the same header.
 # 3. `wrk -t2 -c50 -d5s --latency` against each, 3 interleaved rounds: median requests/s, p50 and p99, and the
-#    ratios agent/bare and agent/node-exporter.
+#    ratios agent/bare (plain and gzip) and agent/node-exporter.
 # 4. The agent's VmRSS and VmHWM after that load.
 # 5. WebSocket fan-out: 1 000 clients of /ws?period_ms=1000 for 10 s (bench/ws_fanout.cpp), with the agent's
 #    CPU and RSS over the window.
@@ -88,6 +90,11 @@ wait_http "$A/api/health" "gpufleet serve"
 sleep 1.5  # a first sample is taken
 json_type=$(curl -sf -o "$T/gpu-metrics.json" -w '%{content_type}' "$A/api/v1/monitoring/gpu-metrics") || die "GET /api/v1/monitoring/gpu-metrics failed"
 prom_type=$(curl -sf -o "$T/metrics.txt" -w '%{content_type}' "$A/metrics") || die "GET /metrics failed"
+# The compressed answers as they come (no --compressed: the raw bytes), and a check that they are gzip.
+curl -sf -H 'Accept-Encoding: gzip' -o "$T/gpu-metrics.json.gz" "$A/api/v1/monitoring/gpu-metrics" || die "GET gpu-metrics (gzip) failed"
+curl -sf -H 'Accept-Encoding: gzip' -o "$T/metrics.txt.gz" "$A/metrics" || die "GET /metrics (gzip) failed"
+cmp -s <(gzip -dc "$T/gpu-metrics.json.gz") "$T/gpu-metrics.json" || die "gpu-metrics with gzip is not the plain document gzip-encoded"
+gzip -t "$T/metrics.txt.gz" || die "/metrics with gzip is not gzip"
 gpus_in_json=$(grep -o '"uuid"' "$T/gpu-metrics.json" | wc -l)
 gpus_in_prom=$(grep -c '^DCGM_FI_DEV_GPU_UTIL{' "$T/metrics.txt" || true)
 [[ $gpus_in_prom -eq $GPUS ]] || die "/metrics has $gpus_in_prom DCGM_FI_DEV_GPU_UTIL series, expected $GPUS"
@@ -96,7 +103,9 @@ rss_start=$(proc_kib "$AGENT" VmRSS)
 # ---- 2. the ceiling and the incumbent
 "$B/bench/gf_bare_http_server" --listen 127.0.0.1:0 --port-file "$T/bare.port" \
   --serve "/api/v1/monitoring/gpu-metrics=$T/gpu-metrics.json:${json_type:-application/json}" \
-  --serve "/metrics=$T/metrics.txt:${prom_type:-text/plain}" 2>"$T/bare.log" &
+  --serve "/metrics=$T/metrics.txt:${prom_type:-text/plain}" \
+  --serve-gzip "/api/v1/monitoring/gpu-metrics=$T/gpu-metrics.json.gz" --serve-gzip "/metrics=$T/metrics.txt.gz" \
+  2>"$T/bare.log" &
 BARE_PID=$!
 pids+=("$BARE_PID")
 wait_port_file "$T/bare.port" "$BARE_PID" "gf_bare_http_server"
@@ -110,13 +119,16 @@ NE=http://127.0.0.1:$NEP
 wait_http "$NE/metrics" "prometheus-node-exporter"
 ne_bytes=$(curl -sf "$NE/metrics" | wc -c)
 
-# ---- 3. wrk: $ROUNDS rounds over the five targets, interleaved so that a change in the machine's background
+# ---- 3. wrk: $ROUNDS rounds over the nine targets, interleaved so that a change in the machine's background
 # load hits every target alike; each figure is the median over the rounds.
 declare -A RPS P99 P50 NON2XX SOCKERR CPUREQ
-declare -A SPID=([agent_json]=$AGENT [agent_prom]=$AGENT [bare_json]=$BARE_PID [bare_prom]=$BARE_PID [ne_prom]=$NE_PID)
-targets=(agent_json agent_prom bare_json bare_prom ne_prom)
+declare -A SPID=([agent_json]=$AGENT [agent_prom]=$AGENT [bare_json]=$BARE_PID [bare_prom]=$BARE_PID [ne_prom]=$NE_PID
+  [agent_json_gz]=$AGENT [agent_prom_gz]=$AGENT [bare_json_gz]=$BARE_PID [bare_prom_gz]=$BARE_PID)
+targets=(agent_json agent_prom bare_json bare_prom ne_prom agent_json_gz agent_prom_gz bare_json_gz bare_prom_gz)
 declare -A URL=([agent_json]=$A/api/v1/monitoring/gpu-metrics [agent_prom]=$A/metrics
-  [bare_json]=$BARE/api/v1/monitoring/gpu-metrics [bare_prom]=$BARE/metrics [ne_prom]=$NE/metrics)
+  [bare_json]=$BARE/api/v1/monitoring/gpu-metrics [bare_prom]=$BARE/metrics [ne_prom]=$NE/metrics
+  [agent_json_gz]=$A/api/v1/monitoring/gpu-metrics [agent_prom_gz]=$A/metrics
+  [bare_json_gz]=$BARE/api/v1/monitoring/gpu-metrics [bare_prom_gz]=$BARE/metrics)
 to_ms() {  # wrk's "1.61ms" / "749.16us" / "1.45s" -> milliseconds
   awk -v v="$1" 'BEGIN { n = v + 0; u = v; sub(/^[0-9.]+/, "", u);
     if (u == "us") n /= 1000; else if (u == "s") n *= 1000; else if (u == "m") n *= 60000; printf "%.2f", n }'
@@ -126,7 +138,9 @@ cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }  #
 run_wrk() {  # NAME ROUND
   local out=$T/wrk-$1-$2.txt c0 c1 n
   c0=$(cpu_ticks "${SPID[$1]}")
-  wrk -t2 -c50 -d${WRK_SECONDS}s --latency "${URL[$1]}" >"$out" 2>&1 || die "wrk ${URL[$1]} failed: $(cat "$out")"
+  local hdr=()
+  [[ $1 == *_gz ]] && hdr=(-H 'Accept-Encoding: gzip')
+  wrk -t2 -c50 -d${WRK_SECONDS}s --latency "${hdr[@]}" "${URL[$1]}" >"$out" 2>&1 || die "wrk ${URL[$1]} failed: $(cat "$out")"
   c1=$(cpu_ticks "${SPID[$1]}")
   n=$(awk '/requests in/ { print $1 }' "$out")
   CPUREQ[$1]+=" $(awk -v d=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v n="$n" 'BEGIN { printf "%.1f", (n > 0 ? d / hz / n * 1e6 : 0) }')"
@@ -162,10 +176,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 verdict() { awk -v r="$1" -v g="$2" 'BEGIN { print (r >= g ? "met" : "MISSED") }'; }
 r_json_bare=$(ratio "${RPS[agent_json]}" "${RPS[bare_json]}")
 r_prom_bare=$(ratio "${RPS[agent_prom]}" "${RPS[bare_prom]}")
+r_json_gz_bare=$(ratio "${RPS[agent_json_gz]}" "${RPS[bare_json_gz]}")
+r_prom_gz_bare=$(ratio "${RPS[agent_prom_gz]}" "${RPS[bare_prom_gz]}")
 r_prom_ne=$(ratio "${RPS[agent_prom]}" "${RPS[ne_prom]}")
 r_json_ne=$(ratio "${RPS[agent_json]}" "${RPS[ne_prom]}")
 json_bytes=$(wc -c <"$T/gpu-metrics.json")
 prom_bytes=$(wc -c <"$T/metrics.txt")
+json_gz_bytes=$(wc -c <"$T/gpu-metrics.json.gz")
+prom_gz_bytes=$(wc -c <"$T/metrics.txt.gz")
 
 table=$(
   printf '| server | path | body | requests/s (median) | each round | p50 | p99 | server CPU per request | non-2xx | socket errors |\n'
@@ -177,11 +195,17 @@ table=$(
   row "bare Beast, same bytes" /api/v1/monitoring/gpu-metrics "$json_bytes" bare_json
   row "bare Beast, same bytes" /metrics "$prom_bytes" bare_prom
   row "prometheus-node-exporter 1.5" /metrics "$ne_bytes" ne_prom
+  row "gpufleet serve, gzip" /api/v1/monitoring/gpu-metrics "$json_gz_bytes" agent_json_gz
+  row "gpufleet serve, gzip" /metrics "$prom_gz_bytes" agent_prom_gz
+  row "bare Beast, same gzip bytes" /api/v1/monitoring/gpu-metrics "$json_gz_bytes" bare_json_gz
+  row "bare Beast, same gzip bytes" /metrics "$prom_gz_bytes" bare_prom_gz
 )
 ratios=$(
   printf '| ratio | value | goal |\n|---|---|---|\n'
-  printf '| agent / bare, gpu-metrics (req/s) | %s | ≥ 0.5: %s |\n' "$r_json_bare" "$(verdict "$r_json_bare" 0.5)"
-  printf '| agent / bare, /metrics (req/s) | %s | ≥ 0.5: %s |\n' "$r_prom_bare" "$(verdict "$r_prom_bare" 0.5)"
+  printf '| agent / bare, gpu-metrics (req/s) | %s | ≥ 0.9: %s |\n' "$r_json_bare" "$(verdict "$r_json_bare" 0.9)"
+  printf '| agent / bare, /metrics (req/s) | %s | ≥ 0.9: %s |\n' "$r_prom_bare" "$(verdict "$r_prom_bare" 0.9)"
+  printf '| agent / bare, gpu-metrics gzip (req/s) | %s | ≥ 0.9: %s |\n' "$r_json_gz_bare" "$(verdict "$r_json_gz_bare" 0.9)"
+  printf '| agent / bare, /metrics gzip (req/s) | %s | ≥ 0.9: %s |\n' "$r_prom_gz_bare" "$(verdict "$r_prom_gz_bare" 0.9)"
   printf '| agent /metrics / node-exporter /metrics (req/s) | %s | ≥ 100: %s |\n' "$r_prom_ne" "$(verdict "$r_prom_ne" 100)"
   printf '| agent gpu-metrics / node-exporter /metrics (req/s) | %s | |\n' "$r_json_ne"
 )
@@ -189,7 +213,7 @@ echo "$table"
 echo
 echo "$ratios"
 echo
-rss_line="agent RSS: at start ${rss_start} KiB; after the wrk load VmRSS ${rss_after_load} KiB ($(awk -v k="$rss_after_load" 'BEGIN { printf "%.1f", k / 1024 }') MiB), VmHWM ${hwm_after_load} KiB ($(awk -v k="$hwm_after_load" 'BEGIN { printf "%.1f", k / 1024 }') MiB); goal ≤ 16 MiB: $(awk -v k="$hwm_after_load" 'BEGIN { print (k <= 16384 ? "met" : "MISSED") }'); /api/health after the load: $health_after"
+rss_line="agent RSS: at start ${rss_start} KiB (goal < 10 MiB: $(awk -v k="$rss_start" 'BEGIN { print (k < 10240 ? "met" : "MISSED") }')); after the wrk load VmRSS ${rss_after_load} KiB ($(awk -v k="$rss_after_load" 'BEGIN { printf "%.1f", k / 1024 }') MiB), VmHWM ${hwm_after_load} KiB ($(awk -v k="$hwm_after_load" 'BEGIN { printf "%.1f", k / 1024 }') MiB); goal ≤ 16 MiB: $(awk -v k="$hwm_after_load" 'BEGIN { print (k <= 16384 ? "met" : "MISSED") }'); /api/health after the load: $health_after"
 echo "$rss_line"
 
 # ---- 5. WebSocket fan-out
@@ -253,7 +277,7 @@ $table
 
 $ratios
 
-Agent RSS: ${rss_start} KiB at start; after the wrk load VmRSS ${rss_after_load} KiB, VmHWM ${hwm_after_load} KiB
+Agent RSS: ${rss_start} KiB at start (goal < 10 MiB = 10240 KiB); after the wrk load VmRSS ${rss_after_load} KiB, VmHWM ${hwm_after_load} KiB
 (goal ≤ 16 MiB = 16384 KiB). /api/health after the load: $health_after.
 
 WebSocket fan-out (\`gf_ws_fanout --clients $WS_CLIENTS --duration $WS_SECONDS\`, /ws?period_ms=1000):

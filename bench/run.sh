@@ -56,7 +56,18 @@ GF_BENCH_BUILD=$B bench/agent_bench.sh 2000
 echo "== 13. nvidia-smi path: CPU per collection with the paced health queries, 8 GPUs, 5 Hz for 65 s"
 bench/smi_health_bench.sh $B/gpufleet
 
+# ---- issue 21, GPM per MIG instance (helper w-migpm): GPM sampling CPU, 8 GPUs, then the same GPUs in MIG
+# mode with 7 GPU instances each, on the fake NVML with the real H100's call costs (~3 min; MIG_ONLY=1
+# runs only the MIG rows).
+echo "== 14. GPM sampling CPU: 8 GPUs, and 8 GPUs x 7 MIG GPU instances"
+GF_BENCH_BUILD=$B bench/gpm_bench.sh 20
+
+# ---- issue 24, goal 2 (helper "live"): 10 000 live clients on 2 cores: /ws, Socket.IO over WebSocket, Socket.IO
+# on long-polling, each against a fresh agent, with a gpu-metrics latency probe; ~3 minutes (QUICK=1: ~1 minute).
+echo "== 24.2 (issue 24, goal 2) live clients: 10 000 /ws, 10 000 Socket.IO (WebSocket), 1 000 Socket.IO (polling), at 1 Hz"
+GF_BENCH_BUILD=$B CASES="ws sio polling" bench/live_clients.sh
+
 # --- issue 21, the fleet's health query through Prometheus: the seven instant queries' own time (curl) on
 # a fleet whose every GPU exports XID_ERRORS, ROW_REMAP_FAILURE and gpufleet_gpu_health, 1 % with an XID.
-echo "== 14. fleet health through Prometheus: each instant query's time, 1 000 nodes x 8 GPUs"
+echo "== 15. fleet health through Prometheus: each instant query's time, 1 000 nodes x 8 GPUs"
 GF_BINARY=$B/gpufleet bench/health_query_bench.sh 1000 10

@@ -1,11 +1,17 @@
-// WebSocket fan-out load for bench/http_bench.sh: opens N connections to the agent's /ws, keeps them reading
-// for D seconds, and reports how many connected, the messages received, each client's update rate and the
-// time between a client's consecutive updates. With --pid it also measures that process (the agent) over
-// the same window: CPU (utime+stime from /proc/PID/stat), VmRSS (sampled every 100 ms, max and last) and
-// VmHWM.
+// Live-client load for bench/http_bench.sh and bench/live_clients.sh: opens N clients of the agent's /ws, of
+// Socket.IO over WebSocket (--protocol sio) or of Socket.IO on long-polling (--protocol polling), keeps them
+// reading for D seconds, and reports how many connected, the messages received, each client's update rate
+// and the time between a client's consecutive updates. With --pid it also measures that process (the agent)
+// over the same window: CPU (utime+stime from /proc/PID/stat), VmRSS (sampled every 100 ms, max and last)
+// and VmHWM. With --probe PATH it times a GET of PATH every 50 ms during the window (p50/p99/max).
 //
-//   gf_ws_fanout --url ws://127.0.0.1:PORT/ws?period_ms=1000 [--clients 1000] [--duration 10] [--threads 1]
-//                [--connect-concurrency 64] [--connect-timeout 20] [--pid PID] [--ready-file F]
+//   gf_ws_fanout --url ws://127.0.0.1:PORT/ws?period_ms=1000 [--protocol ws|sio|polling] [--clients 1000]
+//                [--duration 10] [--threads 1] [--connect-concurrency 64] [--connect-timeout 20] [--pid PID]
+//                [--ready-file F] [--probe /api/v1/monitoring/gpu-metrics] [--deflate]
+//
+// For Socket.IO the URL's path and query are the Engine.IO ones, e.g.
+// ws://127.0.0.1:PORT/socket.io/?EIO=4&transport=websocket&period_ms=1000 (polling: transport=polling;
+// the client adds &sid=). --deflate offers permessage-deflate (client_no_context_takeover).
 //
 // The window starts once every client has connected (or failed, or --connect-timeout passed) and lasts
 // --duration seconds; --ready-file is written at its start. Output: a human summary, then one line
@@ -17,12 +23,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/websocket.hpp>
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -48,154 +49,17 @@
 #include <vector>
 
 #include "core/text.hpp"
+#include "live_load.hpp"
 
 namespace {
 
 namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace websocket = beast::websocket;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
-
-struct Options {
-  std::string host = "127.0.0.1";
-  std::string port;
-  std::string target = "/ws?period_ms=1000";
-  int clients = 1000;
-  double duration_s = 10;
-  int threads = 1;
-  int connect_concurrency = 64;
-  double connect_timeout_s = 20;
-  long pid = 0;
-  std::string ready_file;
-};
-
-struct Shared {
-  std::mutex mu;
-  std::map<std::string, int> errors;  // error text -> count (connect failures and drops)
-  std::atomic<int> connected{0};
-  std::atomic<int> settled{0};  // connected or failed to
-  std::atomic<int> dropped{0};  // connected, then lost before the window's end
-  std::atomic<bool> stopping{false};
-  std::atomic<Clock::time_point> window_start{Clock::time_point::max()};
-  void error(const std::string& what) {
-    std::lock_guard lock(mu);
-    ++errors[what];
-  }
-};
-
-class Client : public std::enable_shared_from_this<Client> {
- public:
-  Client(asio::io_context& ioc, const Options& opt, const tcp::resolver::results_type& endpoints, Shared& shared,
-         std::function<void()> on_settled)
-      : ws_(asio::make_strand(ioc)),
-        opt_(opt),
-        endpoints_(endpoints),
-        shared_(shared),
-        on_settled_(std::move(on_settled)) {}
-
-  void start() {
-    beast::get_lowest_layer(ws_).expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(opt_.connect_timeout_s)));
-    beast::get_lowest_layer(ws_).async_connect(endpoints_, [self = shared_from_this()](beast::error_code ec, auto) {
-      if (ec) return self->fail("connect: " + ec.message());
-      self->handshake();
-    });
-  }
-
-  void close() {
-    asio::post(ws_.get_executor(), [self = shared_from_this()] {
-      if (!self->open_) return;
-      self->closing_ = true;
-      beast::get_lowest_layer(self->ws_).expires_after(std::chrono::seconds(2));
-      self->ws_.async_close(websocket::close_code::normal, [self](beast::error_code) {});
-    });
-  }
-
-  // Read after the io threads have stopped.
-  const std::vector<Clock::time_point>& updates() const { return updates_; }
-  std::uint64_t messages_in(Clock::time_point t0, Clock::time_point t1) const {
-    return static_cast<std::uint64_t>(
-        std::count_if(all_.begin(), all_.end(), [&](auto t) { return t >= t0 && t <= t1; }));
-  }
-  std::uint64_t bytes() const { return bytes_; }
-  std::uint64_t total_messages() const { return all_.size(); }
-  bool got_initial() const { return initial_; }
-  const std::map<std::string, std::uint64_t>& events() const { return events_; }
-  bool connected() const { return connected_; }
-
- private:
-  void handshake() {
-    beast::get_lowest_layer(ws_).socket().set_option(tcp::no_delay(true));
-    ws_.async_handshake(opt_.host + ":" + opt_.port, opt_.target, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return self->fail("handshake: " + ec.message());
-      beast::get_lowest_layer(self->ws_).expires_never();
-      self->ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
-      self->connected_ = self->open_ = true;
-      self->shared_.connected++;
-      self->settle();
-      self->read();
-    });
-  }
-
-  void read() {
-    ws_.async_read(buffer_, [self = shared_from_this()](beast::error_code ec, std::size_t n) {
-      if (ec) {
-        self->open_ = false;
-        if (!self->closing_ && !self->shared_.stopping) {
-          self->shared_.dropped++;
-          std::string what = "dropped: " + ec.message();
-          if (ec == websocket::error::closed) {
-            const auto& r = self->ws_.reason();
-            what += " (close code " + std::to_string(r.code) +
-                    (r.reason.empty() ? "" : ", \"" + std::string(r.reason.data(), r.reason.size()) + "\"") + ")";
-          }
-          self->shared_.error(what);
-        }
-        return;
-      }
-      const auto now = Clock::now();
-      const auto data = self->buffer_.cdata();
-      const std::string_view head(static_cast<const char*>(data.data()), std::min<std::size_t>(data.size(), 200));
-      std::string_view event = "?";
-      if (const auto k = head.find(R"("event":")"); k != std::string_view::npos) {
-        event = head.substr(k + 9);
-        event = event.substr(0, event.find('"'));
-      }
-      if (event == "gpu_status_update") {
-        self->updates_.push_back(now);
-      } else if (event == "gpu_status") {
-        self->initial_ = true;
-      }
-      if (now >= self->shared_.window_start.load() && !self->shared_.stopping) ++self->events_[std::string(event)];
-      self->all_.push_back(now);
-      self->bytes_ += n;
-      self->buffer_.consume(self->buffer_.size());
-      self->read();
-    });
-  }
-
-  void fail(const std::string& what) {
-    shared_.error(what);
-    settle();
-  }
-
-  void settle() {
-    shared_.settled++;
-    on_settled_();
-  }
-
-  websocket::stream<beast::tcp_stream> ws_;
-  const Options& opt_;
-  const tcp::resolver::results_type& endpoints_;
-  Shared& shared_;
-  std::function<void()> on_settled_;
-  beast::flat_buffer buffer_;
-  std::vector<Clock::time_point> updates_, all_;
-  std::map<std::string, std::uint64_t> events_;  // messages by "event" during the window
-  std::uint64_t bytes_ = 0;
-  bool initial_ = false, connected_ = false, open_ = false, closing_ = false;
-};
+using gf::bench::Clock;
+using gf::bench::LoadClient;
+using gf::bench::Options;
+using gf::bench::Protocol;
+using gf::bench::Shared;
+using gf::bench::tcp;
 
 // /proc/PID readings of the measured process.
 struct ProcSample {
@@ -242,9 +106,11 @@ double percentile(std::vector<double> v, double p) {
 }
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr << "gf_ws_fanout: " << why << "\n"
-            << "usage: gf_ws_fanout --url ws://HOST:PORT/PATH [--clients N] [--duration S] [--threads T]\n"
-               "                    [--connect-concurrency K] [--connect-timeout S] [--pid PID] [--ready-file F]\n";
+  std::cerr
+      << "gf_ws_fanout: " << why << "\n"
+      << "usage: gf_ws_fanout --url ws://HOST:PORT/PATH [--protocol ws|sio|polling] [--clients N] [--duration S]\n"
+         "                    [--threads T] [--connect-concurrency K] [--connect-timeout S] [--pid PID]\n"
+         "                    [--ready-file F] [--probe PATH] [--deflate]\n";
   std::exit(2);
 }
 
@@ -305,6 +171,22 @@ int main(int argc, char** argv) {
       opt.pid = std::atol(value().c_str());
     } else if (arg == "--ready-file") {
       opt.ready_file = value();
+    } else if (arg == "--probe") {
+      opt.probe_target = value();
+      if (opt.probe_target.empty() || opt.probe_target[0] != '/') usage("--probe takes a path, e.g. /api/health");
+    } else if (arg == "--deflate") {
+      opt.deflate = true;
+    } else if (arg == "--protocol") {
+      const std::string p = value();
+      if (p == "ws") {
+        opt.protocol = Protocol::Ws;
+      } else if (p == "sio") {
+        opt.protocol = Protocol::SioWs;
+      } else if (p == "polling") {
+        opt.protocol = Protocol::SioPolling;
+      } else {
+        usage("--protocol: ws, sio or polling");
+      }
     } else {
       usage("unknown argument " + arg);
     }
@@ -315,12 +197,12 @@ int main(int argc, char** argv) {
 
   asio::io_context ioc(opt.threads);
   tcp::resolver resolver(ioc);
-  beast::error_code ec;
+  boost::system::error_code ec;
   const auto endpoints = resolver.resolve(opt.host, opt.port, ec);
   if (ec) usage("cannot resolve " + opt.host + ":" + opt.port + ": " + ec.message());
 
   Shared shared;
-  std::vector<std::shared_ptr<Client>> clients;
+  std::vector<std::shared_ptr<LoadClient>> clients;
   clients.reserve(static_cast<std::size_t>(opt.clients));
   std::atomic<int> next{0};
   // Connections are opened at most --connect-concurrency at a time; each settled one starts the next.
@@ -329,7 +211,10 @@ int main(int argc, char** argv) {
     if (i < opt.clients) asio::post(ioc, [&, i] { clients[static_cast<std::size_t>(i)]->start(); });
   };
   for (int i = 0; i < opt.clients; ++i)
-    clients.push_back(std::make_shared<Client>(ioc, opt, endpoints, shared, start_next));
+    clients.push_back(opt.protocol == Protocol::Ws ? gf::bench::make_ws_client(ioc, opt, endpoints, shared, start_next)
+                      : opt.protocol == Protocol::SioWs
+                          ? gf::bench::make_sio_ws_client(ioc, opt, endpoints, shared, start_next)
+                          : gf::bench::make_sio_polling_client(ioc, opt, endpoints, shared, start_next));
 
   const auto connect_start = Clock::now();
   for (int i = 0; i < std::min(opt.connect_concurrency, opt.clients); ++i) start_next();
@@ -347,9 +232,19 @@ int main(int argc, char** argv) {
   shared.window_start = t0;
   const double connect_s = std::chrono::duration<double>(t0 - connect_start).count();
   const int connected_at_start = shared.connected;
+  auto wire = [&] {
+    std::uint64_t n = 0;
+    for (const auto& c : clients) n += c->wire_bytes();
+    return n;
+  };
+  const std::uint64_t wire0 = wire();
   const ProcSample p0 = read_proc(opt.pid);
   const double self0 = self_cpu_s();
   if (!opt.ready_file.empty()) std::ofstream(opt.ready_file) << "ready\n";
+  std::atomic<bool> probe_stop{false};
+  std::vector<double> probe_ms;
+  std::thread probe;
+  if (!opt.probe_target.empty()) probe = std::thread([&] { probe_ms = gf::bench::probe_latencies(opt, probe_stop); });
 
   long rss_max = p0.rss_kib;
   const auto t_end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.duration_s));
@@ -358,6 +253,9 @@ int main(int argc, char** argv) {
     rss_max = std::max(rss_max, read_proc(opt.pid).rss_kib);
   }
   const auto t1 = Clock::now();
+  const std::uint64_t wire1 = wire();
+  probe_stop = true;
+  if (probe.joinable()) probe.join();
   const ProcSample p1 = read_proc(opt.pid);
   const double self1 = self_cpu_s();
   rss_max = std::max(rss_max, p1.rss_kib);
@@ -417,6 +315,17 @@ int main(int argc, char** argv) {
   if (opt.pid > 0)
     std::printf("pid %ld over the window: CPU %.1f %% of one core; VmRSS max %ld KiB, last %ld KiB; VmHWM %ld KiB\n",
                 opt.pid, cpu_pct, rss_max, p1.rss_kib, p1.hwm_kib);
+  const double wire_per_s = static_cast<double>(wire1 - std::min(wire0, wire1)) / window_s;
+  std::printf("bytes received on the wire (TCP_INFO) over the window: %.0f/s, %.0f per message\n", wire_per_s,
+              messages ? wire_per_s * window_s / static_cast<double>(messages) : 0.0);
+  std::vector<double> probe_ok;
+  std::size_t probe_failed = 0;
+  for (double ms : probe_ms) (ms < 0 ? (void)++probe_failed : probe_ok.push_back(ms));
+  const double probe_max = probe_ok.empty() ? 0 : *std::max_element(probe_ok.begin(), probe_ok.end());
+  if (!opt.probe_target.empty())
+    std::printf("GET %s during the window: %zu requests, %zu failed; p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+                opt.probe_target.c_str(), probe_ms.size(), probe_failed, percentile(probe_ok, 50),
+                percentile(probe_ok, 99), probe_max);
   std::printf("this client's own CPU over the window: %.1f %% of one core\n", self_pct);
   {
     std::lock_guard lock(shared.mu);
@@ -425,10 +334,12 @@ int main(int argc, char** argv) {
   std::printf(
       "RESULT clients=%d connected=%d dropped=%d connect_s=%.2f window_s=%.2f messages=%llu msgs_per_s=%.1f "
       "rate_min=%.2f rate_mean=%.2f gap_p50_ms=%.1f gap_p99_ms=%.1f gap_max_ms=%.1f cpu_pct=%.1f rss_max_kib=%ld "
-      "rss_kib=%ld hwm_kib=%ld client_cpu_pct=%.1f\n",
+      "rss_kib=%ld hwm_kib=%ld client_cpu_pct=%.1f wire_bytes_per_s=%.0f probe_n=%zu probe_failed=%zu "
+      "probe_p50_ms=%.2f probe_p99_ms=%.2f probe_max_ms=%.2f\n",
       opt.clients, connected_at_start, dropped, connect_s, window_s, static_cast<unsigned long long>(messages),
       static_cast<double>(messages) / window_s, rate_min, rate_mean, percentile(gaps_ms, 50), percentile(gaps_ms, 99),
-      gap_max, cpu_pct, rss_max, p1.rss_kib, p1.hwm_kib, self_pct);
+      gap_max, cpu_pct, rss_max, p1.rss_kib, p1.hwm_kib, self_pct, wire_per_s, probe_ms.size(), probe_failed,
+      percentile(probe_ok, 50), percentile(probe_ok, 99), probe_max);
   std::fflush(stdout);
-  return connected_at_start == opt.clients && dropped == 0 ? 0 : 1;
+  return connected_at_start == opt.clients && dropped == 0 && probe_failed == 0 ? 0 : 1;
 }

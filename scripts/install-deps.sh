@@ -5,7 +5,7 @@
 #   --build installs only what building the binary and the dashboard needs (the container image's build stage).
 set -euo pipefail
 
-pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev
+pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev libboost-dev libsqlite3-dev zlib1g-dev
       libyaml-cpp-dev                      # manifests (cluster place) and kubeconfig
       libssl-dev                           # the exec source's WebSocket over TLS (cluster/exec_client.cpp)
       sqlite3                              # tests read the agent's store as root (tests/integration/shared_node_test.cpp)
@@ -18,7 +18,7 @@ if [[ "${1:-}" == "--ci" ]]; then
   pkgs+=(clang libclang-rt-14-dev clang-tidy clang-format)
 elif [[ "${1:-}" == "--build" ]]; then
   pkgs=(g++ make cmake ninja-build ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev libcurl4-openssl-dev
-        libboost-dev libsqlite3-dev libyaml-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev binutils)
+        libboost-dev libsqlite3-dev zlib1g-dev libyaml-cpp-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev binutils)
 elif [[ -n "${1:-}" ]]; then
   echo "usage: scripts/install-deps.sh [--ci | --build]" >&2
   exit 2

@@ -312,6 +312,7 @@ int serve_until_signal(ServeRig& rig, const Tokens& tokens, const std::string& p
   server::SioOptions sio_opts;
   sio_opts.max_payload = std::min<std::size_t>(1000000, c.server.body_limit);
   sio_opts.queue = 2 * c.server.ws_queue;  // each update goes under two names
+  sio_opts.max_sessions_per_address = c.ws.sio_sessions_per_address;
   sio_opts.token_ok = [read_tokens = server::ReadTokens{tokens.write, tokens.read}](std::string_view t) {
     return read_tokens.token_reads(t);
   };

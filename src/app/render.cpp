@@ -172,10 +172,14 @@ std::vector<std::string> render_status(const core::Snapshot& s, const std::strin
       const auto mib = [](const core::Reading<std::uint64_t>& r) {
         return r ? std::to_string(*r) : std::string("n/a");
       };
-      out.push_back(fmt::format("    {} {} | {} / {} MiB | GI {} CI {} | {}", st.paint("MIG", "36"),
+      // Its GPU instance's SM and tensor activity (GPM), when the driver gives them.
+      std::string activity;
+      if (m.prof_sm_active) activity += fmt::format(" | SM active {:.0f} %", *m.prof_sm_active * 100);
+      if (m.prof_tensor_active) activity += fmt::format(" | tensor {:.0f} %", *m.prof_tensor_active * 100);
+      out.push_back(fmt::format("    {} {} | {} / {} MiB | GI {} CI {}{} | {}", st.paint("MIG", "36"),
                                 st.paint(pad(m.profile.empty() ? "?" : printable(m.profile), 10), "34"),
                                 st.paint(lpad(mib(m.memory_used_mib), 6), "33"), lpad(mib(m.memory_total_mib), 6),
-                                m.gpu_instance_id, m.compute_instance_id, printable(m.uuid)));
+                                m.gpu_instance_id, m.compute_instance_id, activity, printable(m.uuid)));
     }
   }
   if (s.gpus.empty()) out.push_back(st.paint("No GPU found.", "1;33"));

@@ -30,6 +30,7 @@ void apply_file_options(ServeConfig& c) {
   if (h.ws_stall_timeout) s.ws_stall_timeout = *h.ws_stall_timeout;
   if (c.websocket.max_clients) c.ws.max_clients = *c.websocket.max_clients;
   if (c.websocket.default_period) c.ws.default_period = *c.websocket.default_period;
+  if (c.websocket.sio_sessions_per_address) c.ws.sio_sessions_per_address = *c.websocket.sio_sessions_per_address;
   const auto& r = c.history_retention;
   if (r.raw) c.history_options.raw_retention = *r.raw;
   if (r.minute) c.history_options.minute_retention = *r.minute;

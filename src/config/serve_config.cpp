@@ -189,12 +189,15 @@ Result<void> usage_keys(const json& j, const std::string& src, ServeSettings& c)
   return {};
 }
 
-// "websocket": {"max_clients", "default_period_ms", "queue", "stall_timeout_s"}.
+// "websocket": {"max_clients", "default_period_ms", "queue", "stall_timeout_s", "socketio_sessions_per_address"}.
 Result<void> websocket_keys(const json& j, const std::string& src, ServeSettings& c) {
   if (!j.contains("websocket")) return {};
   const json& w = j["websocket"];
   if (!w.is_object()) return make_error(src + ": 'websocket' must be an object");
-  if (auto r = check_keys(w, src + ": websocket", {"max_clients", "default_period_ms", "queue", "stall_timeout_s"}); !r)
+  if (auto r =
+          check_keys(w, src + ": websocket",
+                     {"max_clients", "default_period_ms", "queue", "stall_timeout_s", "socketio_sessions_per_address"});
+      !r)
     return r.error();
   auto num = [&](const char* key, double lo, double hi) -> Result<std::optional<double>> {
     if (!w.contains(key)) return std::optional<double>{};
@@ -206,11 +209,13 @@ Result<void> websocket_keys(const json& j, const std::string& src, ServeSettings
   auto dp = num("default_period_ms", 100, 3600000);
   auto q = num("queue", 1, 10000);
   auto st = num("stall_timeout_s", 1, 3600);
-  for (const auto* r : {&mc, &dp, &q, &st})
+  auto spa = num("socketio_sessions_per_address", 1, 100000);
+  for (const auto* r : {&mc, &dp, &q, &st, &spa})
     if (!*r) return r->error();
   if (*mc) c.websocket.max_clients = static_cast<std::size_t>(**mc);
   if (*dp) c.websocket.default_period = milliseconds(static_cast<long long>(**dp));
   if (*q) c.http.ws_queue = static_cast<std::size_t>(**q);
+  if (*spa) c.websocket.sio_sessions_per_address = static_cast<std::size_t>(**spa);
   if (*st) c.http.ws_stall_timeout = milliseconds(static_cast<long long>(**st * 1000));
   return {};
 }

@@ -39,10 +39,12 @@ struct ServerSettings {
   std::optional<std::chrono::milliseconds> ws_stall_timeout;  // websocket.stall_timeout_s
 };
 
-// "websocket": {"max_clients", "default_period_ms"} (server::WsOptions has the defaults).
+// "websocket": {"max_clients", "default_period_ms", "socketio_sessions_per_address"} (server::WsOptions has
+// the defaults).
 struct WsSettings {
   std::optional<std::size_t> max_clients;
   std::optional<std::chrono::milliseconds> default_period;
+  std::optional<std::size_t> sio_sessions_per_address;  // websocket.socketio_sessions_per_address
 };
 
 // "history": {"raw_retention", "minute_retention", "hour_retention"} (store::HistoryOptions has the defaults).

@@ -427,6 +427,47 @@ constexpr bool fields_in_order() {
 static_assert(fields_in_order(), "kFields must list every Field once, in enumerator order");
 
 constexpr const FieldInfo& info(Field f) noexcept { return kFields[static_cast<std::size_t>(f)]; }
+
+// The fields a MIG instance has of its own: rows of kFields (name, JSON key, units, Prometheus family all
+// come from the row), read from a MigInstance member instead. A MIG instance's JSON object lists these
+// under the row's json_key; /metrics adds one sample per instance, with GPU_I_PROFILE and GPU_I_ID, to the
+// families marked `per_instance_series` (as dcgm-exporter does for the framebuffer and profiling fields).
+// Adding a per-instance field: one MigInstance member and one row here.
+struct MigFieldInfo {
+  Field id;
+  FieldValue (*read)(const MigInstance&);
+  bool per_instance_series;
+};
+template <auto Member>
+FieldValue read_mig_member(const MigInstance& m) {
+  return field_value(m.*Member);
+}
+// clang-format off
+inline constexpr std::array kMigFields{
+    MigFieldInfo{Field::MemoryTotal, &read_mig_member<&MigInstance::memory_total_mib>, false},
+    MigFieldInfo{Field::MemoryUsed, &read_mig_member<&MigInstance::memory_used_mib>, true},
+    MigFieldInfo{Field::MemoryFree, &read_mig_member<&MigInstance::memory_free_mib>, true},
+    MigFieldInfo{Field::ProfGraphicsActive, &read_mig_member<&MigInstance::prof_graphics_active>, true},
+    MigFieldInfo{Field::ProfSmActive, &read_mig_member<&MigInstance::prof_sm_active>, true},
+    MigFieldInfo{Field::ProfSmOccupancy, &read_mig_member<&MigInstance::prof_sm_occupancy>, true},
+    MigFieldInfo{Field::ProfTensorActive, &read_mig_member<&MigInstance::prof_tensor_active>, true},
+    MigFieldInfo{Field::ProfDramActive, &read_mig_member<&MigInstance::prof_dram_active>, true},
+    MigFieldInfo{Field::ProfFp64Active, &read_mig_member<&MigInstance::prof_fp64_active>, true},
+    MigFieldInfo{Field::ProfFp32Active, &read_mig_member<&MigInstance::prof_fp32_active>, true},
+    MigFieldInfo{Field::ProfFp16Active, &read_mig_member<&MigInstance::prof_fp16_active>, true},
+    MigFieldInfo{Field::ProfPcieTxBytes, &read_mig_member<&MigInstance::prof_pcie_tx_bytes>, true},
+    MigFieldInfo{Field::ProfPcieRxBytes, &read_mig_member<&MigInstance::prof_pcie_rx_bytes>, true},
+    MigFieldInfo{Field::ProfNvlinkTxBytes, &read_mig_member<&MigInstance::prof_nvlink_tx_bytes>, true},
+    MigFieldInfo{Field::ProfNvlinkRxBytes, &read_mig_member<&MigInstance::prof_nvlink_rx_bytes>, true},
+};
+// clang-format on
+
+// The per-instance row of `f`; null when a MIG instance has no value of its own for it.
+constexpr const MigFieldInfo* mig_field(Field f) noexcept {
+  for (const auto& m : kMigFields)
+    if (m.id == f) return &m;
+  return nullptr;
+}
 inline FieldValue read(Field f, const GpuReading& g) { return info(f).read(g); }
 
 // Sets every field of `g` absent for `why` (identity, health and processes are left alone): for a GPU

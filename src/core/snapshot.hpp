@@ -55,6 +55,22 @@ struct MigInstance {
   Reading<std::uint64_t> memory_total_mib;
   Reading<std::uint64_t> memory_used_mib;
   Reading<std::uint64_t> memory_free_mib;
+  // Profiling of its GPU instance (NVML GPM per GPU instance, Hopper and later), in the GPU's units and
+  // over the same span; compute instances of one GPU instance show the same values. Absent with a reason
+  // where there is none (before Hopper, a driver without per-instance GPM, the first sample).
+  Reading<double> prof_graphics_active;
+  Reading<double> prof_sm_active;
+  Reading<double> prof_sm_occupancy;
+  Reading<double> prof_tensor_active;
+  Reading<double> prof_dram_active;
+  Reading<double> prof_fp64_active;
+  Reading<double> prof_fp32_active;
+  Reading<double> prof_fp16_active;
+  Reading<double> prof_pcie_tx_bytes;
+  Reading<double> prof_pcie_rx_bytes;
+  Reading<double> prof_nvlink_tx_bytes;
+  Reading<double> prof_nvlink_rx_bytes;
+  std::string profiling_note;  // why there are no profiling readings; empty when there are
 };
 
 struct GpuReading {

@@ -84,6 +84,16 @@ const Renderings::Text& Renderings::prometheus_gpus() const {
   });
 }
 
+const Renderings::Text& Renderings::document_gzip() const {
+  return once(document_gzip_,
+              [&] { return Text(std::make_shared<const std::string>(wire::gzip(*document().text()))); });
+}
+
+const std::shared_ptr<const wire::GzipHead>& Renderings::prometheus_gpus_gzip() const {
+  return once(prometheus_gzip_,
+              [&] { return std::make_shared<const wire::GzipHead>(wire::gzip_head(*prometheus_gpus())); });
+}
+
 const wire::ObjectText& Renderings::processes() const {
   return once(processes_, [&] {
     auto j = wire::processes_json(*snapshot_);

@@ -33,6 +33,7 @@
 #include "platform/clock.hpp"
 #include "sampler/hub.hpp"
 #include "sampler/monitor.hpp"
+#include "wire/gzip.hpp"
 #include "wire/live_message.hpp"
 #include "wire/object_text.hpp"
 
@@ -77,6 +78,10 @@ class Renderings {
   const wire::ObjectText& document() const;
   // The GPU half of GET /metrics (write_prometheus_gpus); each scrape appends the agent's own series.
   const Text& prometheus_gpus() const;
+  // The same two texts gzip-encoded, for clients that accept it: document() as a whole member, and the
+  // start of a member for /metrics (wire::gzip_tail adds the agent's series and the trailer).
+  const Text& document_gzip() const;
+  const std::shared_ptr<const wire::GzipHead>& prometheus_gpus_gzip() const;
   // GET /api/v1/processes (before its freshness keys): processes_json with the node's name.
   const wire::ObjectText& processes() const;
   // The live messages: gpu_status (a client's greeting) and gpu_status_update, the document as data.
@@ -97,7 +102,8 @@ class Renderings {
   core::SnapshotPtr snapshot_;
   std::string node_;
   mutable Once<wire::ObjectText> document_, processes_;
-  mutable Once<Text> prometheus_;
+  mutable Once<Text> prometheus_, document_gzip_;
+  mutable Once<std::shared_ptr<const wire::GzipHead>> prometheus_gzip_;
   mutable Once<wire::LiveMessagePtr> status_, update_;
 };
 

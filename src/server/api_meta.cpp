@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "server/api.hpp"
+#include "wire/gzip.hpp"
 #include "wire/json.hpp"
 #include "wire/prometheus.hpp"
 
@@ -11,7 +12,7 @@ namespace gf::server {
 void add_meta_routes(Router& r, ApiContext& ctx) {
   ApiContext* c = &ctx;
 
-  r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c](const Request&) {
+  r.add(Method::Get, "/metrics", Access::Read, Exec::Inline, [c](const Request& req) {
     auto p = c->agent->latest();
     if (!p) return error_response(ErrorKind::NotReady, "no reading yet");
     const auto counters = c->agent->counters();
@@ -33,18 +34,28 @@ void add_meta_routes(Router& r, ApiContext& ctx) {
     if (c->arbiter) st.waiting_jobs += c->arbiter->waiting_count();  // never waits for the arbiter's lock
     st.alerts_firing = c->agent->firing().size();
     st.websocket_clients = c->ws ? c->ws->clients() : 0;
-    // The GPU half is rendered once per reading (node::Renderings); each scrape adds the agent's series.
-    const auto& gpus = p->renderings->prometheus_gpus();
-    auto body = std::make_shared<std::string>();
-    body->reserve(gpus->size() + 2048);
-    body->append(*gpus);
-    wire::write_prometheus_agent(*body, p->snapshot->backend, c->node_name, st);
+    // The GPU half is rendered (and gzip-encoded) once per reading (node::Renderings) and sent as it is;
+    // each scrape renders the agent's series after it, the tail of the answer.
+    std::string agent;
+    agent.reserve(2048);
+    wire::write_prometheus_agent(agent, p->snapshot->backend, c->node_name, st);
     if (c->usage) {
       std::vector<wire::UserUsage> users;
       for (const auto& u : c->usage->counters()) users.push_back({u.user, u.held_gpu_s, u.busy_gpu_s, u.energy_j});
-      wire::write_prometheus_users(*body, c->node_name, users);
+      wire::write_prometheus_users(agent, c->node_name, users);
     }
-    return shared_response(200, std::string(wire::kPrometheusContentType), std::move(body));
+    Response r;
+    if (req.accepts_gzip) {
+      const auto& head = p->renderings->prometheus_gpus_gzip();
+      r = encoded_response(req, 200, std::string(wire::kPrometheusContentType), nullptr,
+                           std::shared_ptr<const std::string>(head, &head->bytes));
+      r.tail = std::make_shared<const std::string>(wire::gzip_tail(*head, agent));
+    } else {
+      r = encoded_response(req, 200, std::string(wire::kPrometheusContentType), p->renderings->prometheus_gpus(),
+                           nullptr);
+      r.tail = std::make_shared<const std::string>(std::move(agent));
+    }
+    return r;
   });
 
   r.add(Method::Get, "/api/openapi.json", Access::Read, Exec::Inline, [](const Request&) {

@@ -167,7 +167,10 @@ void add_seed_routes(Router& r, ApiContext& ctx) {
     const auto& doc = (*p)->renderings->document();
     if (snap.gpus.empty())  // not an error: the document, empty, with a sentence saying why
       return shared_response(200, "application/json", doc.with({{"message", wire::no_gpu_message(snap)}}));
-    return shared_response(200, "application/json", doc.text());
+    // gzip-encoded once per reading, for the clients that ask for it.
+    const auto& renderings = *(*p)->renderings;
+    return encoded_response(req, 200, "application/json", doc.text(),
+                            req.accepts_gzip ? renderings.document_gzip() : nullptr);
   });
 
   r.add(Method::Get, "/api/v1/monitoring/health", Access::Read, Exec::Inline, [c](const Request&) {

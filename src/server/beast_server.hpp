@@ -113,8 +113,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   void start_trim_timer();
   asio::steady_timer trim_timer{ioc};
   std::size_t trim_high_water = 0;
-  // Before the first connection: the reactor's per-socket states for as many sockets as may be open.
-  void reserve_descriptor_states();
+  // The reactor's per-socket states, made ahead of the sockets that will use them, in blocks: the first
+  // before any connection, the next when the open sockets come near what is reserved, up to as many
+  // sockets as may be open (state_limit).
+  void reserve_descriptor_states(std::size_t upto);
+  void reserve_ahead();  // on each accepted connection: the next block when it is due
+  std::size_t reserved_states = 0;
+  std::size_t state_limit = 0;
   // Closes the HTTP connection that has waited longest without a request in flight; false when none.
   bool evict_idle();
   void release_address(const std::string& address);

@@ -25,20 +25,38 @@ struct Request {
   std::string content_type;
   std::string authorization;
   std::string body;
-  bool writer = false;  // set by decide(): the request carries the agent's (write) token
+  bool writer = false;        // set by decide(): the request carries the agent's (write) token
+  bool accepts_gzip = false;  // its Accept-Encoding lets the answer be gzip-encoded (accepts_gzip())
 };
 
 struct Response {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::shared_ptr<const std::string> body;  // shared: a cached document is served without a copy
+  // Sent right after body when set: a document made of a shared part and a per-request part (/metrics)
+  // goes out as it is, without joining the two.
+  std::shared_ptr<const std::string> tail;
+  bool gzip = false;        // body (and tail) are gzip-encoded: Content-Encoding: gzip
+  bool negotiated = false;  // the encoding followed Accept-Encoding: Vary: Accept-Encoding
   std::vector<std::pair<std::string, std::string>> headers;
 };
+
+// body followed by tail: the whole answer as the client gets it (before any decoding).
+std::string body_text(const Response& r);
 
 // A JSON body (compact).
 Response json_response(unsigned status, const nlohmann::json& j);
 // A body shared with a cache.
 Response shared_response(unsigned status, std::string content_type, std::shared_ptr<const std::string> body);
+// A body offered as it is and gzip-encoded (the same document, each made once): the one the request
+// accepts, marked as negotiated. gz may be null (not made for this request: the plain one is sent).
+Response encoded_response(const Request& req, unsigned status, std::string content_type,
+                          std::shared_ptr<const std::string> plain, std::shared_ptr<const std::string> gz);
+
+// Whether an Accept-Encoding value (RFC 9110 12.5.3) accepts gzip: "gzip" or "x-gzip", else "*", with
+// a q-value above 0. Absent (empty), "identity", or anything malformed: false.
+bool accepts_gzip(std::string_view accept_encoding) noexcept;
+
 // {"error": code, "message": message}.
 Response error_response(unsigned status, std::string_view code, std::string_view message);
 

@@ -5,23 +5,33 @@
 
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
+#include <link.h>
 #include <malloc.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/beast/core/error.hpp>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/beast_server.hpp"
 
 namespace gf::server {
 
+namespace {
+constexpr std::size_t kStateBlock = 512;  // ~80 kB of states; a block is opened in about a millisecond
+}  // namespace
+
 void HttpServer::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+  // The sockets run on the io_context itself, not on a strand each: one thread runs it, so a strand
+  // would only add its locking and dispatch to every completion.
+  acceptor.async_accept(ioc, [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !self->acceptor.is_open()) return;
     if (!ec) {
       beast::error_code aec;
@@ -50,10 +60,14 @@ void HttpServer::Impl::accept() {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
+        // An answer goes out in one write (header and body): nothing to gain from Nagle's delay.
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
         // Forget sessions that ended, so the list stays the size of the live ones.
         self->http_sessions.remove_if([](const auto& w) { return w.expired(); });
         self->http_sessions.push_back(start_http_session(self, std::move(socket), address));
         self->trim_high_water = std::max(self->trim_high_water, self->connections.load());
+        self->reserve_ahead();
       }
     }
     self->accept();
@@ -139,29 +153,35 @@ Result<unsigned short> HttpServer::listen() {
   if (ec)
     return make_error("cannot listen on " + i.opts.host + ":" + std::to_string(i.opts.port) + ": " + ec.message());
   i.port = i.acceptor.local_endpoint().port();
-  i.reserve_descriptor_states();
+  // As many states as sockets may be open, within what the descriptor limit leaves.
+  rlimit rl{};
+  i.state_limit = i.opts.max_connections + 64;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    i.state_limit =
+        std::min<std::size_t>(i.state_limit, rl.rlim_cur > 512 ? static_cast<std::size_t>(rl.rlim_cur) - 512 : 0);
+  i.reserve_descriptor_states(std::min(i.state_limit, kStateBlock));
   return i.port;
 }
 
-void HttpServer::Impl::reserve_descriptor_states() {
+void HttpServer::Impl::reserve_descriptor_states(std::size_t upto) {
   // Asio's epoll reactor keeps the state of every socket it has seen (~150 bytes) in a free list for
   // reuse and never frees it. Allocated one per accepted connection, in between that connection's own
   // (larger, freed) allocations, those states pin one heap page per connection of a burst: 4 000 idle
-  // connections kept ~15 MiB after they closed, whatever malloc_trim did. Made here, all at once
-  // before any connection, they sit together and the burst's pages can be given back. As many as
-  // connections may be open, within what the descriptor limit leaves (sockets opened and closed now).
-  rlimit rl{};
-  std::size_t n = opts.max_connections + 64;  // + WebSocket handshakes, the acceptor, timers' fds
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    n = std::min<std::size_t>(n, rl.rlim_cur > 512 ? static_cast<std::size_t>(rl.rlim_cur) - 512 : 0);
+  // connections kept ~15 MiB after they closed, whatever malloc_trim did. Made a block at a time, ahead
+  // of the connections (sockets opened and closed now), they sit together and the burst's pages can be
+  // given back. (All of them at start cost ~0.7 MiB of RSS that an agent with a few clients never used.)
   std::vector<tcp::socket> held;
-  held.reserve(n);
-  for (std::size_t k = 0; k < n; ++k) {
+  held.reserve(upto > reserved_states ? upto - reserved_states : 0);
+  while (reserved_states < upto) {
     tcp::socket s(ioc);
     beast::error_code ec;
     s.open(tcp::v4(), ec);
-    if (ec) break;
+    if (ec) {
+      state_limit = reserved_states;  // out of descriptors: no more blocks
+      break;
+    }
     held.push_back(std::move(s));
+    ++reserved_states;
   }
   for (auto& s : held) {
     beast::error_code ec;
@@ -169,8 +189,41 @@ void HttpServer::Impl::reserve_descriptor_states() {
   }
 }
 
+void HttpServer::Impl::reserve_ahead() {
+  const std::size_t open = connections.load() + (ws ? ws->clients() : 0) + 64;  // + handshakes, timers' fds
+  if (open >= reserved_states && reserved_states < state_limit)
+    reserve_descriptor_states(std::min(state_limit, reserved_states + kStateBlock));
+}
+
+namespace {
+
+// The pages of the program's and its libraries' read-only segments (code, constants, symbol tables)
+// that start-up touched — option parsing, the store's schema, the libraries' relocation — stay mapped,
+// and counted in the RSS, for the life of the agent: ~5 MiB of its ~14 at start, of which a steady
+// agent touches about one in six again. Once serving, they are let go: the kernel keeps them in its
+// page cache, and a page used again is mapped again (a minor fault). Only segments that are never
+// written (no PF_W; relocated data lies in the writable ones, RELRO included) are let go, so nothing
+// of the process's own state can be lost.
+int drop_segment_pages(dl_phdr_info* info, std::size_t, void*) {
+  const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  if (info->dlpi_name != nullptr && std::string_view(info->dlpi_name).find("vdso") != std::string_view::npos)
+    return 0;  // the kernel's own page
+  for (int k = 0; k < info->dlpi_phnum; ++k) {
+    const auto& ph = info->dlpi_phdr[k];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) != 0 || ph.p_memsz == 0) continue;
+    const std::uintptr_t begin = (info->dlpi_addr + ph.p_vaddr + page - 1) & ~(page - 1);  // whole pages only
+    const std::uintptr_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_filesz) & ~(page - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+  return 0;
+}
+
+}  // namespace
+
 void HttpServer::run(bool handle_signals) {
   auto& i = *impl_;
+  ::dl_iterate_phdr(drop_segment_pages, nullptr);
+  ::malloc_trim(0);
   if (handle_signals) {
     i.signals.add(SIGINT);
     i.signals.add(SIGTERM);

@@ -5,13 +5,14 @@
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/span_body.hpp>
+#include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <memory>
 #include <optional>
@@ -41,6 +42,21 @@ Method method_of(http::verb v) {
     case http::verb::options: return Method::Options;
     default: return Method::Other;
   }
+}
+
+// Appends "Name: value\r\n"; a CR or LF in either (never in ours; a handler's value could carry one) is
+// dropped, so no header line can end early.
+void append_field(std::string& out, std::string_view name, std::string_view value) {
+  for (const std::string_view part : {name, std::string_view(": "), value}) {
+    // A loop, not find_first_of (libstdc++'s calls memchr per character).
+    if (std::none_of(part.begin(), part.end(), [](char c) { return c == '\r' || c == '\n'; })) {
+      out += part;
+      continue;
+    }
+    for (const char c : part)
+      if (c != '\r' && c != '\n') out += c;
+  }
+  out += "\r\n";
 }
 
 bool is_api_path(std::string_view p) {
@@ -175,6 +191,8 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
                                 "' (use its address, localhost, or add the name with --allow-host)");
     if (auto it = msg.find(http::field::authorization); it != msg.end()) req_.authorization = std::string(it->value());
     if (auto it = msg.find(http::field::content_type); it != msg.end()) req_.content_type = std::string(it->value());
+    if (auto it = msg.find(http::field::accept_encoding); it != msg.end())
+      req_.accepts_gzip = accepts_gzip(std::string_view(it->value().data(), it->value().size()));
     return std::nullopt;
   }
 
@@ -382,34 +400,50 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
 
   void serve_static() { answer(static_file_response(srv_->opts.static_dir, req_)); }
 
+  // The answer: its header written here (the fields are few and known: Beast's serializer cost more per
+  // request than the rest of a cached route), then the header, body and tail in one write.
   void reply(Response r, bool keep_alive, bool head) {
-    res_.emplace();
-    auto& res = *res_;
-    res.version(11);
-    res.result(r.status);
-    res.set(http::field::server, srv_->opts.server_header);
-    res.set(http::field::content_type, r.content_type);
-    res.set("X-Content-Type-Options", "nosniff");
+    auto& h = head_text_;
+    h.clear();
+    h += "HTTP/1.1 ";
+    h += std::to_string(r.status);
+    h += ' ';
+    const auto reason = http::obsolete_reason(static_cast<http::status>(r.status));
+    h.append(reason.data(), reason.size());
+    h += "\r\n";
+    append_field(h, "Server", srv_->opts.server_header);
+    append_field(h, "Content-Type", r.content_type);
+    h += "X-Content-Type-Options: nosniff\r\n";
+    if (r.gzip) h += "Content-Encoding: gzip\r\n";
+    if (r.negotiated) h += "Vary: Accept-Encoding\r\n";
     bool has_cache_control = false;
     for (const auto& [k, v] : r.headers) {
-      res.set(k, v);
+      append_field(h, k, v);
       has_cache_control = has_cache_control || beast::iequals(k, "Cache-Control");
     }
-    if (!has_cache_control) res.set(http::field::cache_control, "no-store");
-    body_ = r.body ? std::move(r.body) : std::make_shared<const std::string>();
-    res.keep_alive(keep_alive);
-    if (head) {
-      res.content_length(body_->size());
-    } else {
-      res.body() = http::span_body<const char>::value_type(body_->data(), body_->size());
-      res.prepare_payload();
+    if (!has_cache_control) h += "Cache-Control: no-store\r\n";
+    if (!keep_alive) h += "Connection: close\r\n";
+    const std::size_t length = (r.body ? r.body->size() : 0) + (r.tail ? r.tail->size() : 0);
+    if (r.status >= 200 && r.status != 204 && r.status != 304) {  // those have no body and say no length
+      h += "Content-Length: ";
+      h += std::to_string(length);
+      h += "\r\n";
     }
+    h += "\r\n";
+    if (!head) {
+      body_ = std::move(r.body);
+      tail_ = std::move(r.tail);
+    }
+    const auto buf = [](const std::shared_ptr<const std::string>& t) {
+      return t ? asio::const_buffer(t->data(), t->size()) : asio::const_buffer();
+    };
+    const std::array<asio::const_buffer, 3> out{asio::const_buffer(h.data(), h.size()), buf(body_), buf(tail_)};
     header_parser_.reset();
     body_parser_.reset();
     stream_.expires_after(srv_->opts.request_timeout);
-    http::async_write(stream_, res, [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
-      self->res_.reset();
+    asio::async_write(stream_, out, [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
       self->body_.reset();
+      self->tail_.reset();
       if (ec || !keep_alive || self->srv_->draining) {
         if (!ec && self->unread_body_) {
           self->linger();
@@ -465,8 +499,8 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   // it over to read the body.
   std::optional<http::request_parser<http::empty_body>> header_parser_;
   std::optional<http::request_parser<http::string_body>> body_parser_;
-  std::optional<http::response<http::span_body<const char>>> res_;
-  std::shared_ptr<const std::string> body_;
+  std::string head_text_;                           // the answer's header, its capacity kept between answers
+  std::shared_ptr<const std::string> body_, tail_;  // the answer's texts until written
   Request req_;
   const Route* route_ = nullptr;
   std::shared_ptr<SioSession> sio_post_;  // the session whose POST body is being read

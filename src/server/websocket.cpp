@@ -8,10 +8,13 @@
 // stream over here.
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
+#include <atomic>
 #include <boost/asio/post.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "server/beast_server.hpp"
 #include "server/ws_link.hpp"
@@ -24,6 +27,63 @@ namespace {
 constexpr std::uint16_t kCloseNormal = 1000;
 constexpr std::uint16_t kCloseGoingAway = 1001;
 constexpr std::uint16_t kCloseTryAgainLater = 1013;
+
+// The fan-out's pace. A reading's update goes to every client at once: from the hub's thread, one
+// handler per client posted to the I/O thread, which runs them in order. 10 000 of them are ~150 ms of
+// that thread's work, and an HTTP request that comes meanwhile waited behind all of them (a gpu-metrics
+// GET at p99 130-300 ms with 10 000 /ws clients). Off the I/O thread, a sender waits while this many
+// handlers are still queued, so a request waits behind a few milliseconds of them at most; the fan-out takes as long
+// as before, in the same order (a client's updates stay a period apart). Never on the I/O thread itself,
+// and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very
+// tick (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
+constexpr int kPaceBacklog = 256;
+constexpr auto kPaceWaitMax = std::chrono::milliseconds(50);
+
+class FanoutPace {
+ public:
+  // Before posting a handler (from any thread).
+  void before_post(asio::io_context& ioc) {
+    if (queued_.load(std::memory_order_relaxed) >= kPaceBacklog && !ioc.get_executor().running_in_this_thread()) {
+      const auto now = std::chrono::steady_clock::now();
+      const auto give_up = now + kPaceWaitMax;
+      // After a wait that ran out (an I/O thread that stopped, or stalls), no wait for a second.
+      if (now.time_since_epoch().count() >= unpaced_until_.load(std::memory_order_relaxed)) {
+        while (queued_.load(std::memory_order_relaxed) >= kPaceBacklog) {
+          if (std::chrono::steady_clock::now() >= give_up) {
+            unpaced_until_ = (give_up + std::chrono::seconds(1)).time_since_epoch().count();
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      }
+    }
+    queued_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // When that handler runs (or is destroyed unrun).
+  void done() { queued_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> queued_{0};
+  std::atomic<std::chrono::steady_clock::rep> unpaced_until_{0};
+};
+
+FanoutPace& fanout_pace() {
+  static FanoutPace pace;  // one for the process: every server's fan-outs share its I/O time
+  return pace;
+}
+
+// Counts a posted handler out of the pace when it runs or is dropped.
+struct Paced {
+  Paced() = default;
+  Paced(Paced&& o) noexcept : armed(std::exchange(o.armed, false)) {}
+  Paced(const Paced&) = delete;
+  Paced& operator=(const Paced&) = delete;
+  Paced& operator=(Paced&&) = delete;
+  ~Paced() {
+    if (armed) fanout_pace().done();
+  }
+  bool armed = true;
+};
 
 // A Socket.IO connection's own queue: the open packet and one "3probe" are all that come there; more is
 // a client that sends faster than it reads, and it must not make the agent hold its backlog.
@@ -77,9 +137,9 @@ class LiveSocket final : public WsClient, public WsConnection, public std::enabl
 
   // WsClient (/ws): called from any thread (the hub's); the work happens on the I/O thread.
   void send(const Message& m) override {
-    asio::post(ws_.executor(), [self = shared_from_this(), text = ws_frame(m), droppable = m.droppable()]() mutable {
-      self->deliver(std::move(text), droppable);
-    });
+    fanout_pace().before_post(srv_->ioc);
+    asio::post(ws_.executor(), [self = shared_from_this(), text = ws_frame(m), droppable = m.droppable(),
+                                paced = Paced{}]() mutable { self->deliver(std::move(text), droppable); });
   }
 
   void force_close() override { abort(); }
@@ -137,8 +197,9 @@ class LiveSocket final : public WsClient, public WsConnection, public std::enabl
   bool attach() {
     std::weak_ptr<LiveSocket> weak = weak_from_this();
     auto exec = ws_.executor();
-    attached_ = session_->attach_ws([weak, exec] {
-      asio::post(exec, [weak] {
+    attached_ = session_->attach_ws([weak, exec, &ioc = srv_->ioc] {
+      fanout_pace().before_post(ioc);
+      asio::post(exec, [weak, paced = Paced{}] {
         if (auto self = weak.lock()) self->pump();
       });
     });

@@ -85,6 +85,8 @@ struct WsOptions {
   std::chrono::milliseconds default_period{5000};
   std::chrono::milliseconds min_period{100};
   std::chrono::milliseconds max_period{3600000};
+  // Socket.IO sessions per client address (SioOptions::max_sessions_per_address; the hub does not use it).
+  std::size_t sio_sessions_per_address = 64;
 };
 
 class WsHub {

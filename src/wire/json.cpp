@@ -43,8 +43,6 @@ json field_json(const core::FieldInfo& f, const core::FieldValue& v) {
   return nullptr;
 }
 
-json mib_json(const core::Reading<std::uint64_t>& r) { return r ? json(*r) : json(nullptr); }
-
 json process_json(const core::GpuProcess& p, const core::GpuReading* gpu = nullptr) {
   json j{{"pid", p.pid},
          {"name", p.name},
@@ -130,22 +128,35 @@ static void add_health_verdict(json& j, const core::GpuReading& g) {
   j["recent_xids"] = std::move(xids);
 }
 namespace {
+// Puts `v` at a field's json_key under `j` ("memory.used" -> j["memory"]["used"]).
+void put_at_key(json& j, std::string_view key, json v) {
+  json* slot = &j;
+  for (auto dot = key.find('.'); dot != std::string_view::npos; dot = key.find('.')) {
+    slot = &(*slot)[std::string(key.substr(0, dot))];
+    key.remove_prefix(dot + 1);
+  }
+  (*slot)[std::string(key)] = std::move(v);
+}
+
+// A MIG instance: its identity, then the fields it has of its own (core::kMigFields: memory, the profiling
+// of its GPU instance) at the same keys as in the GPU's object, null with the reason when absent.
 json mig_instance_json(const core::MigInstance& m) {
+  json j{{"index", m.index},
+         {"uuid", m.uuid},
+         {"profile", m.profile.empty() ? json(nullptr) : json(m.profile)},
+         {"name", m.name},
+         {"gpu_instance_id", m.gpu_instance_id},
+         {"compute_instance_id", m.compute_instance_id}};
   json missing = json::object();
-  for (auto [key, r] : {std::pair{"memory.total", &m.memory_total_mib}, std::pair{"memory.used", &m.memory_used_mib},
-                        std::pair{"memory.free", &m.memory_free_mib}})
-    if (!*r) missing[key] = std::string(core::code(r->why()));
-  return json{{"index", m.index},
-              {"uuid", m.uuid},
-              {"profile", m.profile.empty() ? json(nullptr) : json(m.profile)},
-              {"name", m.name},
-              {"gpu_instance_id", m.gpu_instance_id},
-              {"compute_instance_id", m.compute_instance_id},
-              {"memory",
-               {{"total", mib_json(m.memory_total_mib)},
-                {"used", mib_json(m.memory_used_mib)},
-                {"free", mib_json(m.memory_free_mib)}}},
-              {"missing_reasons", std::move(missing)}};
+  for (const auto& mf : core::kMigFields) {
+    const core::FieldInfo& f = core::info(mf.id);
+    const core::FieldValue v = mf.read(m);
+    put_at_key(j, f.json_key, field_json(f, v));
+    if (!v.has_value()) missing[std::string(f.json_key)] = std::string(core::code(v.why));
+  }
+  j["missing_reasons"] = std::move(missing);
+  j["profiling_note"] = m.profiling_note.empty() ? json(nullptr) : json(m.profiling_note);
+  return j;
 }
 }  // namespace
 
@@ -171,13 +182,7 @@ json gpu_json(const core::GpuReading& g) {
   json missing = json::object();
   for (const auto& f : core::kFields) {
     const core::FieldValue v = f.read(g);
-    json* slot = &j;
-    std::string_view key = f.json_key;
-    for (auto dot = key.find('.'); dot != std::string_view::npos; dot = key.find('.')) {
-      slot = &(*slot)[std::string(key.substr(0, dot))];
-      key.remove_prefix(dot + 1);
-    }
-    (*slot)[std::string(key)] = field_json(f, v);
+    put_at_key(j, f.json_key, field_json(f, v));
     if (!v.has_value()) missing[std::string(f.json_key)] = std::string(core::code(v.why));
   }
   j["missing_reasons"] = std::move(missing);

@@ -3,8 +3,8 @@
 // a driver from before R525. See tests/fakes/README.md ("GPM").
 //
 // Samples are validated as NVML does: a sample handle is one nvmlGpmSampleAlloc gave and did not free;
-// a metrics call needs two distinct samples, both filled by nvmlGpmSampleGet, of the same GPU, sample1
-// taken before sample2.
+// a metrics call needs two distinct samples, both filled by nvmlGpmSampleGet, of the same GPU (or both
+// by nvmlGpmMigSampleGet, of the same GPU instance), sample1 taken before sample2.
 #include <time.h>
 
 #include <set>
@@ -18,9 +18,12 @@ using namespace fake_nvml;
 constexpr unsigned kFakeGpmVersion = 1;      // NVML_GPM_SUPPORT_VERSION and NVML_GPM_METRICS_GET_VERSION
 constexpr unsigned kFakeGpmMetricMax = 333;  // NVML_GPM_METRIC_MAX in CUDA 13's nvml.h
 
+constexpr long long kWholeGpu = -1;  // nvmlGpmSample_st::gpu_instance of a whole-GPU sample
+
 struct nvmlGpmSample_st {
-  bool filled = false;  // nvmlGpmSampleGet has written it
-  unsigned gpu = 0;     // whose counters it holds
+  bool filled = false;                 // nvmlGpmSampleGet or nvmlGpmMigSampleGet has written it
+  unsigned gpu = 0;                    // whose counters it holds
+  long long gpu_instance = kWholeGpu;  // the MIG GPU instance it holds, or the whole GPU
   unsigned long long sequence = 0;
 };
 typedef struct {
@@ -100,6 +103,14 @@ GpmState& gpm_state() {
   if (a.code == kSuccess) m.value = as_double(a.value);
 }
 
+// The MIG device of `parent` in GPU instance `gpu_instance_id` (its first, by MIG index); null when none.
+[[maybe_unused]] Gpu* mig_device_in(Gpu& parent, unsigned gpu_instance_id) {
+  for (auto& m : parent.mig_devices)
+    if (m && m->spec.contains("gpu_instance_id") && as_u64(m->spec.at("gpu_instance_id")) == gpu_instance_id)
+      return m.get();
+  return nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -146,6 +157,32 @@ nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t dev, nvmlGpmSample_st* sample) {
     if (a.code != kSuccess) return a.code;
     sample->filled = true;
     sample->gpu = g.index;
+    sample->gpu_instance = kWholeGpu;
+    sample->sequence = ++gpm_state().sequence;
+    return kSuccess;
+  });
+}
+
+// On the PARENT's handle, as NVML takes it (a MIG device handle is INVALID_ARGUMENT here). The parent's
+// "gpm_supported" says whether the GPU has GPM at all; the instance's own MIG device entry (the first
+// with that "gpu_instance_id") holds "gpm_supported" (default true), "gpm_sample_get" and "gpm_metrics".
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t dev, unsigned int gpuInstanceId, nvmlGpmSample_st* sample) {
+  spend_call_cost("nvmlGpmMigSampleGet");
+  return device_call("nvmlGpmMigSampleGet", dev, [&](Gpu& g) {
+    if (!live_sample(sample) || g.parent != nullptr) return kInvalidArgument;
+    Answer supported = g.take_or("gpm_supported", false);
+    if (supported.code != kSuccess) return supported.code;
+    if (!supported.value.is_boolean() || !supported.value.get<bool>()) return kNotSupported;
+    Gpu* instance = mig_device_in(g, gpuInstanceId);
+    if (instance == nullptr) return kInvalidArgument;  // no such GPU instance (now)
+    Answer own = instance->take_or("gpm_supported", true);
+    if (own.code != kSuccess) return own.code;
+    if (!own.value.is_boolean() || !own.value.get<bool>()) return kNotSupported;
+    Answer a = instance->take_or("gpm_sample_get", true);
+    if (a.code != kSuccess) return a.code;
+    sample->filled = true;
+    sample->gpu = g.index;
+    sample->gpu_instance = gpuInstanceId;
     sample->sequence = ++gpm_state().sequence;
     return kSuccess;
   });
@@ -160,10 +197,17 @@ nvmlReturn_t nvmlGpmMetricsGet(FakeGpmMetricsGet* request) {
     nvmlGpmSample_st* a = request->sample1;
     nvmlGpmSample_st* b = request->sample2;
     if (!live_sample(a) || !live_sample(b) || a == b || !a->filled || !b->filled) return kInvalidArgument;
-    if (a->gpu != b->gpu || a->sequence >= b->sequence || a->gpu >= s.gpus.size()) return kInvalidArgument;
+    // Both samples of one GPU, or of one GPU instance of it: never a pair across instances.
+    if (a->gpu != b->gpu || a->gpu_instance != b->gpu_instance || a->sequence >= b->sequence || a->gpu >= s.gpus.size())
+      return kInvalidArgument;
     Gpu& g = *s.gpus[a->gpu];
     if (g.lost) return kGpuIsLost;
-    for (unsigned i = 0; i < request->numMetrics; ++i) compute_metric(g, request->metrics[i]);
+    Gpu* source = &g;
+    if (a->gpu_instance != kWholeGpu) {
+      source = mig_device_in(g, static_cast<unsigned>(a->gpu_instance));
+      if (source == nullptr) return kInvalidArgument;
+    }
+    for (unsigned i = 0; i < request->numMetrics; ++i) compute_metric(*source, request->metrics[i]);
     return kSuccess;
   });
 }

@@ -151,6 +151,29 @@ expect 'sum(gpufleet_gpu_memory_total_mib)' $((2 * 81559))
 expect 'count(gpufleet_collections_total > 0)' 1
 expect 'count(gpufleet_agent_info{backend="sim"})' 1
 
+# gzip (issue 24): Prometheus asks every scrape for `Accept-Encoding: gzip` (2.42 sends exactly that header). The
+# agent answers it gzip-encoded, the encoded text is the plain text, and Prometheus ingests every series of it:
+# the samples of its last scrape equal the sample lines of the plain text. (Before the lease below, which adds
+# the per-user series.)
+curl -sf -D "$T/gz.head" -H 'Accept-Encoding: gzip' -o "$T/metrics.gz" "$A/metrics" || fail "GET /metrics with gzip failed"
+grep -qi '^content-encoding: gzip' "$T/gz.head" || fail "/metrics asked with Accept-Encoding: gzip is not gzip-encoded: $(tr -d '\r' <"$T/gz.head" | tr '\n' ' ')"
+grep -qi '^vary: accept-encoding' "$T/gz.head" || fail "/metrics with gzip has no Vary: Accept-Encoding"
+[[ $(head -c 2 "$T/metrics.gz" | od -An -tx1 | tr -d ' ') == 1f8b ]] || fail "/metrics with gzip does not start with gzip's magic"
+curl -sf -D "$T/plain.head" -H 'Accept-Encoding: gzip;q=0' -o "$T/metrics.plain" "$A/metrics" || fail "GET /metrics (gzip;q=0) failed"
+grep -qi '^content-encoding' "$T/plain.head" && fail "/metrics with gzip;q=0 is encoded anyway"
+samples() { grep -v '^#' "$1" | grep -c . || true; }
+plain_samples=$(samples "$T/metrics.plain")
+gzip -dc "$T/metrics.gz" >"$T/metrics.unzipped" || fail "/metrics with gzip does not decompress"
+[[ $(samples "$T/metrics.unzipped") -eq $plain_samples ]] ||
+  fail "/metrics with gzip has $(samples "$T/metrics.unzipped") samples, the plain text $plain_samples"
+series() { grep -v '^#' "$1" | sed 's/ [^ ]*$//' | sort; }  # the series, without their values
+cmp -s <(series "$T/metrics.unzipped") <(series "$T/metrics.plain") ||
+  fail "/metrics with gzip has other series than the plain text: $(diff <(series "$T/metrics.unzipped") <(series "$T/metrics.plain") | head -5)"
+[[ $plain_samples -gt 50 ]] || fail "the plain /metrics has only $plain_samples samples"
+expect "scrape_samples_scraped{job=\"gpufleet\"}" "$plain_samples"
+expect "count({job=\"gpufleet\",__name__!~\"up|scrape_.*\"})" "$plain_samples"
+pass "Prometheus' gzip scrapes: $plain_samples samples, as many as the plain text has ($(wc -c <"$T/metrics.gz") bytes gzip, $(wc -c <"$T/metrics.plain") plain)"
+
 # What Prometheus stored agrees with the agent's own JSON API: the same UUIDs and utilizations.
 curl -sf -o "$T/gpu-metrics.json" "$A/api/v1/monitoring/gpu-metrics" || fail "GET /api/v1/monitoring/gpu-metrics failed"
 json=$(tr -d ' \n\t' <"$T/gpu-metrics.json")

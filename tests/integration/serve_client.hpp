@@ -252,6 +252,7 @@ class WsConn {
   struct Message {
     std::string text;
     Clock::time_point at;
+    int frames = 1;  // the frames it came in (a fragmented message: more than one)
     json j() const { return json::parse(text, nullptr, false); }
     std::string event() const {
       auto x = j();
@@ -285,6 +286,7 @@ class WsConn {
   // The next text message, or nullopt at the deadline or when the connection ends.
   std::optional<Message> next(Clock::time_point deadline) {
     std::string message;
+    int frames = 0;
     for (;;) {
       auto f = frame(deadline);
       if (!f) return std::nullopt;
@@ -304,7 +306,8 @@ class WsConn {
         return std::nullopt;
       }
       message += payload;  // text (1) or continuation (0)
-      if (fin) return Message{std::move(message), Clock::now()};
+      ++frames;
+      if (fin) return Message{std::move(message), Clock::now(), frames};
     }
   }
 

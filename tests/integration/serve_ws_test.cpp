@@ -1,5 +1,6 @@
-// `gpufleet serve` over a real WebSocket: the update period, the origin check and the client cap
-// (also against a burst of handshakes), alerts that fire and resolve, and a client that never reads.
+// `gpufleet serve` over a real WebSocket: the update period, one frame per message, the origin check and
+// the client cap (also against a burst of handshakes), alerts that fire and resolve, and a client that
+// never reads.
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <numeric>
@@ -92,6 +93,24 @@ TEST_F(Serve, WebSocketUpdatesFollowThePeriodAndAnswerMessages) {
   ASSERT_TRUE(ws.send_close(1000));
   (void)ws.next(in(5s));
   EXPECT_TRUE(ws.closed());
+  expect_clean_stop();
+}
+
+// A message goes in one frame, whatever its size: Beast's default cut it into 4 KiB frames, one write each,
+// which made 10 000 clients five times as costly (issue 24, bench/RESULTS.md).
+TEST_F(Serve, AnUpdateLargerThanBeastsWriteBufferIsOneFrame) {
+  ASSERT_TRUE(start("sim", {"--sim-gpus", "8", "--interval", "1"}));
+  WsConn ws(port(), "/ws?period_ms=1000");
+  ASSERT_TRUE(ws.open()) << ws.handshake.status << " " << ws.handshake.raw_head;
+  auto first = ws.next(in(10s));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->event(), "gpu_status");
+  auto update = ws.next_event("gpu_status_update", in(10s));
+  ASSERT_TRUE(update);
+  for (const auto* m : {&*first, &*update}) {
+    ASSERT_GT(m->text.size(), 8192u) << "8 GPUs' reading is larger than two 4 KiB frames";
+    EXPECT_EQ(m->frames, 1) << m->event() << " of " << m->text.size() << " bytes";
+  }
   expect_clean_stop();
 }
 

@@ -251,6 +251,9 @@ using FnGpmSampleAlloc = Return(GpmSample*);
 using FnGpmSampleFree = Return(GpmSample);
 using FnGpmSampleGet = Return(Device, GpmSample);
 using FnGpmMetricsGet = Return(GpmMetricsGet*);
+// nvmlGpmMigSampleGet(parent device, GPU instance id, sample): a GPM sample of one MIG GPU instance,
+// taken on the PARENT's handle (R525+, Hopper and later); paired with nvmlGpmMetricsGet as usual.
+using FnGpmMigSampleGet = Return(Device, unsigned, GpmSample);
 
 // Every entry point, once: X(member, function type, Required|Optional, names in order of preference).
 // The loader tries the names left to right; a later name must have the same signature (a different
@@ -313,6 +316,7 @@ using FnGpmMetricsGet = Return(GpmMetricsGet*);
   X(gpm_sample_alloc, FnGpmSampleAlloc, Optional, "nvmlGpmSampleAlloc")                                                \
   X(gpm_sample_free, FnGpmSampleFree, Optional, "nvmlGpmSampleFree")                                                   \
   X(gpm_sample_get, FnGpmSampleGet, Optional, "nvmlGpmSampleGet")                                                      \
-  X(gpm_metrics_get, FnGpmMetricsGet, Optional, "nvmlGpmMetricsGet")
+  X(gpm_metrics_get, FnGpmMetricsGet, Optional, "nvmlGpmMetricsGet")                                                   \
+  X(gpm_mig_sample_get, FnGpmMigSampleGet, Optional, "nvmlGpmMigSampleGet")
 
 }  // namespace gf::backends::nvml

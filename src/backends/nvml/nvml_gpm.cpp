@@ -13,6 +13,10 @@ namespace {
 using core::Absent;
 using Clock = std::chrono::steady_clock;
 
+// More GPU instances on one GPU than any has (A100/H100: 7); bounds the states a broken driver could make
+// us keep.
+constexpr std::size_t kMaxGpuInstances = 32;
+
 bool has_gpm(const Api& api) {
   return api.gpm_query_device_support && api.gpm_sample_alloc && api.gpm_sample_free && api.gpm_sample_get &&
          api.gpm_metrics_get;
@@ -60,9 +64,10 @@ void GpmDevice::set_all(Absent why, std::string note) {
 void GpmDevice::fail(const char* what, Return code, bool mig) {
   switch (code) {
     case kErrorNotSupported:
-      if (mig) {
-        set_all(Absent::MigEnabled,
-                "in MIG mode NVML keeps GPM per GPU instance; gpufleet reports no per-instance profiling yet");
+      if (gpu_instance_) {
+        set_all(Absent::NotSupported, fmt::format("the driver does not {} for GPU instance {}", what, *gpu_instance_));
+      } else if (mig) {
+        set_all(Absent::MigEnabled, "in MIG mode NVML keeps GPM per GPU instance: see each MIG instance's profiling");
       } else {
         set_all(Absent::NotSupported, fmt::format("the driver does not {} on this GPU", what));
       }
@@ -75,46 +80,63 @@ void GpmDevice::fail(const char* what, Return code, bool mig) {
   }
 }
 
-void GpmDevice::read(Clock::time_point now, std::chrono::milliseconds interval, bool mig, GpmMetricsGet& scratch,
-                     core::GpuReading& g) {
+void GpmDevice::update(Clock::time_point now, std::chrono::milliseconds interval, bool mig, GpmMetricsGet& scratch) {
   if (interval.count() <= 0) {
     free_samples();
     set_all(Absent::NotQueried, "GPM sampling is off (--gpm-interval 0)");
   } else if (!has_gpm(api_)) {
     set_all(Absent::NotSupported, "this driver's NVML has no GPM functions (nvmlGpm*: NVIDIA driver R525 or later)");
+  } else if (gpu_instance_ && api_.gpm_mig_sample_get == nullptr) {
+    set_all(Absent::NotSupported, "this driver's NVML has no per-GPU-instance GPM (nvmlGpmMigSampleGet)");
   } else if (support_ != Support::No && due(now, due_, interval)) {
     step(now, interval, mig, scratch);
   }
+}
+
+void GpmDevice::fill(core::GpuReading& g) const {
   for (std::size_t i = 0; i < kGpmMetrics.size(); ++i) g.*kGpmMetrics[i].reading = last_[i];
   g.profiling_note = note_;
 }
 
+void GpmDevice::fill(core::MigInstance& m) const {
+  for (std::size_t i = 0; i < kGpmMetrics.size(); ++i) m.*kGpmMetrics[i].mig_reading = last_[i];
+  m.profiling_note = note_;
+}
+
+// Asks the parent whether it has GPM, once; false (the readings say why) when it has not or cannot say.
+bool GpmDevice::ask_support(bool mig) {
+  GpmSupport support{};
+  support.version = kGpmSupportVersion;
+  const Return r = api_.gpm_query_device_support(device_, &support);
+  const bool answered_no = (r == kSuccess && support.is_supported_device == 0) || r == kErrorNotSupported ||
+                           r == kErrorFunctionNotFound || r == kErrorArgumentVersionMismatch;
+  if (answered_no) {
+    if (mig && !gpu_instance_) {  // the parent of MIG instances may say no for now: ask again later
+      fail("sample GPM", kErrorNotSupported, true);
+      return false;
+    }
+    support_ = Support::No;  // probe once, then skip
+    set_all(Absent::NotSupported, "no GPM on this GPU: NVML's profiling metrics need a Hopper or later GPU");
+    return false;
+  }
+  if (r != kSuccess) {
+    fail("ask the driver whether the GPU has GPM", r, mig);
+    return false;
+  }
+  support_ = Support::Yes;
+  return true;
+}
+
+Return GpmDevice::take_sample() {
+  return gpu_instance_ ? api_.gpm_mig_sample_get(device_, *gpu_instance_, next_) : api_.gpm_sample_get(device_, next_);
+}
+
 void GpmDevice::step(Clock::time_point now, std::chrono::milliseconds interval, bool mig, GpmMetricsGet& scratch) {
   due_ = now + interval;  // failures are retried no sooner than samples are taken
-  if (support_ == Support::Unknown) {
-    GpmSupport support{};
-    support.version = kGpmSupportVersion;
-    const Return r = api_.gpm_query_device_support(device_, &support);
-    const bool answered_no = (r == kSuccess && support.is_supported_device == 0) || r == kErrorNotSupported ||
-                             r == kErrorFunctionNotFound || r == kErrorArgumentVersionMismatch;
-    if (answered_no) {
-      if (mig) {  // the parent of MIG instances may say no for now: ask again later
-        fail("sample GPM", kErrorNotSupported, true);
-        return;
-      }
-      support_ = Support::No;  // probe once, then skip
-      set_all(Absent::NotSupported, "no GPM on this GPU: NVML's profiling metrics need a Hopper or later GPU");
-      return;
-    }
-    if (r != kSuccess) {
-      fail("ask the driver whether the GPU has GPM", r, mig);
-      return;
-    }
-    support_ = Support::Yes;
-  }
+  if (support_ == Support::Unknown && !ask_support(mig)) return;
   if (!allocate()) return;
 
-  if (const Return r = api_.gpm_sample_get(device_, next_); r != kSuccess) {
+  if (const Return r = take_sample(); r != kSuccess) {
     fail("take a GPM sample", r, mig);  // the previous sample stays: the next readings span the gap
     return;
   }
@@ -168,10 +190,46 @@ GpmCollector::GpmCollector(const Api& api, std::chrono::milliseconds interval)
 GpmCollector::~GpmCollector() = default;
 
 void GpmCollector::read(Device device, Clock::time_point now, core::GpuReading& g) {
-  auto& slot = devices_[device];
-  if (!slot) slot = std::make_unique<GpmDevice>(api_, device);
+  DeviceGpm& d = devices_[device];
+  if (!d.whole) d.whole = std::make_unique<GpmDevice>(api_, device);
   const bool mig = g.mig_enabled.has_value() && *g.mig_enabled;
-  slot->read(now, interval_, mig, *scratch_, g);
+  d.whole->update(now, interval_, mig, *scratch_);
+  d.whole->fill(g);
+  if (!d.instances.empty() || !g.mig_instances.empty()) read_instances(device, now, d, g.mig_instances);
+}
+
+void GpmCollector::read_instances(Device device, Clock::time_point now, DeviceGpm& d,
+                                  std::vector<core::MigInstance>& instances) {
+  // The GPU instances listed now, in order of first appearance; each keeps its state when its identity
+  // is the one sampled before, else starts afresh. States left in `d.instances` are dropped below: their
+  // instances are gone (or re-created under the same id), and their samples go back to NVML.
+  std::vector<GpmInstance> now_listed;
+  now_listed.reserve(std::min<std::size_t>(instances.size(), kMaxGpuInstances));
+  for (const auto& m : instances) {
+    auto listed = [&](const GpmInstance& i) { return i.gpu_instance_id == m.gpu_instance_id; };
+    if (std::any_of(now_listed.begin(), now_listed.end(), listed)) continue;
+    if (now_listed.size() >= kMaxGpuInstances) break;
+    std::string identity = m.profile + ' ' + m.uuid;
+    auto old = std::find_if(d.instances.begin(), d.instances.end(), listed);
+    if (old != d.instances.end() && old->gpm && old->identity == identity) {
+      now_listed.push_back(std::move(*old));
+    } else {
+      now_listed.push_back(
+          {m.gpu_instance_id, std::move(identity), std::make_unique<GpmDevice>(api_, device, m.gpu_instance_id)});
+    }
+    now_listed.back().gpm->update(now, interval_, true, *scratch_);
+  }
+  d.instances = std::move(now_listed);  // frees the samples of every instance not listed now
+  for (auto& m : instances) {
+    auto it = std::find_if(d.instances.begin(), d.instances.end(),
+                           [&](const GpmInstance& i) { return i.gpu_instance_id == m.gpu_instance_id; });
+    if (it != d.instances.end()) {
+      it->gpm->fill(m);
+    } else {
+      for (const auto& slot : kGpmMetrics) m.*slot.mig_reading = core::Reading<double>::absent(Absent::Error);
+      m.profiling_note = "more GPU instances than gpufleet samples";
+    }
+  }
 }
 
 }  // namespace gf::backends::nvml

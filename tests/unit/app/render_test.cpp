@@ -110,6 +110,12 @@ TEST(RenderMig, InstancesUnderTheirGpuAndProcessesInTheirs) {
   ASSERT_GE(lines.size(), 2u);
   EXPECT_EQ(lines[1],
             "    MIG 3g.40gb    |  12013 /  40192 MiB | GI 2 CI 0 | MIG-feb88891-0321-5fef-9c87-d4af3b54259e");
+  // With its GPU instance's profiling (GPM), the SM and tensor activity before the UUID.
+  g.mig_instances[0].prof_sm_active = 0.75;
+  g.mig_instances[0].prof_tensor_active = 0.6;
+  EXPECT_EQ(body(render_status(s, "host", Style{false}))[1],
+            "    MIG 3g.40gb    |  12013 /  40192 MiB | GI 2 CI 0 | SM active 75 % | tensor 60 % | "
+            "MIG-feb88891-0321-5fef-9c87-d4af3b54259e");
   const auto ps = render_processes(s, Style{false});
   ASSERT_GE(ps.size(), 2u);
   EXPECT_EQ(ps[0].substr(0, 14), "      GPU     ");

@@ -16,7 +16,7 @@ TEST(ServeSettings, KeysOverTheBaseAndServerOptionsAsSaid) {
   auto s = serve_settings_from_json(R"({"listen": "[::1]:9500", "interval_s": 0.5, "node_name": "gpu-7",
       "max_gpus_per_user": 4, "jobs": {"submit": true, "max_in_flight": 3}, "job_retention": "30d",
       "history": {"raw_retention": "2h"}, "reclaim": {"enabled": true, "idle_for": 600},
-      "websocket": {"max_clients": 10, "queue": 8, "stall_timeout_s": 2},
+      "websocket": {"max_clients": 10, "queue": 8, "stall_timeout_s": 2, "socketio_sessions_per_address": 500},
       "allowed_hosts": ["gpu-7.lab"], "limits": {"max_body_bytes": 2048, "request_timeout_s": 1.5}})",
                                     "/etc/gpufleet.json", base);
   ASSERT_TRUE(s) << s.error().message;
@@ -34,6 +34,7 @@ TEST(ServeSettings, KeysOverTheBaseAndServerOptionsAsSaid) {
   EXPECT_EQ(s->http.host, "::1");
   EXPECT_EQ(s->http.port, 9500);
   EXPECT_EQ(s->websocket.max_clients, 10u);
+  EXPECT_EQ(s->websocket.sio_sessions_per_address, 500u);
   EXPECT_EQ(s->http.ws_queue, 8u);
   EXPECT_EQ(s->http.ws_stall_timeout, 2000ms);
   EXPECT_EQ(s->http.allowed_hosts, std::vector<std::string>{"gpu-7.lab"});
@@ -54,6 +55,10 @@ TEST(ServeSettings, ErrorsNameTheFileAndTheKey) {
   EXPECT_EQ(error_of(R"({"jobs": {"submit": 1}})"), "f.json: jobs.submit must be true or false");
   EXPECT_EQ(error_of(R"({"limits": {"request_timeout_s": 0}})"),
             "f.json: limits.request_timeout_s must be a number from 1 to 3600");
+  EXPECT_EQ(error_of(R"({"websocket": {"socketio_sessions_per_address": 0}})"),
+            "f.json: websocket.socketio_sessions_per_address must be a number from 1 to 100000");
+  EXPECT_EQ(error_of(R"({"websocket": {"socketio_sessions_per_address": "many"}})"),
+            "f.json: websocket.socketio_sessions_per_address must be a number from 1 to 100000");
   EXPECT_EQ(error_of(R"({"limits": {"max_header_bytes": 10}})"),
             "f.json: limits.max_header_bytes must be a number from 1024 to 1048576");
   EXPECT_EQ(error_of(R"({"job_retention": "36501d"})"), "f.json: job_retention: at most 36500d (0: kept for ever)");

@@ -37,7 +37,9 @@ struct Reply {
   std::string content_type;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
-  json j;  // the body parsed (discarded when it is not JSON)
+  bool gzip = false;        // the body is gzip-encoded (Content-Encoding: gzip)
+  bool negotiated = false;  // the encoding followed the request's Accept-Encoding
+  json j;                   // the body parsed (discarded when it is not JSON)
   std::string header(std::string_view name) const {
     for (const auto& [k, v] : headers)
       if (k == name) return v;
@@ -126,17 +128,21 @@ class ApiTest : public ::testing::Test {
     req.body = body;
     req.content_type = body.empty() ? std::string() : content_type;
     if (auth) req.authorization = "Bearer " + token;
+    req.accepts_gzip = accept_gzip;
     const auto d = decide(router, req, token, false);
     const Response r = d.answer ? *d.answer : invoke(*d.route, req);
     Reply out;
     out.status = r.status;
     out.content_type = r.content_type;
-    out.body = r.body ? *r.body : std::string();
+    out.body = body_text(r);
     out.headers = r.headers;
+    out.gzip = r.gzip;
+    out.negotiated = r.negotiated;
     out.j = json::parse(out.body, nullptr, false);
     return out;
   }
   Reply get(const std::string& target) { return call(Method::Get, target); }
+  bool accept_gzip = false;  // the requests' Accept-Encoding allows gzip
   Reply post(const std::string& target, const std::string& body, bool auth = true,
              const std::string& content_type = "application/json") {
     return call(Method::Post, target, body, auth, content_type);

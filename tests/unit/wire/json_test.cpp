@@ -226,7 +226,11 @@ TEST(Json, MigInstancesSitUnderTheirGpuAndProcessesNameTheirs) {
   EXPECT_EQ(mj["memory"]["total"], 40192);
   EXPECT_EQ(mj["memory"]["used"], 8013);
   EXPECT_TRUE(mj["memory"]["free"].is_null());
-  EXPECT_EQ(mj["missing_reasons"], (nlohmann::json{{"memory.free", "error"}}));
+  EXPECT_EQ(mj["missing_reasons"]["memory.free"], "error");
+  EXPECT_FALSE(mj["missing_reasons"].contains("memory.used"));
+  // No profiling read for it (a backend without per-instance GPM): null, and the reason named.
+  EXPECT_TRUE(mj["profiling"]["sm_active"].is_null());
+  EXPECT_EQ(mj["missing_reasons"]["profiling.sm_active"], "not_queried");
   // The GPU's own memory is not changed by its instances.
   EXPECT_EQ(gj["memory"]["used"], snapshot_json(sample())["gpus"][0]["memory"]["used"]);
   const auto& p = gj["processes"][0];
