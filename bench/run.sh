@@ -80,3 +80,8 @@ cmake --build $B --target standin >/dev/null
 GF_BINARY=$B/gpufleet GF_STANDIN=$B/tests/standin bench/kube_list_bench.sh 10000 100000 3
 echo "== 9b. 200 clients acquiring and releasing 1 GPU each through the agent (8 and 256 GPUs) vs the direct store"
 GF_BENCH_BUILD=$B CONTEND_ONLY=1 bench/agent_bench.sh
+
+# --- issue 21, the fleet's health query through Prometheus: the seven instant queries' own time (curl) on
+# a fleet whose every GPU exports XID_ERRORS, ROW_REMAP_FAILURE and gpufleet_gpu_health, 1 % with an XID.
+echo "== 15. fleet health through Prometheus: each instant query's time, 1 000 nodes x 8 GPUs"
+GF_BINARY=$B/gpufleet bench/health_query_bench.sh 1000 10

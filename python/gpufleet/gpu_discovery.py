@@ -28,6 +28,10 @@ class ClusterGPU:
     power_w: Optional[float]
     is_idle: bool
     uuid: Optional[str] = None
+    # False for a GPU that had a critical XID, failed a row remap or is lost; `unhealthy` says why
+    # ("XID 79 (GPU has fallen off the bus)"). Never idle.
+    healthy: bool = True
+    unhealthy: Optional[str] = None
 
 
 @dataclass
@@ -44,6 +48,9 @@ class NodeGPUSummary:
     has_metrics: bool
     health: str
     gpu_model: Optional[str] = None
+    # GPUs counted neither free nor idle because they are unhealthy, and why.
+    unhealthy_gpus: int = 0
+    unhealthy: Optional[str] = None
 
 
 def _get(path: str, params: Dict[str, Any]) -> Dict[str, Any]:
@@ -64,7 +71,7 @@ def get_cluster_gpu_status(utilization_threshold: float = IDLE_UTILIZATION_PCT,
                        memory_total_mb=g.get("memory_total_mib"), memory_used_mb=g.get("memory_used_mib"),
                        memory_usage_percent=g.get("memory_usage"), utilization_percent=g.get("utilization"),
                        temperature_c=g.get("temperature"), power_w=g.get("power_w"), is_idle=bool(g.get("idle")),
-                       uuid=g.get("uuid"))
+                       uuid=g.get("uuid"), healthy=g.get("healthy") is not False, unhealthy=g.get("unhealthy"))
             for g in doc.get("gpus", [])]
 
 
@@ -80,7 +87,8 @@ def get_node_gpu_summaries(utilization_threshold: float = IDLE_UTILIZATION_PCT,
             allocatable_gpus=int(n.get("allocatable_gpus") or 0), free_gpus=int(n.get("free_gpus") or 0),
             idle_gpu_count=int(n.get("idle_gpu_count") or 0), avg_utilization=n.get("avg_utilization"),
             avg_memory_usage=n.get("avg_memory_usage"), has_metrics=bool(n.get("has_metrics")),
-            health=str(n.get("health") or ""), gpu_model=n.get("gpu_product"))
+            health=str(n.get("health") or ""), gpu_model=n.get("gpu_product"),
+            unhealthy_gpus=int(n.get("unhealthy_gpus") or 0), unhealthy=n.get("unhealthy"))
     return out
 
 

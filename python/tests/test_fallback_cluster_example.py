@@ -76,6 +76,9 @@ def test_cluster_functions(cluster_agent, monkeypatch):
     summaries = gpufleet.get_node_gpu_summaries()
     assert list(summaries) == ["node-a"]
     assert (summaries["node-a"].total_gpus, summaries["node-a"].idle_gpu_count) == (3, 1)
+    # the fake's GPUs are healthy: no GPU is left out for its health
+    assert all(g.healthy and g.unhealthy is None for g in gpus)
+    assert (summaries["node-a"].unhealthy_gpus, summaries["node-a"].unhealthy) == (0, None)
     assert gpufleet.find_best_node_for_deployment(required_gpus=1) == "node-a"
     # No node has 2 idle GPUs: the seed's rule 3 takes the least-loaded node that can hold 2 GPUs ...
     assert gpufleet.find_best_node_for_deployment(required_gpus=2) == "node-a"

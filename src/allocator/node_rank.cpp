@@ -18,6 +18,23 @@ std::string pct(const std::optional<double>& v) {
 
 double seconds(std::chrono::system_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The node's unhealthy GPUs: counted, their reasons (distinct, the first three) and a problem line each.
+void note_unhealthy(NodeSummary& n, const core::NodeMetrics& m) {
+  std::vector<std::string_view> reasons;
+  bool more = false;
+  for (const auto& g : m.gpus) {
+    if (g.unhealthy.empty()) continue;
+    ++n.unhealthy.count;
+    n.problems.push_back(fmt::format("GPU {} is unhealthy: {}", g.index, g.unhealthy));
+    if (std::find(reasons.begin(), reasons.end(), std::string_view(g.unhealthy)) != reasons.end()) continue;
+    if (reasons.size() < 3)
+      reasons.push_back(g.unhealthy);
+    else
+      more = true;
+  }
+  n.unhealthy.why = fmt::format("{}{}", fmt::join(reasons, "; "), more ? "; …" : "");
+}
+
 // The metrics side of one node: which GPUs count, the averages, and what is wrong with them.
 void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions& o) {
   if (m == nullptr) {
@@ -34,6 +51,8 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
     n.health = std::min(n.health, agent ? NodeHealth::AgentUnreachable : NodeHealth::MetricsError);
     return;
   }
+  // Even from older metrics: a GPU said to be unhealthy is not offered (a reset would show in fresh ones).
+  note_unhealthy(n, *m);
   if (m->observed && o.max_age.count() > 0 && o.now - *m->observed > o.max_age) {
     n.problems.push_back(fmt::format("metrics are {:.0f} s old (more than the {:.0f} s allowed)",
                                      seconds(o.now - *m->observed), std::chrono::duration<double>(o.max_age).count()));
@@ -43,8 +62,6 @@ void apply_metrics(NodeSummary& n, const core::NodeMetrics* m, const RankOptions
   double util_sum = 0, mem_sum = 0, temp_sum = 0, power_sum = 0;
   unsigned temps = 0, powers = 0, stale = 0;
   std::uint64_t idle = 0;
-  for (const auto& g : m->gpus)
-    if (!g.unhealthy.empty()) n.problems.push_back(fmt::format("GPU {} is unhealthy: {}", g.index, g.unhealthy));
   for (const auto& g : m->gpus) {
     if (!g.utilization_pct || !g.memory_used_mib || !g.memory_total_mib || *g.memory_total_mib <= 0) continue;
     // A GPU whose own series stopped counts as one without metrics, even beside fresh GPUs.
@@ -96,6 +113,27 @@ std::string_view resource_of_models(const core::NodeMetrics& m) {
   return found;
 }
 
+// " (2 GPU(s) unhealthy: …)" after a count that the unhealthy GPUs lowered; empty when none.
+std::string lost_to_health(const NodeSummary& n) {
+  return n.unhealthy.count ? " (" + unhealthy_words(n.unhealthy) + ")" : std::string();
+}
+
+// "; GPUs lost to health: 'b': 2 GPU(s) unhealthy: …" for the first three nodes that lost GPUs to health.
+std::string lost_to_health(const std::vector<NodeSummary>& nodes) {
+  std::vector<std::string> parts;
+  std::size_t more = 0;
+  for (const auto& n : nodes)
+    if (n.unhealthy.count) {
+      if (parts.size() < 3)
+        parts.push_back(fmt::format("'{}': {}", n.name, unhealthy_words(n.unhealthy)));
+      else
+        ++more;
+    }
+  if (parts.empty()) return {};
+  if (more) parts.push_back(fmt::format("and {} more node(s)", more));
+  return fmt::format("; GPUs lost to health: {}", fmt::join(parts, "; "));
+}
+
 bool ranks_before(const NodeSummary& a, const NodeSummary& b, std::uint64_t required) {
   const bool ea = a.idle_gpu_count >= required, eb = b.idle_gpu_count >= required;
   if (ea != eb) return ea;
@@ -122,12 +160,18 @@ void describe_choice(std::vector<std::string>& lines, const NodeSummary& n) {
   lines.push_back(fmt::format("  - Allocatable GPUs: {}/{}", n.allocatable_gpus, n.total_gpus));
   lines.push_back(fmt::format("  - Free GPUs: {} ({} requested)", n.free_gpus, n.requested_gpus));
   lines.push_back(fmt::format("  - Idle GPUs: {}", n.idle_gpu_count));
+  if (n.unhealthy.count)
+    lines.push_back(fmt::format("  - Unhealthy GPUs: {} ({})", n.unhealthy.count, n.unhealthy.why));
   lines.push_back(fmt::format("  - Avg Utilization: {}", pct(n.avg_utilization)));
   lines.push_back(fmt::format("  - Avg Memory Usage: {}", pct(n.avg_memory_usage)));
   lines.push_back(fmt::format("\u2713 Selected node: {}", n.name));
 }
 
 }  // namespace
+
+std::string unhealthy_words(const UnhealthyGpus& u) {
+  return u.count ? fmt::format("{} GPU(s) unhealthy: {}", u.count, u.why) : std::string();
+}
 
 std::string_view health_name(NodeHealth h) noexcept {
   switch (h) {
@@ -209,6 +253,18 @@ void cap_idle_at_free(NodeSummary& n, const core::NodeMetrics& m) {
                            : "prometheus: utilization and memory under the thresholds, capped at the free GPUs";
 }
 
+// Kubernetes counts a GPU as free until a pod requests it, healthy or not (unless the device plugin
+// took it out of allocatable): the unhealthy GPUs the metrics name are not free.
+void cap_free_at_healthy(NodeSummary& n) {
+  if (n.unhealthy.count == 0) return;
+  const std::uint64_t healthy = n.total_gpus > n.unhealthy.count ? n.total_gpus - n.unhealthy.count : 0;
+  const std::uint64_t usable = std::min(n.allocatable_gpus, healthy);
+  const std::uint64_t free = usable > n.requested_gpus ? usable - n.requested_gpus : 0;
+  if (free >= n.free_gpus) return;
+  n.free_gpus = free;
+  n.from.free_gpus = "kubernetes: min(allocatable, capacity - unhealthy GPUs the metrics name) - requested";
+}
+
 // Kubernetes is a source: one summary per node it lists, with that node's metrics if any; metrics for
 // other nodes only name them in unknown_nodes.
 void summarize_kube_nodes(const core::FleetFacts& facts, const RankOptions& o, const FirstEntries& by_node,
@@ -226,6 +282,7 @@ void summarize_kube_nodes(const core::FleetFacts& facts, const RankOptions& o, c
     const auto* m = metrics_of(facts, by_node, kp->name);
     if (m) matched[static_cast<std::size_t>(m - facts.metrics.data())] = true;
     apply_metrics(n, m, o);
+    cap_free_at_healthy(n);
     if (m) cap_idle_at_free(n, *m);
     if (n.gpu_product.empty() && n.has_metrics) n.gpu_product = first_model(m);
   }
@@ -239,9 +296,6 @@ void summarize_kube_nodes(const core::FleetFacts& facts, const RankOptions& o, c
 void fill_from_metrics(NodeSummary& n, const core::NodeMetrics& m, bool kube_failed) {
   n.name = m.node;
   n.total_gpus = n.allocatable_gpus = n.free_gpus = m.gpus.size();
-  // Without Kubernetes, an unhealthy GPU is not free to place on.
-  n.free_gpus -= static_cast<std::uint64_t>(
-      std::count_if(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& g) { return !g.unhealthy.empty(); }));
   n.ready = n.schedulable = true;  // nothing says otherwise without Kubernetes
   n.health = NodeHealth::Ok;
   if (kube_failed) {
@@ -278,6 +332,10 @@ void summarize_metrics_nodes(const core::FleetFacts& facts, const RankOptions& o
     NodeSummary& n = out.nodes.emplace_back();
     fill_from_metrics(n, *m, facts.kube_error.has_value());
     apply_metrics(n, m, o);
+    if (n.unhealthy.count) {  // without Kubernetes, an unhealthy GPU is not free to place on
+      n.free_gpus -= std::min(n.free_gpus, n.unhealthy.count);
+      n.from.free_gpus = "metrics: GPUs seen less the unhealthy ones";
+    }
   }
 }
 
@@ -351,7 +409,8 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
     std::vector<std::string> why;
     if (!n->ready) why.push_back("not Ready");
     if (!n->schedulable) why.push_back("unschedulable (cordoned)");
-    if (n->free_gpus < required) why.push_back(fmt::format("{} free GPU(s) < {}", n->free_gpus, required));
+    if (n->free_gpus < required)
+      why.push_back(fmt::format("{} free GPU(s) < {}{}", n->free_gpus, required, lost_to_health(*n)));
     if (!right_resource(*n)) why.push_back(fmt::format("{}, not {}", n->gpu_resource, gpu_resource));
     c.candidates.push_back({n->name, false, n->idle_gpu_count >= required, fmt::format("{}", fmt::join(why, "; ")), n});
   }
@@ -385,9 +444,9 @@ NodeChoice select_node(const Summaries& s, std::uint64_t required, Fallback fall
   } else {
     const auto& most = *eligible.front();
     c.reason = fmt::format(
-        "no node has {} idle GPU(s) (the most: '{}' with {} idle of {} free); not pinned, the Kubernetes scheduler "
+        "no node has {} idle GPU(s) (the most: '{}' with {} idle of {} free){}; not pinned, the Kubernetes scheduler "
         "decides",
-        required, most.name, most.idle_gpu_count, most.free_gpus);
+        required, most.name, most.idle_gpu_count, most.free_gpus, lost_to_health(s.nodes));
     c.reasoning.push_back("No suitable node found: " + c.reason);
     c.reasoning.push_back("No node pinned: the Kubernetes scheduler decides.");
   }

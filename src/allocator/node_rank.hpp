@@ -11,6 +11,12 @@
 // Only nodes that can host the job are candidates: Ready, schedulable, at least N free GPUs, and the
 // GPU resource (vendor) the job asks for when it names one.
 //
+// An unhealthy GPU (core::FleetGpu::unhealthy: a critical XID, a failed row remap, lost) is neither
+// idle nor free. Without Kubernetes free is the healthy GPUs seen. With Kubernetes, free is at most
+// min(allocatable, capacity - unhealthy) - requested: NVIDIA's device plugin may already have taken an
+// unhealthy GPU out of allocatable, and then nothing is taken twice. Refusals and the choice say how
+// many GPUs a node lost to health and why ("2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus)").
+//
 // A GPU is idle when its utilization is below utilization_pct AND its used memory is below
 // memory_pct of its total (capacity, not NVML's "memory utilization", which is bandwidth). A node
 // without usable metrics counts its free GPUs as idle (the seed's rule: nothing measured runs there);
@@ -58,6 +64,16 @@ struct Provenance {
   std::string_view gpu_resource;  // "kubernetes: node resources", "inferred from the GPU model", "unknown"
 };
 
+// The node's unhealthy GPUs as its fresh metrics name them.
+struct UnhealthyGpus {
+  std::uint64_t count = 0;
+  // "XID 79 (GPU has fallen off the bus)", or several reasons joined by "; " (the first three, then
+  // "…"); empty when count is 0.
+  std::string why;
+};
+// "2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus)"; empty when none.
+std::string unhealthy_words(const UnhealthyGpus& u);
+
 struct NodeSummary {
   std::string name;
   bool in_kubernetes = false;  // Kubernetes reported the node
@@ -75,6 +91,7 @@ struct NodeSummary {
   std::optional<double> avg_memory_usage;  // % of capacity, same GPUs
   std::optional<double> avg_temperature_c;
   std::optional<double> total_power_w;
+  UnhealthyGpus unhealthy;  // not counted in free_gpus nor idle_gpu_count
   bool ready = false;
   bool schedulable = false;
   bool has_metrics = false;    // usable, fresh metrics

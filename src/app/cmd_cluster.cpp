@@ -41,7 +41,7 @@ void print_nodes(const allocator::Summaries& s) {
         printable(n.metrics_source.empty() ? (n.in_kubernetes ? "kubernetes" : "-") : n.metrics_source).c_str());
   for (const auto& n : s.nodes)
     for (const auto& p : n.problems)
-      if (n.health != allocator::NodeHealth::Ok)
+      if (n.health != allocator::NodeHealth::Ok || n.unhealthy.count)
         std::printf("  %s: %s\n", printable(n.name).c_str(), printable(p).c_str());
   for (const auto& u : s.unknown_nodes)
     std::printf("  %s: has metrics but Kubernetes does not list it (left out)\n", printable(u).c_str());
@@ -65,7 +65,8 @@ void print_gpus(const allocator::Summaries& s, const core::FleetFacts& f, const 
         std::printf("%-24s %4u %-26s %6s %17s %6s %7s %s\n", printable(n.name).c_str(), g.index,
                     printable(g.model.empty() ? "-" : g.model).c_str(), pct(g.utilization_pct).c_str(), mem.c_str(),
                     num(g.temperature_c, "C").c_str(), num(g.power_w, "W").c_str(),
-                    allocator::gpu_is_idle(g, idle) ? "yes" : "no");
+                    g.unhealthy.empty() ? (allocator::gpu_is_idle(g, idle) ? "yes" : "no")
+                                        : printable("no, unhealthy: " + g.unhealthy).c_str());
       }
       break;
     }

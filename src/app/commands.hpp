@@ -94,4 +94,14 @@ int run_serve(const GlobalOptions& g, const ServeCommand& s);
 
 int run_show(const GlobalOptions& g, const std::string& id, bool json, const std::string& db);
 
+// `gpufleet health clear GPU` (cmd_health.cpp): the agent's POST /api/v1/gpus/{gpu}/health/clear.
+struct HealthClearCommand {
+  std::string gpu;                              // index or UUID
+  std::string agent = "http://127.0.0.1:9401";  // the node's agent
+  std::string token_file;                       // empty: $GPUFLEET_TOKEN, else the agent's default file
+  std::string note;                             // why, for the agent's log
+  bool json = false;
+};
+int run_health_clear(const GlobalOptions& g, const HealthClearCommand& h);
+
 }  // namespace gf::app

@@ -478,6 +478,23 @@ Verb declare_show(CLI::App& app, ShowArgs& s) {
           [&s](const gf::app::GlobalOptions& g, Command&) { return gf::app::run_show(g, s.job_id, s.json, s.db); }};
 }
 
+Verb declare_health(CLI::App& app, gf::app::HealthClearCommand& h) {
+  auto* health = app.add_subcommand("health", "GPU health through the node's agent: clear the XIDs recorded on a GPU");
+  health->require_subcommand(1);
+  auto* clear = health->add_subcommand(
+      "clear",
+      "clear the XIDs recorded on GPU (after a reset), as dcgmi health --clear: the GPU is healthy again unless it is "
+      "lost or a row remap failed (state, read anew). Needs the agent's write token ($GPUFLEET_TOKEN or the token "
+      "file)");
+  clear->add_option("gpu", h.gpu, "the GPU's index or UUID")->required();
+  clear->add_option("--agent", h.agent, "the agent's base URL (default http://127.0.0.1:9401)");
+  clear->add_option("--token-file", h.token_file,
+                    "file holding the agent's write token (default: agent.token beside the node store)");
+  clear->add_option("--note", h.note, "why, in the agent's log (at most 200 bytes)");
+  clear->add_flag("--json", h.json, "print the agent's answer (JSON)");
+  return {health, [&h](const gf::app::GlobalOptions& g, Command&) { return gf::app::run_health_clear(g, h); }};
+}
+
 // Everything after the first "--" is the command of monitor, run or task run, untouched by option parsing
 // (CMD may have options of its own, such as python -u). Returns the arguments before it, reversed as
 // CLI11 takes them.
@@ -519,13 +536,14 @@ int main(int argc, char** argv) {
   ServeCommand serve_cmd;
   ClusterCommand cluster_cmd;
   ShowArgs show_args;
+  HealthClearCommand health_cmd;
   const Verb verbs[] = {
       declare_status(app, status_args),  declare_ps(app, ps_args),           declare_backends(app, backends_args),
       declare_fields(app, fields_args),  declare_watch(app, watch_args),     declare_monitor(app, monitor_cmd),
       declare_alloc(app, alloc_cmd),     declare_release(app, release_args), declare_leases(app, leases_args),
       declare_usage(app, usage_cmd),     declare_run(app, run_cmd),          declare_estimate(app, estimate_args),
       declare_task(app, task_cmd),       declare_jobs(app, jobs_args),       declare_serve(app, serve_cmd),
-      declare_cluster(app, cluster_cmd), declare_show(app, show_args),
+      declare_cluster(app, cluster_cmd), declare_show(app, show_args),       declare_health(app, health_cmd),
   };
 
   Command command;

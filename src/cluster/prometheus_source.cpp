@@ -9,6 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/gpu_health.hpp"
 #include "core/text.hpp"
 #include "platform/http_client.hpp"
 #include "platform/url.hpp"
@@ -19,6 +20,32 @@ namespace {
 std::string label(const PromSample& s, const std::string& key) {
   const auto* v = s.labels.find(key);
   return v ? *v : std::string();
+}
+
+constexpr std::string_view kXidFamily = "DCGM_FI_DEV_XID_ERRORS";
+constexpr std::string_view kRowRemapFamily = "DCGM_FI_DEV_ROW_REMAP_FAILURE";
+constexpr std::string_view kHealthFamily = "gpufleet_gpu_health";
+
+// What the health series say of one GPU.
+struct HealthFacts {
+  std::optional<unsigned> last_xid;
+  bool row_remap_failure = false;
+  std::string state;  // gpufleet's verdict when not ok: "unhealthy", "lost"
+};
+
+// The verdict of core::judge_health on what metrics carry (the last XID, the remap flag, lost), and
+// gpufleet's own verdict beside it; empty when healthy.
+std::string unhealthy_reason(const HealthFacts& h) {
+  core::GpuReading r;
+  if (h.last_xid) r.last_xid = *h.last_xid;
+  r.remapped_rows_failure = h.row_remap_failure;
+  if (h.state == "lost") r.health = core::Health::Lost;
+  const auto v = core::judge_health(r);
+  if (!v.healthy) return core::problem_words(v.problems.front().code);
+  // The agent judges on every XID since its start (or its last clear); the metric keeps only the last.
+  if (h.state == "unhealthy")
+    return h.last_xid ? fmt::format("unhealthy (gpufleet; last XID {})", *h.last_xid) : "unhealthy (gpufleet)";
+  return {};
 }
 
 }  // namespace
@@ -39,12 +66,13 @@ std::vector<std::string> prometheus_queries(const std::string& l) {
   // takes a GPU's own series when it has one, else the sum of its instances. (PromQL's `A or sum by
   // (…) (B)` says the same, at ten times the cost in Prometheus for 80 000 GPUs.)
   const auto fb = [&](const char* m) { return fmt::format("max by ({}, gpu, UUID, GPU_I_ID) ({})", l, m); };
-  return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l),
-          fb("DCGM_FI_DEV_FB_USED"),
-          fb("DCGM_FI_DEV_FB_FREE"),
-          gpu + "(DCGM_FI_DEV_GPU_TEMP)",
-          gpu + "(DCGM_FI_DEV_POWER_USAGE)",
-          gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))"};
+  return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l), fb("DCGM_FI_DEV_FB_USED"),
+          fb("DCGM_FI_DEV_FB_FREE"), gpu + "(DCGM_FI_DEV_GPU_TEMP)", gpu + "(DCGM_FI_DEV_POWER_USAGE)",
+          gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))",
+          // Grouped by __name__ too (Prometheus keeps the name when it is a grouping label): one query
+          // for the three families. A comparison keeps the name; `!= 0` drops the XID 0 and remap 0 series.
+          fmt::format("max by ({}, gpu, UUID, __name__, state) ({{__name__=~\"{}|{}|{}\",state!~\"ok|error\"}} != 0)",
+                      l, kXidFamily, kRowRemapFamily, kHealthFamily)};
 }
 
 namespace {
@@ -77,12 +105,14 @@ class PromJoin {
   core::FleetGpu& gpu(GpuAt at) { return out_.nodes[at.first].gpus[at.second]; }
   std::optional<GpuAt> gpu_of(const PromSample& s, bool create);
   void framebuffer(const std::vector<PromSample>& samples, std::map<GpuAt, Framebuffer>& fb);
+  void health(const std::vector<PromSample>& samples);
 
   const std::string& node_label_;
   PromFleet out_;
   std::unordered_map<std::string, std::size_t> node_at_;  // node → index in out_.nodes
   std::vector<NodeIds> ids_;                              // per node
   std::map<GpuAt, Framebuffer> used_, free_;
+  std::map<GpuAt, HealthFacts> health_;
   std::size_t unlabelled_ = 0;
 };
 
@@ -145,6 +175,23 @@ void PromJoin::framebuffer(const std::vector<PromSample>& samples, std::map<GpuA
   }
 }
 
+// Health: only GPUs the other metrics named (a health series alone makes no GPU).
+void PromJoin::health(const std::vector<PromSample>& samples) {
+  for (const auto& s : samples) {
+    const auto at = gpu_of(s, false);
+    if (!at) continue;
+    auto& h = health_[*at];
+    const std::string name = label(s, "__name__");
+    if (name == kXidFamily && s.value >= 1 && s.value <= 1e6)
+      h.last_xid = static_cast<unsigned>(s.value);
+    else if (name == kRowRemapFamily)
+      h.row_remap_failure = true;  // != 0
+    else if (const std::string state = label(s, "state");
+             name == kHealthFamily && (state == "unhealthy" || state == "lost"))
+      h.state = state;
+  }
+}
+
 // Every metric may introduce a GPU (a GPU without utilization still has memory), in a fixed order.
 void PromJoin::add(std::size_t metric, const std::vector<PromSample>& samples) {
   switch (metric) {
@@ -162,7 +209,8 @@ void PromJoin::add(std::size_t metric, const std::vector<PromSample>& samples) {
       for (const auto& s : samples)
         if (const auto at = gpu_of(s, false)) gpu(*at).power_w = s.value;
       return;
-    default: break;
+    case 5: break;
+    default: return health(samples);
   }
   // Per GPU (a GPU whose series stopped is stale beside fresh ones), and the newest per node.
   for (const auto& s : samples) {
@@ -182,6 +230,7 @@ PromFleet PromJoin::finish() && {
     auto& g = gpu(at);
     if (const auto v = f.value(); v && g.memory_used_mib) g.memory_total_mib = *g.memory_used_mib + *v;
   }
+  for (const auto& [at, h] : health_) gpu(at).unhealthy = unhealthy_reason(h);
   for (auto& m : out_.nodes)
     std::sort(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& x, const core::FleetGpu& y) {
       return x.index != y.index ? x.index < y.index : x.uuid < y.uuid;
@@ -199,7 +248,7 @@ PromFleet PromJoin::finish() && {
 PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
   PromJoin join(node_label);
   std::size_t i = 0;
-  for (const auto* v : {&a.utilization, &a.fb_used, &a.fb_free, &a.temperature, &a.power, &a.sample_time})
+  for (const auto* v : {&a.utilization, &a.fb_used, &a.fb_free, &a.temperature, &a.power, &a.sample_time, &a.health})
     join.add(i++, *v);
   return std::move(join).finish();
 }

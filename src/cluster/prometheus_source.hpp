@@ -9,6 +9,13 @@
 //   DCGM_FI_DEV_GPU_TEMP               °C (optional: absent series leave it unknown)
 //   DCGM_FI_DEV_POWER_USAGE            W (optional)
 //   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each GPU's utilization sample was taken (for --max-age, per GPU)
+//   health, one query over three families, only the series that say something is wrong (an XID, a failed
+//   row remap, gpufleet's verdict other than ok): a healthy fleet answers an empty vector.
+//     DCGM_FI_DEV_XID_ERRORS           the last XID (dcgm-exporter and gpufleet agents)
+//     DCGM_FI_DEV_ROW_REMAP_FAILURE    1: a row remap failed
+//     gpufleet_gpu_health{state}       a gpufleet agent's own verdict: "unhealthy" or "lost"
+//   A GPU is unhealthy when any of them says so (core::judge_health's rule on the last XID and the row
+//   remap; XIDs 13, 31, 43 keep it healthy), and FleetGpu::unhealthy says why in a few words.
 // Each is wrapped in `max by (<node label>, gpu, UUID[, modelName])`, so Prometheus sends only the labels
 // used here (a third of the bytes of the raw series for 1 000 nodes) and a GPU scraped twice is one GPU.
 //
@@ -71,6 +78,7 @@ struct PromAnswers {
   std::vector<PromSample> temperature;
   std::vector<PromSample> power;
   std::vector<PromSample> sample_time;  // timestamp(DCGM_FI_DEV_GPU_UTIL): the value is epoch seconds
+  std::vector<PromSample> health;       // by __name__ (and state): see the health query above
 };
 
 struct PromFleet {

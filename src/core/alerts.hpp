@@ -29,8 +29,9 @@
 //
 // ecc_errors watches the volatile uncorrected count; on a GPU that reports no volatile count it watches
 // the aggregate (lifetime) uncorrected count instead. xid_errors holds while the GPU's reading lists a
-// critical XID — the backend keeps those until the agent restarts, so the alert stays firing until then
-// (value: the newest critical XID); application faults (13, 31, 43, …) never fire it.
+// critical XID — the backend keeps those until they are cleared (an operator's health clear, a GPU back
+// from lost, an agent restart: core/gpu_health.hpp), so the alert stays firing until then (value: the
+// newest critical XID); application faults (13, 31, 43, …) never fire it.
 //
 // high_gpu_usage keeps the seed's rule (strictly above 50 %, matching the inclusive 50 % ceiling that
 // still counts as available), but waits 30 s: the seed pushed a message on every 5-second update and

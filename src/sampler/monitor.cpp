@@ -2,6 +2,9 @@
 
 #include <unordered_set>
 
+#include "core/text.hpp"
+#include "platform/log.hpp"
+
 namespace gf::sampler {
 
 Monitor::Monitor(std::unique_ptr<backends::Backend> backend, const core::Clock& clock, MonitorOptions opts)
@@ -51,6 +54,7 @@ Result<core::SnapshotPtr> Monitor::refresh_locked() {
 
 core::SnapshotPtr Monitor::finish_locked(core::Snapshot s) {
   if (backend_ && !s.simulated) resolve_processes(s);
+  for (const auto& line : clears_.apply(s)) platform::log_line("health", line);
   for (auto& g : s.gpus) core::attribute_memory(g);
   core::score_gpus(s, opts_.weights);
   auto done = std::make_shared<const core::Snapshot>(std::move(s));
@@ -123,6 +127,24 @@ void Monitor::resolve_processes(core::Snapshot& s) {
     v.complete = false;
     v.message = v.message.empty() ? why : v.message + "; " + why;  // keep what the backend said
   }
+}
+
+Result<std::optional<Monitor::XidsCleared>> Monitor::clear_xids(std::string_view which,
+                                                                std::chrono::system_clock::time_point at) {
+  std::lock_guard lock(query_mu_);
+  auto s = refresh_locked();
+  if (!s) return s.error();
+  const auto index = core::parse_uint(which, 0, 999999);
+  for (const auto& g : (*s)->gpus) {
+    if (index ? g.index != *index : g.uuid.empty() || g.uuid != which) continue;
+    auto cleared = clears_.clear(g, at);
+    if (!cleared) return cleared.error();
+    XidsCleared out{g, g, std::move(*cleared)};
+    // The same rule the next readings apply (the cached one keeps its XIDs until the next query).
+    core::apply_xid_clear(core::xid_clear_of(g, at), out.after);
+    return std::optional<XidsCleared>(std::move(out));
+  }
+  return std::optional<XidsCleared>();
 }
 
 Result<std::optional<core::GpuReading>> Monitor::gpu(unsigned index, bool use_cache) {

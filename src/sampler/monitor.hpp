@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/ports/clock.hpp"
 #include "core/score.hpp"
 #include "platform/procfs.hpp"
+#include "sampler/health_clears.hpp"
 
 namespace gf::sampler {
 
@@ -44,6 +46,16 @@ class Monitor {
   // One GPU's reading, or nullopt when there is no such index.
   Result<std::optional<core::GpuReading>> gpu(unsigned index, bool use_cache = true);
 
+  // Clears the XIDs recorded so far on one GPU (`which`: its index or UUID), as `dcgmi health --clear`
+  // does: this reading and every later one no longer list them (sampler/health_clears.hpp). Takes a
+  // fresh reading first (blocking). nullopt: no such GPU.
+  struct XidsCleared {
+    core::GpuReading before;  // the fresh reading, earlier clears applied
+    core::GpuReading after;   // the same with this clear applied
+    HealthClears::Cleared cleared;
+  };
+  Result<std::optional<XidsCleared>> clear_xids(std::string_view which, std::chrono::system_clock::time_point at);
+
   // How the GPUs are connected (empty Topology when there is no backend or it cannot tell).
   Result<core::Topology> topology();
   std::string backend_name() const;
@@ -66,6 +78,7 @@ class Monitor {
   mutable std::mutex cache_mu_;
   core::SnapshotPtr cached_;
   std::chrono::steady_clock::time_point cached_at_{};
+  HealthClears clears_;  // applied by finish_locked
   // Resolved /proc details by pid, valid while that process lives: told by its /proc directory held open
   // (one lookup per collection), or, past max_held_processes or where it cannot be held, by its start
   // time (a read of its stat file, which the kernel writes out field by field).

@@ -70,6 +70,8 @@ struct ApiContext {
 };
 
 void add_monitoring_routes(Router& r, ApiContext& ctx);
+// POST /api/v1/gpus/{gpu}/health/clear (api_health.cpp; add_monitoring_routes adds it).
+void add_health_clear_route(Router& r, ApiContext& ctx);
 void add_job_routes(Router& r, ApiContext& ctx);
 // GET /api/v1/usage (api_usage.cpp).
 void add_usage_routes(Router& r, ApiContext& ctx);

@@ -444,6 +444,7 @@ void add_monitoring_routes(Router& r, ApiContext& ctx) {
   add_seed_routes(r, ctx);
   add_health_route(r, ctx);
   add_reading_routes(r, ctx);
+  add_health_clear_route(r, ctx);
   add_history_routes(r, ctx);
   add_availability_route(r, ctx);
 }

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/fields.hpp"
+#include "core/gpu_health.hpp"
 #include "wire/json.hpp"
 #include "wire/time.hpp"
 
@@ -44,6 +45,8 @@ json node_summary_json(const allocator::NodeSummary& n) {
               {"avg_memory_usage", round1(n.avg_memory_usage)},
               {"avg_temperature", round1(n.avg_temperature_c)},
               {"total_power_w", round1(n.total_power_w)},
+              {"unhealthy_gpus", n.unhealthy.count},
+              {"unhealthy", n.unhealthy.count ? json(n.unhealthy.why) : json(nullptr)},
               {"health", std::string(allocator::health_name(n.health))},
               {"problems", n.problems},
               {"ready", n.ready},
@@ -100,6 +103,8 @@ json fleet_gpus_json(const allocator::Summaries& s, const core::FleetFacts& fact
                       {"temperature", plain(g.temperature_c)},
                       {"power_w", plain(g.power_w)},
                       {"idle", allocator::gpu_is_idle(g, q.idle)},
+                      {"healthy", g.unhealthy.empty()},
+                      {"unhealthy", g.unhealthy.empty() ? json(nullptr) : json(g.unhealthy)},
                       {"source", m.source}});
     }
   }
@@ -130,6 +135,7 @@ json node_choice_json(const allocator::NodeChoice& c, std::uint64_t required, al
                      {"total_gpus", n.total_gpus},
                      {"avg_utilization", round1(n.avg_utilization)},
                      {"avg_memory_usage", round1(n.avg_memory_usage)},
+                     {"unhealthy_gpus", n.unhealthy.count},
                      {"health", std::string(allocator::health_name(n.health))}});
   }
   json j = common(facts, q);
@@ -186,10 +192,14 @@ Result<core::FleetGpu> fleet_gpu_from_json(const json& g, const std::string& nod
   f.temperature_c = field_number(g, core::Field::Temperature);
   f.power_w = field_number(g, core::Field::PowerDraw);
   if (const auto h = g.find("healthy"); h != g.end() && h->is_boolean() && !h->get<bool>()) {
-    // The first problem's sentence, bounded: it is another machine's text.
+    // The first problem in a few words from its code ("XID 79 (…)"), else its sentence, bounded: it is
+    // another machine's text.
     std::string why = "unhealthy";
     if (const auto p = g.find("health_problems"); p != g.end() && p->is_array() && !p->empty())
-      if (const auto& first = (*p)[0]; first.is_object()) why = text_at(first, "message");
+      if (const auto& first = (*p)[0]; first.is_object()) {
+        why = core::problem_words(text_at(first, "code"));
+        if (why.empty()) why = text_at(first, "message");
+      }
     f.unhealthy = why.empty() ? "unhealthy" : why.substr(0, 200);
   }
   return f;

@@ -270,6 +270,89 @@ assert all(x["power_w"] == 123.456 and x["temperature"] == 40 and x["model"] == 
 EOF
 pass "cluster gpus --json: total = used + free, temperature and power from dcgm-exporter's names"
 
+# ---- GPU health through Prometheus (issue 21): the pages gain dcgm-exporter's last XID and row-remap failure,
+# and gpufleet's own verdict. dcgm-b: XID 79 on GPU 0, XID 13 (an application fault) on GPU 1, a failed row
+# remap on GPU 2 → 1 idle GPU left (GPU 1) and 2 free; dcgm-c: gpufleet_gpu_health says GPU 2 is unhealthy
+# and GPU 3 lost. So 2 GPUs → dcgm-a now; 3 GPUs → no node, and the refusals name the unhealthy GPUs.
+labels_of() { echo "gpu=\"$2\",UUID=\"GPU-$1-000$2\",pci_bus_id=\"00000000:0$2:00.0\",device=\"nvidia$2\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"$1\",DCGM_FI_DRIVER_VERSION=\"535.129.03\""; }
+health_series() {  # health_series HOST "xid0 xid1 xid2 xid3" "remap0 …" ["state0 …"]
+  local host=$1 i v
+  echo "# TYPE DCGM_FI_DEV_XID_ERRORS gauge"
+  i=0; for v in $2; do echo "DCGM_FI_DEV_XID_ERRORS{$(labels_of "$host" $i)} $v"; i=$((i + 1)); done
+  echo "# TYPE DCGM_FI_DEV_ROW_REMAP_FAILURE gauge"
+  i=0; for v in $3; do echo "DCGM_FI_DEV_ROW_REMAP_FAILURE{$(labels_of "$host" $i)} $v"; i=$((i + 1)); done
+  if [[ -n ${4:-} ]]; then
+    echo "# TYPE gpufleet_gpu_health gauge"
+    i=0; for v in $4; do echo "gpufleet_gpu_health{$(labels_of "$host" $i),state=\"$v\"} 1"; i=$((i + 1)); done
+  fi
+}
+dcgm_page "$T/b.new" dcgm-b "5 5 5 95" 800
+health_series dcgm-b "79 13 0 0" "0 0 1 0" >>"$T/b.new"
+dcgm_page "$T/c.new" dcgm-c "0 0 0 0" 48936
+health_series dcgm-c "0 0 0 0" "0 0 0 0" "ok ok unhealthy lost" >>"$T/c.new"
+mv "$T/b.new" "$T/www/b.txt"
+mv "$T/c.new" "$T/www/c.txt"
+wait_series 'DCGM_FI_DEV_XID_ERRORS != 0' 2
+wait_series 'DCGM_FI_DEV_ROW_REMAP_FAILURE != 0' 1
+wait_series 'gpufleet_gpu_health{state!="ok"}' 2
+out=$("$GF_BINARY" cluster select --gpus 2 --prometheus "$P" 2>"$T/select.err") ||
+  fail "health: cluster select --gpus 2 exited $?: $(cat "$T/select.err")"
+grep -qxF "Selected node 'dcgm-a' for deployment:" <<<"$out" ||
+  fail "health: 2 GPUs: expected dcgm-a (dcgm-b lost two idle GPUs): $out"
+set +e
+out=$("$GF_BINARY" cluster select --gpus 3 --prometheus "$P" 2>"$T/select.err")
+rc=$?
+set -e
+[[ $rc -eq 75 ]] || fail "health: 3 GPUs: expected exit 75, got $rc: $out"
+grep -qF "GPUs lost to health: 'dcgm-b': 2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus); row remap failure; 'dcgm-c': 2 GPU(s) unhealthy: unhealthy (gpufleet); GPU lost" "$T/select.err" ||
+  fail "health: 3 GPUs: the reason does not name the unhealthy GPUs: $(cat "$T/select.err")"
+pass "health: cluster select --gpus 2 → dcgm-a; --gpus 3 → none, and the reason names each node's unhealthy GPUs"
+out=$("$GF_BINARY" cluster select --gpus 3 --json --prometheus "$P" 2>/dev/null) || true
+out_nodes=$("$GF_BINARY" cluster nodes --json --prometheus "$P") || fail "health: cluster nodes --json failed"
+out_gpus=$("$GF_BINARY" cluster gpus --json --prometheus "$P") || fail "health: cluster gpus --json failed"
+python3 - "$out" "$out_nodes" "$out_gpus" <<'EOF' || fail "health: unexpected documents"
+import json, sys
+sel, nodes, gpus = (json.loads(a) for a in sys.argv[1:4])
+c = {x["node"]: x for x in sel["candidates"]}
+assert c["dcgm-b"]["why_not"] == "2 free GPU(s) < 3 (2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus); row remap failure)", c["dcgm-b"]
+assert c["dcgm-b"]["unhealthy_gpus"] == 2 and c["dcgm-a"]["unhealthy_gpus"] == 0, c
+n = {x["name"]: x for x in nodes["nodes"]}
+assert [n[k]["unhealthy_gpus"] for k in ("dcgm-a", "dcgm-b", "dcgm-c")] == [0, 2, 2], n
+assert [n[k]["idle_gpu_count"] for k in ("dcgm-a", "dcgm-b", "dcgm-c")] == [2, 1, 0], n
+assert [n[k]["free_gpus"] for k in ("dcgm-a", "dcgm-b", "dcgm-c")] == [4, 2, 2], n
+assert n["dcgm-a"]["unhealthy"] is None and n["dcgm-c"]["unhealthy"] == "unhealthy (gpufleet); GPU lost", n["dcgm-c"]
+assert "GPU 0 is unhealthy: XID 79 (GPU has fallen off the bus)" in n["dcgm-b"]["problems"], n["dcgm-b"]
+g = {(x["node"], x["index"]): x for x in gpus["gpus"]}
+assert g[("dcgm-b", 0)]["healthy"] is False and g[("dcgm-b", 0)]["unhealthy"] == "XID 79 (GPU has fallen off the bus)", g[("dcgm-b", 0)]
+assert g[("dcgm-b", 1)]["healthy"] is True and g[("dcgm-b", 1)]["idle"] is True, g[("dcgm-b", 1)]  # XID 13: healthy
+assert g[("dcgm-b", 2)]["unhealthy"] == "row remap failure" and g[("dcgm-b", 2)]["idle"] is False, g[("dcgm-b", 2)]
+assert g[("dcgm-c", 3)]["unhealthy"] == "GPU lost" and g[("dcgm-c", 1)]["healthy"] is True, gpus
+assert all(x["healthy"] for x in gpus["gpus"] if x["node"] == "dcgm-a"), gpus
+EOF
+pass "health: cluster nodes/gpus/select --json: unhealthy_gpus, free and idle without them, each GPU's reason"
+
+# The agent's fleet view over the same Prometheus: /api/v1/cluster/* show the same health.
+echo "{\"prometheus\": \"$P\", \"refresh_interval_s\": 1, \"timeout_s\": 2}" >"$T/cluster-dcgm.json"
+"$GF_BINARY" --backend sim serve --listen 127.0.0.1:0 --port-file "$T/rest2.port" --db "$T/rest2.db" --no-history \
+  --node-name rest2 --cluster-config "$T/cluster-dcgm.json" >"$T/agent-rest2.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 1 200); do [[ -s $T/rest2.port ]] && break; sleep 0.05; done
+[[ -s $T/rest2.port ]] || fail "the second agent with --cluster-config wrote no port file within 10 s"
+R2=http://127.0.0.1:$(tr -d '[:space:]' <"$T/rest2.port")
+code=
+for _ in $(seq 1 100); do
+  code=$(curl -s -o "$T/nodes2.json" -w '%{http_code}' "$R2/api/v1/cluster/nodes" || true)
+  [[ $code == 200 ]] && break
+  sleep 0.1
+done
+[[ $code == 200 ]] || fail "GET /api/v1/cluster/nodes (dcgm Prometheus) answered $code after 10 s"
+grep -qF '"unhealthy":"XID 79 (GPU has fallen off the bus); row remap failure","unhealthy_gpus":2' "$T/nodes2.json" ||
+  fail "GET /api/v1/cluster/nodes: dcgm-b's unhealthy GPUs are missing: $(cat "$T/nodes2.json")"
+fetch_has "$R2/api/v1/cluster/gpus" '"healthy":false' || fail "GET /api/v1/cluster/gpus: no GPU is unhealthy"
+fetch_has "$R2/api/v1/cluster/select?gpus=3" '2 GPU(s) unhealthy: XID 79' ||
+  fail "GET /api/v1/cluster/select?gpus=3: the unhealthy GPUs are not named"
+pass "serve --cluster-config over Prometheus: /api/v1/cluster/nodes, gpus and select show the health"
+
 # An old series counts as no metrics: with --max-age 0.001 every node falls back to "free GPUs are idle".
 out=$("$GF_BINARY" cluster nodes --json --prometheus "$P" --max-age 0.001) || fail "cluster nodes --max-age failed"
 grep -q '"health": "metrics_stale"' <<<"$out" || fail "--max-age 0.001: no node is metrics_stale: $out"

@@ -72,5 +72,50 @@ TEST(UnhealthyGpus, FleetRankingCountsThemNeitherIdleNorFree) {
   EXPECT_THAT(s.nodes[0].problems, ::testing::Contains(HasSubstr("GPU 1 is unhealthy: GPU 1 had XID 79")));
 }
 
+// With Kubernetes: an unhealthy GPU is not free, whether or not the device plugin already took it out of
+// allocatable (never twice), and refusals and the choice say how many GPUs the node lost to health.
+TEST(UnhealthyGpus, WithKubernetesFreeLosesThemOnceAndRefusalsSayWhy) {
+  core::NodeMetrics m;
+  m.node = "k";
+  m.source = "prometheus";
+  for (unsigned i = 0; i < 8; ++i) {
+    core::FleetGpu g;
+    g.node = "k";
+    g.index = i;
+    g.utilization_pct = 0;
+    g.memory_used_mib = 0;
+    g.memory_total_mib = 81920;
+    if (i < 2) g.unhealthy = "XID 79 (GPU has fallen off the bus)";
+    m.gpus.push_back(g);
+  }
+  RankOptions o;
+  o.max_age = std::chrono::milliseconds(0);
+  for (std::uint64_t allocatable : {8u, 6u}) {  // 6: the device plugin took the two out already
+    SCOPED_TRACE(allocatable);
+    core::KubeNode k;
+    k.name = "k";
+    k.gpu_resource = "nvidia.com/gpu";
+    k.gpu_capacity = 8;
+    k.gpu_allocatable = allocatable;
+    k.gpu_requested = 2;
+    k.ready = true;
+    core::FleetFacts f;
+    f.kube = std::vector<core::KubeNode>{k};
+    f.metrics = {m};
+    const auto s = summarize(f, o);
+    ASSERT_EQ(s.nodes.size(), 1u);
+    EXPECT_EQ(s.nodes[0].free_gpus, 4u);
+    EXPECT_EQ(s.nodes[0].idle_gpu_count, 4u);
+    EXPECT_EQ(s.nodes[0].unhealthy.count, 2u);
+    const auto refused = select_node(s, 5);
+    EXPECT_FALSE(refused.node);
+    EXPECT_THAT(refused.reason,
+                HasSubstr("k: 4 free GPU(s) < 5 (2 GPU(s) unhealthy: XID 79 (GPU has fallen off the bus))"));
+    const auto chosen = select_node(s, 2);
+    ASSERT_TRUE(chosen.node);
+    EXPECT_THAT(chosen.reasoning, ::testing::Contains("  - Unhealthy GPUs: 2 (XID 79 (GPU has fallen off the bus))"));
+  }
+}
+
 }  // namespace
 }  // namespace gf::allocator

@@ -23,10 +23,10 @@ TEST(AgentHealth, AnUnhealthyGpuKeepsItsFirstProblemBounded) {
   ASSERT_TRUE(m) << m.error().message;
   ASSERT_EQ(m->gpus.size(), 5u);
   EXPECT_TRUE(m->gpus[0].unhealthy.empty());
-  EXPECT_EQ(m->gpus[1].unhealthy, "GPU 1 had XID 79 (GPU has fallen off the bus)");
-  EXPECT_EQ(m->gpus[2].unhealthy.size(), 200u);  // another machine's text, bounded
-  EXPECT_EQ(m->gpus[3].unhealthy, "unhealthy");  // no usable sentence: still unhealthy
-  EXPECT_TRUE(m->gpus[4].unhealthy.empty());     // an older agent says nothing: not judged
+  EXPECT_EQ(m->gpus[1].unhealthy, "XID 79 (GPU has fallen off the bus)");  // in a few words, from its code
+  EXPECT_EQ(m->gpus[2].unhealthy.size(), 200u);                            // another machine's text, bounded
+  EXPECT_EQ(m->gpus[3].unhealthy, "unhealthy");                            // no usable sentence: still unhealthy
+  EXPECT_TRUE(m->gpus[4].unhealthy.empty());                               // an older agent says nothing: not judged
 }
 
 }  // namespace

@@ -161,7 +161,7 @@ TEST(PrometheusJoin, NodeLabelIsConfigurable) {
 
 TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   const auto q = prometheus_queries("kubernetes_node");
-  ASSERT_EQ(q.size(), 6u);
+  ASSERT_EQ(q.size(), 7u);
   EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
   EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)");
   EXPECT_EQ(q[5], "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");  // per GPU
