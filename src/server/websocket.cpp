@@ -11,10 +11,11 @@
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "server/beast_server.hpp"
 #include "server/ws_link.hpp"
@@ -32,10 +33,10 @@ constexpr std::uint16_t kCloseTryAgainLater = 1013;
 // handler per client posted to the I/O thread, which runs them in order. 10 000 of them are ~150 ms of
 // that thread's work, and an HTTP request that comes meanwhile waited behind all of them (a gpu-metrics
 // GET at p99 130-300 ms with 10 000 /ws clients). Off the I/O thread, a sender waits while this many
-// handlers are still queued, so a request waits behind a few milliseconds of them at most; the fan-out takes as long
-// as before, in the same order (a client's updates stay a period apart). Never on the I/O thread itself,
-// and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very
-// tick (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
+// handlers are still queued (until half have run), so a request waits behind a few milliseconds of them at most; the
+// fan-out takes as long as before, in the same order (a client's updates stay a period apart). Never on the I/O thread
+// itself, and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very tick
+// (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
 constexpr int kPaceBacklog = 256;
 constexpr auto kPaceWaitMax = std::chrono::milliseconds(50);
 
@@ -45,26 +46,32 @@ class FanoutPace {
   void before_post(asio::io_context& ioc) {
     if (queued_.load(std::memory_order_relaxed) >= kPaceBacklog && !ioc.get_executor().running_in_this_thread()) {
       const auto now = std::chrono::steady_clock::now();
-      const auto give_up = now + kPaceWaitMax;
       // After a wait that ran out (an I/O thread that stopped, or stalls), no wait for a second.
       if (now.time_since_epoch().count() >= unpaced_until_.load(std::memory_order_relaxed)) {
-        while (queued_.load(std::memory_order_relaxed) >= kPaceBacklog) {
-          if (std::chrono::steady_clock::now() >= give_up) {
-            unpaced_until_ = (give_up + std::chrono::seconds(1)).time_since_epoch().count();
-            break;
-          }
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
+        // Woken when the I/O thread has run the backlog down to half (done()), so a sender refills it
+        // in bursts, not a handler at a time.
+        std::unique_lock lock(mu_);
+        const auto give_up = now + kPaceWaitMax;
+        if (!drained_.wait_until(lock, give_up, [&] { return queued_.load() <= kPaceBacklog / 2; }))
+          unpaced_until_ = (give_up + std::chrono::seconds(1)).time_since_epoch().count();
       }
     }
     queued_.fetch_add(1, std::memory_order_relaxed);
   }
   // When that handler runs (or is destroyed unrun).
-  void done() { queued_.fetch_sub(1, std::memory_order_relaxed); }
+  void done() {
+    if (queued_.fetch_sub(1) == kPaceBacklog / 2 + 1) {
+      // Under the waiter's lock, so a sender between its check and its wait cannot miss this.
+      const std::lock_guard lock(mu_);
+      drained_.notify_all();
+    }
+  }
 
  private:
   std::atomic<int> queued_{0};
   std::atomic<std::chrono::steady_clock::rep> unpaced_until_{0};
+  std::mutex mu_;
+  std::condition_variable drained_;
 };
 
 FanoutPace& fanout_pace() {
