@@ -387,11 +387,11 @@ async function failureChecks({ base, page, errs }) {
     // The charts take their colours when they are built: a theme change must build them again.
     await page.evaluate(() => document.querySelectorAll('#gpu-charts canvas').forEach((c) => (c.dataset.theme = 'light')));
     await page.emulateMedia({ colorScheme: 'dark' });
-    await until('a dark background', async () => (await bg()) !== light, 3000);
+    await until('a dark background', async () => (await bg()) !== light, 15_000);
     const darkAxis = await page.evaluate(() => getComputedStyle(document.documentElement).getPropertyValue('--muted'));
     assert(darkAxis !== lightAxis, 'the chart axis colour did not change');
     await until('charts rebuilt for the dark scheme', async () =>
-      page.evaluate(() => [...document.querySelectorAll('#gpu-charts canvas')].every((c) => c.dataset.theme === undefined)), 3000);
+      page.evaluate(() => [...document.querySelectorAll('#gpu-charts canvas')].every((c) => c.dataset.theme === undefined)), 15_000);
     await page.emulateMedia({ colorScheme: 'light' });
   });
 
