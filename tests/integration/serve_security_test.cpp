@@ -137,11 +137,14 @@ constexpr bool kSanitized = true;
 constexpr bool kSanitized = false;
 #endif
 
-// The agent's resident memory, from /proc.
+// The agent's resident anonymous memory (heap, stacks: what connections and bodies hold), from /proc.
+// Not VmRSS: once serving, the agent gives back the file-backed pages of code that start-up touched
+// (server/http_server.cpp), and the code a burst runs is mapped again from the page cache, which is
+// not memory the burst holds.
 long rss_kib(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(f, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.rfind("RssAnon:", 0) == 0) return std::atol(line.c_str() + 8);
   return -1;
 }
 
