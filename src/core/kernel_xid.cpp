@@ -59,7 +59,7 @@ std::optional<KernelXid> parse_kernel_xid(std::string_view line) noexcept {
   std::string_view rest = line.substr(at + kMarker.size());
   if (rest.substr(0, 4) == "PCI:") rest.remove_prefix(4);
   const auto close = rest.find(')');
-  if (close == std::string_view::npos || close > 20) return std::nullopt;  // "0000:65:00.0" and a little
+  if (close > 20) return std::nullopt;  // none (npos), or past "0000:65:00.0" and a little
   auto gpu = parse_pci_address(rest.substr(0, close));
   if (!gpu) return std::nullopt;
   rest.remove_prefix(close + 1);
