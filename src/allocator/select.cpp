@@ -78,10 +78,16 @@ std::string not_enough(const core::Snapshot& s, const std::vector<Refusal>& refu
 void choose_one(const core::Topology& t, const std::vector<Eligible>& eligible, Selection& sel) {
   // Cost of taking a GPU: the link score it has to the other eligible GPUs, i.e. what a later
   // multi-GPU job loses. Taking half of an NVLink pair costs 100s; an unpaired GPU costs 10s.
+  // Links are symmetric (Topology sets both directions): each pair is scored once, for both ends. No
+  // topology at all (size 0): every cost is 0 without scoring n² pairs per decision.
   std::vector<unsigned> cost(eligible.size(), 0);
-  for (std::size_t i = 0; i < eligible.size(); ++i)
-    for (std::size_t j = 0; j < eligible.size(); ++j)
-      if (i != j) cost[i] += pair_link_score(t, eligible[i].gpu->index, eligible[j].gpu->index);
+  if (t.size() > 0)
+    for (std::size_t i = 0; i < eligible.size(); ++i)
+      for (std::size_t j = i + 1; j < eligible.size(); ++j) {
+        const unsigned score = pair_link_score(t, eligible[i].gpu->index, eligible[j].gpu->index);
+        cost[i] += score;
+        cost[j] += score;
+      }
 
   std::size_t best = 0;
   for (std::size_t i = 1; i < eligible.size(); ++i) {
