@@ -406,8 +406,9 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
     });
     active_cache_->insert(at, lease);
   }
-  // The queue moved: the next waiter may now be first in line.
-  signal_.notify();
+  // The queue moved (a waiter left it with this lease, or the sweep freed GPUs): the next waiter may now
+  // be first in line. A grant to a caller that was not queued frees nothing: no one is woken for it.
+  if (!req.waiter_id.empty() || changed) signal_.notify();
   return std::optional<core::Lease>(std::move(lease));
 }
 

@@ -290,7 +290,10 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
   auto l = other->acquire(req(1), take({{0, "GPU-a"}}));
   ASSERT_TRUE(l && *l);
   while (waiter->wait_for_change(std::chrono::milliseconds(20))) {
-  }  // drain the acquire's own notification
+  }  // drain the first sweep's notification, if any
+  // A grant to a caller that was not queued frees nothing and moves no queue: it wakes no one.
+  ASSERT_TRUE(*other->acquire(req(2), take({{1, "GPU-b"}})));
+  EXPECT_FALSE(waiter->wait_for_change(std::chrono::milliseconds(50)));
   // No delay before the release: whether it lands before the wait begins or during it, the waiter's
   // inotify watch (set when the store was opened) holds the event until wait_for_change reads it.
   std::thread t([&] { (void)other->release((*l)->id, "done"); });
