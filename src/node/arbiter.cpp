@@ -612,7 +612,7 @@ void Arbiter::serve_queue() {
     }
     w.quota_held = false;
     if (blocked) {
-      w.last.why = "waiting behind " + blocker + " in the queue";
+      w.last.why = blocker;  // made once per pass: assigned into each waiter's string, not rebuilt
       w.last.ahead = 1;
       ++i;
       continue;
@@ -652,8 +652,8 @@ void Arbiter::serve_queue() {
     w.last.holders = std::move(got->holders);
     w.last.ahead = 0;
     blocked = true;
-    blocker = fmt::format("{} ({} GPU(s), priority {})", w.shown.name.empty() ? w.shown.id : w.shown.name, w.shown.gpus,
-                          w.shown.priority);
+    blocker = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
+                          w.shown.name.empty() ? w.shown.id : w.shown.name, w.shown.gpus, w.shown.priority);
     ++i;
   }
 }
