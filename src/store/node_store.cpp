@@ -330,8 +330,9 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
   // The dead-owner sweep asks /proc about every distinct owner: on the way to a grant it runs at most
-  // once per kSweepEvery, and always before a "not now", so a dead owner's lease never keeps a GPU
-  // from anyone (a grant made beside it takes a GPU it does not hold).
+  // once per kSweepEvery, and before a "not now" unless it ran in the last kSweepGap, so a dead owner's
+  // lease keeps a GPU from no one for longer than that (a grant made beside it takes a GPU it does not
+  // hold). The gap spares a queue served on every release a look at every owner each time.
   const auto now = clock_.now();
   bool swept = false, changed = false;
   auto sweep = [&]() -> Result<bool> {
@@ -339,6 +340,7 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
     if (!reaped) return reaped.error();
     swept = true;
     next_sweep_ = now + kSweepEvery;
+    last_sweep_ = now;
     changed = changed || *reaped;
     return *reaped;
   };
@@ -357,7 +359,7 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
     }
     picked = decide(**leases, ahead);
     if (!picked) return picked.error();
-    if (*picked || swept) break;
+    if (*picked || swept || now < last_sweep_ + kSweepGap) break;
     auto reaped = sweep();  // not now: first end the leases of owners that are gone, then ask again
     if (!reaped) return reaped.error();
     if (!*reaped) break;

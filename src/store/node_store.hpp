@@ -41,8 +41,8 @@ class NodeStore final : public core::JobStore {
   static Result<std::unique_ptr<NodeStore>> open(const std::string& path, Alive alive = {},
                                                  const core::Clock& clock = platform::system_clock());
 
-  // The dead-owner sweep runs here at most once a second on the way to a grant, and always before a
-  // "not now" (then the decider is asked again); active() sweeps on every call.
+  // The dead-owner sweep runs here at most once a second on the way to a grant, and before a "not now"
+  // unless one ran in the last 100 ms (then the decider is asked again); active() sweeps on every call.
   Result<std::optional<core::Lease>> acquire(const core::LeaseRequest& request, const Decide& decide) override;
   Result<bool> release(const std::string& lease_id, const std::string& reason) override;
   Result<std::vector<core::Lease>> active() override;
@@ -108,9 +108,11 @@ class NodeStore final : public core::JobStore {
   Result<const std::vector<core::Lease>*> active_locked();
   std::optional<std::vector<core::Lease>> active_cache_;
   std::int64_t active_version_ = -1;
-  // acquire()'s dead-owner sweep: due again at next_sweep_ (store clock), or at once before a "not now".
+  // acquire()'s dead-owner sweep: due again at next_sweep_ (store clock), or before a "not now" when the
+  // last one (last_sweep_) is more than kSweepGap old.
   static constexpr std::chrono::milliseconds kSweepEvery{1000};
-  std::chrono::steady_clock::time_point next_sweep_{};
+  static constexpr std::chrono::milliseconds kSweepGap{100};
+  std::chrono::steady_clock::time_point next_sweep_{}, last_sweep_{};
 };
 
 }  // namespace gf::store
