@@ -10,7 +10,7 @@
 # still holds it fails the run) and its grant count is compared with the leases the
 # agent's store recorded. The direct path (a store connection per client, as 200 CLIs) runs the same load.
 #   GF_BINARY= runs another gpufleet as the agent; CONTEND_ONLY=1 skips the round trip; CLIENTS=, SECONDS_RUN=, PACE= override; ROWS="256-0-5 ..." runs only
-#   those rows (GPUS-HOLD_MS-RATE).
+#   those rows (GPUS-HOLD_MS-RATE); DIRECT=0 leaves out the direct store path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${GF_BENCH_BUILD:-build}
@@ -65,7 +65,7 @@ for cfg in "8 0 0" "256 0 0" "256 1000 0" "256 0 $PACE"; do
     "SELECT count(*), count(released_ms), (SELECT count(*) FROM lease_gpus WHERE active = 1) FROM leases WHERE name = '$tag'")
   verdict=$([[ $tool == "$store" ]] && echo "every lease in the ledger" || echo "MISMATCH")
   echo "ledger: the tool counted $tool grants; the agent's store holds $store leases ($ended ended, $open GPUs still leased): $verdict"
-  [[ $hold == 0 ]] || continue
+  [[ $hold == 0 && ${DIRECT:-1} != 0 ]] || continue
   echo "-- the direct store path, same load ($CLIENTS store connections, $gpus GPUs, $shape)"
   "$B/bench/gf_bench_agent_lease" direct-contend "$dir/d$tag.db" "$CLIENTS" "$SECONDS_RUN" "$gpus" "$rate" | tee "$dir/d$tag.out" || true
   tool=$(sed -n 's/^ledger grants //p' "$dir/d$tag.out")
