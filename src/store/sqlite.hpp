@@ -27,7 +27,10 @@ class Db {
  public:
   // Opens (creating) the database file and its directory; WAL mode, synchronous=NORMAL, busy timeout.
   static Result<Db> open(const std::string& path);
-  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), cache_(std::move(o.cache_)) { o.db_ = nullptr; }
+  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), cache_(std::move(o.cache_)) {
+    o.db_ = nullptr;
+    o.cache_.clear();  // its statements are ours now: the moved-from Db finalizes none
+  }
   Db& operator=(Db&&) = delete;
   Db(const Db&) = delete;
   ~Db();
