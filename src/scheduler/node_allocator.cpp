@@ -74,7 +74,7 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
           out.granted = Allocation{{}, std::move(pick->selection), *snap};
           return std::optional<std::vector<core::LeasedGpu>>(std::move(one));
         }
-        auto sel = allocator::select_gpus(**snap, topology_, select_request(req, active));
+        auto sel = allocator::select_gpus(**snap, topology_, select_request(req, active), &scores_);
         if (!sel) {
           out.why_not = sel.error().message;
           return not_now();
