@@ -390,6 +390,10 @@ int serve_until_signal(ServeRig& rig, const Tokens& tokens, const std::string& p
 }  // namespace
 
 int run_serve(const GlobalOptions& g, const ServeCommand& cmd) {
+  // Two malloc arenas, not one per core and thread kind: the agent's threads mostly wait, and each
+  // arena keeps pages of its own (~0.15 MiB of RSS; bench/RESULTS.md, issue 24 goal 1). Before any
+  // thread starts.
+  ::mallopt(M_ARENA_MAX, 2);
   auto cfg = load_serve_config(cmd);
   if (!cfg) {
     print_error(cfg.error().message);
