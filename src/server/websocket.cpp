@@ -37,7 +37,9 @@ constexpr std::uint16_t kCloseTryAgainLater = 1013;
 // fan-out takes as long as before, in the same order (a client's updates stay a period apart). Never on the I/O thread
 // itself, and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very tick
 // (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
-constexpr int kPaceBacklog = 256;
+// 256 queued handlers were ~8 ms of the I/O thread with 10 000 /ws clients (gpu-metrics GET p99 8.8 ms); 64 are
+// ~2 ms, for ~300 wake-ups of the sender per reading (bench/RESULTS.md, issue 24 goal 2, permessage-deflate).
+constexpr int kPaceBacklog = 64;
 constexpr auto kPaceWaitMax = std::chrono::milliseconds(50);
 
 class FanoutPace {
