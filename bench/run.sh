@@ -85,3 +85,9 @@ GF_BENCH_BUILD=$B CONTEND_ONLY=1 bench/agent_bench.sh
 # a fleet whose every GPU exports XID_ERRORS, ROW_REMAP_FAILURE and gpufleet_gpu_health, 1 % with an XID.
 echo "== 15. fleet health through Prometheus: each instant query's time, 1 000 nodes x 8 GPUs"
 GF_BINARY=$B/gpufleet bench/health_query_bench.sh 1000 10
+
+# ---- issue 24, goal 2, permessage-deflate (helper "live", second session): 10 000 /ws and 10 000 Socket.IO
+# clients again, offering permessage-deflate (one deflated frame shared by all), for the bytes and the CPU
+# beside the plain cases of 24.2 (~2 minutes: two fresh agents).
+echo "== 24.2d live clients with permessage-deflate: 10 000 /ws, 10 000 Socket.IO (WebSocket), at 1 Hz"
+GF_BENCH_BUILD=$B CASES="ws-deflate sio-deflate" bench/live_clients.sh

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/beast_server.hpp"
 #include "server/ws_link.hpp"
@@ -97,6 +98,8 @@ struct Paced {
 // A Socket.IO connection's own queue: the open packet and one "3probe" are all that come there; more is
 // a client that sends faster than it reads, and it must not make the agent hold its backlog.
 constexpr std::size_t kMaxSioReplies = 4;
+// A permessage-deflate connection writes up to this many waiting messages at once (WsLink's gather write).
+constexpr std::size_t kWriteBatch = 8;
 
 class LiveSocket final : public WsClient, public WsConnection, public std::enable_shared_from_this<LiveSocket> {
  public:
@@ -274,11 +277,23 @@ class LiveSocket final : public WsClient, public WsConnection, public std::enabl
     }
     writing_ = true;
     write_started_ = std::chrono::steady_clock::now();
-    ws_.write(std::move(*next), [self = shared_from_this()](beast::error_code ec) {
+    auto wrote = [self = shared_from_this()](beast::error_code ec) {
       self->writing_ = false;
       if (ec) return self->abort();
       self->pump();
-    });
+    };
+    if (ws_.deflated()) {
+      // What else is waiting goes in the same write (one sendmsg): Socket.IO's update and its seed alias.
+      std::vector<Text> batch{std::move(*next)};
+      while (batch.size() < kWriteBatch) {
+        std::optional<Text> more = queue_.pop();
+        if (!more && session_) more = session_->take_one();
+        if (!more) break;
+        batch.push_back(std::move(*more));
+      }
+      return ws_.write(batch, std::move(wrote));
+    }
+    ws_.write(std::move(*next), std::move(wrote));
   }
 
   // A client that does not read: its session ends too.

@@ -2,6 +2,7 @@
 // with one handler type; and the permessage-deflate connections' own frames after the handshake.
 #include "server/ws_link.hpp"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
@@ -13,6 +14,8 @@
 #include <deque>
 #include <iterator>
 #include <mutex>
+#include <span>
+#include <vector>
 
 #include "wire/ws_frame.hpp"
 
@@ -97,9 +100,15 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     wait_read();
   }
 
+  // Several messages written together; `done` when the last is.
+  void write(const std::vector<Text>& texts, WsLink::Done done) {
+    for (std::size_t i = 0; i + 1 < texts.size(); ++i) write(texts[i], nullptr);
+    write(texts.back(), std::move(done));
+  }
+
   void write(const Text& text, WsLink::Done done) {
     if (dead_) {
-      asio::post(sock_.get_executor(), [done = std::move(done)] { done(asio::error::operation_aborted); });
+      if (done) asio::post(sock_.get_executor(), [done = std::move(done)] { done(asio::error::operation_aborted); });
       return;
     }
     Out out;
@@ -146,7 +155,7 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     // not inside the owner's call); a write in flight ends with an error.
     std::deque<Out> unsent;
     for (auto* q : {&control_, &data_}) {
-      const auto from = q->begin() + (writing_ && q == in_flight_ ? 1 : 0);
+      const auto from = q->begin() + static_cast<std::ptrdiff_t>(writing_ && q == in_flight_ ? in_flight_count_ : 0);
       std::move(from, q->end(), std::back_inserter(unsent));
       q->erase(from, q->end());
     }
@@ -263,6 +272,8 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     flush();
   }
 
+  // Writes what is queued: a control frame alone, or up to kGather data frames in one gather write (one
+  // sendmsg: Socket.IO's update and its seed alias go out together).
   void flush() {
     if (writing_ || dead_) return;
     // Control frames first; after our close frame, no data frame.
@@ -270,22 +281,30 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     auto& q = control_.empty() ? data_ : control_;
     writing_ = true;
     in_flight_ = &q;
-    std::array<asio::const_buffer, 2> bufs{asio::buffer(q.front().head),
-                                           q.front().body ? asio::buffer(*q.front().body) : asio::const_buffer()};
-    asio::async_write(sock_, bufs, [self = shared_from_this(), &q](boost::system::error_code ec, std::size_t) {
-      self->writing_ = false;
-      Out out = std::move(q.front());
-      q.pop_front();
-      if (ec) self->abort();
-      if (out.end_read) {
-        // The peer's close answered, or ours after its error: no more from this connection.
-        boost::system::error_code ignored;
-        self->sock_.shutdown(tcp::socket::shutdown_send, ignored);
-        self->end_read(websocket::error::closed);
-      }
-      if (out.done) out.done(ec);
-      self->flush();
-    });
+    in_flight_count_ = &q == &control_ ? 1 : std::min(q.size(), kGather);
+    std::array<asio::const_buffer, 2 * kGather> bufs{};
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < in_flight_count_; ++i) {
+      if (!q[i].head.empty()) bufs[n++] = asio::buffer(q[i].head);
+      if (q[i].body) bufs[n++] = asio::buffer(*q[i].body);
+    }
+    asio::async_write(sock_, std::span(bufs.data(), n),
+                      [self = shared_from_this(), &q](boost::system::error_code ec, std::size_t) {
+                        self->writing_ = false;
+                        if (ec) self->abort();
+                        for (std::size_t i = self->in_flight_count_; i > 0; --i) {
+                          Out out = std::move(q.front());
+                          q.pop_front();
+                          if (out.end_read) {
+                            // The peer's close answered, or ours after its error: no more from this connection.
+                            boost::system::error_code ignored;
+                            self->sock_.shutdown(tcp::socket::shutdown_send, ignored);
+                            self->end_read(websocket::error::closed);
+                          }
+                          if (out.done) out.done(ec);
+                        }
+                        self->flush();
+                      });
   }
 
   // Idle: a peer silent for idle_ is closed; with keep-alive pings, one silent for half of it is pinged.
@@ -315,6 +334,8 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
   boost::system::error_code error_;
   std::deque<Out> control_, data_;
   std::deque<Out>* in_flight_ = nullptr;  // the queue whose front is being written
+  std::size_t in_flight_count_ = 0;       // ... and how many of its first items
+  static constexpr std::size_t kGather = 8;
   std::chrono::steady_clock::time_point last_read_{};
   bool waiting_ = false, writing_ = false, close_sent_ = false, ping_sent_ = false, dead_ = false;
   bool orphan_ = false;  // released by its owner during the closing handshake
@@ -413,6 +434,17 @@ void WsLink::write(std::shared_ptr<const std::string> text, Done done) {
   const auto buffer = boost::asio::buffer(*text);
   impl_->ws.async_write(
       buffer, [text = std::move(text), done = std::move(done)](beast::error_code ec, std::size_t) { done(ec); });
+}
+
+void WsLink::write(const std::vector<std::shared_ptr<const std::string>>& texts, Done done) {
+  if (impl_->own) return impl_->own->write(texts, std::move(done));
+  // Beast writes one message at a time: the first now, the rest after it.
+  if (texts.size() == 1) return write(texts.front(), std::move(done));
+  auto rest = std::vector<std::shared_ptr<const std::string>>(texts.begin() + 1, texts.end());
+  write(texts.front(), [this, rest = std::move(rest), done = std::move(done)](beast::error_code ec) mutable {
+    if (ec) return done(ec);
+    write(rest, std::move(done));
+  });
 }
 
 void WsLink::close(std::uint16_t code, std::string reason, Done done) {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gf::server {
 
@@ -64,6 +65,9 @@ class WsLink {
   void read(Got got);
   // One text message; at most one write at a time. `text` stays alive until `done` runs.
   void write(std::shared_ptr<const std::string> text, Done done);
+  // Several text messages (not empty), in order; `done` once the last is written. On a deflate connection
+  // they go out in one gather write.
+  void write(const std::vector<std::shared_ptr<const std::string>>& texts, Done done);
   // The closing handshake with `code` (RFC 6455's numbers) and an optional reason.
   void close(std::uint16_t code, std::string reason, Done done);
   // Closes the socket now: pending operations end with an error.
