@@ -137,7 +137,8 @@ std::string frame_header(Opcode op, std::size_t size, bool compressed) {
     h += static_cast<char>(size & 0xff);
   } else {
     h += static_cast<char>(127);
-    for (int shift = 56; shift >= 0; shift -= 8) h += static_cast<char>((static_cast<std::uint64_t>(size) >> shift) & 0xff);
+    for (int shift = 56; shift >= 0; shift -= 8)
+      h += static_cast<char>((static_cast<std::uint64_t>(size) >> shift) & 0xff);
   }
   return h;
 }
@@ -236,8 +237,8 @@ FrameReader::Event FrameReader::next(std::string& in) {
         if (e.payload.size() >= 2) {
           const auto code = static_cast<std::uint16_t>((static_cast<std::uint8_t>(e.payload[0]) << 8) |
                                                        static_cast<std::uint8_t>(e.payload[1]));
-          const bool valid = (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011) ||
-                             (code >= 3000 && code <= 4999);
+          const bool valid =
+              (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011) || (code >= 3000 && code <= 4999);
           if (!valid) return fail(kProtocolError, "an invalid close code");
           if (!valid_utf8(std::string_view(e.payload).substr(2))) return fail(kInvalidData, "a close reason not UTF-8");
           e.close_code = code;

@@ -39,10 +39,10 @@ class FrameReader {
   enum class Kind : std::uint8_t { NeedMore, Message, Ping, Pong, Close, Error };
   struct Event {
     Kind kind = Kind::NeedMore;
-    std::string payload;          // Message: the whole (inflated) message; Ping/Pong/Close: the frame's payload
-    bool binary = false;          // Message: came as binary
+    std::string payload;           // Message: the whole (inflated) message; Ping/Pong/Close: the frame's payload
+    bool binary = false;           // Message: came as binary
     std::uint16_t close_code = 0;  // Close: the peer's code (1005: none); Error: the code to close with
-    std::string reason;           // Error: why, for the close frame
+    std::string reason;            // Error: why, for the close frame
   };
 
   // `max_message`: the largest message, before and after inflation; `deflate`: RSV1 allowed.

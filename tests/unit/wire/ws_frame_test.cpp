@@ -147,21 +147,21 @@ TEST(WsDeflate, ReaderRefusesBadFrames) {
     }
     return message ? -1 : 0;  // -1: read as a message; 0: waits for more
   };
-  EXPECT_EQ(error_of(client_frame(0x81, "x", false)), 1002);          // unmasked
-  EXPECT_EQ(error_of(client_frame(0xa1, "x")), 1002);                 // RSV2
-  EXPECT_EQ(error_of(client_frame(0xc1, "x", true), 100, false), 1002);  // RSV1 without deflate
-  EXPECT_EQ(error_of(client_frame(0x83, "x")), 1002);                 // reserved opcode
-  EXPECT_EQ(error_of(client_frame(0x80, "x")), 1002);                 // continuation first
+  EXPECT_EQ(error_of(client_frame(0x81, "x", false)), 1002);                     // unmasked
+  EXPECT_EQ(error_of(client_frame(0xa1, "x")), 1002);                            // RSV2
+  EXPECT_EQ(error_of(client_frame(0xc1, "x", true), 100, false), 1002);          // RSV1 without deflate
+  EXPECT_EQ(error_of(client_frame(0x83, "x")), 1002);                            // reserved opcode
+  EXPECT_EQ(error_of(client_frame(0x80, "x")), 1002);                            // continuation first
   EXPECT_EQ(error_of(client_frame(0x01, "a") + client_frame(0x81, "b")), 1002);  // new message mid-way
-  EXPECT_EQ(error_of(client_frame(0x09, "p")), 1002);                 // fragmented ping
-  EXPECT_EQ(error_of(client_frame(0x89, std::string(126, 'p')), 1000), 1002);  // control over 125 bytes
-  EXPECT_EQ(error_of(client_frame(0x81, std::string(101, 'x'))), 1009);        // over the limit
+  EXPECT_EQ(error_of(client_frame(0x09, "p")), 1002);                            // fragmented ping
+  EXPECT_EQ(error_of(client_frame(0x89, std::string(126, 'p')), 1000), 1002);    // control over 125 bytes
+  EXPECT_EQ(error_of(client_frame(0x81, std::string(101, 'x'))), 1009);          // over the limit
   EXPECT_EQ(error_of(client_frame(0x01, std::string(60, 'x')) + client_frame(0x80, std::string(60, 'x'))), 1009);
   EXPECT_EQ(error_of(client_frame(0xc1, deflate_message(std::string(500, 'a')))), 1009);  // inflates past it
-  EXPECT_EQ(error_of(client_frame(0xc1, "\xff\xff\xff")), 1009);      // not deflate
-  EXPECT_EQ(error_of(client_frame(0x81, "\xc0\xaf")), 1007);          // overlong UTF-8
-  EXPECT_EQ(error_of(client_frame(0x88, "\x03")), 1002);              // close of one byte
-  EXPECT_EQ(error_of(client_frame(0x88, std::string("\x03\xed", 2))), 1002);  // close code 1005 sent
+  EXPECT_EQ(error_of(client_frame(0xc1, "\xff\xff\xff")), 1009);                          // not deflate
+  EXPECT_EQ(error_of(client_frame(0x81, "\xc0\xaf")), 1007);                              // overlong UTF-8
+  EXPECT_EQ(error_of(client_frame(0x88, "\x03")), 1002);                                  // close of one byte
+  EXPECT_EQ(error_of(client_frame(0x88, std::string("\x03\xed", 2))), 1002);              // close code 1005 sent
   // A 16-bit length for a short payload: not the shortest form.
   EXPECT_EQ(error_of(std::string("\x81\xfe\x00\x05\x00\x00\x00\x00hello", 13)), 1002);
   // A declared length over the limit fails at once, before its payload arrives.
