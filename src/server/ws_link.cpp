@@ -85,6 +85,7 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
   std::function<void()> on_close;
 
   void read(WsLink::Got got) {
+    if (ready_.empty() && !in_.empty() && !error_ && !close_sent_) parse();  // what was left unread
     if (!ready_.empty()) {
       auto e = std::move(ready_.front());
       ready_.pop_front();
@@ -192,6 +193,8 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
       ping_sent_ = false;
       in_.append(chunk.data(), n);
       if (!parse()) return;
+      // Messages the owner has not asked for yet: no more reading until it does (read() parses the rest).
+      if (!ready_.empty()) return;
       if (in_.size() > reader_.max_frame() + chunk.size()) return protocol_error(1009, "message too big");
       if (n < chunk.size()) break;
     }
@@ -202,6 +205,7 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
   // The events of the bytes received; false when the connection ends.
   bool parse() {
     for (;;) {
+      if (ready_.size() >= kMaxReady) return true;
       auto e = reader_.next(in_);
       using K = wsf::FrameReader::Kind;
       switch (e.kind) {
@@ -336,6 +340,7 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
   std::deque<Out>* in_flight_ = nullptr;  // the queue whose front is being written
   std::size_t in_flight_count_ = 0;       // ... and how many of its first items
   static constexpr std::size_t kGather = 8;
+  static constexpr std::size_t kMaxReady = 16;  // messages read ahead of the owner
   std::chrono::steady_clock::time_point last_read_{};
   bool waiting_ = false, writing_ = false, close_sent_ = false, ping_sent_ = false, dead_ = false;
   bool orphan_ = false;  // released by its owner during the closing handshake

@@ -117,6 +117,15 @@ async function main() {
     assert(updates(z).every(isUpdate), 'an update did not decode');
   });
 
+  await check('/ws deflate: a burst of requests (more than the agent reads ahead) gets every reply', async () => {
+    const z = await openWs(WebSocket, { threshold: 0 }, '/ws?period_ms=5000');
+    await until('the greeting', () => z.seen.length > 0, 5_000);
+    for (let i = 0; i < 20; ++i) z.send(JSON.stringify({ event: 'set_period', data: { period_ms: 1000 + 100 * i } }));
+    await until('20 period replies', () => z.seen.filter((m) => m.event === 'period').length === 20, 5_000);
+    const periods = z.seen.filter((m) => m.event === 'period').map((m) => m.data.period_ms);
+    assert(periods.every((p, i) => p === 1000 + 100 * i), `replies out of order: ${periods.join(' ')}`);
+  });
+
   await check('/ws deflate: the closing handshake', async () => {
     const z = await openWs(WebSocket, true);
     await until('an update', () => updates(z).length > 0, 5_000);
