@@ -2,7 +2,8 @@
 // socket.io-client runs on in node; browsers offer the same extension) against `gpufleet serve --backend
 // sim`: a client that negotiates it decodes every message and receives far fewer bytes than one that does
 // not (which still gets plain frames); its own compressed messages are read; pings answered during the
-// fan-out; the closing handshake; a bad frame closed with 1002. Plain node, no browser.
+// fan-out; the closing handshake; a bad frame closed with 1002; and Chromium (when installed) negotiating
+// it on /ws as the dashboard's page does.
 //   GF_BINARY=build/gpufleet node web/tests/ws_deflate.test.mjs
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -171,6 +172,37 @@ async function main() {
     });
     assert(code === 1002, `close code ${code}`);
   });
+
+  const chromiumPath = process.env.GF_CHROMIUM ?? '/usr/bin/chromium';
+  if (existsSync(chromiumPath)) {
+    await check('Chromium offers permessage-deflate on /ws, gets it, and decodes the updates', async () => {
+      const { chromium } = require('playwright-core');
+      const browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
+        args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'] });
+      let got;
+      try {
+        const page = await browser.newPage();
+        await page.goto(`http://127.0.0.1:${agent.port}/api/v1/health`); // the agent's own origin
+        got = await page.evaluate(() => new Promise((res, rej) => {
+          const ws = new WebSocket(`ws://${location.host}/ws?period_ms=100`);
+          const events = [];
+          ws.onmessage = (m) => {
+            events.push(JSON.parse(m.data).event);
+            if (events.length === 4) res({ extensions: ws.extensions, events });
+          };
+          ws.onerror = () => rej(new Error('WebSocket error'));
+          setTimeout(() => rej(new Error(`only ${events.length} messages`)), 10_000);
+        }));
+      } finally {
+        await browser.close();
+      }
+      assert(/permessage-deflate/.test(got.extensions), `extensions: "${got.extensions}"`);
+      assert(got.events[0] === 'gpu_status' && got.events.slice(1).every((e) => e === 'gpu_status_update'),
+        `events: ${got.events.join(' ')}`);
+    });
+  } else {
+    console.log(`# no browser at ${chromiumPath}: the Chromium check is left out`);
+  }
 
   await check('Socket.IO over WebSocket: deflate negotiated and the updates decode', async () => {
     const s = io(`http://127.0.0.1:${agent.port}`, {
