@@ -92,8 +92,8 @@ format-check:
 fuzz:
 	@scripts/install-deps.sh --ci
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGF_FUZZ=ON -DGF_TESTS=OFF -DGF_BENCH=OFF >/dev/null
-	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_nvidia_smi_mig fuzz_kernel_xid fuzz_accept_encoding fuzz_fdinfo fuzz_drm_fdinfo fuzz_estimate fuzz_api_request fuzz_kube fuzz_manifest fuzz_prometheus_response fuzz_agent_request fuzz_host_stats fuzz_socketio fuzz_socketio_session fuzz_url fuzz_exec_stream
-	@for t in nvidia_smi_csv nvidia_smi_mig kernel_xid accept_encoding fdinfo drm_fdinfo estimate api_request kube manifest prometheus_response agent_request host_stats socketio socketio_session url exec_stream; do \
+	@cmake --build build-fuzz -j $(JOBS) --target fuzz_nvidia_smi_csv fuzz_nvidia_smi_mig fuzz_kernel_xid fuzz_accept_encoding fuzz_fdinfo fuzz_drm_fdinfo fuzz_estimate fuzz_api_request fuzz_kube fuzz_manifest fuzz_prometheus_response fuzz_agent_request fuzz_host_stats fuzz_socketio fuzz_socketio_session fuzz_ws_frame fuzz_url fuzz_exec_stream
+	@for t in nvidia_smi_csv nvidia_smi_mig kernel_xid accept_encoding fdinfo drm_fdinfo estimate api_request kube manifest prometheus_response agent_request host_stats socketio socketio_session ws_frame url exec_stream; do \
 	  mkdir -p fuzz/corpus-work/$$t; \
 	  echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
 	  build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 fuzz/corpus-work/$$t fuzz/corpus/$$t \

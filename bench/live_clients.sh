@@ -4,13 +4,17 @@
 #   ws       10 000 clients of /ws?period_ms=1000
 #   sio      10 000 Socket.IO clients over WebSocket (period_ms=1000)
 #   polling   1 000 Socket.IO clients on long-polling
-# plus, with DEFLATE=1 (the default), the /ws case for 1 000 and 10 000 clients again with permessage-deflate
-# offered, for the bytes on the wire and the agent's CPU with and without it.
+#   ws-deflate   the ws case, the clients offering permessage-deflate (client_no_context_takeover; they inflate)
+#   sio-deflate  the sio case, likewise
+#   deflate      /ws for 1 000 and 10 000 clients, plain then deflate (not in the default set)
+# Every case's wire_bytes_per_s is what the clients' sockets received (TCP_INFO): the bytes, with and without
+# permessage-deflate. The default set (ws ws-deflate sio sio-deflate polling) takes ~4 minutes: five fresh
+# agents, each with 10 000 connections opened and a 20 s window.
 # For each: connected, dropped, the gap between a client's consecutive updates (p50/p99/max), the agent's CPU
 # (% of one core) and VmRSS over a steady window, and a GET /api/v1/monitoring/gpu-metrics every 50 ms
 # during the window (p50/p99). The agent runs under `nice -n -15` when root. PERF=1 records
 # `perf record -g -p AGENT` over each window into $GF_LIVE_OUT (default /tmp/gf-live).
-#   bench/live_clients.sh                 # ~3 minutes: 20 s windows
+#   bench/live_clients.sh                 # ~4 minutes: 20 s windows
 #   QUICK=1 bench/live_clients.sh         # ~1 minute: 1 000 / 1 000 / 200 clients, 5 s windows
 #   CASES="ws sio" bench/live_clients.sh  # only those cases
 set -euo pipefail
@@ -30,7 +34,7 @@ OUT=${GF_LIVE_OUT:-/tmp/gf-live}
 QUICK=${QUICK:-0}
 if [[ $QUICK == 1 ]]; then N_WS=1000 N_SIO=1000 N_POLL=200 WINDOW=5; else N_WS=10000 N_SIO=10000 N_POLL=1000 WINDOW=20; fi
 N_WS=${N_WS_CLIENTS:-$N_WS} N_SIO=${N_SIO_CLIENTS:-$N_SIO} N_POLL=${N_POLL_CLIENTS:-$N_POLL} WINDOW=${WINDOW_S:-$WINDOW}
-CASES=${CASES:-ws sio polling}
+CASES=${CASES:-ws ws-deflate sio sio-deflate polling}
 mkdir -p "$OUT"
 cmake --build "$B" --target gpufleet gf_ws_fanout >/dev/null
 
@@ -103,6 +107,8 @@ for c in $CASES; do
   case $c in
     ws) run ws ws "$N_WS" "/ws?period_ms=1000" ;;
     sio) run sio sio "$N_SIO" "/socket.io/?EIO=4&transport=websocket&period_ms=1000" ;;
+    ws-deflate) run ws-deflate ws "$N_WS" "/ws?period_ms=1000" --deflate ;;
+    sio-deflate) run sio-deflate sio "$N_SIO" "/socket.io/?EIO=4&transport=websocket&period_ms=1000" --deflate ;;
     polling) run polling polling "$N_POLL" "/socket.io/?EIO=4&transport=polling&period_ms=1000" ;;
     deflate)
       for n in 1000 "$N_WS"; do
@@ -110,6 +116,6 @@ for c in $CASES; do
         run "ws-$n-deflate" ws "$n" "/ws?period_ms=1000" --deflate
       done
       ;;
-    *) echo "live_clients: unknown case $c (ws, sio, polling, deflate)" >&2; exit 2 ;;
+    *) echo "live_clients: unknown case $c (ws, ws-deflate, sio, sio-deflate, polling, deflate)" >&2; exit 2 ;;
   esac
 done

@@ -92,3 +92,9 @@ GF_BINARY=$B/gpufleet bench/health_query_bench.sh 1000 10
 # clients give up after 60 s). 9c: the paced row again at twice the rate (2 000 acquires/s offered).
 echo "== 9c. 200 clients paced at 10 acquires/s each (2 000/s), 256 GPUs, through the agent vs the direct store"
 GF_BENCH_BUILD=$B CONTEND_ONLY=1 ROWS="256-0-10" PACE=10 bench/agent_bench.sh
+
+# ---- issue 24, goal 2, permessage-deflate (helper "live", second session): 10 000 /ws and 10 000 Socket.IO
+# clients again, offering permessage-deflate (one deflated frame shared by all), for the bytes and the CPU
+# beside the plain cases of 24.2 (~2 minutes: two fresh agents).
+echo "== 24.2d live clients with permessage-deflate: 10 000 /ws, 10 000 Socket.IO (WebSocket), at 1 Hz"
+GF_BENCH_BUILD=$B CASES="ws-deflate sio-deflate" bench/live_clients.sh

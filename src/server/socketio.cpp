@@ -518,6 +518,24 @@ void SocketIo::tick(std::chrono::steady_clock::time_point now) {
   for (auto& s : all) s->tick(now);
 }
 
+bool SocketIo::tick_slice(std::chrono::steady_clock::time_point now, std::size_t slices) {
+  if (round_next_ == 0) {
+    remove_deferred();
+    round_.clear();
+    std::lock_guard lock(mu_);
+    round_.reserve(sessions_.size());
+    for (auto& [sid, s] : sessions_) round_.push_back(s);
+  }
+  const std::size_t share = (round_.size() + std::max<std::size_t>(slices, 1) - 1) / std::max<std::size_t>(slices, 1);
+  const std::size_t end = std::min(round_.size(), round_next_ + share);
+  for (; round_next_ < end; ++round_next_)
+    if (auto s = round_[round_next_].lock()) s->tick(now);
+  if (round_next_ < round_.size()) return false;
+  round_next_ = 0;
+  round_.clear();
+  return true;
+}
+
 void SocketIo::close_all() {
   std::vector<std::shared_ptr<SioSession>> all;
   {

@@ -161,6 +161,10 @@ class SocketIo {
   // Sends pings, closes sessions whose pong or CONNECT is late, forgets closed ones. Call about once a
   // second.
   void tick(std::chrono::steady_clock::time_point now);
+  // tick() spread over `slices` calls: each ticks the next share of the sessions of a round taken at its
+  // first call; true when a round ends. For a caller on the I/O thread (one caller only), which calls it
+  // `slices` times a second: 10 000 sessions in one go were ~5 ms that a request waited behind.
+  bool tick_slice(std::chrono::steady_clock::time_point now, std::size_t slices);
   // Closes every session (their pending GETs and WebSockets are woken to finish).
   void close_all();
   std::size_t sessions() const;
@@ -181,6 +185,8 @@ class SocketIo {
   std::unordered_map<std::string, std::size_t> per_address_;  // by client_bucket
   std::atomic<std::size_t> charged_bytes_{0};
   std::vector<std::uint64_t> deferred_removals_;  // hub ids of sessions closed on a hub thread
+  std::vector<std::weak_ptr<SioSession>> round_;  // tick_slice: the round under way
+  std::size_t round_next_ = 0;                    // ... and its next session
 };
 
 // The Socket.IO transport's frames of a hub message, made once per message: the Engine.IO message of

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/beast_server.hpp"
 #include "server/ws_link.hpp"
@@ -37,7 +38,9 @@ constexpr std::uint16_t kCloseTryAgainLater = 1013;
 // fan-out takes as long as before, in the same order (a client's updates stay a period apart). Never on the I/O thread
 // itself, and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very tick
 // (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
-constexpr int kPaceBacklog = 256;
+// 256 queued handlers were ~8 ms of the I/O thread with 10 000 /ws clients (gpu-metrics GET p99 8.8 ms); 64 are
+// ~2 ms, for ~300 wake-ups of the sender per reading (bench/RESULTS.md, issue 24 goal 2, permessage-deflate).
+constexpr int kPaceBacklog = 64;
 constexpr auto kPaceWaitMax = std::chrono::milliseconds(50);
 
 class FanoutPace {
@@ -95,6 +98,8 @@ struct Paced {
 // A Socket.IO connection's own queue: the open packet and one "3probe" are all that come there; more is
 // a client that sends faster than it reads, and it must not make the agent hold its backlog.
 constexpr std::size_t kMaxSioReplies = 4;
+// A permessage-deflate connection writes up to this many waiting messages at once (WsLink's gather write).
+constexpr std::size_t kWriteBatch = 8;
 
 class LiveSocket final : public WsClient, public WsConnection, public std::enable_shared_from_this<LiveSocket> {
  public:
@@ -272,11 +277,23 @@ class LiveSocket final : public WsClient, public WsConnection, public std::enabl
     }
     writing_ = true;
     write_started_ = std::chrono::steady_clock::now();
-    ws_.write(std::move(*next), [self = shared_from_this()](beast::error_code ec) {
+    auto wrote = [self = shared_from_this()](beast::error_code ec) {
       self->writing_ = false;
       if (ec) return self->abort();
       self->pump();
-    });
+    };
+    if (ws_.deflated()) {
+      // What else is waiting goes in the same write (one sendmsg): Socket.IO's update and its seed alias.
+      std::vector<Text> batch{std::move(*next)};
+      while (batch.size() < kWriteBatch) {
+        std::optional<Text> more = queue_.pop();
+        if (!more && session_) more = session_->take_one();
+        if (!more) break;
+        batch.push_back(std::move(*more));
+      }
+      return ws_.write(batch, std::move(wrote));
+    }
+    ws_.write(std::move(*next), std::move(wrote));
   }
 
   // A client that does not read: its session ends too.

@@ -250,6 +250,35 @@ TEST_F(SocketIoTest, SecondConcurrentGetClosesTheSession) {
   EXPECT_EQ(sio->sessions(), 0u);
 }
 
+// tick_slice: each call ticks its share of a round's sessions; every session once per round.
+TEST_F(SocketIoTest, TickSlicesTickEverySessionOncePerRound) {
+  make();
+  std::vector<std::shared_ptr<SioSession>> all;
+  for (int i = 0; i < 5; ++i) {
+    all.push_back(open());
+    connect(all.back());
+  }
+  // Each session's poll waits; a ping wakes it.
+  std::vector<int> woke(all.size(), 0);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    ASSERT_EQ(all[i]->begin_poll([&woke, i] { ++woke[i]; }), SioSession::Poll::Wait);
+  auto pinged = [&] { return std::count_if(woke.begin(), woke.end(), [](int w) { return w > 0; }); };
+  // Three slices of 5 sessions: 2, 2, then 1; the round ends on the third call.
+  EXPECT_FALSE(sio->tick_slice(t0 + 25s, 3));
+  EXPECT_EQ(pinged(), 2);
+  EXPECT_FALSE(sio->tick_slice(t0 + 25s, 3));
+  EXPECT_EQ(pinged(), 4);
+  EXPECT_TRUE(sio->tick_slice(t0 + 25s, 3));
+  EXPECT_EQ(pinged(), 5);
+  for (auto& s : all) EXPECT_EQ(s->take_payload(), "2");
+  // Two slices: 3 then 2; a session closed mid-round does not stop the round.
+  EXPECT_FALSE(sio->tick_slice(t0 + 26s, 2));
+  all.back()->close();
+  EXPECT_TRUE(sio->tick_slice(t0 + 26s, 2));
+  EXPECT_TRUE(all.back()->closed());
+  EXPECT_FALSE(all.front()->closed());
+}
+
 TEST_F(SocketIoTest, PingPongAndTimeouts) {
   make();
   auto s = open();
