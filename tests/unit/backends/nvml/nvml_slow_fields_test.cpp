@@ -50,10 +50,10 @@ class NvmlSlowFieldsTest : public FakeNvmlTest {
   // The calls of every slow query so far.
   unsigned long long slow_calls() const {
     unsigned long long n = 0;
-    for (const char* fn : {"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPages",
-                           "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetRemappedRows",
-                           "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetEnforcedPowerLimit",
-                           "nvmlDeviceGetPersistenceMode"})
+    for (const char* fn :
+         {"nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
+          "nvmlDeviceGetRemappedRows", "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetEnforcedPowerLimit",
+          "nvmlDeviceGetPersistenceMode"})
       n += fake().calls_of(fn);
     return n;
   }
