@@ -127,7 +127,10 @@ class NvmlBackend final : public Backend {
       const bool read_slow =
           !state.slow || now - state.slow_read_at >= nvml::kSlowReadInterval || xids != state.slow_xids;
       auto result = nvml::read_device(api_, device, index, state, read_slow);
-      if (read_slow && state.slow) state.slow_read_at = now, state.slow_xids = xids;
+      if (read_slow && state.slow) {  // read (not lost mid-read): the period starts again
+        state.slow_read_at = now;
+        state.slow_xids = xids;
+      }
       if (xid_events_) events_.fill(device, result.reading);  // else last_xid stays "not queried"
       if (result.reading.health == core::Health::Ok) gpm_.read(device, now, result.reading);
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)
