@@ -31,7 +31,7 @@ struct BackendOptions {
   unsigned sim_gpus = 0;                 // 0: as many as the scenario says (built-in: 4)
   const core::Clock* clock = nullptr;    // nullptr: the system clock
   // Listen for XID events on a thread of their own (NVML). For long-running users (the agent, monitor,
-  // watch): a one-shot command would only pay the thread's start and stop (up to one 250 ms wait) and
+  // watch): a one-shot command would only pay the thread's start and stop (up to one 1 s wait) and
   // could never see an XID that came before it started. Off: last_xid is absent, "not queried".
   // The nvidia-smi backend reads XIDs from kernel_log instead, under the same switch.
   bool xid_events = false;

@@ -99,19 +99,19 @@ void CallCost::look_up(const State& s) {
     ns_ = it->second;
   else if (name.rfind("nvmlGpm", 0) != 0)
     ns_ = s.call_cost_default_ns;
+  if (ns_ > 0) start_ns_ = thread_cpu_ns();
 }
 
-void CallCost::spend_cpu_ns(long long ns) {
-  if (ns <= 0) return;
-  // On the thread's CPU clock, not the wall clock: on a busy machine a wall-clock spin is descheduled part
-  // of the time and would cost less CPU than the real call.
-  auto cpu_ns = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-  };
-  const long long until = cpu_ns() + ns;
-  while (cpu_ns() < until) {
+// On the thread's CPU clock, not the wall clock: on a busy machine a wall-clock spin is descheduled part of
+// the time and would cost less CPU than the real call.
+long long CallCost::thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+void CallCost::spend_until(long long until) {
+  while (thread_cpu_ns() < until) {
   }
 }
 

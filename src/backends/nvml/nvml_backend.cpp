@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -119,7 +120,17 @@ class NvmlBackend final : public Backend {
         snap.gpus.push_back(std::move(gone));
         continue;
       }
-      auto result = nvml::read_device(api_, device, index, devices_[device]);
+      auto& state = devices_[device];
+      // The slow fields every kSlowReadInterval, and at once after an XID on this GPU (an uncorrectable
+      // ECC error or a row remap raises one): a health change is not left waiting for the period.
+      const std::uint64_t xids = xid_events_ ? events_.count(device) : 0;
+      const bool read_slow =
+          !state.slow || now - state.slow_read_at >= nvml::kSlowReadInterval || xids != state.slow_xids;
+      auto result = nvml::read_device(api_, device, index, state, read_slow);
+      if (read_slow && state.slow) {  // read (not lost mid-read): the period starts again
+        state.slow_read_at = now;
+        state.slow_xids = xids;
+      }
       if (xid_events_) events_.fill(device, result.reading);  // else last_xid stays "not queried"
       if (result.reading.health == core::Health::Ok) gpm_.read(device, now, result.reading);
       if (result.reading.persistence_mode.has_value() && !*result.reading.persistence_mode)

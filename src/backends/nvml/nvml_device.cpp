@@ -164,9 +164,6 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   auto power_mw = asker.ask<unsigned>(Query::PowerUsage, api.power_usage != nullptr,
                                       [&](unsigned& out) { return api.power_usage(device, &out); });
   g.power_draw_w = convert<double>(power_mw, [](unsigned mw) { return mw / 1000.0; });
-  auto limit_mw = asker.ask<unsigned>(Query::PowerLimit, api.power_limit != nullptr,
-                                      [&](unsigned& out) { return api.power_limit(device, &out); });
-  g.power_limit_w = convert<double>(limit_mw, [](unsigned mw) { return mw / 1000.0; });
 
   auto energy_mj = asker.ask<unsigned long long>(Query::Energy, api.energy != nullptr,
                                                  [&](unsigned long long& out) { return api.energy(device, &out); });
@@ -197,20 +194,29 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   });
   g.mig_enabled = convert<bool>(mig, [](unsigned current) { return current == kMigEnabled; });
 
-  auto ecc = asker.ask<unsigned long long>(
-      Query::EccUncorrected, api.ecc_total != nullptr,
-      [&](unsigned long long& out) { return api.ecc_total(device, kEccUncorrected, kEccVolatile, &out); });
-  g.ecc_uncorrected_volatile = convert<std::uint64_t>(ecc, [](unsigned long long n) { return std::uint64_t{n}; });
+  // NVML gives nanoseconds; the field is microseconds (dcgm-exporter's DCGM_FI_DEV_*_VIOLATION unit).
+  // Counters of time that climb by the second while the clocks are held down: read every time.
+  auto violation = [&](Query q, int policy) {
+    auto v = asker.ask<ViolationTime>(q, api.violation_status != nullptr,
+                                      [&](ViolationTime& out) { return api.violation_status(device, policy, &out); });
+    return convert<std::uint64_t>(v, [](const ViolationTime& t) { return std::uint64_t{t.violation_time_ns / 1000}; });
+  };
+  g.power_violation_us = violation(Query::ViolationPower, kPerfPolicyPower);
+  g.thermal_violation_us = violation(Query::ViolationThermal, kPerfPolicyThermal);
+}
 
+// The slow fields (kSlowReadInterval): the settings an operator changes (power limit, persistence mode)
+// and the health counters (ECC, retired pages, remapped rows, PCIe replays). Each is one query, probed
+// once: Hopper answers NOT_SUPPORTED to the retired-page queries (it remaps rows instead), so they stay
+// absent with that reason and are never asked again.
+void read_slow_fields(const Api& api, Device device, Asker& asker, core::GpuReading& g) {
+  auto limit_mw = asker.ask<unsigned>(Query::PowerLimit, api.power_limit != nullptr,
+                                      [&](unsigned& out) { return api.power_limit(device, &out); });
+  g.power_limit_w = convert<double>(limit_mw, [](unsigned mw) { return mw / 1000.0; });
   auto persistence = asker.ask<int>(Query::PersistenceMode, api.persistence_mode != nullptr,
                                     [&](int& out) { return api.persistence_mode(device, &out); });
   g.persistence_mode = convert<bool>(persistence, [](int mode) { return mode == kFeatureEnabled; });
-}
 
-// The health counters (ECC, retired pages, remapped rows, PCIe replays, violation time). Each is
-// one query, probed once: Hopper answers NOT_SUPPORTED to the retired-page queries (it remaps rows
-// instead), so they stay absent with that reason and are never asked again.
-void read_health(const Api& api, Device device, Asker& asker, core::GpuReading& g) {
   auto counter = [](const Reading<unsigned long long>& r) {
     return convert<std::uint64_t>(r, [](unsigned long long n) { return std::uint64_t{n}; });
   };
@@ -219,6 +225,7 @@ void read_health(const Api& api, Device device, Asker& asker, core::GpuReading& 
       return api.ecc_total(device, error_type, counter_type, &out);
     }));
   };
+  g.ecc_uncorrected_volatile = ecc(Query::EccUncorrected, kEccUncorrected, kEccVolatile);
   g.ecc_corrected_volatile = ecc(Query::EccCorrectedVolatile, kEccCorrected, kEccVolatile);
   g.ecc_corrected_aggregate = ecc(Query::EccCorrectedAggregate, kEccCorrected, kEccAggregate);
   g.ecc_uncorrected_aggregate = ecc(Query::EccUncorrectedAggregate, kEccUncorrected, kEccAggregate);
@@ -258,15 +265,21 @@ void read_health(const Api& api, Device device, Asker& asker, core::GpuReading& 
   auto replays = asker.ask<unsigned>(Query::PcieReplay, api.pcie_replay_counter != nullptr,
                                      [&](unsigned& out) { return api.pcie_replay_counter(device, &out); });
   g.pcie_replay_count = pages(replays);
+}
 
-  // NVML gives nanoseconds; the field is microseconds (dcgm-exporter's DCGM_FI_DEV_*_VIOLATION unit).
-  auto violation = [&](Query q, int policy) {
-    auto v = asker.ask<ViolationTime>(q, api.violation_status != nullptr,
-                                      [&](ViolationTime& out) { return api.violation_status(device, policy, &out); });
-    return convert<std::uint64_t>(v, [](const ViolationTime& t) { return std::uint64_t{t.violation_time_ns / 1000}; });
-  };
-  g.power_violation_us = violation(Query::ViolationPower, kPerfPolicyPower);
-  g.thermal_violation_us = violation(Query::ViolationThermal, kPerfPolicyThermal);
+// Copies the members read_slow_fields() sets.
+void copy_slow_fields(const core::GpuReading& from, core::GpuReading& to) {
+  to.power_limit_w = from.power_limit_w;
+  to.persistence_mode = from.persistence_mode;
+  for (auto member : {&core::GpuReading::ecc_uncorrected_volatile, &core::GpuReading::ecc_corrected_volatile,
+                      &core::GpuReading::ecc_corrected_aggregate, &core::GpuReading::ecc_uncorrected_aggregate,
+                      &core::GpuReading::retired_pages_sbe, &core::GpuReading::retired_pages_dbe,
+                      &core::GpuReading::remapped_rows_correctable, &core::GpuReading::remapped_rows_uncorrectable,
+                      &core::GpuReading::pcie_replay_count})
+    to.*member = from.*member;
+  for (auto member : {&core::GpuReading::retired_pages_pending, &core::GpuReading::remapped_rows_pending,
+                      &core::GpuReading::remapped_rows_failure})
+    to.*member = from.*member;
 }
 
 struct RawProcess {
@@ -398,16 +411,20 @@ void read_mig(const Api& api, Device device, unsigned index, DeviceState& state,
 
 }  // namespace
 
-DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state) {
+DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow) {
   Asker asker(state);
   DeviceResult result;
   auto& g = result.reading;
   g.index = index;
+  read_slow = read_slow || !state.slow;
 
   read_identity(api, device, state, asker);
   read_memory(api, device, asker, g);
   read_gauges(api, device, asker, g);
-  read_health(api, device, asker, g);
+  if (read_slow)
+    read_slow_fields(api, device, asker, g);
+  else
+    copy_slow_fields(*state.slow, g);
   if (g.mig_enabled && *g.mig_enabled) read_mig(api, device, index, state, asker, result);
   read_processes(api, device, index, state, asker, result);
   // With MIG on, the whole-GPU utilization counters are not kept (NVML answers NOT_SUPPORTED; the MIG
@@ -418,7 +435,9 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   }
 
   if (asker.fatal() != kSuccess) {
-    // The GPU went away mid-read: report it as a whole, not a half-filled reading.
+    // The GPU went away mid-read: report it as a whole, not a half-filled reading. When it answers
+    // again (a reset), its slow fields are asked afresh.
+    state.slow.reset();
     DeviceResult gone;
     gone.reading = unreachable_device(api, index, asker.fatal());
     gone.reading.uuid = state.uuid.value_or("");
@@ -429,6 +448,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   g.uuid = state.uuid.value_or("");
   g.name = state.name.value_or("");
   g.pci_bus_id = state.pci_bus_id.value_or("");
+  if (read_slow) copy_slow_fields(g, state.slow.emplace());
   return result;
 }
 

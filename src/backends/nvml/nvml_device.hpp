@@ -2,9 +2,15 @@
 // Reading one GPU through NVML: every GpuReading field, its processes, and what the device has told
 // us it lacks, so that later snapshots skip those queries (probe once, then skip).
 //
+// The slow fields (see kSlowReadInterval) are asked only when the caller says they are due; in between
+// the reading carries their last answer. They are 10 of the ~24 calls a reading makes, and the costliest
+// (each aggregate ECC count is ~11 µs on an H100 with driver 580, ../shared/captures/h100-580/).
+//
 // Not thread-safe: the backend owns one DeviceState per handle and calls read_device() from one
 // thread at a time.
 #include <bitset>
+#include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +21,13 @@
 #include "core/snapshot.hpp"
 
 namespace gf::backends::nvml {
+
+// How often the slow fields are read: the four ECC counts, retired pages (count and pending), remapped
+// rows, the PCIe replay counter, the enforced power limit and persistence mode. The counters move at a
+// memory or link error, the settings at an operator's command; a change shows within this period, and at
+// the next reading after an XID on the GPU (an uncorrectable ECC error or a row remap raises one: 48, 63,
+// 64, 94, 95). The nvidia-smi path reads remapped rows every 30 s. Identity (UUID, name, PCI) is read once.
+inline constexpr std::chrono::seconds kSlowReadInterval{10};
 
 // One NVML query per entry (a field group that one call answers).
 enum class Query : unsigned {
@@ -71,6 +84,11 @@ struct DeviceState {
   unsigned process_capacity = 16;
   // The MIG devices seen at each index (identity read once per instance); used only under MIG.
   MigState mig;
+  // The slow fields as last read (only those members are set), copied into the readings in between;
+  // set after the first reading that asked them. The backend keeps when that was and the XIDs seen then.
+  std::optional<core::GpuReading> slow;
+  std::chrono::steady_clock::time_point slow_read_at{};
+  std::uint64_t slow_xids = 0;
 };
 
 struct DeviceResult {
@@ -81,10 +99,11 @@ struct DeviceResult {
   std::vector<std::string> mig_problems;
 };
 
-// Reads every field of the device with handle `device` at NVML index `index`. Field errors blank
-// that field; GPU_IS_LOST (or RESET_REQUIRED) from any call stops the queries and marks the GPU
-// Lost (Error), with the identity read earlier kept.
-DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state);
+// Reads every field of the device with handle `device` at NVML index `index`: the slow fields from
+// NVML when `read_slow` is true or none were read yet (then kept in state.slow), from state.slow
+// otherwise. Field errors blank that field; GPU_IS_LOST (or RESET_REQUIRED) from any call stops the
+// queries and marks the GPU Lost (Error), with the identity read earlier kept.
+DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow = true);
 
 // The reading of a GPU that cannot be read: Lost for GPU_IS_LOST (message: NVML's text, "GPU is
 // lost"), Error otherwise (message: `context` followed by NVML's text and code). Readings absent.

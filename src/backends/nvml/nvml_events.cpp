@@ -129,6 +129,7 @@ void XidEvents::record(Device device, unsigned xid) {
   if (it == gpus_.end()) return;  // not one of ours (a handle NVML made up): nothing to attribute it to
   PerGpu& g = it->second;
   g.last_xid = xid;
+  ++g.count;
   g.recent.push_back({xid, now});
   if (g.recent.size() <= options_.recent_limit) return;
   // Evict the oldest application fault; only when every entry is critical, the oldest critical one.
@@ -151,6 +152,12 @@ void XidEvents::fill(Device device, core::GpuReading& g) const {
   }
   g.last_xid = p.last_xid;
   g.recent_xids.assign(p.recent.begin(), p.recent.end());
+}
+
+std::uint64_t XidEvents::count(Device device) const {
+  std::lock_guard lock(mu_);
+  auto it = gpus_.find(device);
+  return it == gpus_.end() ? 0 : it->second.count;
 }
 
 std::string XidEvents::problem() const { return problem_; }

@@ -30,8 +30,10 @@
 namespace gf::backends::nvml {
 
 struct EventOptions {
-  // Longest a wait blocks: stop() returns within about this.
-  std::chrono::milliseconds wait_timeout{250};
+  // Longest a wait blocks: stop() returns within about this. Each timeout wakes the thread (a
+  // syscall and a context switch, ~40 µs of CPU on a VM); one a second is the collection's own pace,
+  // and one second is as much as the agent's stop may wait on it (NVML has no way to end a wait early).
+  std::chrono::milliseconds wait_timeout{1000};
   // Pause after a wait that failed with anything but a timeout.
   std::chrono::milliseconds error_backoff{1000};
   // Recent XIDs kept per GPU. Critical XIDs (core::xid_needs_reset) are evicted last, so the
@@ -55,6 +57,8 @@ class XidEvents {
   // Copies what is known of `device` into `g`: last_xid (0: registered, no XID yet; absent with the
   // reason when events are unavailable for it) and recent_xids (oldest first).
   void fill(Device device, core::GpuReading& g) const;
+  // XIDs recorded for `device` since start() (0 for a device not registered): a change means a new one.
+  std::uint64_t count(Device device) const;
   // One sentence when the set could not be made or a GPU that has XID events could not be registered
   // (no permission, an error); empty otherwise (a GPU without XID events is not a problem).
   std::string problem() const;
@@ -67,6 +71,7 @@ class XidEvents {
     bool registered = false;
     core::Absent why = core::Absent::NotSupported;  // when not registered
     unsigned last_xid = 0;
+    std::uint64_t count = 0;            // XIDs recorded
     std::deque<core::XidEvent> recent;  // oldest first
   };
 

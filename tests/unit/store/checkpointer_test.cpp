@@ -45,7 +45,7 @@ TEST_F(WalCheckpointerTest, ConnectionsOpenedWhileItRunsLeaveCheckpointsToIt) {
 }
 
 TEST_F(WalCheckpointerTest, KeepsTheWalShort) {
-  auto ck = WalCheckpointer::start(path.string(), 10ms);
+  auto ck = WalCheckpointer::start(path.string(), 10ms, 10ms);
   ASSERT_TRUE(ck) << ck.error().message;
   auto db = Db::open(path.string());  // automatic checkpoints off: only the thread checkpoints
   ASSERT_TRUE(db);
@@ -62,6 +62,23 @@ TEST_F(WalCheckpointerTest, KeepsTheWalShort) {
   }
   EXPECT_EQ((*ck)->failed(), 0u);
   EXPECT_LT(fs::file_size(dir / "store.db-wal"), 4u * 1024 * 1024);
+}
+
+TEST_F(WalCheckpointerTest, SmallWritesWaitForTheIdlePeriodABurstDoesNot) {
+  auto ck = WalCheckpointer::start(path.string(), 10ms, std::chrono::hours(1));
+  ASSERT_TRUE(ck) << ck.error().message;
+  auto db = Db::open(path.string());
+  ASSERT_TRUE(db);
+  ASSERT_TRUE(db->exec("CREATE TABLE t(v BLOB)"));
+  ASSERT_TRUE(db->exec("INSERT INTO t VALUES (randomblob(4000))"));
+  std::this_thread::sleep_for(300ms);  // some 30 looks at the WAL: a few pages are no burst
+  EXPECT_EQ((*ck)->done(), 0u);
+  // ~300 pages (1.2 MB) at once: past kBurstBytes, checkpointed at the next look.
+  ASSERT_TRUE(db->exec("BEGIN IMMEDIATE"));
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(db->exec("INSERT INTO t VALUES (randomblob(4000))"));
+  ASSERT_TRUE(db->exec("COMMIT"));
+  EXPECT_TRUE(test::eventually([&] { return (*ck)->done() >= 1; }, 10s, 10ms)) << "the burst was not checkpointed";
+  EXPECT_EQ((*ck)->failed(), 0u);
 }
 
 }  // namespace

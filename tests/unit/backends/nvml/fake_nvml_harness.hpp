@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -22,13 +23,22 @@
 
 namespace gf::backends::nvml_test {
 
-// A clock that always says the same time, so snapshots' timestamps can be checked.
+// A clock that says the same time until a test moves it on, so snapshots' timestamps can be checked
+// and paced reads (the slow fields' kSlowReadInterval) come due when the test says.
 class FixedClock final : public core::Clock {
  public:
-  std::chrono::steady_clock::time_point now() const override { return {}; }
-  std::chrono::system_clock::time_point wall_now() const override {
-    return std::chrono::system_clock::time_point{std::chrono::seconds{1'700'000'000}};
+  std::chrono::steady_clock::time_point now() const override {
+    return std::chrono::steady_clock::time_point{std::chrono::nanoseconds{elapsed_ns_.load()}};
   }
+  std::chrono::system_clock::time_point wall_now() const override {
+    return std::chrono::system_clock::time_point{std::chrono::seconds{1'700'000'000}} +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(
+               std::chrono::nanoseconds{elapsed_ns_.load()});
+  }
+  void advance(std::chrono::nanoseconds d) { elapsed_ns_ += d.count(); }
+
+ private:
+  std::atomic<long long> elapsed_ns_{0};
 };
 
 // The test's own handle on a fake library. Holding it keeps the library loaded for the whole test,

@@ -6,6 +6,7 @@
 
 #include <thread>
 
+#include "backends/nvml/nvml_device.hpp"
 #include "core/gpu_health.hpp"
 #include "fake_nvml_harness.hpp"
 #include "support/eventually.hpp"
@@ -89,7 +90,12 @@ TEST_F(NvmlHealthTest, TheH100CaptureReadsAsRecorded) {
   ASSERT_TRUE((*backend)->snapshot());
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetRetiredPages"), 2u);  // once per cause
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetRetiredPagesPendingStatus"), 1u);
-  EXPECT_EQ(fake().calls_of("nvmlDeviceGetRemappedRows"), 2u);  // supported: every snapshot
+  // Supported, but a slow field: asked again only after kSlowReadInterval (nvml_slow_fields_test.cpp).
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetRemappedRows"), 1u);
+  clock_.advance(nvml::kSlowReadInterval);
+  ASSERT_TRUE((*backend)->snapshot());
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetRemappedRows"), 2u);
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetRetiredPages"), 2u);  // unsupported stays unasked
 }
 
 TEST_F(NvmlHealthTest, CountersConvertToTheFieldUnits) {

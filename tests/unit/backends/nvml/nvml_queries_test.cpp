@@ -63,12 +63,13 @@ TEST_F(NvmlQueriesTest, UnsupportedFieldsAreAskedOnceThenSkipped) {
   EXPECT_EQ(fake().calls_of("nvmlDeviceGetTemperature"), 3u);
   // Later snapshots skip the unsupported fields, the identity (uuid, name, PCI) read once, and the GPM
   // support query (this GPU has no GPM): fan, MIG, four ECC counters, three retired-page queries,
-  // remapped rows, PCIe replays, two violation policies, the three identity reads, and GPM support.
-  EXPECT_EQ(calls[0] - calls[1], 17u);
+  // remapped rows, PCIe replays, two violation policies, the three identity reads, and GPM support;
+  // and the supported slow fields, asked again only after kSlowReadInterval: power limit, persistence.
+  EXPECT_EQ(calls[0] - calls[1], 19u);
   EXPECT_EQ(calls[1], calls[2]);
-  // What remains, per snapshot: count, handle, memory, utilization, temperature, power, limit,
-  // energy, two clocks, clock reasons, P-state, persistence, and three process lists.
-  EXPECT_EQ(calls[1], 16u);
+  // What remains, per snapshot: count, handle, memory, utilization, temperature, power, energy, two
+  // clocks, clock reasons, P-state, and three process lists.
+  EXPECT_EQ(calls[1], 14u);
 
   const auto& g = last.gpus.at(0);
   EXPECT_EQ(g.fan_pct.why(), Absent::NotSupported);  // still reported as not supported, not "not queried"
