@@ -20,8 +20,8 @@ std::vector<PromSample> time_answer(const std::vector<std::string>& results) {
 }
 // One GPU's series (utilization, framebuffer or its sample time), as `max by (Hostname, gpu, UUID)` answers.
 std::string gpu_series(const std::string& node, int gpu, const std::string& value) {
-  return R"({"metric":{"Hostname":")" + node + R"(","gpu":")" + std::to_string(gpu) + R"(","UUID":"GPU-)" + node +
-         "-" + std::to_string(gpu) + R"("},"value":[1700000099,")" + value + "\"]}";
+  return R"({"metric":{"Hostname":")" + node + R"(","gpu":")" + std::to_string(gpu) + R"(","UUID":"GPU-)" + node + "-" +
+         std::to_string(gpu) + R"("},"value":[1700000099,")" + value + "\"]}";
 }
 // One line of count_values by (Hostname) ("gpufleet_sample_time", …).
 std::string node_time(const std::string& node, const std::string& t, int series) {
@@ -58,7 +58,7 @@ TEST(PrometheusSampleTime, OneTimePerNodeIsEveryGpusTime) {
   EXPECT_EQ(seconds_of(na.observed), 1700000001);
   ASSERT_TRUE(na.observed);
   EXPECT_EQ(na.observed->time_since_epoch(), std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                                                  std::chrono::duration<double>(1700000001.5)));
+                                                 std::chrono::duration<double>(1700000001.5)));
   for (const auto& g : na.gpus) EXPECT_EQ(g.observed, na.observed) << g.uuid;
   // b has no sample time at all: unknown age, as before.
   EXPECT_FALSE(f.nodes[1].observed);
