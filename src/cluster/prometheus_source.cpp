@@ -293,8 +293,8 @@ void PromJoin::node_times(const std::vector<PromSample>& samples) {
   for (std::size_t i = 0; i < per.size(); ++i) {
     if (!named[i]) continue;
     auto& m = out_.nodes[i];
-    const auto with_utilization = static_cast<double>(
-        std::count_if(m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& g) { return g.utilization_pct; }));
+    const auto with_utilization = static_cast<double>(std::count_if(
+        m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& g) { return g.utilization_pct.has_value(); }));
     if (!per[i].decided || per[i].series != with_utilization) {
       undecided_[i] = true;
       continue;
