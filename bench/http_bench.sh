@@ -206,6 +206,11 @@ ratios=$(
   printf '| agent / bare, /metrics (req/s) | %s | ≥ 0.9: %s |\n' "$r_prom_bare" "$(verdict "$r_prom_bare" 0.9)"
   printf '| agent / bare, gpu-metrics gzip (req/s) | %s | ≥ 0.9: %s |\n' "$r_json_gz_bare" "$(verdict "$r_json_gz_bare" 0.9)"
   printf '| agent / bare, /metrics gzip (req/s) | %s | ≥ 0.9: %s |\n' "$r_prom_gz_bare" "$(verdict "$r_prom_gz_bare" 0.9)"
+  # The same by the server's CPU per request (bare / agent): steadier than req/s on a shared machine.
+  for t in json prom json_gz prom_gz; do
+    printf '| agent / bare, %s, by CPU per request (bare µs / agent µs) | %s | ≥ 0.9: %s |\n' "$t" \
+      "$(ratio "${CPUREQ[bare_$t]}" "${CPUREQ[agent_$t]}")" "$(verdict "$(ratio "${CPUREQ[bare_$t]}" "${CPUREQ[agent_$t]}")" 0.9)"
+  done
   printf '| agent /metrics / node-exporter /metrics (req/s) | %s | ≥ 100: %s |\n' "$r_prom_ne" "$(verdict "$r_prom_ne" 100)"
   printf '| agent gpu-metrics / node-exporter /metrics (req/s) | %s | |\n' "$r_json_ne"
 )

@@ -5,11 +5,8 @@
 
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
-#include <link.h>
 #include <malloc.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
@@ -17,7 +14,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "server/beast_server.hpp"
@@ -195,35 +191,8 @@ void HttpServer::Impl::reserve_ahead() {
     reserve_descriptor_states(std::min(state_limit, reserved_states + kStateBlock));
 }
 
-namespace {
-
-// The pages of the program's and its libraries' read-only segments (code, constants, symbol tables)
-// that start-up touched — option parsing, the store's schema, the libraries' relocation — stay mapped,
-// and counted in the RSS, for the life of the agent: ~5 MiB of its ~14 at start, of which a steady
-// agent touches about one in six again. Once serving, they are let go: the kernel keeps them in its
-// page cache, and a page used again is mapped again (a minor fault). Only segments that are never
-// written (no PF_W; relocated data lies in the writable ones, RELRO included) are let go, so nothing
-// of the process's own state can be lost.
-int drop_segment_pages(dl_phdr_info* info, std::size_t, void*) {
-  const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  if (info->dlpi_name != nullptr && std::string_view(info->dlpi_name).find("vdso") != std::string_view::npos)
-    return 0;  // the kernel's own page
-  for (int k = 0; k < info->dlpi_phnum; ++k) {
-    const auto& ph = info->dlpi_phdr[k];
-    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_W) != 0 || ph.p_memsz == 0) continue;
-    const std::uintptr_t begin = (info->dlpi_addr + ph.p_vaddr + page - 1) & ~(page - 1);  // whole pages only
-    const std::uintptr_t end = (info->dlpi_addr + ph.p_vaddr + ph.p_filesz) & ~(page - 1);
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  }
-  return 0;
-}
-
-}  // namespace
-
 void HttpServer::run(bool handle_signals) {
   auto& i = *impl_;
-  ::dl_iterate_phdr(drop_segment_pages, nullptr);
-  ::malloc_trim(0);
   if (handle_signals) {
     i.signals.add(SIGINT);
     i.signals.add(SIGTERM);

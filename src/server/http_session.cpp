@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -68,6 +69,9 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   HttpSession(std::shared_ptr<HttpServer::Impl> srv, tcp::socket&& socket, std::string address)
       : srv_(std::move(srv)), stream_(std::move(socket)), address_(std::move(address)) {
     ++srv_->connections;
+    // reply() writes without blocking, then asynchronously what did not fit.
+    beast::error_code ignored;
+    stream_.socket().non_blocking(true, ignored);
   }
   ~HttpSession() override {
     srv_->release_address(address_);
@@ -184,11 +188,17 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
     const auto host = msg.find(http::field::host);
     if (host == msg.end() && msg.version() >= 11)
       return error_response(400, "bad_request", "an HTTP/1.1 request needs a Host header");
-    if (host != msg.end() &&
-        !host_allowed(std::string_view(host->value().data(), host->value().size()), srv_->host_names))
-      return error_response(421, "misdirected_request",
-                            "this agent does not answer to the host name '" + std::string(host->value()) +
-                                "' (use its address, localhost, or add the name with --allow-host)");
+    if (host != msg.end()) {
+      // A client sends the same Host on every request of a connection: checked once.
+      const std::string_view value(host->value().data(), host->value().size());
+      if (value != allowed_host_) {
+        if (!host_allowed(value, srv_->host_names))
+          return error_response(421, "misdirected_request",
+                                "this agent does not answer to the host name '" + std::string(value) +
+                                    "' (use its address, localhost, or add the name with --allow-host)");
+        allowed_host_.assign(value);
+      }
+    }
     if (auto it = msg.find(http::field::authorization); it != msg.end()) req_.authorization = std::string(it->value());
     if (auto it = msg.find(http::field::content_type); it != msg.end()) req_.content_type = std::string(it->value());
     if (auto it = msg.find(http::field::accept_encoding); it != msg.end())
@@ -267,6 +277,13 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
             srv_->opts.auth_read, &srv_->tokens};
   }
 
+  // A WebSocket session gets the socket as the acceptor made it: its own operations are asynchronous
+  // (they work either way), any synchronous one (a close) must not see would_block.
+  void blocking_again() {
+    beast::error_code ignored;
+    stream_.socket().non_blocking(false, ignored);
+  }
+
   void upgrade() {
     head_ = false;
     const bool full = !srv_->ws || srv_->ws->clients() + srv_->ws_pending.load() >= srv_->ws->max_clients();
@@ -275,6 +292,7 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
                  : std::variant<Response, WsAccept>(error_response(404, "not_found", "WebSocket is served at /ws"));
     if (auto* refused = std::get_if<Response>(&d)) return reply(std::move(*refused), false, false);
     auto& accept = std::get<WsAccept>(d);
+    blocking_again();
     srv_->ws_sessions.remove_if([](const auto& w) { return w.expired(); });
     srv_->ws_sessions.push_back(start_ws_session(srv_, std::move(stream_), header_parser_->release(), accept.period,
                                                  std::move(accept.subprotocol)));
@@ -345,6 +363,7 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
       if (!session || session->on_websocket())
         return sio_fail(400, "unknown_session", "no such Engine.IO session for an upgrade", true);
     }
+    blocking_again();
     srv_->sio_ws_sessions.remove_if([](const auto& w) { return w.expired(); });
     srv_->sio_ws_sessions.push_back(
         start_sio_ws_session(srv_, std::move(stream_), std::move(session), header_parser_->release(), fresh));
@@ -437,23 +456,43 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
     const auto buf = [](const std::shared_ptr<const std::string>& t) {
       return t ? asio::const_buffer(t->data(), t->size()) : asio::const_buffer();
     };
-    const std::array<asio::const_buffer, 3> out{asio::const_buffer(h.data(), h.size()), buf(body_), buf(tail_)};
+    std::array<asio::const_buffer, 3> out{asio::const_buffer(h.data(), h.size()), buf(body_), buf(tail_)};
     header_parser_.reset();
     body_parser_.reset();
+    // Most answers fit in the socket's send buffer: written now, in one non-blocking sendmsg, with no
+    // asynchronous operation and no timer to arm and cancel. What does not fit (a slow or stalled
+    // reader, a large body) is written asynchronously, within request_timeout.
+    beast::error_code ec;
+    std::size_t sent = stream_.socket().write_some(out, ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      ec = {};
+      sent = 0;
+    }
+    if (ec || sent == asio::buffer_size(out)) return written(ec, keep_alive);
+    for (auto& b : out) {
+      const std::size_t n = std::min(sent, b.size());
+      b += n;
+      sent -= n;
+    }
     stream_.expires_after(srv_->opts.request_timeout);
-    asio::async_write(stream_, out, [self = shared_from_this(), keep_alive](beast::error_code ec, std::size_t) {
-      self->body_.reset();
-      self->tail_.reset();
-      if (ec || !keep_alive || self->srv_->draining) {
-        if (!ec && self->unread_body_) {
-          self->linger();
-          return;
-        }
-        self->close();
+    asio::async_write(stream_, out, [self = shared_from_this(), keep_alive](beast::error_code e, std::size_t) {
+      self->written(e, keep_alive);
+    });
+  }
+
+  // An answer sent (or failed): the next request, or the end of the connection.
+  void written(beast::error_code ec, bool keep_alive) {
+    body_.reset();
+    tail_.reset();
+    if (ec || !keep_alive || srv_->draining) {
+      if (!ec && unread_body_) {
+        linger();
         return;
       }
-      self->do_read();
-    });
+      close();
+      return;
+    }
+    do_read();
   }
 
   // After an answer that left a body unread: stop sending, then read and drop what the client still
@@ -499,6 +538,7 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
   // it over to read the body.
   std::optional<http::request_parser<http::empty_body>> header_parser_;
   std::optional<http::request_parser<http::string_body>> body_parser_;
+  std::string allowed_host_;                        // the last Host value found allowed on this connection
   std::string head_text_;                           // the answer's header, its capacity kept between answers
   std::shared_ptr<const std::string> body_, tail_;  // the answer's texts until written
   Request req_;

@@ -29,7 +29,8 @@
 // gpufleet agent families (Hostname label only, when set): gpufleet_agent_info{version,backend} 1,
 //   gpufleet_agent_uptime_seconds, gpufleet_collections_total, gpufleet_collection_errors_total,
 //   gpufleet_collection_duration_seconds, gpufleet_leases_active, gpufleet_jobs_waiting, gpufleet_jobs_running,
-//   gpufleet_jobs_finished_total, gpufleet_alerts_firing, gpufleet_websocket_clients.
+//   gpufleet_jobs_finished_total, gpufleet_alerts_firing, gpufleet_websocket_clients. (The agent's /metrics
+//   renders these at most once a second and for each new reading: server/api_meta.cpp.)
 //
 // Output contract: families in the fixed order above; within a family, GPUs in snapshot order. A family's
 // # HELP and # TYPE lines are written once, and only when it has at least one sample (an all-absent family

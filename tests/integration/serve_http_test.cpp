@@ -207,6 +207,31 @@ TEST_F(Serve, HeadHasHeadersOnlyAndKeepAliveServesTwoRequests) {
   expect_clean_stop();
 }
 
+// More than the socket takes at once (a client with a small window that reads late): the server
+// writes what fits, then the rest as the client reads. 150 pipelined answers (5 MB, beyond the
+// kernel's 4 MiB send buffer) arrive whole and in order, and the connection goes on.
+TEST_F(Serve, AnswersBeyondWhatTheSocketTakesArriveWhole) {
+  ASSERT_TRUE(start("sim"));
+  const auto whole = get(port(), "/api/openapi.json");
+  ASSERT_EQ(whole.status, 200);
+  ASSERT_GT(whole.body.size(), 30000u) << "the test needs large answers";
+  Sock s(port(), 2048);
+  ASSERT_TRUE(s.ok());
+  constexpr int kAnswers = 150;
+  std::string pipelined;
+  for (int i = 0; i < kAnswers; ++i) pipelined += request_text("GET", "/api/openapi.json", {}, {}, false);
+  ASSERT_TRUE(s.send_all(pipelined));
+  std::this_thread::sleep_for(500ms);  // the server meets a full socket
+  for (int i = 0; i < kAnswers; ++i) {
+    auto r = read_response(s, in(20s));
+    ASSERT_EQ(r.status, 200) << "answer " << i << ": " << r.raw_head;
+    ASSERT_EQ(r.body, whole.body) << "answer " << i;
+  }
+  ASSERT_TRUE(s.send_all(request_text("GET", "/api/health", {}, {}, true)));
+  EXPECT_EQ(read_response(s, in(20s)).status, 200);
+  expect_clean_stop();
+}
+
 TEST_F(Serve, AllocationsEndToEnd) {
   ASSERT_TRUE(start("sim"));
   const std::string tok = token();

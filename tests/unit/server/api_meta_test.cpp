@@ -53,7 +53,9 @@ struct QuietSink final : node::ConnectionSink {
 };
 
 TEST_F(ApiTest, PrometheusCountsTheArbitersWaitingAcquires) {
+  ctx.clock = &clock;  // the agent's series are made at most once a second: each look is a second later
   auto waiting_jobs = [&] {
+    clock.advance(std::chrono::seconds(1));
     const auto r = get("/metrics");
     const auto at = r.body.find("\ngpufleet_jobs_waiting");
     if (at == std::string::npos) return std::string("absent");
@@ -91,6 +93,32 @@ TEST_F(ApiTest, UptimeIsTheRoutesClock) {
   EXPECT_EQ(get("/api/health").j.at("uptime_s"), 90.0);
   clock.advance(std::chrono::milliseconds(2500));
   EXPECT_EQ(get("/api/health").j.at("uptime_s"), 92.5);
+}
+
+// The agent's own series are made at most once a second (and again for a new reading): within the
+// second a scrape gets the same text, the second after a new one. The GPU series are the reading's.
+TEST_F(ApiTest, AgentSeriesAreMadeAtMostOnceASecond) {
+  test::FakeClock clock;
+  ctx.clock = &clock;
+  ctx.started = clock.now();
+  auto uptime = [&](bool gzip) {
+    accept_gzip = gzip;
+    const auto r = get("/metrics");
+    EXPECT_EQ(r.gzip, gzip);
+    std::istringstream in(gzip ? wire::gunzip(r.body) : r.body);
+    std::string line, value = "absent";
+    while (std::getline(in, line))
+      if (line.rfind("gpufleet_agent_uptime_seconds{", 0) == 0) value = line.substr(line.rfind(' ') + 1);
+    return value;
+  };
+  clock.advance(std::chrono::seconds(10));
+  EXPECT_EQ(uptime(false), "10");
+  clock.advance(std::chrono::milliseconds(900));
+  EXPECT_EQ(uptime(false), "10");  // made 0.9 s ago: the same text
+  EXPECT_EQ(uptime(true), "10");   // and its gzip end, made now for this reading's compressed GPU part
+  clock.advance(std::chrono::milliseconds(100));
+  EXPECT_EQ(uptime(true), "11");  // a second old: made again
+  EXPECT_EQ(uptime(false), "11");
 }
 
 TEST_F(ApiTest, OpenApiIsServedAsJson) {
