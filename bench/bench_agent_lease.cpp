@@ -6,8 +6,10 @@
 //                                           CLIENTS connections at once, each acquiring 1 GPU (queued: wait_s 60)
 //                                           and releasing it after HOLD_MS (0), for SECONDS; an independent ledger
 //                                           of who holds which GPU catches a GPU granted twice
-//   gf_bench_agent_lease direct-contend DB CLIENTS SECONDS GPUS
+//   gf_bench_agent_lease direct-contend DB CLIENTS SECONDS GPUS [RATE]
 //                                           the same on the direct path: a store connection per client
+//   RATE (acquires per second per client, 0: closed loop): paced, open loop; latencies count from the
+//   time each acquire was due (class Pace)
 // Prints N, p50, p99 and max in milliseconds. Not a Google Benchmark: the numbers wanted are the tail
 // of one long series, the way a CLI sees them.
 #include <unistd.h>
@@ -173,9 +175,35 @@ struct ClientTimes {
   std::string error;
 };
 
+// When a client sends its requests. Closed (rate 0): the next acquire the moment the last release is
+// answered. Paced (rate R per second): acquires at fixed times, one every 1/R s from a phase of its own
+// (open loop: a late answer does not delay the schedule), and each latency is counted from the time the
+// acquire was due, not from when it could be sent, so time lost behind a slow answer is counted.
+class Pace {
+ public:
+  Pace(double rate, int me, Clock::time_point start) : rate_(rate) {
+    if (rate_ <= 0) return;
+    period_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate_));
+    next_ = start + period_ * (me % 97) / 97;  // spread the clients' phases over one period
+  }
+  // Waits for the next due time (paced) and returns it; closed: now.
+  Clock::time_point due() {
+    if (rate_ <= 0) return Clock::now();
+    const auto at = next_;
+    next_ += period_;
+    std::this_thread::sleep_until(at);
+    return at;
+  }
+
+ private:
+  double rate_;
+  Clock::duration period_{};
+  Clock::time_point next_{};
+};
+
 // One client: acquire, note the grant, let go, release, until `end`.
 void contend_client(const std::string& path, int me, const std::string& name, std::chrono::milliseconds hold,
-                    Clock::time_point end, Ledger& ledger, ClientTimes& out) {
+                    double rate, Clock::time_point end, Ledger& ledger, ClientTimes& out) {
   auto s = platform::UnixLineSocket::connect(path, std::chrono::seconds(10));
   if (!s) {
     out.error = s.error().message;
@@ -200,8 +228,10 @@ void contend_client(const std::string& path, int me, const std::string& name, st
       if (j.is_object() && j.value("id", std::int64_t{-1}) == want) return j;
     }
   };
+  Pace pace(rate, me, Clock::now());
   while (Clock::now() < end) {
-    const auto t0 = Clock::now();
+    const auto t0 = pace.due();
+    if (t0 >= end) break;
     const nlohmann::json acq{{"id", ++id},          {"op", "acquire"}, {"gpus", 1},
                              {"tie", "connection"}, {"wait_s", 60},    {"name", name}};
     if (!s->write_all(acq.dump() + "\n", limit())) return void(out.error = "write failed");
@@ -261,7 +291,7 @@ int contend(const ClientFn& client, int clients, int seconds) {
 
 // The direct path under the same load: each client its own store connection (as each CLI process
 // has), allocating on a fresh simulated reading and waiting in the store's queue when none is free.
-void direct_client(const std::string& db, unsigned gpus, int me, Clock::time_point end, Ledger& ledger,
+void direct_client(const std::string& db, unsigned gpus, double rate, int me, Clock::time_point end, Ledger& ledger,
                    ClientTimes& out) {
   auto opts = backends::BackendOptions::from_environment();
   opts.sim_gpus = gpus;
@@ -277,13 +307,15 @@ void direct_client(const std::string& db, unsigned gpus, int me, Clock::time_poi
   };
   scheduler::WaitOptions wait;
   wait.timeout = std::chrono::seconds(60);
+  Pace pace(rate, me, Clock::now());
   while (Clock::now() < end) {
     scheduler::AllocationRequest req;
     req.need.gpus = 1;
     req.job_id = store::new_id();
     req.name = "direct-contend";
     req.owner = {static_cast<std::uint32_t>(::getpid()), 0, "bench"};
-    const auto t0 = Clock::now();
+    const auto t0 = pace.due();
+    if (t0 >= end) break;
     bool waited = false;
     auto got = alloc.allocate(req, query());
     if (!got && got.error().kind == ErrorKind::Unavailable) {
@@ -307,9 +339,8 @@ void direct_client(const std::string& db, unsigned gpus, int me, Clock::time_poi
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: %s agent SOCKET [N] | direct DB [N] | contend SOCKET CLIENTS SECONDS NAME [HOLD_MS] | "
-                 "direct-contend DB "
-                 "CLIENTS SECONDS GPUS\n",
+                 "usage: %s agent SOCKET [N] | direct DB [N] | contend SOCKET CLIENTS SECONDS NAME [HOLD_MS [RATE]] | "
+                 "direct-contend DB CLIENTS SECONDS GPUS [RATE]\n",
                  argv[0]);
     return 2;
   }
@@ -321,19 +352,24 @@ int main(int argc, char** argv) {
     const std::string path = argv[2], name = argc > 5 ? argv[5] : "contend";
     const auto hold = argc > 6 ? gf::core::parse_uint(argv[6], 0, 600000) : gf::Result<std::uint64_t>(0);
     if (!hold) return 2;
+    const auto rate = argc > 7 ? gf::core::parse_uint(argv[7], 0, 1000) : gf::Result<std::uint64_t>(0);
+    if (!rate) return 2;
     const std::chrono::milliseconds held(*hold);
+    const auto per_s = static_cast<double>(*rate);
     return contend([&](int me, Clock::time_point end, Ledger& l,
-                       ClientTimes& t) { contend_client(path, me, name, held, end, l, t); },
+                       ClientTimes& t) { contend_client(path, me, name, held, per_s, end, l, t); },
                    static_cast<int>(*clients), static_cast<int>(*seconds));
   }
   if (mode == "direct-contend") {
     const auto clients = argc > 3 ? gf::core::parse_uint(argv[3], 1, 4000) : gf::Result<std::uint64_t>(200);
     const auto seconds = argc > 4 ? gf::core::parse_uint(argv[4], 1, 3600) : gf::Result<std::uint64_t>(60);
     const auto gpus = argc > 5 ? gf::core::parse_uint(argv[5], 1, 4096) : gf::Result<std::uint64_t>(8);
-    if (!clients || !seconds || !gpus) return 2;
+    const auto rate = argc > 6 ? gf::core::parse_uint(argv[6], 0, 1000) : gf::Result<std::uint64_t>(0);
+    if (!clients || !seconds || !gpus || !rate) return 2;
     const std::string db = argv[2];
+    const auto per_s = static_cast<double>(*rate);
     return contend([&](int me, Clock::time_point end, Ledger& l,
-                       ClientTimes& t) { direct_client(db, static_cast<unsigned>(*gpus), me, end, l, t); },
+                       ClientTimes& t) { direct_client(db, static_cast<unsigned>(*gpus), per_s, me, end, l, t); },
                    static_cast<int>(*clients), static_cast<int>(*seconds));
   }
   const auto count = argc > 3 ? gf::core::parse_uint(argv[3], 1, 100000000) : gf::Result<std::uint64_t>(2000);

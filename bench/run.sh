@@ -85,3 +85,10 @@ GF_BENCH_BUILD=$B CONTEND_ONLY=1 bench/agent_bench.sh
 # a fleet whose every GPU exports XID_ERRORS, ROW_REMAP_FAILURE and gpufleet_gpu_health, 1 % with an XID.
 echo "== 15. fleet health through Prometheus: each instant query's time, 1 000 nodes x 8 GPUs"
 GF_BINARY=$B/gpufleet bench/health_query_bench.sh 1000 10
+
+# ---- issue 24, goal 4 (helper "lease"): the lease path under contention. 9b above now runs 7 rows (the
+# closed loop and, new, the paced shape: 200 clients x PACE=5 acquires/s, open loop) in ~9 minutes at 60 s
+# a row (QUICK=1: 10 s a row, ~2.5 minutes; the direct path with 8 GPUs always takes ~65 s: its queued
+# clients give up after 60 s). 9c: the paced row again at twice the rate (2 000 acquires/s offered).
+echo "== 9c. 200 clients paced at 10 acquires/s each (2 000/s), 256 GPUs, through the agent vs the direct store"
+GF_BENCH_BUILD=$B CONTEND_ONLY=1 ROWS="256-0-10" PACE=10 bench/agent_bench.sh

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,13 +76,19 @@ std::string not_enough(const core::Snapshot& s, const std::vector<Refusal>& refu
   return out;
 }
 
-void choose_one(const core::Topology& t, const std::vector<Eligible>& eligible, Selection& sel) {
+void choose_one(const LinkScores& scores, const std::vector<Eligible>& eligible, Selection& sel) {
   // Cost of taking a GPU: the link score it has to the other eligible GPUs, i.e. what a later
   // multi-GPU job loses. Taking half of an NVLink pair costs 100s; an unpaired GPU costs 10s.
+  // Links are symmetric (Topology sets both directions): each pair is scored once, for both ends. No
+  // topology at all (size 0): every cost is 0 without scoring n² pairs per decision.
   std::vector<unsigned> cost(eligible.size(), 0);
-  for (std::size_t i = 0; i < eligible.size(); ++i)
-    for (std::size_t j = 0; j < eligible.size(); ++j)
-      if (i != j) cost[i] += pair_link_score(t, eligible[i].gpu->index, eligible[j].gpu->index);
+  if (scores.size() > 0)
+    for (std::size_t i = 0; i < eligible.size(); ++i)
+      for (std::size_t j = i + 1; j < eligible.size(); ++j) {
+        const unsigned score = scores(eligible[i].gpu->index, eligible[j].gpu->index);
+        cost[i] += score;
+        cost[j] += score;
+      }
 
   std::size_t best = 0;
   for (std::size_t i = 1; i < eligible.size(); ++i) {
@@ -109,7 +116,8 @@ void choose_one(const core::Topology& t, const std::vector<Eligible>& eligible, 
   }
 }
 
-void choose_set(const core::Topology& t, const std::vector<Eligible>& eligible, unsigned k, Selection& sel) {
+void choose_set(const core::Topology& t, const LinkScores& scores, const std::vector<Eligible>& eligible, unsigned k,
+                Selection& sel) {
   detail::Candidates c;
   c.count = static_cast<unsigned>(eligible.size());
   c.links.assign(static_cast<std::size_t>(c.count) * c.count, 0);
@@ -119,7 +127,7 @@ void choose_set(const core::Topology& t, const std::vector<Eligible>& eligible, 
     c.availability.push_back(eligible[i].availability);
     for (unsigned j = 0; j < c.count; ++j) {
       if (i == j) continue;
-      const unsigned score = pair_link_score(t, eligible[i].gpu->index, eligible[j].gpu->index);
+      const unsigned score = scores(eligible[i].gpu->index, eligible[j].gpu->index);
       c.links[static_cast<std::size_t>(i) * c.count + j] = score;
       lowest = std::min(lowest, score);
       highest = std::max(highest, score);
@@ -161,7 +169,15 @@ unsigned pair_link_score(const core::Topology& t, unsigned a, unsigned b) noexce
   return level_score(t.level(a, b));
 }
 
-Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, const SelectRequest& r) {
+LinkScores::LinkScores(const core::Topology& t) : n_(t.size()) {
+  scores_.resize(static_cast<std::size_t>(n_) * n_);
+  for (unsigned a = 0; a < n_; ++a)
+    for (unsigned b = 0; b < n_; ++b)
+      scores_[static_cast<std::size_t>(a) * n_ + b] = a == b ? 0 : pair_link_score(t, a, b);
+}
+
+Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, const SelectRequest& r,
+                              const LinkScores* scores) {
   if (r.need.gpus == 0) return make_error("cannot select 0 GPUs: ask for at least one");
   Selection sel;
   sel.refused = eligibility(s, r);
@@ -176,10 +192,12 @@ Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, 
             [](const Eligible& a, const Eligible& b) { return a.gpu->index < b.gpu->index; });
 
   if (eligible.size() < r.need.gpus) return make_error(not_enough(s, sel.refused, r.need.gpus, eligible.size()));
+  std::optional<LinkScores> own;
+  if (!scores) scores = &own.emplace(t);
   if (r.need.gpus == 1)
-    choose_one(t, eligible, sel);
+    choose_one(*scores, eligible, sel);
   else
-    choose_set(t, eligible, r.need.gpus, sel);
+    choose_set(t, *scores, eligible, r.need.gpus, sel);
   return sel;
 }
 

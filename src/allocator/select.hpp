@@ -44,6 +44,23 @@ struct Selection {
 // CrossSocket 10, Unknown 0.
 unsigned pair_link_score(const core::Topology& t, unsigned a, unsigned b) noexcept;
 
+// Every pair's pair_link_score on one topology, computed once: a decision then reads a table instead of
+// asking the topology twice per pair (a single-GPU decision scores every eligible pair: 32 640 pairs
+// at 256 GPUs). For whoever decides many times on one topology (the node's allocator).
+class LinkScores {
+ public:
+  LinkScores() = default;
+  explicit LinkScores(const core::Topology& t);
+  unsigned operator()(unsigned a, unsigned b) const noexcept {
+    return a < n_ && b < n_ ? scores_[static_cast<std::size_t>(a) * n_ + b] : 0;
+  }
+  unsigned size() const noexcept { return n_; }
+
+ private:
+  unsigned n_ = 0;
+  std::vector<unsigned> scores_;
+};
+
 // Every GPU of the snapshot that may not be offered, with why: lost or failing, leased, under the
 // free-memory floor, over the utilization ceiling, or (unless allow_busy) running a process not in
 // own_pids. A reading the device could not give refuses the GPU only when its limit constrains
@@ -61,7 +78,9 @@ std::vector<Refusal> eligibility(const core::Snapshot& s, const SelectRequest& r
 // GpuReading::availability_score, computed with core::availability_score when absent.
 // Fails when count is 0 or fewer GPUs are eligible than asked; the message says how many were needed
 // and gives one line per GPU with why it was refused (or that it was eligible).
-Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, const SelectRequest& r);
+// scores: t's LinkScores when the caller keeps them (nullptr: made here, for this decision).
+Result<Selection> select_gpus(const core::Snapshot& s, const core::Topology& t, const SelectRequest& r,
+                              const LinkScores* scores = nullptr);
 
 // Candidate sets searched exhaustively at most; beyond this the greedy search runs.
 inline constexpr std::uint64_t kExhaustiveLimit = 20000;

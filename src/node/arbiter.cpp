@@ -94,7 +94,7 @@ Result<std::size_t> Arbiter::recover() {
 ConnectionId Arbiter::connect(const Peer& peer, std::shared_ptr<ConnectionSink> sink) {
   std::lock_guard lock(mu_);
   const ConnectionId id = next_conn_++;
-  conns_[id] = Connection{peer, std::move(sink)};
+  conns_[id] = Connection{peer, std::move(sink), std::nullopt};
   return id;
 }
 
@@ -292,7 +292,18 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
     if (w.conn == c && w.request_id == request_id)
       return make_error(ErrorKind::Invalid, fmt::format("request {} is already waiting", request_id));
 
-  auto tied = owner_of(peer, r.tie);
+  // A connection tie's owner is the peer's own process, whose start time never changes: read once.
+  if (r.tie != core::LeaseTie::Process && !conn->second.start_time) {
+    auto own = owner_of(peer, r.tie);
+    conn->second.start_time = own ? own->first.start_time : 0;
+  }
+  Result<TiedOwner> tied = TiedOwner{};
+  if (r.tie == core::LeaseTie::Process) {
+    tied = owner_of(peer, r.tie);
+  } else {
+    tied->first.pid = peer.pid;
+    tied->first.start_time = *conn->second.start_time;
+  }
   if (!tied) return tied.error();
   auto& [owner, watch] = *tied;
   auto ar = prepare(peer, r, owner);
@@ -402,6 +413,20 @@ Result<void> Arbiter::cancel(ConnectionId c, std::int64_t request_id) {
 
 Result<void> Arbiter::release(const Peer& peer, const std::string& lease_id) {
   std::lock_guard lock(mu_);
+  // A lease this arbiter granted to the peer's own uid: ended in one store write, without listing every
+  // active lease. The store's answer says whether it was still active (it may have been ended meanwhile,
+  // by the dead-owner sweep or another process).
+  if (auto own = live_.find(lease_id); own != live_.end() && own->second.uid && *own->second.uid == peer.uid) {
+    auto ended = store_->release(lease_id, "released");
+    if (!ended) return ended.error();
+    const auto uid = own->second.uid;
+    const ConnectionId conn = own->second.conn;
+    live_.erase(own);
+    if (!*ended) return make_error(ErrorKind::NotFound, "no active lease " + lease_id + " (see gpufleet leases)");
+    tell_owner(uid, conn, [&](ConnectionSink& s) { s.lease_ended(lease_id, "released"); });
+    serve_queue();
+    return {};
+  }
   auto active = store_->active();
   if (!active) return active.error();
   auto it = std::find_if(active->begin(), active->end(), [&](const core::Lease& l) { return l.id == lease_id; });
@@ -587,7 +612,7 @@ void Arbiter::serve_queue() {
     }
     w.quota_held = false;
     if (blocked) {
-      w.last.why = "waiting behind " + blocker + " in the queue";
+      w.last.why = blocker;  // made once per pass: assigned into each waiter's string, not rebuilt
       w.last.ahead = 1;
       ++i;
       continue;
@@ -627,8 +652,8 @@ void Arbiter::serve_queue() {
     w.last.holders = std::move(got->holders);
     w.last.ahead = 0;
     blocked = true;
-    blocker = fmt::format("{} ({} GPU(s), priority {})", w.shown.name.empty() ? w.shown.id : w.shown.name, w.shown.gpus,
-                          w.shown.priority);
+    blocker = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
+                          w.shown.name.empty() ? w.shown.id : w.shown.name, w.shown.gpus, w.shown.priority);
     ++i;
   }
 }

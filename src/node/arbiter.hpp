@@ -175,6 +175,7 @@ class Arbiter {
   struct Connection {
     Peer peer;
     std::shared_ptr<ConnectionSink> sink;
+    std::optional<unsigned long long> start_time;  // the peer process's, read at its first acquire
   };
   struct Waiting {
     std::uint64_t seq = 0;

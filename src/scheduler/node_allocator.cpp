@@ -43,18 +43,22 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
       lr,
       [&](const std::vector<core::Lease>& active,
           const std::vector<core::Waiter>& ahead) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
-        out.holders = active;
+        // Who holds what is for the words of a "not now"; a grant does not copy every active lease.
+        const auto not_now = [&] {
+          out.holders = active;
+          return std::optional<std::vector<core::LeasedGpu>>();
+        };
         out.ahead = ahead.size();
         if (!ahead.empty()) {
           out.why_not = fmt::format("waiting behind {} ({} GPU(s), priority {}) in the queue",
                                     ahead.front().name.empty() ? ahead.front().id : ahead.front().name,
                                     ahead.front().gpus, ahead.front().priority);
-          return std::optional<std::vector<core::LeasedGpu>>();
+          return not_now();
         }
         const auto& snap = reading;
         if (!snap || !*snap) {  // a failed driver query (a hung nvidia-smi, say) is "not now", not the end
           out.why_not = "cannot read the GPUs: " + (snap ? std::string("no reading") : snap.error().message);
-          return std::optional<std::vector<core::LeasedGpu>>();
+          return not_now();
         }
         if (!req.need.mig_profile.empty()) {  // one MIG instance, by its UUID
           allocator::MigRequest mr;
@@ -64,16 +68,16 @@ Result<NodeAllocator::Attempt> NodeAllocator::attempt(const AllocationRequest& r
           auto pick = allocator::select_mig_instance(**snap, mr);
           if (!pick) {
             out.why_not = pick.error().message;
-            return std::optional<std::vector<core::LeasedGpu>>();
+            return not_now();
           }
           std::vector<core::LeasedGpu> one{{pick->gpu_index, pick->instance.uuid}};
           out.granted = Allocation{{}, std::move(pick->selection), *snap};
           return std::optional<std::vector<core::LeasedGpu>>(std::move(one));
         }
-        auto sel = allocator::select_gpus(**snap, topology_, select_request(req, active));
+        auto sel = allocator::select_gpus(**snap, topology_, select_request(req, active), &scores_);
         if (!sel) {
           out.why_not = sel.error().message;
-          return std::optional<std::vector<core::LeasedGpu>>();
+          return not_now();
         }
         std::vector<core::LeasedGpu> gpus;
         for (unsigned i : sel->indices) {

@@ -67,7 +67,7 @@ class NodeAllocator {
  public:
   // The store and the clock outlive the allocator. topology: the node's (empty when unknown).
   NodeAllocator(core::LeaseStore& store, core::Topology topology, const core::Clock& clock = platform::system_clock())
-      : store_(store), topology_(std::move(topology)), clock_(clock) {}
+      : store_(store), topology_(std::move(topology)), scores_(topology_), clock_(clock) {}
 
   // One attempt now on `reading`, not queued: the lease, or an error saying for each GPU why it was
   // refused ("cannot read the GPUs: …" when `reading` is an error). The error's kind tells "not enough
@@ -99,6 +99,7 @@ class NodeAllocator {
  private:
   core::LeaseStore& store_;
   core::Topology topology_;
+  allocator::LinkScores scores_;  // topology_'s pair scores, made once (topology_ never changes)
   const core::Clock& clock_;
 };
 

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <random>
+#include <unordered_map>
 
 #include "platform/fs.hpp"
 #include "platform/procfs.hpp"
@@ -114,6 +116,10 @@ core::Waiter read_waiter(const Stmt& s) {
   return w;
 }
 
+std::int64_t bound_limit(std::size_t limit) {
+  return static_cast<std::int64_t>(std::min<std::size_t>(limit, std::numeric_limits<std::int64_t>::max()));
+}
+
 bool default_alive(const core::LeaseOwner& o) {
   static const platform::ProcReader proc;
   const auto start = proc.start_time(o.pid);
@@ -168,7 +174,7 @@ Result<std::unique_ptr<NodeStore>> NodeStore::open(const std::string& path, Aliv
 
 Result<std::size_t> NodeStore::sweep_dead_owners(const char* select_sql, std::initializer_list<const char*> updates,
                                                  PidZero pid_zero) {
-  auto sel = db_.prepare(select_sql);
+  auto sel = db_.prepare_cached(select_sql);
   if (!sel) return sel.error();
   std::vector<std::string> dead;
   // One look per owner: a process holding many leases (a launcher, 200 connections of one client) is
@@ -186,7 +192,7 @@ Result<std::size_t> NodeStore::sweep_dead_owners(const char* select_sql, std::in
   if (!rows) return rows.error();
   for (const auto& id : dead) {
     for (const char* sql : updates) {
-      auto up = db_.prepare(sql);
+      auto up = db_.prepare_cached(sql);
       if (!up) return up.error();
       if (auto r = up->bind(1, now_ms()).bind(2, id).run(); !r) return r.error();
     }
@@ -201,17 +207,41 @@ Result<bool> NodeStore::reap_locked() {
                                   "UPDATE lease_gpus SET active = 0 WHERE lease_id = ?2"},
                                  PidZero::Judge);
   if (!swept) return swept.error();
+  if (*swept > 0) active_cache_.reset();
   return *swept > 0;
 }
 
-Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, std::size_t limit) {
-  auto sel = db_.prepare(fmt::format(
+Result<const std::vector<core::Lease>*> NodeStore::active_locked() {
+  // PRAGMA data_version moves when another connection (another process, the agent's history writer)
+  // commits; this connection's own changes to the leases update or drop the copy where they are made.
+  auto v = db_.prepare_cached("PRAGMA data_version");
+  if (!v) return v.error();
+  auto row = v->step();
+  if (!row) return row.error();
+  const std::int64_t version = *row ? v->int64(0) : -1;
+  if (!active_cache_ || version != active_version_) {
+    auto loaded = load_leases(LeaseSet::Active, 1000000);
+    if (!loaded) return loaded.error();
+    active_cache_ = std::move(*loaded);
+    active_version_ = version;
+  }
+  return &*active_cache_;
+}
+
+Result<std::vector<core::Lease>> NodeStore::load_leases(LeaseSet which, std::size_t limit, std::int64_t since_ms) {
+  // Constant SQL per set (cached statements), the limit and time bound as ?1 and ?2; the GPUs of every
+  // lease in one query, not one query per lease.
+  static constexpr const char* kWhere[] = {"WHERE released_ms IS NULL", "", "WHERE released_ms >= ?2"};
+  const char* where = kWhere[static_cast<int>(which)];
+  auto sel = db_.prepare_cached(fmt::format(
       "SELECT id, job_id, name, owner_pid, owner_start, owner_user, created_ms, released_ms, release_reason, "
-      "owner_uid, tie FROM leases {} ORDER BY created_ms DESC, id LIMIT {}",
-      where_sql, limit));
+      "owner_uid, tie FROM leases {} ORDER BY created_ms DESC, id LIMIT ?1",
+      where));
   if (!sel) return sel.error();
+  sel->bind(1, bound_limit(limit));
+  if (which == LeaseSet::EndedSince) sel->bind(2, since_ms);
   std::vector<core::Lease> out;
-  std::map<std::string, std::size_t> by_id;
+  std::unordered_map<std::string, std::size_t> by_id;
   auto rows = sel->each([&](const Stmt& row) {
     core::Lease l;
     l.id = row.text(0);
@@ -223,17 +253,24 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(const char* where_sql, s
     l.release_reason = row.text(8);
     l.owner.uid = opt_uid(row, 9);
     l.tie = core::tie_from_name(row.text(10));
-    by_id[l.id] = out.size();
+    by_id.emplace(l.id, out.size());
     out.push_back(std::move(l));
   });
   if (!rows) return rows.error();
-  for (auto& l : out) {
-    auto q = db_.prepare("SELECT gpu_index, gpu_uuid FROM lease_gpus WHERE lease_id = ?1 ORDER BY rowid");
-    if (!q) return q.error();
-    q->bind(1, l.id);
-    auto gpus = q->each([&](const Stmt& row) { l.gpus.push_back({static_cast<unsigned>(row.int64(0)), row.text(1)}); });
-    if (!gpus) return gpus.error();
-  }
+  if (out.empty()) return out;
+  auto q = db_.prepare_cached(fmt::format(
+      "SELECT lease_id, gpu_index, gpu_uuid FROM lease_gpus WHERE lease_id IN (SELECT id FROM leases {} ORDER BY "
+      "created_ms DESC, id LIMIT ?1) ORDER BY rowid",
+      where));
+  if (!q) return q.error();
+  q->bind(1, bound_limit(limit));
+  if (which == LeaseSet::EndedSince) q->bind(2, since_ms);
+  auto gpus = q->each([&](const Stmt& row) {
+    // Outside a transaction a lease may come between the two reads: one the first did not see is skipped.
+    if (auto it = by_id.find(row.text(0)); it != by_id.end())
+      out[it->second].gpus.push_back({static_cast<unsigned>(row.int64(1)), row.text(2)});
+  });
+  if (!gpus) return gpus.error();
   return out;
 }
 
@@ -241,7 +278,7 @@ Result<NodeStore::Ahead> NodeStore::live_waiters_ahead(const std::string& waiter
   // Queue order: priority (higher first), then arrival. Only the first live waiter ahead matters to
   // the decision (it blocks us), so walk from the front, dropping dead waiters, and stop there:
   // the cost does not grow with the length of the queue.
-  auto me = db_.prepare("SELECT priority, enqueued_ms, rowid FROM waiters WHERE id = ?1");
+  auto me = db_.prepare_cached("SELECT priority, enqueued_ms, rowid FROM waiters WHERE id = ?1");
   if (!me) return me.error();
   me->bind(1, waiter_id);
   auto found = me->step();
@@ -249,7 +286,7 @@ Result<NodeStore::Ahead> NodeStore::live_waiters_ahead(const std::string& waiter
   Ahead out;
   if (!*found) return out;  // not queued (any more)
   const std::int64_t prio = me->int64(0), enq = me->int64(1), rowid = me->int64(2);
-  auto sel = db_.prepare(
+  auto sel = db_.prepare_cached(
       fmt::format("SELECT {} FROM waiters "
                   "WHERE priority > ?1 OR (priority = ?1 AND (enqueued_ms < ?2 OR (enqueued_ms = ?2 AND rowid < ?3))) "
                   "ORDER BY priority DESC, enqueued_ms, rowid",
@@ -268,7 +305,7 @@ Result<NodeStore::Ahead> NodeStore::live_waiters_ahead(const std::string& waiter
   });
   if (!rows) return rows.error();
   for (const auto& id : dead) {
-    auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
+    auto del = db_.prepare_cached("DELETE FROM waiters WHERE id = ?1");
     if (!del) return del.error();
     if (auto r = del->bind(1, id).run(); !r) return r.error();
   }
@@ -277,8 +314,8 @@ Result<NodeStore::Ahead> NodeStore::live_waiters_ahead(const std::string& waiter
 }
 
 Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
-  auto sel =
-      db_.prepare(fmt::format("SELECT {} FROM waiters ORDER BY priority DESC, enqueued_ms, rowid", kWaiterColumns));
+  auto sel = db_.prepare_cached(
+      fmt::format("SELECT {} FROM waiters ORDER BY priority DESC, enqueued_ms, rowid", kWaiterColumns));
   if (!sel) return sel.error();
   std::vector<core::Waiter> out;
   auto rows = sel->each([&](const Stmt& row) {
@@ -292,20 +329,41 @@ Result<std::vector<core::Waiter>> NodeStore::load_waiters() {
 Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& req, const Decide& decide) {
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
-  auto reaped = reap_locked();
-  if (!reaped) return reaped.error();
-  bool changed = *reaped;
-  auto leases = load_leases("WHERE released_ms IS NULL", 1000000);
-  if (!leases) return leases.error();
-  std::vector<core::Waiter> ahead;
-  if (!req.waiter_id.empty()) {
-    auto a = live_waiters_ahead(req.waiter_id);
-    if (!a) return a.error();
-    ahead = std::move(a->waiters);
-    changed = changed || a->removed_dead;
+  // The dead-owner sweep asks /proc about every distinct owner: on the way to a grant it runs at most
+  // once per kSweepEvery, and before a "not now" unless it ran in the last kSweepGap, so a dead owner's
+  // lease keeps a GPU from no one for longer than that (a grant made beside it takes a GPU it does not
+  // hold). The gap spares a queue served on every release a look at every owner each time.
+  const auto now = clock_.now();
+  bool swept = false, changed = false;
+  auto sweep = [&]() -> Result<bool> {
+    auto reaped = reap_locked();
+    if (!reaped) return reaped.error();
+    swept = true;
+    next_sweep_ = now + kSweepEvery;
+    last_sweep_ = now;
+    changed = changed || *reaped;
+    return *reaped;
+  };
+  if (now >= next_sweep_)
+    if (auto r = sweep(); !r) return r.error();
+  Result<std::optional<std::vector<core::LeasedGpu>>> picked = std::optional<std::vector<core::LeasedGpu>>();
+  for (;;) {
+    auto leases = active_locked();
+    if (!leases) return leases.error();
+    std::vector<core::Waiter> ahead;
+    if (!req.waiter_id.empty()) {
+      auto a = live_waiters_ahead(req.waiter_id);
+      if (!a) return a.error();
+      ahead = std::move(a->waiters);
+      changed = changed || a->removed_dead;
+    }
+    picked = decide(**leases, ahead);
+    if (!picked) return picked.error();
+    if (*picked || swept || now < last_sweep_ + kSweepGap) break;
+    auto reaped = sweep();  // not now: first end the leases of owners that are gone, then ask again
+    if (!reaped) return reaped.error();
+    if (!*reaped) break;
   }
-  auto picked = decide(*leases, ahead);
-  if (!picked) return picked.error();
   if (!*picked) {
     if (changed) {
       if (auto r = txn.commit(); !r) return r.error();
@@ -321,7 +379,7 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   lease.tie = req.tie;
   lease.created_at_ms = now_ms();
   lease.gpus = **picked;
-  auto ins = db_.prepare(
+  auto ins = db_.prepare_cached(
       "INSERT INTO leases(id, job_id, name, owner_pid, owner_start, owner_user, created_ms, owner_uid, tie) "
       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
   if (!ins) return ins.error();
@@ -333,34 +391,42 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   ins->bind(9, std::string(core::tie_name(lease.tie)));
   if (auto r = ins->run(); !r) return r.error();
   for (const auto& g : lease.gpus) {
-    auto gi = db_.prepare("INSERT INTO lease_gpus(lease_id, gpu_index, gpu_key, gpu_uuid) VALUES(?1,?2,?3,?4)");
+    auto gi = db_.prepare_cached("INSERT INTO lease_gpus(lease_id, gpu_index, gpu_key, gpu_uuid) VALUES(?1,?2,?3,?4)");
     if (!gi) return gi.error();
     if (auto r = gi->bind(1, lease.id).bind(2, std::int64_t{g.index}).bind(3, gpu_key(g)).bind(4, g.uuid).run(); !r)
       return make_error("GPU " + std::to_string(g.index) + " is already leased (" + r.error().message + ")");
   }
   if (!req.waiter_id.empty()) {
-    auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
+    auto del = db_.prepare_cached("DELETE FROM waiters WHERE id = ?1");
     if (!del) return del.error();
     if (auto r = del->bind(1, req.waiter_id).run(); !r) return r.error();
   }
   if (auto r = txn.commit(); !r) return r.error();
-  // The queue moved: the next waiter may now be first in line.
-  signal_.notify();
+  if (active_cache_) {  // in load_leases' order: newest first, then by id
+    const auto at = std::find_if(active_cache_->begin(), active_cache_->end(), [&](const core::Lease& l) {
+      return l.created_at_ms < lease.created_at_ms || (l.created_at_ms == lease.created_at_ms && l.id > lease.id);
+    });
+    active_cache_->insert(at, lease);
+  }
+  // The queue moved (a waiter left it with this lease, or the sweep freed GPUs): the next waiter may now
+  // be first in line. A grant to a caller that was not queued frees nothing: no one is woken for it.
+  if (!req.waiter_id.empty() || changed) signal_.notify();
   return std::optional<core::Lease>(std::move(lease));
 }
 
 Result<bool> NodeStore::release(const std::string& lease_id, const std::string& reason) {
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
-  auto up =
-      db_.prepare("UPDATE leases SET released_ms = ?1, release_reason = ?2 WHERE id = ?3 AND released_ms IS NULL");
+  auto up = db_.prepare_cached(
+      "UPDATE leases SET released_ms = ?1, release_reason = ?2 WHERE id = ?3 AND released_ms IS NULL");
   if (!up) return up.error();
   if (auto r = up->bind(1, now_ms()).bind(2, reason).bind(3, lease_id).run(); !r) return r.error();
   const bool found = db_.changes() > 0;
-  auto g = db_.prepare("UPDATE lease_gpus SET active = 0 WHERE lease_id = ?1");
+  auto g = db_.prepare_cached("UPDATE lease_gpus SET active = 0 WHERE lease_id = ?1");
   if (!g) return g.error();
   if (auto r = g->bind(1, lease_id).run(); !r) return r.error();
   if (auto r = txn.commit(); !r) return r.error();
+  if (found && active_cache_) std::erase_if(*active_cache_, [&](const core::Lease& l) { return l.id == lease_id; });
   if (found) signal_.notify();  // wakes waiters in every process at once
   return found;
 }
@@ -370,18 +436,22 @@ Result<std::vector<core::Lease>> NodeStore::active() {
   if (auto r = txn.begin(); !r) return r.error();
   auto reaped = reap_locked();
   if (!reaped) return reaped.error();
-  auto out = load_leases("WHERE released_ms IS NULL", 1000000);
-  if (!out) return out;
-  if (auto r = txn.commit(); !r) return r.error();
+  auto out = active_locked();
+  if (!out) return out.error();
+  std::vector<core::Lease> copy = **out;
+  if (auto r = txn.commit(); !r) {
+    active_cache_.reset();  // the sweep's changes were rolled back
+    return r.error();
+  }
   if (*reaped) signal_.notify();
-  return out;
+  return copy;
 }
 
-Result<std::vector<core::Lease>> NodeStore::history(std::size_t limit) { return load_leases("", limit); }
+Result<std::vector<core::Lease>> NodeStore::history(std::size_t limit) { return load_leases(LeaseSet::All, limit); }
 
 Result<std::vector<core::Lease>> NodeStore::ended_since(std::int64_t since_ms, std::size_t limit) {
-  // An integer, formatted: nothing of it is text from outside. leases_active indexes released_ms.
-  return load_leases(fmt::format("WHERE released_ms >= {}", since_ms).c_str(), limit);
+  // leases_active indexes released_ms.
+  return load_leases(LeaseSet::EndedSince, limit, since_ms);
 }
 
 Result<std::vector<core::Waiter>> NodeStore::waiters() {
@@ -392,7 +462,7 @@ Result<std::vector<core::Waiter>> NodeStore::waiters() {
 }
 
 Result<void> NodeStore::enqueue(const core::Waiter& w) {
-  auto ins = db_.prepare(
+  auto ins = db_.prepare_cached(
       "INSERT INTO waiters(id, name, priority, enqueued_ms, gpus, owner_pid, owner_start, owner_user, owner_uid) "
       "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
   if (!ins) return ins.error();
@@ -406,7 +476,7 @@ Result<void> NodeStore::enqueue(const core::Waiter& w) {
 }
 
 Result<void> NodeStore::dequeue(const std::string& waiter_id) {
-  auto del = db_.prepare("DELETE FROM waiters WHERE id = ?1");
+  auto del = db_.prepare_cached("DELETE FROM waiters WHERE id = ?1");
   if (!del) return del.error();
   if (auto r = del->bind(1, waiter_id).run(); !r) return r;
   signal_.notify();
@@ -416,7 +486,7 @@ Result<void> NodeStore::dequeue(const std::string& waiter_id) {
 bool NodeStore::wait_for_change(std::chrono::milliseconds timeout) { return signal_.wait(timeout); }
 
 Result<void> NodeStore::put_job(const Job& e) {
-  auto st = db_.prepare(
+  auto st = db_.prepare_cached(
       "INSERT OR REPLACE INTO experiments(id, name, status, command, exit_code, started_ms, ended_ms, lease_id, "
       "record, "
       "owner_pid, owner_start, owner_uid, owner_user, task, gpu_count, written_ms) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,"
@@ -441,7 +511,7 @@ Result<void> NodeStore::put_job(const Job& e) {
 
 Result<std::uint64_t> NodeStore::count_jobs(std::uint32_t uid) {
   if (auto r = reconcile_jobs(); !r) return r.error();
-  auto st = db_.prepare("SELECT COUNT(*) FROM experiments WHERE owner_uid = ?1");
+  auto st = db_.prepare_cached("SELECT COUNT(*) FROM experiments WHERE owner_uid = ?1");
   if (!st) return st.error();
   st->bind(1, std::int64_t{uid});
   auto row = st->step();
@@ -451,7 +521,7 @@ Result<std::uint64_t> NodeStore::count_jobs(std::uint32_t uid) {
 
 Result<std::size_t> NodeStore::prune_oldest_finished(std::uint32_t uid, std::size_t n) {
   if (n == 0) return std::size_t{0};
-  auto st = db_.prepare(
+  auto st = db_.prepare_cached(
       fmt::format("DELETE FROM experiments WHERE rowid IN (SELECT rowid FROM experiments WHERE owner_uid = ?1 AND {} "
                   "ORDER BY {}, rowid LIMIT ?2)",
                   kFinished, kWritten));
@@ -463,7 +533,7 @@ Result<std::size_t> NodeStore::prune_oldest_finished(std::uint32_t uid, std::siz
 
 Result<std::size_t> NodeStore::prune_finished_older_than(std::chrono::milliseconds age) {
   if (auto r = reconcile_jobs(); !r) return r.error();
-  auto st = db_.prepare(fmt::format("DELETE FROM experiments WHERE {} AND {} < ?1", kFinished, kWritten));
+  auto st = db_.prepare_cached(fmt::format("DELETE FROM experiments WHERE {} AND {} < ?1", kFinished, kWritten));
   if (!st) return st.error();
   st->bind(1, now_ms() - age.count());
   if (auto r = st->run(); !r) return r.error();
@@ -538,7 +608,7 @@ Result<void> NodeStore::reconcile_jobs() {
 
 Result<std::optional<Job>> NodeStore::job(const std::string& id) {
   if (auto r = reconcile_jobs(); !r) return r.error();
-  auto st = db_.prepare(fmt::format("SELECT {} FROM experiments WHERE id = ?1", kJobColumns));
+  auto st = db_.prepare_cached(fmt::format("SELECT {} FROM experiments WHERE id = ?1", kJobColumns));
   if (!st) return st.error();
   st->bind(1, id);
   auto row = st->step();
@@ -646,7 +716,7 @@ Result<core::TaskPage> NodeStore::task_totals(const core::JobQuery& q) {
 
 Result<std::map<std::string, std::uint64_t>> NodeStore::job_counts() {
   if (auto r = reconcile_jobs(); !r) return r.error();
-  auto st = db_.prepare("SELECT status, COUNT(*) FROM experiments GROUP BY status");
+  auto st = db_.prepare_cached("SELECT status, COUNT(*) FROM experiments GROUP BY status");
   if (!st) return st.error();
   std::map<std::string, std::uint64_t> out;
   auto rows = st->each([&](const Stmt& row) { out[row.text(0)] = static_cast<std::uint64_t>(row.int64(1)); });

@@ -41,6 +41,8 @@ class NodeStore final : public core::JobStore {
   static Result<std::unique_ptr<NodeStore>> open(const std::string& path, Alive alive = {},
                                                  const core::Clock& clock = platform::system_clock());
 
+  // The dead-owner sweep runs here at most once a second on the way to a grant, and before a "not now"
+  // unless one ran in the last 100 ms (then the decider is asked again); active() sweeps on every call.
   Result<std::optional<core::Lease>> acquire(const core::LeaseRequest& request, const Decide& decide) override;
   Result<bool> release(const std::string& lease_id, const std::string& reason) override;
   Result<std::vector<core::Lease>> active() override;
@@ -76,7 +78,9 @@ class NodeStore final : public core::JobStore {
   NodeStore(Db db, Alive alive, const core::Clock& clock);
   // Ends the leases of dead owners; true when it ended any (the store changed).
   Result<bool> reap_locked();
-  Result<std::vector<core::Lease>> load_leases(const char* where_sql, std::size_t limit);
+  // Active, every lease, or those ended at or after since_ms; newest first, at most limit.
+  enum class LeaseSet { Active, All, EndedSince };
+  Result<std::vector<core::Lease>> load_leases(LeaseSet which, std::size_t limit, std::int64_t since_ms = 0);
   Result<std::vector<core::Waiter>> load_waiters();
   // Marks waiting/running jobs whose owner process is gone as "lost".
   Result<void> reconcile_jobs();
@@ -99,6 +103,16 @@ class NodeStore final : public core::JobStore {
   Alive alive_;
   const core::Clock& clock_;
   platform::ChangeSignal signal_;
+  // The active leases as this connection last read or wrote them, valid while active_version_ is the
+  // file's PRAGMA data_version (no other connection committed since); read inside the write lock.
+  Result<const std::vector<core::Lease>*> active_locked();
+  std::optional<std::vector<core::Lease>> active_cache_;
+  std::int64_t active_version_ = -1;
+  // acquire()'s dead-owner sweep: due again at next_sweep_ (store clock), or before a "not now" when the
+  // last one (last_sweep_) is more than kSweepGap old.
+  static constexpr std::chrono::milliseconds kSweepEvery{1000};
+  static constexpr std::chrono::milliseconds kSweepGap{100};
+  std::chrono::steady_clock::time_point next_sweep_{}, last_sweep_{};
 };
 
 }  // namespace gf::store

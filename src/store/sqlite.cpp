@@ -149,6 +149,7 @@ Result<Db> Db::open(const std::string& path) {
 void set_automatic_checkpoints(bool on) noexcept { g_automatic_checkpoints.store(on); }
 
 Db::~Db() {
+  for (auto& [sql, c] : cache_) sqlite3_finalize(c.st);
   if (db_) sqlite3_close(db_);
 }
 
@@ -210,8 +211,32 @@ Result<Stmt> Db::prepare(std::string_view sql) {
   return Stmt(st, db_);
 }
 
+Result<Stmt> Db::prepare_cached(std::string_view sql) {
+  if (auto it = cache_.find(std::string(sql)); it != cache_.end()) {
+    if (it->second.in_use) return prepare(sql);  // borrowed by a caller further up: a fresh one
+    it->second.in_use = true;
+    return Stmt(it->second.st, db_, &it->second.in_use);
+  }
+  if (cache_.size() >= kMaxCached) return prepare(sql);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &st, nullptr) !=
+      SQLITE_OK)
+    return make_error(error());
+  auto& c = cache_[std::string(sql)];
+  c.st = st;
+  c.in_use = true;
+  return Stmt(st, db_, &c.in_use);
+}
+
 Stmt::~Stmt() {
-  if (st_) sqlite3_finalize(st_);
+  if (!st_) return;
+  if (lent_) {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+    *lent_ = false;
+  } else {
+    sqlite3_finalize(st_);
+  }
 }
 
 Stmt& Stmt::bind(int i, std::int64_t v) {

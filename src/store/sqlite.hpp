@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 
 #include "core/result.hpp"
@@ -26,7 +27,10 @@ class Db {
  public:
   // Opens (creating) the database file and its directory; WAL mode, synchronous=NORMAL, busy timeout.
   static Result<Db> open(const std::string& path);
-  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), cache_(std::move(o.cache_)) {
+    o.db_ = nullptr;
+    o.cache_.clear();  // its statements are ours now: the moved-from Db finalizes none
+  }
   Db& operator=(Db&&) = delete;
   Db(const Db&) = delete;
   ~Db();
@@ -37,6 +41,12 @@ class Db {
   // opening never waits on writers and several components can share one file.
   Result<void> migrate(std::string_view component, std::int64_t version, const char* schema_sql);
   Result<Stmt> prepare(std::string_view sql);
+  // The same, compiled once per connection and kept: the Stmt borrows it and, when it goes, resets it
+  // and clears its bindings instead of finalizing it. For constant SQL on hot paths (parsing a
+  // statement costs more than running a small one); SQL with values formatted into it must bind them
+  // instead. A statement still borrowed, or past kMaxCached distinct texts, is prepared afresh.
+  Result<Stmt> prepare_cached(std::string_view sql);
+  static constexpr std::size_t kMaxCached = 64;
   std::string error() const;
   int changes() const;  // rows changed by the last statement
   const std::string& path() const noexcept { return path_; }
@@ -44,13 +54,21 @@ class Db {
 
  private:
   Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  struct Cached {
+    sqlite3_stmt* st = nullptr;
+    bool in_use = false;  // lent to a Stmt now (nodes of an unordered_map keep their address)
+  };
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unordered_map<std::string, Cached> cache_;
 };
 
 class Stmt {
  public:
-  Stmt(Stmt&& o) noexcept : st_(o.st_), db_(o.db_) { o.st_ = nullptr; }
+  Stmt(Stmt&& o) noexcept : st_(o.st_), db_(o.db_), lent_(o.lent_) {
+    o.st_ = nullptr;
+    o.lent_ = nullptr;
+  }
   Stmt& operator=(Stmt&&) = delete;
   Stmt(const Stmt&) = delete;
   ~Stmt();
@@ -74,9 +92,10 @@ class Stmt {
 
  private:
   friend class Db;
-  Stmt(sqlite3_stmt* st, sqlite3* db) : st_(st), db_(db) {}
+  Stmt(sqlite3_stmt* st, sqlite3* db, bool* lent = nullptr) : st_(st), db_(db), lent_(lent) {}
   sqlite3_stmt* st_ = nullptr;
   sqlite3* db_ = nullptr;
+  bool* lent_ = nullptr;  // a Db's cached statement: given back (reset), not finalized
 };
 
 template <class F>
@@ -101,20 +120,26 @@ class WriteTxn {
   WriteTxn(const WriteTxn&) = delete;
   WriteTxn& operator=(const WriteTxn&) = delete;
   Result<void> begin() {
-    auto r = db_.exec("BEGIN IMMEDIATE");
+    auto r = run("BEGIN IMMEDIATE");
     if (r) open_ = true;
     return r;
   }
   Result<void> commit() {
-    auto r = db_.exec("COMMIT");
+    auto r = run("COMMIT");
     if (r) open_ = false;
     return r;
   }
   ~WriteTxn() {
-    if (open_) (void)db_.exec("ROLLBACK");
+    if (open_) (void)run("ROLLBACK");
   }
 
  private:
+  // Through the connection's cached statements: one transaction per lease decision, parsed once.
+  Result<void> run(const char* sql) {
+    auto st = db_.prepare_cached(sql);
+    if (!st) return st.error();
+    return st->run();
+  }
   Db& db_;
   bool open_ = false;
 };

@@ -137,6 +137,29 @@ TEST(SelectGpus, TwoOfEightOnADgx1TakesADoubleLinkedPair) {
   EXPECT_DOUBLE_EQ(sel.link_score, 200.0);
 }
 
+// LinkScores, kept by the node's allocator, is the same table pair_link_score gives, and a decision
+// made with it is the decision made without it, for one GPU and for sets.
+TEST(SelectGpus, KeptLinkScoresGiveTheSameDecisions) {
+  const auto t = test::dgx1();
+  const LinkScores scores(t);
+  ASSERT_EQ(scores.size(), 8u);
+  for (unsigned a = 0; a < 9; ++a)
+    for (unsigned b = 0; b < 9; ++b) EXPECT_EQ(scores(a, b), a == b ? 0u : pair_link_score(t, a, b)) << a << "," << b;
+  auto s = test::idle_gpus(8);
+  s.gpus[6] = gpu(6, 70000);
+  for (unsigned k : {1u, 2u, 4u}) {
+    SelectRequest r = want(k);
+    r.leased = {0};
+    auto with = select_gpus(s, t, r, &scores);
+    auto without = select_gpus(s, t, r);
+    ASSERT_TRUE(with && without);
+    EXPECT_EQ(with->indices, without->indices) << k;
+    EXPECT_EQ(with->method, without->method) << k;
+    EXPECT_EQ(with->why, without->why) << k;
+  }
+  EXPECT_EQ(LinkScores(core::Topology{}).size(), 0u);
+}
+
 TEST(SelectGpus, TooFewEligibleListsEveryGpuAndTheCount) {
   auto lost = gpu(1);
   lost.health = core::Health::Lost;

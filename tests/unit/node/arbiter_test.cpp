@@ -226,6 +226,37 @@ TEST_F(ArbiterTest, OwnerComesFromThePeerAndAnotherUserCannotRelease) {
   EXPECT_EQ(ra->ended[0].second, "released by root");
 }
 
+// A release of one's own lease is one store write (no listing of every lease); a lease another process
+// ended meanwhile through the store answers NotFound, and a release of it again too.
+TEST_F(ArbiterTest, AnOwnReleaseEndsTheLeaseOnceAndOneEndedElsewhereIsNotFound) {
+  make();
+  auto ra = std::make_shared<Recorder>();
+  auto a = arb->connect(kAlice, ra);
+  auto first = arb->acquire(a, 1, one());
+  auto second = arb->acquire(a, 2, one());
+  ASSERT_TRUE(first && *first && second && *second);
+  ASSERT_TRUE(arb->release(kAlice, (*first)->lease.id));
+  ASSERT_EQ(ra->ended.size(), 1u);
+  EXPECT_EQ(ra->ended[0], std::make_pair((*first)->lease.id, std::string("released")));
+  auto twice = arb->release(kAlice, (*first)->lease.id);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error().kind, ErrorKind::NotFound);
+
+  auto other =
+      store::NodeStore::open((dir.path() / "gf.db").string(), [](const core::LeaseOwner&) { return true; }, clock);
+  ASSERT_TRUE(other) << other.error().message;
+  ASSERT_TRUE(*(*other)->release((*second)->lease.id, "ended elsewhere"));
+  auto gone = arb->release(kAlice, (*second)->lease.id);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().kind, ErrorKind::NotFound);
+  auto active = arb->leases(false);
+  ASSERT_TRUE(active);
+  EXPECT_TRUE(active->empty());
+  // Both GPUs are free again for the next acquire.
+  auto next = arb->acquire(a, 3, one(2));
+  ASSERT_TRUE(next && *next);
+}
+
 // Review of issue 12: a request no set of this node's GPUs could ever meet (more GPUs than it has, a
 // memory floor above every GPU's total) would wait at the head of the queue for ever and hold back
 // everyone behind it. It is refused at once, and the next user is served.

@@ -141,14 +141,113 @@ TEST_F(StoreTest, TheSweepAsksAboutEachOwnerOnce) {
   for (unsigned i = 0; i < 4; ++i)
     ASSERT_TRUE(*s->acquire(req(i < 3 ? 500 : 600), take({{i, "GPU-" + std::to_string(i)}})));
   asked.clear();
-  ASSERT_TRUE(*s->acquire(req(700), take({{4, "GPU-4"}})));
+  auto act0 = s->active();  // active() sweeps on every call
+  ASSERT_TRUE(act0);
   EXPECT_EQ(asked[500], 1);  // three leases, one look
   EXPECT_EQ(asked[600], 1);
   dead.insert(500);
   auto act = s->active();
   ASSERT_TRUE(act);
-  EXPECT_EQ(act->size(), 2u);  // 600's and 700's
+  EXPECT_EQ(act->size(), 1u);  // 600's
   for (const auto& l : *act) EXPECT_NE(l.owner.pid, 500u);
+}
+
+// The store keeps its list of active leases between decisions; a lease another connection (another
+// process: the direct path beside the agent) writes or ends is seen at the next decision all the same.
+TEST_F(StoreTest, TheKeptListOfActiveLeasesSeesOtherConnectionsWrites) {
+  auto a = open();
+  auto b = open();
+  ASSERT_TRUE(a && b);
+  auto mine = a->acquire(req(100), take({{0, "GPU-0"}}));
+  ASSERT_TRUE(mine && *mine);
+  auto theirs = b->acquire(req(200), take({{1, "GPU-1"}}));
+  ASSERT_TRUE(theirs && *theirs);
+  std::set<std::string> seen;
+  auto look = [&](const std::vector<core::Lease>& active, const auto&) -> Result<std::optional<Gpus>> {
+    seen.clear();
+    for (const auto& l : active)
+      for (const auto& g : l.gpus) seen.insert(g.uuid);
+    return std::optional<Gpus>();
+  };
+  ASSERT_TRUE(a->acquire(req(300), look));
+  EXPECT_EQ(seen, (std::set<std::string>{"GPU-0", "GPU-1"}));
+  // A decider that takes a GPU held by the other connection's lease: the store refuses it.
+  auto clash = a->acquire(req(300), take({{1, "GPU-1"}}));
+  ASSERT_FALSE(clash);
+  ASSERT_TRUE(*b->release((*mine)->id, "released elsewhere"));
+  ASSERT_TRUE(a->acquire(req(300), look));
+  EXPECT_EQ(seen, (std::set<std::string>{"GPU-1"}));
+  auto again = a->acquire(req(400), take({{0, "GPU-0"}}));
+  ASSERT_TRUE(again && *again);
+  auto act = a->active();
+  ASSERT_TRUE(act);
+  EXPECT_EQ(act->size(), 2u);
+  ASSERT_TRUE(*a->release((*theirs)->id, "done"));
+  ASSERT_TRUE(b->acquire(req(500), look));
+  EXPECT_EQ(seen, (std::set<std::string>{"GPU-0"}));
+}
+
+// On the way to a grant the sweep runs at most once a second (a look at /proc per owner per acquire
+// was most of an acquire under load); a "not now" sweeps first and asks again unless a sweep ran in
+// the last 100 ms, so a dead owner's lease keeps its GPU from no one for longer than that.
+TEST_F(StoreTest, AcquireSweepsAtMostOnceASecondAndBeforeNotNow) {
+  test::FakeClock clock;
+  std::map<std::uint32_t, int> asked;
+  auto opened = NodeStore::open((dir / "gf.db").string(),
+                                [&](const core::LeaseOwner& o) {
+                                  ++asked[o.pid];
+                                  return !dead.contains(o.pid);
+                                },
+                                clock);
+  ASSERT_TRUE(opened) << opened.error().message;
+  auto& s = *opened;
+  ASSERT_TRUE(*s->acquire(req(500), take({{0, "GPU-0"}})));  // the first acquire sweeps
+  asked.clear();
+  ASSERT_TRUE(*s->acquire(req(600), take({{1, "GPU-1"}})));
+  EXPECT_EQ(asked[500], 0);  // within the second: no look
+  clock.advance(std::chrono::milliseconds(1001));
+  ASSERT_TRUE(*s->acquire(req(601), take({{2, "GPU-2"}})));
+  EXPECT_EQ(asked[500], 1);  // due again
+
+  // 500 dies; GPU-0 is wanted at once, within 100 ms of the last sweep: not now, no sweep.
+  dead.insert(500);
+  int decisions = 0;
+  auto wants_gpu0 = [&](const std::vector<core::Lease>& active, const auto&) -> Result<std::optional<Gpus>> {
+    ++decisions;
+    for (const auto& l : active)
+      for (const auto& g : l.gpus)
+        if (g.uuid == "GPU-0") return std::optional<Gpus>();
+    return std::optional<Gpus>(Gpus{{0, "GPU-0"}});
+  };
+  auto early = s->acquire(req(700), wants_gpu0);
+  ASSERT_TRUE(early);
+  EXPECT_FALSE(*early);
+  EXPECT_EQ(decisions, 1);
+  // Past the gap, within the second: the decider first sees 500's lease, says not now, the store sweeps
+  // and asks again, and the GPU is granted.
+  clock.advance(std::chrono::milliseconds(101));
+  decisions = 0;
+  auto got = s->acquire(req(700), wants_gpu0);
+  ASSERT_TRUE(got) << got.error().message;
+  ASSERT_TRUE(*got);
+  EXPECT_EQ((*got)->owner.pid, 700u);
+  EXPECT_EQ(decisions, 2);
+  auto hist = s->history(10);
+  ASSERT_TRUE(hist);
+  bool ended = false;
+  for (const auto& h : *hist) ended = ended || (h.owner.pid == 500 && h.release_reason == "owner gone");
+  EXPECT_TRUE(ended);
+
+  // A real "not now" (the holder lives) is asked once more only when the sweep found something.
+  clock.advance(std::chrono::milliseconds(101));
+  decisions = 0;
+  auto no = s->acquire(req(800), [&](const auto&, const auto&) -> Result<std::optional<Gpus>> {
+    ++decisions;
+    return std::optional<Gpus>();
+  });
+  ASSERT_TRUE(no);
+  EXPECT_FALSE(*no);
+  EXPECT_EQ(decisions, 1);
 }
 
 TEST_F(StoreTest, DefaultLivenessUsesPidAndStartTime) {
@@ -199,7 +298,10 @@ TEST_F(StoreTest, ReleaseInAnotherConnectionWakesAWaiter) {
   auto l = other->acquire(req(1), take({{0, "GPU-a"}}));
   ASSERT_TRUE(l && *l);
   while (waiter->wait_for_change(std::chrono::milliseconds(20))) {
-  }  // drain the acquire's own notification
+  }  // drain the first sweep's notification, if any
+  // A grant to a caller that was not queued frees nothing and moves no queue: it wakes no one.
+  ASSERT_TRUE(*other->acquire(req(2), take({{1, "GPU-b"}})));
+  EXPECT_FALSE(waiter->wait_for_change(std::chrono::milliseconds(50)));
   // No delay before the release: whether it lands before the wait begins or during it, the waiter's
   // inotify watch (set when the store was opened) holds the event until wait_for_change reads it.
   std::thread t([&] { (void)other->release((*l)->id, "done"); });

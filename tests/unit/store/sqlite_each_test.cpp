@@ -69,5 +69,58 @@ TEST_F(StmtEachTest, AFailingStepIsAnError) {
   EXPECT_EQ(calls, 1);
 }
 
+// prepare_cached: the statement is compiled once and lent again, reset with its bindings cleared; one
+// still lent (a caller further up steps through it) gives a fresh statement, not the same one twice.
+TEST_F(StmtEachTest, ACachedStatementIsLentAgainResetAndNeverTwiceAtOnce) {
+  constexpr const char* kSql = "SELECT s FROM t WHERE n >= ?1 ORDER BY n";
+  {
+    auto st = db->prepare_cached(kSql);
+    ASSERT_TRUE(st);
+    st->bind(1, std::int64_t{2});
+    auto row = st->step();  // left mid-way: the next borrower must start over
+    ASSERT_TRUE(row && *row);
+    EXPECT_EQ(st->text(0), "b");
+  }
+  auto again = db->prepare_cached(kSql);
+  ASSERT_TRUE(again);
+  // Bindings were cleared: ?1 is NULL, and n >= NULL matches nothing.
+  auto none = again->step();
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  again->reset();
+  again->bind(1, std::int64_t{1});
+  std::vector<std::string> outer, inner;
+  auto rows = again->each([&](const Stmt& row) {
+    outer.push_back(row.text(0));
+    if (outer.size() == 1) {  // the same SQL while the cached one is lent: a separate statement
+      auto nested = db->prepare_cached(kSql);
+      ASSERT_TRUE(nested);
+      nested->bind(1, std::int64_t{3});
+      ASSERT_TRUE(nested->each([&](const Stmt& r) { inner.push_back(r.text(0)); }));
+    }
+  });
+  ASSERT_TRUE(rows) << rows.error().message;
+  EXPECT_EQ(outer, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(inner, (std::vector<std::string>{"c"}));
+}
+
+// A write transaction goes through cached BEGIN/COMMIT/ROLLBACK: rolled back unless committed, again and again.
+TEST_F(StmtEachTest, WriteTransactionsThroughCachedStatementsCommitOrRollBack) {
+  for (int i = 0; i < 3; ++i) {
+    WriteTxn txn(*db);
+    ASSERT_TRUE(txn.begin());
+    auto ins = db->prepare_cached("INSERT INTO t VALUES (?1, 'x')");
+    ASSERT_TRUE(ins);
+    ASSERT_TRUE(ins->bind(1, std::int64_t{10 + i}).run());
+    if (i != 1) {
+      ASSERT_TRUE(txn.commit());
+    }
+  }
+  auto n = db->prepare("SELECT COUNT(*) FROM t WHERE s = 'x'");
+  ASSERT_TRUE(n);
+  ASSERT_TRUE(n->step());
+  EXPECT_EQ(n->int64(0), 2);  // the second was rolled back
+}
+
 }  // namespace
 }  // namespace gf::store
