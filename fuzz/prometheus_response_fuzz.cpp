@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     series = r->size();
     // The same answer for every metric: every GPU found has each value the answer gave it.
     cl::PromAnswers a;
-    a.utilization = a.fb_used = a.fb_free = a.temperature = a.power = a.sample_time = a.health = *r;
+    a.utilization = a.fb_used = a.fb_free = a.temperature = a.power = a.sample_time = a.gpu_sample_time = a.health = *r;
     const auto f = cl::join_answers(a, "Hostname");
     std::size_t gpus = 0;
     for (const auto& n : f.nodes) {

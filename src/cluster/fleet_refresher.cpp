@@ -1,6 +1,8 @@
 // The background fleet refresh (see fleet_refresher.hpp).
 #include "cluster/fleet_refresher.hpp"
 
+#include <malloc.h>
+
 #include "platform/log.hpp"
 
 namespace gf::cluster {
@@ -50,8 +52,14 @@ void FleetRefresher::loop(std::stop_token stop) {
       f.collected = now;
       facts = std::make_shared<const core::FleetFacts>(std::move(f));
     }
+    {
+      std::lock_guard lock(mu_);
+      latest_ = std::move(facts);
+    }
+    // The round's answers and parsed series (tens of MB for 10 000 nodes) are free now: give their pages
+    // back rather than let this thread's malloc arena keep them until the next round.
+    ::malloc_trim(0);
     std::unique_lock lock(mu_);
-    latest_ = std::move(facts);
     cv_.wait_for(lock, stop, sources_.refresh, [] { return false; });
   }
 }

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -68,11 +70,35 @@ std::vector<std::string> prometheus_queries(const std::string& l) {
   const auto fb = [&](const char* m) { return fmt::format("max by ({}, gpu, UUID, GPU_I_ID) ({})", l, m); };
   return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l), fb("DCGM_FI_DEV_FB_USED"),
           fb("DCGM_FI_DEV_FB_FREE"), gpu + "(DCGM_FI_DEV_GPU_TEMP)", gpu + "(DCGM_FI_DEV_POWER_USAGE)",
-          gpu + "(timestamp(DCGM_FI_DEV_GPU_UTIL))",
+          // Per node: each distinct sample time and how many series have it (see the header).
+          fmt::format("count_values by ({}) (\"{}\", timestamp(DCGM_FI_DEV_GPU_UTIL))", l, kSampleTimeLabel),
           // Grouped by __name__ too (Prometheus keeps the name when it is a grouping label): one query
           // for the three families. A comparison keeps the name; `!= 0` drops the XID 0 and remap 0 series.
           fmt::format("max by ({}, gpu, UUID, __name__, state) ({{__name__=~\"{}|{}|{}\",state!~\"ok|error\"}} != 0)",
                       l, kXidFamily, kRowRemapFamily, kHealthFamily)};
+}
+
+std::string gpu_sample_time_query(const std::string& l, const std::vector<std::string>& nodes) {
+  const auto printable_ascii = [](const std::string& n) {
+    return std::all_of(n.begin(), n.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+  };
+  std::string matcher;
+  if (!nodes.empty() && nodes.size() <= kMaxNamedNodes && std::all_of(nodes.begin(), nodes.end(), printable_ascii)) {
+    // {l=~"a|b\\.c"} for the nodes a and b.c: each name a literal in the (anchored) regex, every punctuation escaped
+    // for RE2, and then each backslash and quote for PromQL's double-quoted string.
+    matcher = "{" + l + "=~\"";
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (i) matcher += '|';
+      for (const char c : nodes[i]) {
+        const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        if (!plain && c != ' ') matcher += "\\\\";  // RE2's escape, itself escaped for the string
+        if (c == '"' || c == '\\') matcher += '\\';
+        matcher += c;
+      }
+    }
+    matcher += "\"}";
+  }
+  return fmt::format("max by ({}, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL{}))", l, matcher);
 }
 
 namespace {
@@ -84,6 +110,10 @@ class PromJoin {
   explicit PromJoin(const std::string& node_label) : node_label_(node_label) {}
 
   void add(std::size_t metric, const std::vector<PromSample>& samples);
+  // The nodes the per-node sample times left undecided (after add(5)), by name.
+  std::vector<std::string> undecided() const;
+  // Each GPU's sample time, for the undecided nodes.
+  void add_gpu_times(const std::vector<PromSample>& samples);
   PromFleet finish() &&;
 
  private:
@@ -106,6 +136,7 @@ class PromJoin {
   std::optional<GpuAt> gpu_of(const PromSample& s, bool create);
   void framebuffer(const std::vector<PromSample>& samples, std::map<GpuAt, Framebuffer>& fb);
   void health(const std::vector<PromSample>& samples);
+  void node_times(const std::vector<PromSample>& samples);
 
   const std::string& node_label_;
   PromFleet out_;
@@ -113,6 +144,7 @@ class PromJoin {
   std::vector<NodeIds> ids_;                              // per node
   std::map<GpuAt, Framebuffer> used_, free_;
   std::map<GpuAt, HealthFacts> health_;
+  std::vector<bool> undecided_;  // per node: its GPUs' sample times are asked per GPU
   std::size_t unlabelled_ = 0;
 };
 
@@ -209,18 +241,87 @@ void PromJoin::add(std::size_t metric, const std::vector<PromSample>& samples) {
       for (const auto& s : samples)
         if (const auto at = gpu_of(s, false)) gpu(*at).power_w = s.value;
       return;
-    case 5: break;
+    case 5: return node_times(samples);
     default: return health(samples);
   }
-  // Per GPU (a GPU whose series stopped is stale beside fresh ones), and the newest per node.
+}
+
+namespace {
+
+// A sample time in epoch seconds as a time point; nullopt when out of range.
+std::optional<std::chrono::system_clock::time_point> sample_time(double s) {
+  if (!std::isfinite(s) || s < 0 || s > 1e11) return std::nullopt;
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(s)));
+}
+
+// count_values writes the value in its label as Go's shortest form ("1700000000.5", "1.7e+09").
+std::optional<double> number_label(const std::string* text) {
+  if (text == nullptr || text->empty()) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(text->c_str(), &end);
+  if (end != text->c_str() + text->size()) return std::nullopt;
+  return d;
+}
+
+}  // namespace
+
+// Per node: when it has one sample time and one series for each GPU with a utilization sample (the
+// GPUs whose times the per-GPU query would give), that time is every such GPU's and the node's. Any
+// other answer (several times, a count that differs: a GPU scraped twice, a NaN sample) leaves the
+// node to the per-GPU query.
+void PromJoin::node_times(const std::vector<PromSample>& samples) {
+  struct Times {
+    std::optional<std::chrono::system_clock::time_point> t;
+    double series = 0;
+    bool decided = true;
+  };
+  std::vector<Times> per(out_.nodes.size());
+  std::vector<bool> named(out_.nodes.size());
   for (const auto& s : samples) {
     const auto it = node_at_.find(label(s, node_label_));
-    if (it == node_at_.end() || !std::isfinite(s.value) || s.value < 0 || s.value > 1e11) continue;
-    const auto t = std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(s.value)));
-    if (const auto at = gpu_of(s, false); at && (!gpu(*at).observed || t > *gpu(*at).observed)) gpu(*at).observed = t;
+    if (it == node_at_.end()) continue;
+    auto& n = per[it->second];
+    named[it->second] = true;
+    const auto value = number_label(s.labels.find(kSampleTimeLabel));
+    const auto t = value ? sample_time(*value) : std::nullopt;
+    if (!t || (n.t && *n.t != *t)) n.decided = false;
+    if (t) n.t = n.t ? std::max(*n.t, *t) : *t;
+    n.series += s.value;
+  }
+  undecided_.assign(out_.nodes.size(), false);
+  for (std::size_t i = 0; i < per.size(); ++i) {
+    if (!named[i]) continue;
+    auto& m = out_.nodes[i];
+    const auto with_utilization = static_cast<double>(std::count_if(
+        m.gpus.begin(), m.gpus.end(), [](const core::FleetGpu& g) { return g.utilization_pct.has_value(); }));
+    if (!per[i].decided || per[i].series != with_utilization) {
+      undecided_[i] = true;
+      continue;
+    }
+    m.observed = per[i].t;
+    for (auto& g : m.gpus)
+      if (g.utilization_pct) g.observed = per[i].t;
+  }
+}
+
+std::vector<std::string> PromJoin::undecided() const {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < undecided_.size(); ++i)
+    if (undecided_[i]) names.push_back(out_.nodes[i].node);
+  return names;
+}
+
+// Per GPU (a GPU whose series stopped is stale beside fresh ones), and the newest per node.
+void PromJoin::add_gpu_times(const std::vector<PromSample>& samples) {
+  for (const auto& s : samples) {
+    const auto it = node_at_.find(label(s, node_label_));
+    if (it == node_at_.end() || it->second >= undecided_.size() || !undecided_[it->second]) continue;
+    const auto t = sample_time(s.value);
+    if (!t) continue;
+    if (const auto at = gpu_of(s, false); at && (!gpu(*at).observed || *t > *gpu(*at).observed)) gpu(*at).observed = t;
     auto& observed = out_.nodes[it->second].observed;
-    if (!observed || t > *observed) observed = t;
+    if (!observed || *t > *observed) observed = t;
   }
 }
 
@@ -250,23 +351,15 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
   std::size_t i = 0;
   for (const auto* v : {&a.utilization, &a.fb_used, &a.fb_free, &a.temperature, &a.power, &a.sample_time, &a.health})
     join.add(i++, *v);
+  join.add_gpu_times(a.gpu_sample_time);
   return std::move(join).finish();
 }
 
-Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
-  std::string base = o.url;
-  while (!base.empty() && base.back() == '/') base.pop_back();
-  if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
-    return make_error(fmt::format("prometheus {}: not an http:// or https:// URL", platform::url_for_display(o.url)));
-  if (platform::url_for_display(base).ends_with("://(hidden)"))
-    return make_error(
-        fmt::format("prometheus {}: the URL has an '@' after its host: percent-encode a '/', '?' or "
-                    "'#' in its password (%2F, %3F, %23)",
-                    platform::url_for_display(base)));
-  if (!valid_label_name(o.node_label))
-    return make_error(
-        fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)", o.node_label));
-  const auto queries = prometheus_queries(o.node_label);
+namespace {
+
+// Runs `queries` concurrently and hands each parsed answer to `take` in order, its body let go first.
+Result<void> run_queries(const PrometheusOptions& o, const std::string& base, const std::vector<std::string>& queries,
+                         const std::function<void(std::size_t, const std::vector<PromSample>&)>& take) {
   std::vector<platform::HttpRequest> reqs;
   for (const auto& q : queries) {
     platform::HttpRequest r;
@@ -279,7 +372,6 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
   }
   auto outcomes = platform::http_perform_all(reqs);
   const std::string shown = platform::url_for_display(base);  // the request alone carries the userinfo
-  PromJoin join(o.node_label);
   for (std::size_t i = 0; i < queries.size(); ++i) {
     auto& oc = outcomes[i];
     if (!oc.ok()) {
@@ -297,7 +389,37 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
                  : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));
     }
     std::string().swap(resp.body);  // each answer is let go once joined (~10 MB each for 80 000 GPUs)
-    join.add(i, *parsed);
+    take(i, *parsed);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
+  std::string base = o.url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  if (base.rfind("http://", 0) != 0 && base.rfind("https://", 0) != 0)
+    return make_error(fmt::format("prometheus {}: not an http:// or https:// URL", platform::url_for_display(o.url)));
+  if (platform::url_for_display(base).ends_with("://(hidden)"))
+    return make_error(
+        fmt::format("prometheus {}: the URL has an '@' after its host: percent-encode a '/', '?' or "
+                    "'#' in its password (%2F, %3F, %23)",
+                    platform::url_for_display(base)));
+  if (!valid_label_name(o.node_label) || o.node_label == kSampleTimeLabel)
+    return make_error(
+        fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*) other than {}",
+                    o.node_label, kSampleTimeLabel));
+  PromJoin join(o.node_label);
+  auto first = run_queries(o, base, prometheus_queries(o.node_label),
+                           [&](std::size_t i, const std::vector<PromSample>& samples) { join.add(i, samples); });
+  if (!first) return first.error();
+  // The nodes whose GPUs' sample times differ (or whose series do not match their GPUs): asked per GPU.
+  if (const auto nodes = join.undecided(); !nodes.empty()) {
+    auto second =
+        run_queries(o, base, {gpu_sample_time_query(o.node_label, nodes)},
+                    [&](std::size_t, const std::vector<PromSample>& samples) { join.add_gpu_times(samples); });
+    if (!second) return second.error();
   }
   return std::move(join).finish();
 }

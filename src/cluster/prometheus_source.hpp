@@ -8,7 +8,14 @@
 //                                      the GPU's own series ({GPU_I_ID=""}), else the sum of its MIG instances
 //   DCGM_FI_DEV_GPU_TEMP               °C (optional: absent series leave it unknown)
 //   DCGM_FI_DEV_POWER_USAGE            W (optional)
-//   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each GPU's utilization sample was taken (for --max-age, per GPU)
+//   timestamp(DCGM_FI_DEV_GPU_UTIL)    when each GPU's utilization sample was taken (for --max-age, per GPU),
+//                                      asked per node: `count_values by (<node label>) (…)` answers each
+//                                      node's distinct sample times (one, when Prometheus scrapes a node's
+//                                      GPUs together) and how many series have each. A node whose GPUs
+//                                      have one time and one series each takes it for every GPU; for the
+//                                      others (several times, duplicate or NaN series) a second query asks
+//                                      the time per GPU, for those nodes only. (A tenth of the answer of
+//                                      the per-GPU query for 10 000 nodes × 8 GPUs: 0.9 MB, not 9 MB.)
 //   health, one query over three families, only the series that say something is wrong (an XID, a failed
 //   row remap, gpufleet's verdict other than ok): a healthy fleet answers an empty vector.
 //     DCGM_FI_DEV_XID_ERRORS           the last XID (dcgm-exporter and gpufleet agents)
@@ -77,8 +84,13 @@ struct PromAnswers {
   std::vector<PromSample> fb_free;
   std::vector<PromSample> temperature;
   std::vector<PromSample> power;
-  std::vector<PromSample> sample_time;  // timestamp(DCGM_FI_DEV_GPU_UTIL): the value is epoch seconds
-  std::vector<PromSample> health;       // by __name__ (and state): see the health query above
+  // Per node: count_values of timestamp(DCGM_FI_DEV_GPU_UTIL): the label kSampleTimeLabel is a sample
+  // time (epoch seconds), the value how many series have it.
+  std::vector<PromSample> sample_time;
+  // Per GPU: timestamp(DCGM_FI_DEV_GPU_UTIL) (epoch seconds), for the nodes sample_time left undecided
+  // (the second round; may name other nodes too: only the undecided ones take it).
+  std::vector<PromSample> gpu_sample_time;
+  std::vector<PromSample> health;  // by __name__ (and state): see the health query above
 };
 
 struct PromFleet {
@@ -89,8 +101,15 @@ struct PromFleet {
 // Joins the answers into one NodeMetrics per node (source "prometheus"). Pure.
 PromFleet join_answers(const PromAnswers& a, const std::string& node_label);
 
-// The queries for this node label, in PromAnswers' order.
+// The label count_values puts each node's sample time in (the node label may not be this name).
+inline constexpr std::string_view kSampleTimeLabel = "gpufleet_sample_time";
+
+// The first round's queries for this node label, in PromAnswers' order (gpu_sample_time excluded).
 std::vector<std::string> prometheus_queries(const std::string& node_label);
+// The second round's: each GPU's sample time on these nodes (every node's when `nodes` is empty or
+// longer than kMaxNamedNodes, or when a name is not printable ASCII).
+inline constexpr std::size_t kMaxNamedNodes = 64;
+std::string gpu_sample_time_query(const std::string& node_label, const std::vector<std::string>& nodes);
 // Whether `name` is a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*): the node label is spliced
 // into PromQL, so nothing else may pass.
 bool valid_label_name(std::string_view name) noexcept;

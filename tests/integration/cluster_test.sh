@@ -358,4 +358,24 @@ out=$("$GF_BINARY" cluster nodes --json --prometheus "$P" --max-age 0.001) || fa
 grep -q '"health": "metrics_stale"' <<<"$out" || fail "--max-age 0.001: no node is metrics_stale: $out"
 pass "--max-age: older series count as no metrics"
 
+# Sample times are asked per node (count_values); a node whose GPUs differ is asked again per GPU. dcgm-a
+# gains a fifth GPU whose utilization carries its own time, 90 s old: only that GPU is stale at --max-age 60.
+dcgm_page "$T/a.new" dcgm-a "10 10 90 90" 800
+echo "DCGM_FI_DEV_GPU_UTIL{$(labels_of dcgm-a 4)} 0 $(($(date +%s) * 1000 - 90000))" >>"$T/a.new"
+mv "$T/a.new" "$T/www/a.txt"
+wait_series 'DCGM_FI_DEV_GPU_UTIL{gpu="4"}' 1
+gpus_of_a() {  # gpus_of_a MAX_AGE: dcgm-a's GPU indices in `cluster gpus --json`
+  "$GF_BINARY" cluster gpus --json --prometheus "$P" --max-age "$1" |
+    python3 -c 'import json, sys; print(" ".join(str(g["index"]) for g in json.load(sys.stdin)["gpus"] if g["node"] == "dcgm-a"))'
+}
+[[ $(gpus_of_a 600) == "0 1 2 3 4" ]] || fail "sample times: --max-age 600: dcgm-a's GPUs are '$(gpus_of_a 600)', expected 0-4"
+[[ $(gpus_of_a 60) == "0 1 2 3" ]] || fail "sample times: --max-age 60: dcgm-a's GPUs are '$(gpus_of_a 60)', expected 0-3 (GPU 4 is 90 s old)"
+out=$("$GF_BINARY" cluster nodes --json --prometheus "$P" --max-age 60) || fail "sample times: cluster nodes failed"
+python3 - "$out" <<'EOF' || fail "sample times: a node with one stale GPU is not fresh: $out"
+import json, sys
+n = {x["name"]: x for x in json.loads(sys.argv[1])["nodes"]}
+assert all(n[k]["health"] == "ok" for k in ("dcgm-a", "dcgm-b", "dcgm-c")), n
+EOF
+pass "sample times: per node, and per GPU where a node's GPUs differ (a 90 s old GPU is stale beside fresh ones)"
+
 echo "cluster_test: all checks passed"

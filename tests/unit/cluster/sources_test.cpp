@@ -98,7 +98,12 @@ PromAnswers answers_for(const std::string& label_key) {
   a.fb_free = p(answer({series("n1", 0, "GPU-a", "80000", extra), series("n1", 1, "GPU-b", "11000", extra),
                         series("n2", 0, "GPU-c", "995")}));
   a.temperature = p(answer({series("n1", 0, "GPU-a", "41", extra)}));
-  a.sample_time =
+  // n1's GPUs were sampled at two times: the per-node answer (count_values) leaves it to the per-GPU one.
+  const auto at = [&](const std::string& t) {
+    return R"({"metric":{"Hostname":"n1","gpufleet_sample_time":")" + t + "\"" + extra + R"(},"value":[1,"1"]})";
+  };
+  a.sample_time = p(answer({at("1700000000"), at("1700000010")}));
+  a.gpu_sample_time =
       p(answer({series("n1", 0, "GPU-a", "1700000000", extra), series("n1", 1, "GPU-b", "1700000010", extra)}));
   return a;
 }
@@ -164,7 +169,10 @@ TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   ASSERT_EQ(q.size(), 7u);
   EXPECT_EQ(q[0], "max by (kubernetes_node, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)");
   EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)");
-  EXPECT_EQ(q[5], "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");  // per GPU
+  // per node; per GPU for the nodes that answer leaves undecided
+  EXPECT_EQ(q[5], "count_values by (kubernetes_node) (\"gpufleet_sample_time\", timestamp(DCGM_FI_DEV_GPU_UTIL))");
+  EXPECT_EQ(gpu_sample_time_query("kubernetes_node", {}),
+            "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");
   EXPECT_TRUE(valid_label_name("Hostname"));
   EXPECT_TRUE(valid_label_name("_a9"));
   EXPECT_FALSE(valid_label_name("9a"));
@@ -176,6 +184,8 @@ TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   auto r = query_prometheus(o);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("not a Prometheus label name"), std::string::npos) << r.error().message;
+  o.node_label = std::string(kSampleTimeLabel);  // count_values' own label
+  EXPECT_FALSE(query_prometheus(o));
 }
 
 TEST(PrometheusQuery, UnreachableNamesTheUrl) {

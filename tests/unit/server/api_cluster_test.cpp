@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <latch>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "support/fake_clock.hpp"
 #include "wire/gzip.hpp"
@@ -263,6 +266,53 @@ TEST(ClusterRoutes, DocumentsGzipEncodedOnceForClientsThatAcceptIt) {
   EXPECT_EQ(wire::gunzip(*gz.body), *plain.body);
   EXPECT_EQ(get_as(true).body, gz.body);  // the same encoded text, not made again
   EXPECT_EQ(get_as(false).body, plain.body);
+}
+
+// Requests that miss the kept text together wait for one rendering (and one encoding) rather than each
+// making its own: every one of them gets the same text. The view holds them until all have asked.
+TEST(ClusterRoutes, RequestsThatMissTogetherShareOneRendering) {
+  constexpr int kClients = 8;
+  auto big = std::make_shared<core::FleetFacts>();
+  for (int n = 0; n < 2000; ++n) {
+    core::NodeMetrics m;
+    m.node = "node-" + std::to_string(n);
+    m.source = "agent";
+    m.observed = big->collected = std::chrono::system_clock::now();
+    for (unsigned i = 0; i < 8; ++i) {
+      core::FleetGpu g;
+      g.node = m.node;
+      g.index = i;
+      g.utilization_pct = 3;
+      m.gpus.push_back(g);
+    }
+    big->metrics.push_back(std::move(m));
+  }
+  const std::shared_ptr<const core::FleetFacts> facts = big;
+  for (const bool gzip : {false, true}) {
+    std::latch all_asked(kClients);
+    ClusterView view;
+    view.latest = [&] {
+      all_asked.arrive_and_wait();
+      return facts;
+    };
+    Router router;
+    add_cluster_routes(router, &view);
+    std::vector<std::shared_ptr<const std::string>> bodies(kClients);
+    {
+      std::vector<std::jthread> clients;
+      for (int c = 0; c < kClients; ++c)
+        clients.emplace_back([&, c] {
+          Request req;
+          req.path = req.target = "/api/v1/cluster/gpus";
+          req.accepts_gzip = gzip;
+          bodies[c] = invoke(*router.match(req).route, req).body;
+        });
+    }
+    for (const auto& b : bodies) {
+      ASSERT_TRUE(b);
+      EXPECT_EQ(b, bodies[0]) << (gzip ? "gzip" : "plain");  // the same text, made once
+    }
+  }
 }
 
 TEST(ClusterRoutes, WithoutAViewTheyAnswer503) {
