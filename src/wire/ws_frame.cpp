@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cctype>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
@@ -53,7 +54,8 @@ int window_bits(std::string_view v) {
 }
 
 // Whether one offer's parameters (after the name) can be honoured with both sides' no-context-takeover.
-bool acceptable(std::string_view params) {
+// `*smwb`: whether the offer named server_max_window_bits (=15), which the response must then echo.
+bool acceptable(std::string_view params, bool* smwb) {
   bool seen_snct = false, seen_cnct = false, seen_smwb = false, seen_cmwb = false;
   while (!params.empty()) {
     std::string_view param = take(params, ';');
@@ -73,6 +75,7 @@ bool acceptable(std::string_view params) {
       return false;
     }
   }
+  *smwb = seen_smwb;
   return true;
 }
 
@@ -119,8 +122,12 @@ std::optional<std::string> negotiate_deflate(std::string_view offers) {
   while (!offers.empty()) {
     std::string_view offer = take(offers, ',');
     const std::string_view name = take(offer, ';');
-    if (iequals(name, "permessage-deflate") && acceptable(offer))
-      return std::string("permessage-deflate; server_no_context_takeover; client_no_context_takeover");
+    bool smwb = false;
+    if (iequals(name, "permessage-deflate") && acceptable(offer, &smwb)) {
+      // RFC 7692 7.1.2.1: a server_max_window_bits offered is echoed (15: the window used).
+      return std::string("permessage-deflate; server_no_context_takeover; client_no_context_takeover") +
+             (smwb ? "; server_max_window_bits=15" : "");
+    }
   }
   return std::nullopt;
 }
@@ -172,6 +179,35 @@ std::optional<std::string> inflate_message(std::string_view payload, std::size_t
   return inflater.run(payload, max_size);
 }
 
+namespace {
+
+// A shared_text(): the text, and its deflated frame once made. Reached from the text's shared_ptr through
+// its deleter, so any holder of the text finds it (and it lives exactly as long as the text).
+struct SharedText {
+  std::string text;
+  mutable std::once_flag once;
+  mutable std::string frame;
+};
+struct SharedTextDeleter {
+  SharedText* owner;
+  void operator()(const std::string*) const noexcept { delete owner; }
+};
+
+}  // namespace
+
+std::shared_ptr<const std::string> shared_text(std::string text) {
+  auto* owner = new SharedText{std::move(text), {}, {}};
+  return {&owner->text, SharedTextDeleter{owner}};  // the deleter runs if this throws
+}
+
+std::shared_ptr<const std::string> shared_deflated_frame(const std::shared_ptr<const std::string>& text) {
+  const auto* d = std::get_deleter<SharedTextDeleter>(text);
+  if (d == nullptr || text.get() != &d->owner->text) return nullptr;
+  const SharedText& s = *d->owner;
+  std::call_once(s.once, [&s] { s.frame = deflated_text_frame(s.text); });
+  return {text, &s.frame};  // aliases the text's ownership
+}
+
 FrameReader::Event FrameReader::fail(std::uint16_t code, std::string reason) {
   failed_ = true;
   message_ = std::string();
@@ -182,9 +218,10 @@ FrameReader::Event FrameReader::fail(std::uint16_t code, std::string reason) {
   return e;
 }
 
-FrameReader::Event FrameReader::next(std::string& in) {
+FrameReader::Event FrameReader::next(std::string_view all, std::size_t& pos) {
   for (;;) {
     if (failed_) return fail(kProtocolError, "after an error");
+    const std::string_view in = pos < all.size() ? all.substr(pos) : std::string_view();
     if (in.size() < 2) return {};
     const auto b0 = static_cast<std::uint8_t>(in[0]);
     const auto b1 = static_cast<std::uint8_t>(in[1]);
@@ -219,9 +256,9 @@ FrameReader::Event FrameReader::next(std::string& in) {
     const std::size_t mask_at = header;
     header += 4;
     if (in.size() < header + len) return {};
-    std::string payload = in.substr(header, static_cast<std::size_t>(len));
+    std::string payload(in.substr(header, static_cast<std::size_t>(len)));
     for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(payload[i] ^ in[mask_at + i % 4]);
-    in.erase(0, header + static_cast<std::size_t>(len));
+    pos += header + static_cast<std::size_t>(len);
 
     if (control) {
       Event e;
@@ -238,7 +275,7 @@ FrameReader::Event FrameReader::next(std::string& in) {
           const auto code = static_cast<std::uint16_t>((static_cast<std::uint8_t>(e.payload[0]) << 8) |
                                                        static_cast<std::uint8_t>(e.payload[1]));
           const bool valid =
-              (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011) || (code >= 3000 && code <= 4999);
+              (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
           if (!valid) return fail(kProtocolError, "an invalid close code");
           if (!valid_utf8(std::string_view(e.payload).substr(2))) return fail(kInvalidData, "a close reason not UTF-8");
           e.close_code = code;

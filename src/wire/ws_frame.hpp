@@ -10,6 +10,7 @@
 // Thread-safety: free functions are; a FrameReader belongs to one connection.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,14 @@ std::string deflated_text_frame(std::string_view text, int level = 6);
 // What a peer inflates from one message's payload; nullopt on bad data or more than `max_size` bytes.
 std::optional<std::string> inflate_message(std::string_view payload, std::size_t max_size);
 
+// A message text that many connections may send (a broadcast, or any message a transport framed): its
+// deflated frame is made once, by the first deflate connection that sends it, and kept with it (not in a
+// cache others could evict). Any thread.
+std::shared_ptr<const std::string> shared_text(std::string text);
+// The deflated text frame of `text`, made on the first call (call_once) and shared by every later one;
+// null when `text` was not made by shared_text() (a connection's own reply: sent uncompressed).
+std::shared_ptr<const std::string> shared_deflated_frame(const std::shared_ptr<const std::string>& text);
+
 // Reads a client's frames from the bytes the connection received, one event at a time.
 class FrameReader {
  public:
@@ -48,12 +57,21 @@ class FrameReader {
   // `max_message`: the largest message, before and after inflation; `deflate`: RSV1 allowed.
   FrameReader(std::size_t max_message, bool deflate) : max_message_(max_message), deflate_(deflate) {}
   void set_max_message(std::size_t bytes) { max_message_ = bytes; }
+  std::size_t max_message() const noexcept { return max_message_; }
   // The largest frame (header and payload) next() may need in `in` to make progress.
   std::size_t max_frame() const noexcept { return max_message_ + 14; }
 
-  // The next event from the front of `in`, consuming the bytes it used. NeedMore: a frame is incomplete
-  // (nothing consumed). After an Error the connection must close with event.close_code.
-  Event next(std::string& in);
+  // The next event from `in` at `pos`, advancing `pos` past the bytes it used (a connection consumes a
+  // whole read's frames by offset and erases them once). NeedMore: a frame is incomplete (the fragments
+  // of a message before it are consumed). After an Error the connection must close with event.close_code.
+  Event next(std::string_view in, std::size_t& pos);
+  // The same from the front of `in`, erasing what it used.
+  Event next(std::string& in) {
+    std::size_t pos = 0;
+    Event e = next(std::string_view(in), pos);
+    in.erase(0, pos);
+    return e;
+  }
 
  private:
   Event fail(std::uint16_t code, std::string reason);

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 namespace gf::wire::ws {
 namespace {
@@ -44,7 +48,9 @@ TEST(WsDeflate, NegotiatesBothNoContextTakeovers) {
   const std::string answer = "permessage-deflate; server_no_context_takeover; client_no_context_takeover";
   EXPECT_EQ(negotiate_deflate("permessage-deflate; client_max_window_bits"), answer);  // Chromium's offer
   EXPECT_EQ(negotiate_deflate("permessage-deflate"), answer);
-  EXPECT_EQ(negotiate_deflate("Permessage-Deflate ; client_no_context_takeover ; server_max_window_bits=15"), answer);
+  // RFC 7692 7.1.2.1: server_max_window_bits offered is echoed.
+  EXPECT_EQ(negotiate_deflate("Permessage-Deflate ; client_no_context_takeover ; server_max_window_bits=15"),
+            answer + "; server_max_window_bits=15");
   EXPECT_EQ(negotiate_deflate("x-webkit-deflate-frame, permessage-deflate; client_max_window_bits=\"10\""), answer);
   // A smaller server window (each message is deflated once for all) is declined; the next offer may do.
   EXPECT_FALSE(negotiate_deflate("permessage-deflate; server_max_window_bits=10"));
@@ -168,6 +174,67 @@ TEST(WsDeflate, ReaderRefusesBadFrames) {
   EXPECT_EQ(error_of(std::string("\x81\xff\x00\x00\x00\x01\x00\x00\x00\x00", 10)), 1009);
   EXPECT_EQ(error_of(std::string("\x81\xff\x80\x00\x00\x00\x00\x00\x00\x00", 10)), 1002);
   EXPECT_EQ(error_of(client_frame(0x82, "\xff\xfe")), -1);  // binary is not UTF-8 checked (a message)
+  // RSV1 marks a message's first frame only: not a continuation, not a control frame.
+  EXPECT_EQ(error_of(client_frame(0x01, "a") + client_frame(0xc0, "b")), 1002);
+  EXPECT_EQ(error_of(client_frame(0xc9, "p")), 1002);
+  EXPECT_EQ(error_of(client_frame(0xca, "p")), 1002);
+  EXPECT_EQ(error_of(client_frame(0xc8, std::string("\x03\xe8", 2))), 1002);
+}
+
+TEST(WsDeflate, CloseCodesOfTheRegistryAreAccepted) {
+  auto code_of = [](unsigned code) {
+    FrameReader r(100, true);
+    std::string in = client_frame(0x88, std::string{static_cast<char>(code >> 8), static_cast<char>(code & 0xff)});
+    const auto e = r.next(in);
+    return e.kind == FrameReader::Kind::Close ? static_cast<int>(e.close_code) : -static_cast<int>(e.close_code);
+  };
+  for (unsigned code : {1000u, 1001u, 1003u, 1007u, 1011u, 1012u, 1013u, 1014u, 3000u, 4999u})
+    EXPECT_EQ(code_of(code), static_cast<int>(code));
+  for (unsigned code : {999u, 1004u, 1005u, 1006u, 1015u, 1016u, 2999u, 5000u}) EXPECT_EQ(code_of(code), -1002) << code;
+}
+
+// A whole read's frames consumed by offset: the bytes stay in place until the caller erases them once.
+TEST(WsDeflate, ReaderConsumesByOffset) {
+  FrameReader r(1000, true);
+  std::string in;
+  for (int i = 0; i < 500; ++i) in += client_frame(0x8a, "");                       // a stream of pongs
+  in += client_frame(0x01, "") + client_frame(0x00, "") + client_frame(0x80, "x");  // empty fragments
+  in += client_frame(0x81, "tail").substr(0, 4);
+  const std::string copy = in;
+  std::size_t pos = 0;
+  for (int i = 0; i < 500; ++i) ASSERT_EQ(r.next(std::string_view(in), pos).kind, FrameReader::Kind::Pong);
+  EXPECT_EQ(pos, 500u * 6);
+  auto e = r.next(std::string_view(in), pos);
+  ASSERT_EQ(e.kind, FrameReader::Kind::Message);
+  EXPECT_EQ(e.payload, "x");
+  const std::size_t before_tail = pos;
+  EXPECT_EQ(r.next(std::string_view(in), pos).kind, FrameReader::Kind::NeedMore);
+  EXPECT_EQ(pos, before_tail);  // the incomplete frame is not consumed
+  EXPECT_EQ(in, copy);
+  EXPECT_EQ(in.size() - pos, 4u);
+}
+
+// A shared text's deflated frame is made once, whoever asks first, and is the same bytes for everyone.
+TEST(WsDeflate, SharedTextKeepsItsDeflatedFrame) {
+  auto text = shared_text(update_like(16));
+  std::vector<std::shared_ptr<const std::string>> frames(8);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    threads.emplace_back([&frames, &text, i] { frames[i] = shared_deflated_frame(text); });
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(frames[0]);
+  for (const auto& f : frames) EXPECT_EQ(f.get(), frames[0].get());  // one frame, not one per caller
+  EXPECT_EQ(*frames[0], deflated_text_frame(*text));
+  // The frame keeps the text's block alive after the text's own pointers are gone.
+  const std::weak_ptr<const std::string> weak = text;
+  auto frame = frames[0];
+  frames.clear();
+  text.reset();
+  EXPECT_FALSE(weak.expired());
+  EXPECT_EQ(*frame, deflated_text_frame(update_like(16)));
+  // Not shared: a plain string (a connection's own reply), or an alias into a shared text's block.
+  EXPECT_FALSE(shared_deflated_frame(std::make_shared<const std::string>(update_like(16))));
+  EXPECT_FALSE(shared_deflated_frame(frame));
 }
 
 TEST(WsDeflate, Utf8Validation) {
