@@ -6,6 +6,7 @@
 #include "platform/log.hpp"
 #include "server/security.hpp"
 #include "wire/engineio.hpp"
+#include "wire/ws_frame.hpp"
 
 namespace gf::server {
 
@@ -13,8 +14,11 @@ namespace {
 
 Text text(std::string s) { return std::make_shared<const std::string>(std::move(s)); }
 
-// An Engine.IO message carrying one Socket.IO packet.
-Text message(std::string sio_packet) { return text("4" + std::move(sio_packet)); }
+// An Engine.IO message carrying one Socket.IO packet; shared (wire/ws_frame.hpp): a deflate WebSocket
+// finds its deflated frame with it, made once for every such connection.
+Text message(std::string sio_packet) { return wire::ws::shared_text("4" + std::move(sio_packet)); }
+// The same for one connection's own reply: not shared, so it goes uncompressed (no deflate per request).
+Text own_message(std::string sio_packet) { return text("4" + std::move(sio_packet)); }
 
 const std::string kNull = "null";
 
@@ -367,11 +371,11 @@ void SioSession::on_socketio(std::string_view data) {
   if (!reply.empty()) {
     auto latest = owner_.agent_.latest();
     const std::string& doc = latest ? *latest->document() : kNull;
-    out.push_back(message(wire::sio::encode_event(reply, doc)));
-    if (p->ack_id) out.push_back(message(wire::sio::encode_ack(*p->ack_id, doc)));
+    out.push_back(own_message(wire::sio::encode_event(reply, doc)));
+    if (p->ack_id) out.push_back(own_message(wire::sio::encode_ack(*p->ack_id, doc)));
   } else if (p->ack_id) {
     const nlohmann::json err{{"error", "unknown event (expected request_gpu_update or request_monitoring_stats)"}};
-    out.push_back(message(wire::sio::encode_ack(*p->ack_id, err.dump())));
+    out.push_back(own_message(wire::sio::encode_ack(*p->ack_id, err.dump())));
   }
   if (!out.empty()) enqueue(std::move(out), false);
 }

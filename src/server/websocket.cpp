@@ -8,6 +8,7 @@
 // stream over here.
 #include <utility>  // before asio (GCC 12, see STACK.md)
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <chrono>
@@ -98,6 +99,8 @@ struct Paced {
 // A Socket.IO connection's own queue: the open packet and one "3probe" are all that come there; more is
 // a client that sends faster than it reads, and it must not make the agent hold its backlog.
 constexpr std::size_t kMaxSioReplies = 4;
+// The largest /ws message a client may send (inflated too): its commands are a few hundred bytes at most.
+constexpr std::size_t kWsCommandLimit = 4096;
 // A permessage-deflate connection writes up to this many waiting messages at once (WsLink's gather write).
 constexpr std::size_t kWriteBatch = 8;
 
@@ -126,11 +129,17 @@ class LiveSocket final : public WsClient, public WsConnection, public std::enabl
     WsLink::Options o;
     o.idle_timeout = std::chrono::seconds(60);  // a peer that answers no ping for this long is closed
     o.keep_alive_pings = true;
-    o.read_limit = srv_->opts.ws_message_limit;
+    // A client's commands (request_gpu_update, set_period: docs/websocket.md) are under 1 KiB: a message,
+    // on the wire or inflated, is refused (1009) past kWsCommandLimit, so a deflated bomb cannot make the
+    // agent inflate much for it.
+    o.read_limit = std::min(srv_->opts.ws_message_limit, kWsCommandLimit);
     o.subprotocol = std::move(subprotocol);
     // A peer that sends Close leaves now: its place and its updates are freed at once, not when the
     // closing handshake's TCP teardown ends (up to the handshake timeout when the peer lingers).
-    ws_.on_close_frame([this] { leave(); });
+    // Weak: the callback may outlive this connection briefly (the link is released on its own executor).
+    ws_.on_close_frame([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->leave();
+    });
     period_ = period;
     accept(req, std::move(o));
   }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "wire/alert_json.hpp"
+#include "wire/ws_frame.hpp"
 
 namespace gf::server {
 
@@ -61,7 +62,8 @@ Message::Frames frame_ws(const Message& m) {
   out += R"(","data":)";
   out += m.data();
   out += '}';
-  return {std::make_shared<const std::string>(std::move(out))};
+  // Shared: a deflate connection finds the frame's deflated form with it, made once for all (ws_link.cpp).
+  return {wire::ws::shared_text(std::move(out))};
 }
 
 Text json_text(const nlohmann::json& j) { return std::make_shared<const std::string>(j.dump()); }

@@ -31,38 +31,6 @@ using Text = std::shared_ptr<const std::string>;
 
 namespace {
 
-// The deflated frames of the last few distinct messages, shared by every deflate connection: the
-// fan-out sends one message (one shared string) to every client, so the first connection to send it
-// deflates it and the others find the frame here. Holding the message keeps its address from being
-// reused while its entry lives.
-class DeflatedFrames {
- public:
-  Text get(const Text& text) {
-    {
-      const std::lock_guard lock(mu_);
-      for (const auto& e : ring_)
-        if (e.text == text) return e.frame;
-    }
-    auto frame = std::make_shared<const std::string>(wsf::deflated_text_frame(*text));
-    const std::lock_guard lock(mu_);
-    ring_[next_++ % ring_.size()] = {text, frame};
-    return frame;
-  }
-
- private:
-  struct Entry {
-    Text text, frame;
-  };
-  std::mutex mu_;
-  std::array<Entry, 16> ring_{};
-  std::size_t next_ = 0;
-};
-
-DeflatedFrames& deflated_frames() {
-  static DeflatedFrames frames;
-  return frames;
-}
-
 // A permessage-deflate connection after the handshake: its socket, a reader of the client's frames, and
 // one queue of frames to write (control frames first, between whole messages). Held by its handlers, so
 // it outlives every operation on its socket.
@@ -76,34 +44,38 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
         keep_alive_(o.keep_alive_pings) {}
 
   void start() {
-    boost::system::error_code ignored;
-    sock_.non_blocking(true, ignored);
+    boost::system::error_code ec;
+    sock_.non_blocking(true, ec);
     last_read_ = std::chrono::steady_clock::now();
     arm_timer(idle_ / 2);
+    if (ec) abort();  // reads would block the I/O thread: the connection ends (its read fails)
   }
   void set_read_limit(std::size_t bytes) { reader_.set_max_message(bytes); }
+  tcp::socket::executor_type executor() { return sock_.get_executor(); }
   std::function<void()> on_close;
 
   void read(WsLink::Got got) {
-    if (ready_.empty() && !in_.empty() && !error_ && !close_sent_) parse();  // what was left unread
+    if (ready_.empty() && !in_.empty() && !error_) parse();  // what was left unread
     if (!ready_.empty()) {
       auto e = std::move(ready_.front());
       ready_.pop_front();
+      ready_bytes_ -= e.payload.size();
       asio::post(sock_.get_executor(),
                  [got = std::move(got), e = std::move(e)]() mutable { got({}, std::move(e.payload), e.binary); });
-      return wait_read();
+      return resume_read();
     }
     if (error_) {
       asio::post(sock_.get_executor(), [got = std::move(got), ec = error_] { got(ec, std::string(), false); });
       return;
     }
     got_ = std::move(got);
-    wait_read();
+    resume_read();
   }
 
-  // Several messages written together; `done` when the last is.
+  // Several messages written together (one flush); `done` when the last is.
   void write(const std::vector<Text>& texts, WsLink::Done done) {
-    for (std::size_t i = 0; i + 1 < texts.size(); ++i) write(texts[i], nullptr);
+    if (!dead_)
+      for (std::size_t i = 0; i + 1 < texts.size(); ++i) queue_data(texts[i], nullptr);
     write(texts.back(), std::move(done));
   }
 
@@ -112,15 +84,7 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
       if (done) asio::post(sock_.get_executor(), [done = std::move(done)] { done(asio::error::operation_aborted); });
       return;
     }
-    Out out;
-    if (text->size() >= WsLink::kDeflateMin) {
-      out.body = deflated_frames().get(text);
-    } else {
-      out.head = wsf::frame_header(wsf::Opcode::Text, text->size());
-      out.body = text;
-    }
-    out.done = std::move(done);
-    data_.push_back(std::move(out));
+    queue_data(text, std::move(done));
     flush();
   }
 
@@ -136,9 +100,10 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     got_ = nullptr;
     on_close = nullptr;
     ready_.clear();
+    ready_bytes_ = 0;
     if (!close_sent_ || dead_ || error_) return abort();
     orphan_ = true;
-    wait_read();
+    resume_read();
   }
 
   void abort() {
@@ -169,7 +134,37 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     Text body;
     WsLink::Done done;
     bool end_read = false;  // after it: the read ends (the peer's close, answered)
+    bool pong = false;      // an unsent pong: a newer ping's payload replaces it
   };
+
+  // A message text as a frame: a shared text of kDeflateMin bytes or more goes as its deflated frame, made
+  // once for every connection (wire/ws_frame.hpp); anything else (a connection's own reply) uncompressed.
+  void queue_data(const Text& text, WsLink::Done done) {
+    Out out;
+    if (text->size() >= WsLink::kDeflateMin) out.body = wsf::shared_deflated_frame(text);
+    if (!out.body) {
+      out.head = wsf::frame_header(wsf::Opcode::Text, text->size());
+      out.body = text;
+    }
+    out.done = std::move(done);
+    data_.push_back(std::move(out));
+  }
+
+  // Whether the owner has enough read ahead: no more reading until it takes some (read() resumes).
+  bool read_ahead_full() const noexcept {
+    return !ready_.empty() && (ready_.size() >= kMaxReady || ready_bytes_ >= reader_.max_message());
+  }
+
+  // Reading goes on: a read attempt is posted (bytes may already wait in the socket, and a wait for
+  // readiness sees only new ones), unless one is under way.
+  void resume_read() {
+    if (waiting_ || dead_ || error_ || !ready_.empty()) return;
+    waiting_ = true;
+    asio::post(sock_.get_executor(), [self = shared_from_this()] {
+      self->waiting_ = false;
+      self->on_readable();
+    });
+  }
 
   // The socket's next bytes, without a buffer of its own while it waits: ~nothing per idle connection.
   void wait_read() {
@@ -182,12 +177,18 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     });
   }
 
+  // Reads and parses at most kReadsPerWake chunks, then yields to the I/O thread's other handlers (a peer
+  // that streams pongs or empty fragments must not hold it); stops while the owner has messages to take.
   void on_readable() {
+    if (dead_ || error_ || !ready_.empty()) return;
     thread_local std::array<char, 16384> chunk;
-    for (;;) {
+    for (int reads = 0; reads < kReadsPerWake; ++reads) {
       boost::system::error_code ec;
       const std::size_t n = sock_.read_some(asio::buffer(chunk), ec);
-      if (ec == asio::error::would_block) break;
+      if (ec == asio::error::would_block) {
+        if (in_.empty() && in_.capacity() > 1024) in_ = std::string();
+        return wait_read();
+      }
       if (ec) return end_read(ec);
       last_read_ = std::chrono::steady_clock::now();
       ping_sent_ = false;
@@ -196,24 +197,32 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
       // Messages the owner has not asked for yet: no more reading until it does (read() parses the rest).
       if (!ready_.empty()) return;
       if (in_.size() > reader_.max_frame() + chunk.size()) return protocol_error(1009, "message too big");
-      if (n < chunk.size()) break;
     }
-    if (in_.empty() && in_.capacity() > 1024) in_ = std::string();
-    wait_read();
+    resume_read();
   }
 
-  // The events of the bytes received; false when the connection ends.
+  // The events of the bytes received (consumed by offset, erased once); false when the connection ends.
   bool parse() {
+    std::size_t pos = 0;
+    const bool more = parse_from(pos);
+    in_.erase(0, pos);
+    return more;
+  }
+
+  bool parse_from(std::size_t& pos) {
     for (;;) {
-      if (ready_.size() >= kMaxReady) return true;
-      auto e = reader_.next(in_);
+      if (read_ahead_full()) return true;
+      auto e = reader_.next(std::string_view(in_), pos);
       using K = wsf::FrameReader::Kind;
       switch (e.kind) {
         case K::NeedMore: return true;
         case K::Error: protocol_error(e.close_code, e.reason); return false;
-        case K::Ping: push_control(wsf::Opcode::Pong, e.payload); break;
+        case K::Ping:
+          if (!push_pong(e.payload)) return false;
+          break;
         case K::Pong: break;
         case K::Close:
+          pos = in_.size();  // nothing after a close frame counts
           if (on_close) on_close();
           if (close_sent_) {
             end_read(websocket::error::closed);
@@ -228,6 +237,7 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
               got({}, std::move(e.payload), e.binary);
             });
           } else {
+            ready_bytes_ += e.payload.size();
             ready_.push_back(std::move(e));
           }
           break;
@@ -251,10 +261,28 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
 
   void push_control(wsf::Opcode op, const std::string& payload) {
     if (close_sent_ || dead_) return;
+    // Bounded: one pong, one keep-alive ping and one close at most wait; more is a bug or an abuse.
+    if (control_.size() >= kMaxControl) return abort();
     Out out;
     out.head = wsf::frame_header(op, payload.size()) + payload;
+    out.pong = op == wsf::Opcode::Pong;
     control_.push_back(std::move(out));
     flush();
+  }
+
+  // A ping's answer. RFC 6455 5.5.3: only the latest ping needs one, so a pong not yet sent takes the newer
+  // payload instead of queueing another (a peer that pings and never reads holds one pong, not a queue).
+  // False when the connection ended.
+  bool push_pong(const std::string& payload) {
+    const std::size_t first = writing_ && in_flight_ == &control_ ? in_flight_count_ : 0;
+    for (std::size_t i = first; i < control_.size(); ++i) {
+      if (control_[i].pong) {
+        control_[i].head = wsf::frame_header(wsf::Opcode::Pong, payload.size()) + payload;
+        return true;
+      }
+    }
+    push_control(wsf::Opcode::Pong, payload);
+    return !dead_;
   }
 
   void queue_close(std::uint16_t code, std::string reason, WsLink::Done done, bool end) {
@@ -286,20 +314,28 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
     writing_ = true;
     in_flight_ = &q;
     in_flight_count_ = &q == &control_ ? 1 : std::min(q.size(), kGather);
-    std::array<asio::const_buffer, 2 * kGather> bufs{};
+    // The buffer list is a member: async_write keeps the span, not the list, and after a partial write (a
+    // full socket buffer: a slow client) it goes on from the span.
     std::size_t n = 0;
     for (std::size_t i = 0; i < in_flight_count_; ++i) {
-      if (!q[i].head.empty()) bufs[n++] = asio::buffer(q[i].head);
-      if (q[i].body) bufs[n++] = asio::buffer(*q[i].body);
+      if (!q[i].head.empty()) bufs_[n++] = asio::buffer(q[i].head);
+      if (q[i].body) bufs_[n++] = asio::buffer(*q[i].body);
     }
-    asio::async_write(sock_, std::span(bufs.data(), n),
+    asio::async_write(sock_, std::span(bufs_.data(), n),
                       [self = shared_from_this(), &q](boost::system::error_code ec, std::size_t) {
+                        // What was written leaves its queue first: abort() (on an error) keeps only what
+                        // is in flight while writing_ is set, and the rest is not in flight any more.
+                        std::array<Out, kGather> sent;
+                        const std::size_t count = self->in_flight_count_;
+                        for (std::size_t i = 0; i < count; ++i) {
+                          sent[i] = std::move(q.front());
+                          q.pop_front();
+                        }
                         self->writing_ = false;
                         if (ec) self->abort();
-                        for (std::size_t i = self->in_flight_count_; i > 0; --i) {
-                          Out out = std::move(q.front());
-                          q.pop_front();
-                          if (out.end_read) {
+                        for (std::size_t i = 0; i < count; ++i) {
+                          Out& out = sent[i];
+                          if (out.end_read && !ec) {
                             // The peer's close answered, or ours after its error: no more from this connection.
                             boost::system::error_code ignored;
                             self->sock_.shutdown(tcp::socket::shutdown_send, ignored);
@@ -334,13 +370,17 @@ class DeflateConn : public std::enable_shared_from_this<DeflateConn> {
   bool keep_alive_;
   std::string in_;  // received bytes of an incomplete frame
   std::deque<wsf::FrameReader::Event> ready_;
+  std::size_t ready_bytes_ = 0;  // their payloads' bytes
   WsLink::Got got_;
   boost::system::error_code error_;
   std::deque<Out> control_, data_;
   std::deque<Out>* in_flight_ = nullptr;  // the queue whose front is being written
   std::size_t in_flight_count_ = 0;       // ... and how many of its first items
   static constexpr std::size_t kGather = 8;
-  static constexpr std::size_t kMaxReady = 16;  // messages read ahead of the owner
+  std::array<asio::const_buffer, 2 * kGather> bufs_{};  // the write's buffers, while it lasts
+  static constexpr std::size_t kMaxReady = 16;          // messages read ahead of the owner (and max_message bytes)
+  static constexpr std::size_t kMaxControl = 4;         // control frames waiting to be written
+  static constexpr int kReadsPerWake = 4;               // 64 KiB read and parsed per turn on the I/O thread
   std::chrono::steady_clock::time_point last_read_{};
   bool waiting_ = false, writing_ = false, close_sent_ = false, ping_sent_ = false, dead_ = false;
   bool orphan_ = false;  // released by its owner during the closing handshake
@@ -360,7 +400,11 @@ struct WsLink::Impl {
 WsLink::WsLink(beast::tcp_stream&& stream) : impl_(std::make_unique<Impl>(std::move(stream))) {}
 
 WsLink::~WsLink() {
-  if (impl_->own) impl_->own->release();
+  // The link may die on another thread (a hub thread held its owner last): the connection is released on
+  // its own executor, where its handlers and timer run.
+  if (!impl_->own) return;
+  auto exec = impl_->own->executor();
+  asio::post(exec, [own = std::move(impl_->own)] { own->release(); });
 }
 
 void WsLink::accept(const http::request<http::empty_body>& req, const Options& options, Done done) {
