@@ -18,10 +18,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t limit = 16u << (data[0] & 0x0f);  // 16 B .. 512 KiB
   const bool deflate = (data[0] & 0x10) != 0;
   ws::FrameReader reader(limit, deflate);
-  std::string in(all.substr(1));
+  // A second reader over the same bytes, consuming by offset (as a connection does): the same events.
+  ws::FrameReader by_offset(limit, deflate);
+  const std::string_view bytes = all.substr(1);
+  std::size_t pos = 0;
+  std::string in(bytes);
   for (int i = 0; i < 100000; ++i) {
     const std::size_t before = in.size();
     auto e = reader.next(in);
+    const auto o = by_offset.next(bytes, pos);
+    if (o.kind != e.kind || o.payload != e.payload || o.close_code != e.close_code || pos != bytes.size() - in.size())
+      std::abort();
     if (e.kind == ws::FrameReader::Kind::NeedMore || e.kind == ws::FrameReader::Kind::Error) break;
     if (in.size() >= before) std::abort();  // every event consumes bytes
     if (e.kind == ws::FrameReader::Kind::Message) {
