@@ -139,11 +139,14 @@ TEST_F(Serve, ADeflateClientThatPingsWithoutReadingGetsOnlyTheLatestPong) {
   const int big = 4 << 20;  // reads the backlog faster
   ::setsockopt(c.sock().fd(), SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
   FrameCount count;
-  ASSERT_TRUE(count.read_until(c.sock(), [](const FrameCount& n) { return n.last_pong == "last"; }, in(60s)))
+  ASSERT_TRUE(count.read_until(
+      c.sock(), [](const FrameCount& n) { return n.last_pong == "last"; }, in(60s)))
       << count.pongs << " pongs, the last: " << count.last_pong << "; bad frames: " << count.bad;
   EXPECT_LE(count.pongs, 10) << "pongs queued for a client that does not read";
-  // The rest of the backlog: whole frames, every one (the writes that waited went on where they stopped).
-  ASSERT_TRUE(count.read_until(c.sock(), [](const FrameCount& n) { return n.texts >= 3001; }, in(60s)))
+  // The backlog (3000 replies and the updates) arrives as whole frames: the writes that waited went on
+  // where they stopped.
+  ASSERT_TRUE(count.read_until(
+      c.sock(), [](const FrameCount& n) { return n.texts >= 3001; }, in(60s)))
       << count.texts << " text frames; bad frames: " << count.bad;
   expect_healthy(port(), "a client that pinged without reading");
   expect_clean_stop();
