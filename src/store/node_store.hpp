@@ -46,6 +46,8 @@ class NodeStore final : public core::JobStore {
   Result<std::optional<core::Lease>> acquire(const core::LeaseRequest& request, const Decide& decide) override;
   Result<bool> release(const std::string& lease_id, const std::string& reason) override;
   Result<std::vector<core::Lease>> active() override;
+  // From the kept list of active leases (read again only when another connection wrote): no sweep, no copy.
+  Result<unsigned> gpus_held_by(std::uint32_t uid) override;
   Result<std::vector<core::Waiter>> waiters() override;
   Result<void> enqueue(const core::Waiter& w) override;
   Result<void> dequeue(const std::string& waiter_id) override;
@@ -71,6 +73,9 @@ class NodeStore final : public core::JobStore {
   Result<std::size_t> prune_finished_older_than(std::chrono::milliseconds age) override;
 
   const std::string& path() const noexcept override { return db_.path(); }
+  // Tests only: called between the two reads of a lease listing (the leases, then their GPUs), where
+  // another connection's write must not be seen.
+  void set_between_lease_reads_for_test(std::function<void()> f) { between_lease_reads_ = std::move(f); }
   // Now on the store's clock, in Unix epoch milliseconds.
   std::int64_t now_ms() const;
 
@@ -113,6 +118,7 @@ class NodeStore final : public core::JobStore {
   static constexpr std::chrono::milliseconds kSweepEvery{1000};
   static constexpr std::chrono::milliseconds kSweepGap{100};
   std::chrono::steady_clock::time_point next_sweep_{}, last_sweep_{};
+  std::function<void()> between_lease_reads_;
 };
 
 }  // namespace gf::store
