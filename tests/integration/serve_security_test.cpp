@@ -324,6 +324,7 @@ TEST_F(Serve, HostHeaderMustNameThisAgent) {
   EXPECT_EQ(with_host("Host: [::1]:" + std::to_string(port()) + "\r\n").status, 200);
   EXPECT_EQ(with_host("Host: GPU-3.lab.example:80\r\n").status, 200);
   EXPECT_EQ(with_host("").status, 400);                             // HTTP/1.1 without Host
+  EXPECT_EQ(with_host("Host: \r\n").status, 421);                   // an empty one names no host
   EXPECT_EQ(with_host("Host: evil.example\r\n", "/").status, 421);  // the dashboard too
   // WebSocket upgrades too.
   Sock s(port());
