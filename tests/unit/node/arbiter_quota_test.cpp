@@ -77,14 +77,15 @@ TEST_F(QuotaCountTest, TheCountSweepsOnlyWhenItSaysOver) {
 
   // Carol holds 2 and a third would be over: the count is made again after a sweep, which ends the
   // lease of her process that is gone (one written by another connection, beside the agent).
-  auto other = store::NodeStore::open(db(), [](const core::LeaseOwner&) { return true; }, clock);
+  auto other = store::NodeStore::open(
+      db(), [](const core::LeaseOwner&) { return true; }, clock);
   ASSERT_TRUE(other);
   ASSERT_TRUE(arb->release(kQuotaUser, (*second)->lease.id));
   core::LeaseRequest beside;
   beside.job_id = "beside";
   beside.owner = core::LeaseOwner{777, 1, "carol", kQuotaUser.uid};
-  auto direct = (*other)->acquire(
-      beside, [](const auto&, const auto&) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
+  auto direct =
+      (*other)->acquire(beside, [](const auto&, const auto&) -> Result<std::optional<std::vector<core::LeasedGpu>>> {
         return std::optional<std::vector<core::LeasedGpu>>({{3, "GPU-test-3"}});
       });
   ASSERT_TRUE(direct && *direct);

@@ -21,8 +21,8 @@ struct StoreTxnTest : ::testing::Test {
   test::FakeClock clock;
   std::set<std::uint32_t> dead;  // owners the test declares gone
   std::unique_ptr<NodeStore> open_store() {
-    auto s = NodeStore::open(
-        (tmp / "gf.db").string(), [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); }, clock);
+    auto s = NodeStore::open((tmp / "gf.db").string(),
+                             [this](const core::LeaseOwner& o) { return !dead.contains(o.pid); }, clock);
     EXPECT_TRUE(s) << (s ? "" : s.error().message);
     return s ? std::move(*s) : nullptr;
   }
@@ -42,12 +42,12 @@ struct StoreTxnTest : ::testing::Test {
   // The GPUs the decider of an acquire sees held (it then says "not now").
   static std::set<std::string> seen_held(NodeStore& s) {
     std::set<std::string> seen;
-    auto r = s.acquire(owned_by(900, 900), [&](const std::vector<core::Lease>& active,
-                                                const auto&) -> Result<std::optional<TxnGpus>> {
-      for (const auto& l : active)
-        for (const auto& g : l.gpus) seen.insert(g.uuid);
-      return std::optional<TxnGpus>();
-    });
+    auto r = s.acquire(owned_by(900, 900),
+                       [&](const std::vector<core::Lease>& active, const auto&) -> Result<std::optional<TxnGpus>> {
+                         for (const auto& l : active)
+                           for (const auto& g : l.gpus) seen.insert(g.uuid);
+                         return std::optional<TxnGpus>();
+                       });
     EXPECT_TRUE(r) << (r ? "" : r.error().message);
     return seen;
   }
