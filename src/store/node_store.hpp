@@ -43,6 +43,7 @@ class NodeStore final : public core::JobStore {
 
   // The dead-owner sweep runs here at most once a second on the way to a grant, and before a "not now"
   // unless one ran in the last 100 ms (then the decider is asked again); active() sweeps on every call.
+  // A decision that does not commit (an error, a decider that throws) makes the sweep due again.
   Result<std::optional<core::Lease>> acquire(const core::LeaseRequest& request, const Decide& decide) override;
   Result<bool> release(const std::string& lease_id, const std::string& reason) override;
   Result<std::vector<core::Lease>> active() override;
@@ -109,7 +110,9 @@ class NodeStore final : public core::JobStore {
   const core::Clock& clock_;
   platform::ChangeSignal signal_;
   // The active leases as this connection last read or wrote them, valid while active_version_ is the
-  // file's PRAGMA data_version (no other connection committed since); read inside the write lock.
+  // file's PRAGMA data_version (no other connection committed since). Read inside the write lock for a
+  // decision, outside it by gpus_held_by (a version read before the list it loads only reloads sooner);
+  // this connection's writes change it after their commit, and a rolled-back sweep drops it.
   Result<const std::vector<core::Lease>*> active_locked();
   std::optional<std::vector<core::Lease>> active_cache_;
   std::int64_t active_version_ = -1;
