@@ -143,13 +143,12 @@ bool Arbiter::end_lease(const std::string& id, const std::string& reason) {
   return true;
 }
 
-Result<unsigned> Arbiter::held_by(std::uint32_t uid) {
-  auto active = store_->active();
-  if (!active) return active.error();
-  unsigned n = 0;
-  for (const auto& l : *active)
-    if (l.owner.uid && *l.owner.uid == uid) n += static_cast<unsigned>(l.gpus.size());
-  return n;
+Result<unsigned> Arbiter::held_by(std::uint32_t uid, unsigned more, bool& swept) {
+  auto n = store_->gpus_held_by(uid);
+  if (!n || swept || *n + more <= options_.max_gpus_per_user) return n;
+  swept = true;
+  if (auto active = store_->active(); !active) return active.error();  // ends dead owners' leases
+  return store_->gpus_held_by(uid);
 }
 
 Result<scheduler::AllocationRequest> Arbiter::prepare(const Peer& peer, const AcquireRequest& r,
@@ -242,7 +241,8 @@ std::string quota_text(const Peer& p, unsigned max) {
 
 Result<void> Arbiter::within_quota(const Peer& peer, unsigned gpus) {
   if (options_.max_gpus_per_user == 0) return {};
-  auto held = held_by(peer.uid);
+  bool swept = false;
+  auto held = held_by(peer.uid, gpus, swept);
   if (!held) return held.error();
   if (*held + gpus > options_.max_gpus_per_user)
     return make_error(ErrorKind::Unavailable, quota_text(peer, options_.max_gpus_per_user));
@@ -293,16 +293,19 @@ Result<std::optional<scheduler::Allocation>> Arbiter::acquire(ConnectionId c, st
       return make_error(ErrorKind::Invalid, fmt::format("request {} is already waiting", request_id));
 
   // A connection tie's owner is the peer's own process, whose start time never changes: read once.
-  if (r.tie != core::LeaseTie::Process && !conn->second.start_time) {
+  // A failed read (0) is not kept: the next acquire reads again.
+  unsigned long long start_time = conn->second.start_time.value_or(0);
+  if (r.tie != core::LeaseTie::Process && start_time == 0) {
     auto own = owner_of(peer, r.tie);
-    conn->second.start_time = own ? own->first.start_time : 0;
+    start_time = own ? own->first.start_time : 0;
+    if (start_time != 0) conn->second.start_time = start_time;
   }
   Result<TiedOwner> tied = TiedOwner{};
   if (r.tie == core::LeaseTie::Process) {
     tied = owner_of(peer, r.tie);
   } else {
     tied->first.pid = peer.pid;
-    tied->first.start_time = *conn->second.start_time;
+    tied->first.start_time = start_time;
   }
   if (!tied) return tied.error();
   auto& [owner, watch] = *tied;
@@ -585,6 +588,7 @@ void Arbiter::serve_queue() {
     return;
   }
   std::map<std::uint32_t, unsigned> held;  // per uid, read once per pass when there is a quota
+  bool swept = false;                      // at most one dead-owner sweep per pass for the quota
   bool blocked = false;
   std::string blocker;
   for (std::size_t i = 0; i < queue_.size();) {
@@ -598,7 +602,7 @@ void Arbiter::serve_queue() {
     const Peer& peer = conn->second.peer;
     if (options_.max_gpus_per_user > 0) {
       if (!held.contains(peer.uid)) {
-        auto h = held_by(peer.uid);
+        auto h = held_by(peer.uid, w.req.need.gpus, swept);
         held[peer.uid] = h ? *h : options_.max_gpus_per_user;  // unreadable: assume full, try again later
       }
       if (held[peer.uid] + w.req.need.gpus > options_.max_gpus_per_user) {

@@ -216,8 +216,10 @@ class Arbiter {
   Result<void> meetable(const scheduler::AllocationRequest& ar);
   // An error only when the store failed.
   Result<Attempt> try_now(const scheduler::AllocationRequest& ar);
-  // GPUs held by uid in active leases (nullopt: the store failed).
-  Result<unsigned> held_by(std::uint32_t uid);
+  // GPUs held by uid in active leases, counted from the store's kept list without a look at /proc per
+  // owner. Only when that count and `more` pass the quota is it counted again after a dead-owner sweep
+  // (unless `swept` says one already ran), so a lease whose owner just died refuses no one.
+  Result<unsigned> held_by(std::uint32_t uid, unsigned more, bool& swept);
   // Room for one more job record of the peer's uid under max_jobs_per_user: prunes its oldest finished
   // records when it is at the cap; Permission when none of them has finished.
   Result<void> room_for_job(const Peer& peer);

@@ -189,9 +189,10 @@ class HttpSession final : public HttpConnection, public std::enable_shared_from_
     if (host == msg.end() && msg.version() >= 11)
       return error_response(400, "bad_request", "an HTTP/1.1 request needs a Host header");
     if (host != msg.end()) {
-      // A client sends the same Host on every request of a connection: checked once.
+      // A client sends the same Host on every request of a connection: checked once. Nothing is kept
+      // before the first allowed one, so an empty Host is checked (and refused) every time.
       const std::string_view value(host->value().data(), host->value().size());
-      if (value != allowed_host_) {
+      if (allowed_host_.empty() || value != allowed_host_) {
         if (!host_allowed(value, srv_->host_names))
           return error_response(421, "misdirected_request",
                                 "this agent does not answer to the host name '" + std::string(value) +

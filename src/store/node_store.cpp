@@ -233,6 +233,11 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(LeaseSet which, std::siz
   // lease in one query, not one query per lease.
   static constexpr const char* kWhere[] = {"WHERE released_ms IS NULL", "", "WHERE released_ms >= ?2"};
   const char* where = kWhere[static_cast<int>(which)];
+  // Both reads see one snapshot: between two separate ones a lease could end or begin and move the
+  // LIMIT's window, and a lease of the first read come back without its GPUs (history, ended_since).
+  // Inside acquire's or active()'s write transaction this adds nothing.
+  ReadTxn snapshot(db_);
+  if (auto r = snapshot.begin(); !r) return r.error();
   auto sel = db_.prepare_cached(fmt::format(
       "SELECT id, job_id, name, owner_pid, owner_start, owner_user, created_ms, released_ms, release_reason, "
       "owner_uid, tie FROM leases {} ORDER BY created_ms DESC, id LIMIT ?1",
@@ -258,6 +263,7 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(LeaseSet which, std::siz
   });
   if (!rows) return rows.error();
   if (out.empty()) return out;
+  if (between_lease_reads_) between_lease_reads_();
   auto q = db_.prepare_cached(fmt::format(
       "SELECT lease_id, gpu_index, gpu_uuid FROM lease_gpus WHERE lease_id IN (SELECT id FROM leases {} ORDER BY "
       "created_ms DESC, id LIMIT ?1) ORDER BY rowid",
@@ -266,7 +272,6 @@ Result<std::vector<core::Lease>> NodeStore::load_leases(LeaseSet which, std::siz
   q->bind(1, bound_limit(limit));
   if (which == LeaseSet::EndedSince) q->bind(2, since_ms);
   auto gpus = q->each([&](const Stmt& row) {
-    // Outside a transaction a lease may come between the two reads: one the first did not see is skipped.
     if (auto it = by_id.find(row.text(0)); it != by_id.end())
       out[it->second].gpus.push_back({static_cast<unsigned>(row.int64(1)), row.text(2)});
   });
@@ -335,6 +340,19 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   // hold). The gap spares a queue served on every release a look at every owner each time.
   const auto now = clock_.now();
   bool swept = false, changed = false;
+  // A sweep's work lives in this transaction. Unless it commits (an error, a failed insert or commit, a
+  // decider that throws), the leases it ended are active again, while the kept list it rebuilt still
+  // shows them ended (PRAGMA data_version does not move on a rollback) and the sweep times say it ran:
+  // both are dropped, so the next look reads the file and sweeps again.
+  struct SweepUndo {
+    NodeStore& store;
+    bool reaped = false, committed = false;
+    ~SweepUndo() {
+      if (!reaped || committed) return;
+      store.active_cache_.reset();
+      store.next_sweep_ = store.last_sweep_ = {};
+    }
+  } undo{*this};
   auto sweep = [&]() -> Result<bool> {
     auto reaped = reap_locked();
     if (!reaped) return reaped.error();
@@ -342,6 +360,7 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
     next_sweep_ = now + kSweepEvery;
     last_sweep_ = now;
     changed = changed || *reaped;
+    undo.reaped = undo.reaped || *reaped;
     return *reaped;
   };
   if (now >= next_sweep_)
@@ -367,6 +386,7 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
   if (!*picked) {
     if (changed) {
       if (auto r = txn.commit(); !r) return r.error();
+      undo.committed = true;
       signal_.notify();
     }
     return std::optional<core::Lease>();
@@ -402,6 +422,7 @@ Result<std::optional<core::Lease>> NodeStore::acquire(const core::LeaseRequest& 
     if (auto r = del->bind(1, req.waiter_id).run(); !r) return r.error();
   }
   if (auto r = txn.commit(); !r) return r.error();
+  undo.committed = true;
   if (active_cache_) {  // in load_leases' order: newest first, then by id
     const auto at = std::find_if(active_cache_->begin(), active_cache_->end(), [&](const core::Lease& l) {
       return l.created_at_ms < lease.created_at_ms || (l.created_at_ms == lease.created_at_ms && l.id > lease.id);
@@ -445,6 +466,17 @@ Result<std::vector<core::Lease>> NodeStore::active() {
   }
   if (*reaped) signal_.notify();
   return copy;
+}
+
+Result<unsigned> NodeStore::gpus_held_by(std::uint32_t uid) {
+  // The kept list is only ever read here, never left half-changed: a write transaction's changes reach
+  // it after their commit, and a rolled-back sweep drops it (acquire's SweepUndo).
+  auto leases = active_locked();
+  if (!leases) return leases.error();
+  unsigned n = 0;
+  for (const auto& l : **leases)
+    if (l.owner.uid && *l.owner.uid == uid) n += static_cast<unsigned>(l.gpus.size());
+  return n;
 }
 
 Result<std::vector<core::Lease>> NodeStore::history(std::size_t limit) { return load_leases(LeaseSet::All, limit); }

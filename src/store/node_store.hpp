@@ -43,9 +43,12 @@ class NodeStore final : public core::JobStore {
 
   // The dead-owner sweep runs here at most once a second on the way to a grant, and before a "not now"
   // unless one ran in the last 100 ms (then the decider is asked again); active() sweeps on every call.
+  // A decision that does not commit (an error, a decider that throws) makes the sweep due again.
   Result<std::optional<core::Lease>> acquire(const core::LeaseRequest& request, const Decide& decide) override;
   Result<bool> release(const std::string& lease_id, const std::string& reason) override;
   Result<std::vector<core::Lease>> active() override;
+  // From the kept list of active leases (read again only when another connection wrote): no sweep, no copy.
+  Result<unsigned> gpus_held_by(std::uint32_t uid) override;
   Result<std::vector<core::Waiter>> waiters() override;
   Result<void> enqueue(const core::Waiter& w) override;
   Result<void> dequeue(const std::string& waiter_id) override;
@@ -71,6 +74,9 @@ class NodeStore final : public core::JobStore {
   Result<std::size_t> prune_finished_older_than(std::chrono::milliseconds age) override;
 
   const std::string& path() const noexcept override { return db_.path(); }
+  // Tests only: called between the two reads of a lease listing (the leases, then their GPUs), where
+  // another connection's write must not be seen.
+  void set_between_lease_reads_for_test(std::function<void()> f) { between_lease_reads_ = std::move(f); }
   // Now on the store's clock, in Unix epoch milliseconds.
   std::int64_t now_ms() const;
 
@@ -104,7 +110,9 @@ class NodeStore final : public core::JobStore {
   const core::Clock& clock_;
   platform::ChangeSignal signal_;
   // The active leases as this connection last read or wrote them, valid while active_version_ is the
-  // file's PRAGMA data_version (no other connection committed since); read inside the write lock.
+  // file's PRAGMA data_version (no other connection committed since). Read inside the write lock for a
+  // decision, outside it by gpus_held_by (a version read before the list it loads only reloads sooner);
+  // this connection's writes change it after their commit, and a rolled-back sweep drops it.
   Result<const std::vector<core::Lease>*> active_locked();
   std::optional<std::vector<core::Lease>> active_cache_;
   std::int64_t active_version_ = -1;
@@ -113,6 +121,7 @@ class NodeStore final : public core::JobStore {
   static constexpr std::chrono::milliseconds kSweepEvery{1000};
   static constexpr std::chrono::milliseconds kSweepGap{100};
   std::chrono::steady_clock::time_point next_sweep_{}, last_sweep_{};
+  std::function<void()> between_lease_reads_;
 };
 
 }  // namespace gf::store

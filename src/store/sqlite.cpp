@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include <atomic>
+#include <cassert>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -149,11 +150,16 @@ Result<Db> Db::open(const std::string& path) {
 void set_automatic_checkpoints(bool on) noexcept { g_automatic_checkpoints.store(on); }
 
 Db::~Db() {
-  for (auto& [sql, c] : cache_) sqlite3_finalize(c.st);
+  for (auto& [sql, c] : cache_) {
+    assert(!c.in_use && "a Stmt outlived its Db");
+    sqlite3_finalize(c.st);
+  }
   if (db_) sqlite3_close(db_);
 }
 
 int Db::changes() const { return sqlite3_changes(db_); }
+
+bool Db::in_transaction() const { return db_ && sqlite3_get_autocommit(db_) == 0; }
 
 std::string Db::error() const { return db_ ? sqlite3_errmsg(db_) : "no database"; }
 

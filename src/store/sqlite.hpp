@@ -48,7 +48,8 @@ class Db {
   Result<Stmt> prepare_cached(std::string_view sql);
   static constexpr std::size_t kMaxCached = 64;
   std::string error() const;
-  int changes() const;  // rows changed by the last statement
+  int changes() const;          // rows changed by the last statement
+  bool in_transaction() const;  // a BEGIN not yet committed or rolled back
   const std::string& path() const noexcept { return path_; }
   sqlite3* raw() const noexcept { return db_; }
 
@@ -63,6 +64,8 @@ class Db {
   std::unordered_map<std::string, Cached> cache_;
 };
 
+// A statement of a Db: it must not outlive the Db it came from (the Db finalizes its cached
+// statements when it goes, borrowed or not; a debug build asserts that none is still borrowed).
 class Stmt {
  public:
   Stmt(Stmt&& o) noexcept : st_(o.st_), db_(o.db_), lent_(o.lent_) {
@@ -140,6 +143,32 @@ class WriteTxn {
     if (!st) return st.error();
     return st->run();
   }
+  Db& db_;
+  bool open_ = false;
+};
+
+// Several reads that must agree (one snapshot of the file): a deferred BEGIN when the connection is not
+// in a transaction already (inside one they share its snapshot anyway), ended when it goes.
+class ReadTxn {
+ public:
+  explicit ReadTxn(Db& db) : db_(db) {}
+  ReadTxn(const ReadTxn&) = delete;
+  ReadTxn& operator=(const ReadTxn&) = delete;
+  Result<void> begin() {
+    if (db_.in_transaction()) return {};
+    auto st = db_.prepare_cached("BEGIN");
+    if (!st) return st.error();
+    auto r = st->run();
+    if (r) open_ = true;
+    return r;
+  }
+  ~ReadTxn() {
+    if (!open_) return;
+    // Nothing was written: COMMIT only ends the snapshot (ROLLBACK would too).
+    if (auto st = db_.prepare_cached("COMMIT"); st) (void)st->run();
+  }
+
+ private:
   Db& db_;
   bool open_ = false;
 };

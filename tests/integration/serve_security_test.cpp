@@ -69,6 +69,38 @@ TEST_F(Serve, SlowlorisAndSilentClientsAreClosedWhileOthersAreServed) {
   expect_clean_stop();
 }
 
+// Review of issue 24: an answer that does not fit in the socket is written on asynchronously, within
+// request_timeout. A client that pipelines requests for large answers and never reads stalls that write:
+// the connection is closed once request_timeout passes, and others are served meanwhile.
+TEST_F(Serve, AClientThatPipelinesAndNeverReadsIsClosedAtTheRequestTimeout) {
+  const auto cfg = write_file("agent.json", R"({"limits": {"request_timeout_s": 2}})");
+  ASSERT_TRUE(start("sim", {"--config", cfg}));
+  const auto whole = get(port(), "/api/openapi.json");
+  ASSERT_EQ(whole.status, 200);
+  ASSERT_GT(whole.body.size(), 30000u) << "the test needs answers larger than the client's window";
+  Sock stalled(port(), 2048);
+  ASSERT_TRUE(stalled.ok());
+  std::string pipelined;
+  for (int i = 0; i < 150; ++i) pipelined += request_text("GET", "/api/openapi.json", {}, {}, false);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(stalled.send_all(pipelined));
+  // Real time, on purpose: the agent's request timeout is its own clock. The stalled client reads
+  // nothing for twice the timeout.
+  int served_meanwhile = 0;
+  while (ms_since(t0) < 4000) {
+    const auto tick = in(500ms);
+    if (get(port(), "/api/health").status == 200) ++served_meanwhile;
+    std::this_thread::sleep_until(tick);
+  }
+  EXPECT_GE(served_meanwhile, 4);
+  // Closed: what the window held, then the end (or a reset). Left open, the rest of the 150 answers
+  // (5 MB through a 2 KiB window) would still be coming, or the connection idle, when the look ends.
+  EXPECT_TRUE(stalled.closed_by(in(2s))) << "still open after twice request_timeout";
+  EXPECT_LT(stalled.buf.size(), 150 * whole.body.size());
+  expect_healthy(port(), "a stalled reader");
+  expect_clean_stop();
+}
+
 // Under --auth-read every read needs the token; a browser cannot set Authorization on a WebSocket,
 // so it offers the token as a subprotocol and the agent answers with gpufleet.v1.
 TEST_F(Serve, AuthReadNeedsTheTokenOverHttpAndWebSocket) {
@@ -324,6 +356,7 @@ TEST_F(Serve, HostHeaderMustNameThisAgent) {
   EXPECT_EQ(with_host("Host: [::1]:" + std::to_string(port()) + "\r\n").status, 200);
   EXPECT_EQ(with_host("Host: GPU-3.lab.example:80\r\n").status, 200);
   EXPECT_EQ(with_host("").status, 400);                             // HTTP/1.1 without Host
+  EXPECT_EQ(with_host("Host: \r\n").status, 421);                   // an empty one names no host
   EXPECT_EQ(with_host("Host: evil.example\r\n", "/").status, 421);  // the dashboard too
   // WebSocket upgrades too.
   Sock s(port());

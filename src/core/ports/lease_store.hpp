@@ -83,6 +83,17 @@ class LeaseStore {
   virtual Result<bool> release(const std::string& lease_id, const std::string& reason) = 0;
   // Active leases (dead owners' leases ended first).
   virtual Result<std::vector<Lease>> active() = 0;
+  // How many GPUs uid's active leases hold (the per-user quota's count). An implementation may count
+  // from what it already knows, without ending dead owners' leases first: one whose owner just died may
+  // still count until the next sweep (acquire's, or active()'s). This default counts active()'s list.
+  virtual Result<unsigned> gpus_held_by(std::uint32_t uid) {
+    auto leases = active();
+    if (!leases) return leases.error();
+    unsigned n = 0;
+    for (const auto& l : *leases)
+      if (l.owner.uid && *l.owner.uid == uid) n += static_cast<unsigned>(l.gpus.size());
+    return n;
+  }
   virtual Result<std::vector<Waiter>> waiters() = 0;
   virtual Result<void> enqueue(const Waiter& w) = 0;
   virtual Result<void> dequeue(const std::string& waiter_id) = 0;
