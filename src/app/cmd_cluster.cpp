@@ -193,6 +193,8 @@ int run_cluster(const GlobalOptions&, const ClusterCommand& c) {
     print_error("cluster: " + printable(src.error().message));
     return kExitUsage;
   }
+  // select shows neither temperature nor power (text or JSON): Prometheus is not asked for them.
+  src->display_metrics = c.verb != "select";
   const auto now = std::chrono::system_clock::now();
   auto facts = cluster::gather_fleet(*src, now);
   if (!facts) {

@@ -278,6 +278,7 @@ Result<core::FleetFacts> gather_fleet(const FleetSources& s, std::chrono::system
     po.url = s.prometheus_url;
     po.node_label = s.node_label;
     po.timeout = s.timeout;
+    po.display_metrics = s.display_metrics;
     // Read every round, so that a rotated token is picked up as the kubeconfig's tokenFile is.
     if (!s.prometheus_token_file.empty()) {
       auto t = read_prometheus_token(s.prometheus_token_file);

@@ -36,6 +36,9 @@ struct FleetSources {
   std::chrono::milliseconds refresh{15000};  // serve: how often the background refresh runs
   allocator::IdleThresholds idle;            // the default thresholds of selections
   allocator::Fallback fallback = allocator::Fallback::None;
+  // Ask for what only documents show (temperature, power), not just what ranks nodes. `cluster select`
+  // turns it off: its answer and reasoning never show them. Not a config key.
+  bool display_metrics = true;
   // Kubernetes as configured: nullopt when nothing names it, or when the config says "kubernetes": false.
   std::optional<KubeSourceSettings> kubernetes;
   bool kubernetes_off = false;  // the config said "kubernetes": false: never fall back to the default kubeconfig

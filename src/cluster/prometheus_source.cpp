@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -62,20 +63,35 @@ bool valid_label_name(std::string_view n) noexcept {
   return true;
 }
 
-std::vector<std::string> prometheus_queries(const std::string& l) {
+namespace {
+
+// The metrics of the first round (PromAnswers' order) that are asked.
+constexpr std::size_t kTemperature = 3, kPower = 4;
+std::vector<std::size_t> first_round(bool display_metrics) {
+  if (display_metrics) return {0, 1, 2, kTemperature, kPower, 5, 6};
+  return {0, 1, 2, 5, 6};
+}
+
+}  // namespace
+
+std::vector<std::string> prometheus_queries(const std::string& l, bool display_metrics) {
   const std::string gpu = fmt::format("max by ({}, gpu, UUID) ", l);
   // Framebuffer: one series per GPU and per MIG instance (whose series carry GPU_I_ID); join_answers
   // takes a GPU's own series when it has one, else the sum of its instances. (PromQL's `A or sum by
   // (…) (B)` says the same, at ten times the cost in Prometheus for 80 000 GPUs.)
   const auto fb = [&](const char* m) { return fmt::format("max by ({}, gpu, UUID, GPU_I_ID) ({})", l, m); };
-  return {fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l), fb("DCGM_FI_DEV_FB_USED"),
-          fb("DCGM_FI_DEV_FB_FREE"), gpu + "(DCGM_FI_DEV_GPU_TEMP)", gpu + "(DCGM_FI_DEV_POWER_USAGE)",
-          // Per node: each distinct sample time and how many series have it (see the header).
-          fmt::format("count_values by ({}) (\"{}\", timestamp(DCGM_FI_DEV_GPU_UTIL))", l, kSampleTimeLabel),
-          // Grouped by __name__ too (Prometheus keeps the name when it is a grouping label): one query
-          // for the three families. A comparison keeps the name; `!= 0` drops the XID 0 and remap 0 series.
-          fmt::format("max by ({}, gpu, UUID, __name__, state) ({{__name__=~\"{}|{}|{}\",state!~\"ok|error\"}} != 0)",
-                      l, kXidFamily, kRowRemapFamily, kHealthFamily)};
+  const std::string all[] = {
+      fmt::format("max by ({}, gpu, UUID, modelName) (DCGM_FI_DEV_GPU_UTIL)", l), fb("DCGM_FI_DEV_FB_USED"),
+      fb("DCGM_FI_DEV_FB_FREE"), gpu + "(DCGM_FI_DEV_GPU_TEMP)", gpu + "(DCGM_FI_DEV_POWER_USAGE)",
+      // Per node: each distinct sample time and how many series have it (see the header).
+      fmt::format("count_values by ({}) (\"{}\", timestamp(DCGM_FI_DEV_GPU_UTIL))", l, kSampleTimeLabel),
+      // Grouped by __name__ too (Prometheus keeps the name when it is a grouping label): one query
+      // for the three families. A comparison keeps the name; `!= 0` drops the XID 0 and remap 0 series.
+      fmt::format("max by ({}, gpu, UUID, __name__, state) ({{__name__=~\"{}|{}|{}\",state!~\"ok|error\"}} != 0)", l,
+                  kXidFamily, kRowRemapFamily, kHealthFamily)};
+  std::vector<std::string> out;
+  for (const auto i : first_round(display_metrics)) out.push_back(all[i]);
+  return out;
 }
 
 std::string gpu_sample_time_query(const std::string& l, const std::vector<std::string>& nodes) {
@@ -357,39 +373,46 @@ PromFleet join_answers(const PromAnswers& a, const std::string& node_label) {
 
 namespace {
 
-// Runs `queries` concurrently and hands each parsed answer to `take` in order, its body let go first.
+// One query, asked and parsed on its own thread: the samples, or the error naming the query.
+Result<std::vector<PromSample>> ask(const PrometheusOptions& o, const std::string& base, const std::string& query) {
+  platform::HttpRequest r;
+  r.url = base + "/api/v1/query?query=" + platform::url_escape(query);
+  r.timeout = o.timeout;
+  r.connect_timeout = std::min(o.timeout, std::chrono::milliseconds(5000));
+  r.bearer_token = o.bearer_token;
+  r.headers.emplace_back("Accept", "application/json");
+  auto oc = platform::http_perform(r);
+  const std::string shown = platform::url_for_display(base);  // the request alone carries the userinfo
+  if (!oc.ok()) {
+    const bool down = oc.error().kind == platform::TransportFailure::Unreachable;
+    return make_error(fmt::format("prometheus {}: {}{}", shown, down ? "unreachable: " : "", oc.error().message));
+  }
+  auto& resp = oc.response();
+  auto parsed = parse_instant_query(resp.body);
+  if (resp.status >= 300 || !parsed) {
+    // Prometheus answers 400/422/503 with its JSON error: its words say more than the status alone.
+    return make_error(fmt::format(
+        "prometheus {}: query '{}': {}{}", shown, query,
+        resp.status >= 300 ? fmt::format("HTTP {}", resp.status) : std::string(),
+        parsed ? std::string()
+               : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));
+  }
+  return parsed;  // the body (~10 MB for 80 000 GPUs) is let go here, before the join
+}
+
+// Runs `queries` at once, each parsed on its own thread as its answer comes (the parsing of one overlaps
+// Prometheus' work on the others), and hands the samples to `take` in the queries' order, each let go once
+// taken. The first query (in that order) that failed is the error.
 Result<void> run_queries(const PrometheusOptions& o, const std::string& base, const std::vector<std::string>& queries,
                          const std::function<void(std::size_t, const std::vector<PromSample>&)>& take) {
-  std::vector<platform::HttpRequest> reqs;
-  for (const auto& q : queries) {
-    platform::HttpRequest r;
-    r.url = base + "/api/v1/query?query=" + platform::url_escape(q);
-    r.timeout = o.timeout;
-    r.connect_timeout = std::min(o.timeout, std::chrono::milliseconds(5000));
-    r.bearer_token = o.bearer_token;
-    r.headers.emplace_back("Accept", "application/json");
-    reqs.push_back(std::move(r));
-  }
-  auto outcomes = platform::http_perform_all(reqs);
-  const std::string shown = platform::url_for_display(base);  // the request alone carries the userinfo
-  for (std::size_t i = 0; i < queries.size(); ++i) {
-    auto& oc = outcomes[i];
-    if (!oc.ok()) {
-      const bool down = oc.error().kind == platform::TransportFailure::Unreachable;
-      return make_error(fmt::format("prometheus {}: {}{}", shown, down ? "unreachable: " : "", oc.error().message));
-    }
-    auto& resp = oc.response();
-    auto parsed = parse_instant_query(resp.body);
-    if (resp.status >= 300 || !parsed) {
-      // Prometheus answers 400/422/503 with its JSON error: its words say more than the status alone.
-      return make_error(fmt::format(
-          "prometheus {}: query '{}': {}{}", shown, queries[i],
-          resp.status >= 300 ? fmt::format("HTTP {}", resp.status) : std::string(),
-          parsed ? std::string()
-                 : (resp.status >= 300 ? " (" : "") + parsed.error().message + (resp.status >= 300 ? ")" : "")));
-    }
-    std::string().swap(resp.body);  // each answer is let go once joined (~10 MB each for 80 000 GPUs)
-    take(i, *parsed);
+  std::vector<std::future<Result<std::vector<PromSample>>>> answers;
+  answers.reserve(queries.size());
+  for (const auto& q : queries)
+    answers.push_back(std::async(std::launch::async, [&o, &base, &q] { return ask(o, base, q); }));
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    auto samples = answers[i].get();
+    if (!samples) return samples.error();  // the other futures wait for their threads as they go
+    take(i, *samples);
   }
   return {};
 }
@@ -411,8 +434,10 @@ Result<PromFleet> query_prometheus(const PrometheusOptions& o) {
         fmt::format("node label '{}' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*) other than {}",
                     o.node_label, kSampleTimeLabel));
   PromJoin join(o.node_label);
-  auto first = run_queries(o, base, prometheus_queries(o.node_label),
-                           [&](std::size_t i, const std::vector<PromSample>& samples) { join.add(i, samples); });
+  const auto metrics = first_round(o.display_metrics);
+  auto first =
+      run_queries(o, base, prometheus_queries(o.node_label, o.display_metrics),
+                  [&](std::size_t i, const std::vector<PromSample>& samples) { join.add(metrics[i], samples); });
   if (!first) return first.error();
   // The nodes whose GPUs' sample times differ (or whose series do not match their GPUs): asked per GPU.
   if (const auto nodes = join.undecided(); !nodes.empty()) {

@@ -4,6 +4,8 @@
 // Prometheus' token file (read, checked, sent as a bearer token).
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "cluster/fleet_sources.hpp"
@@ -192,6 +194,47 @@ TEST(FleetConfig, PrometheusTokenIsSentAsBearer) {
   ASSERT_EQ(f->source_errors.size(), 1u);
   EXPECT_EQ(f->source_errors[0].rfind("prometheus " + prom.url() + ": cannot read the token file", 0), 0u)
       << f->source_errors[0];
+}
+
+// `cluster select` turns display_metrics off: temperature and power (shown by nodes/gpus, never ranked on)
+// are not asked, and every other answer still lands on its own metric (the health query comes fifth, not
+// seventh). The stand-in gives every query the same series: a GPU whose XID, utilization, memory,
+// temperature and power all read 79.
+TEST(PrometheusQuery, SelectAsksNoTemperatureNorPower) {
+  fakes::KubeStandin prom;
+  prom.set_canned_answer(
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"Hostname":"n1","gpu":"0",)"
+      R"("UUID":"GPU-a","__name__":"DCGM_FI_DEV_XID_ERRORS"},"value":[1700000000,"79"]}]}})");
+  for (const bool display : {true, false}) {
+    FleetSources s;
+    s.prometheus_url = prom.url();
+    s.display_metrics = display;
+    const auto before = prom.requests().size();
+    auto f = gather_fleet(s, std::chrono::system_clock::now());
+    ASSERT_TRUE(f) << f.error().message;
+    ASSERT_EQ(f->metrics.size(), 1u);
+    ASSERT_EQ(f->metrics[0].gpus.size(), 1u);
+    const auto& g = f->metrics[0].gpus[0];
+    EXPECT_EQ(g.utilization_pct, 79);
+    EXPECT_EQ(g.memory_used_mib, 79);
+    EXPECT_EQ(g.memory_total_mib, 158);
+    EXPECT_EQ(g.unhealthy, "XID 79 (GPU has fallen off the bus)");
+    EXPECT_EQ(g.temperature_c.has_value(), display);
+    EXPECT_EQ(g.power_w.has_value(), display);
+    std::vector<std::string> asked;
+    const auto reqs = prom.requests();
+    for (std::size_t i = before; i < reqs.size(); ++i) asked.push_back(reqs[i].query.at("query"));
+    // The first round, and the per-GPU sample times (the answer has no per-node time: undecided).
+    EXPECT_EQ(asked.size(), display ? 8u : 6u);
+    const auto names = [&](const char* metric) {
+      return std::count_if(asked.begin(), asked.end(),
+                           [&](const std::string& q) { return q.find(metric) != std::string::npos; });
+    };
+    EXPECT_EQ(names("DCGM_FI_DEV_GPU_TEMP"), display ? 1 : 0);
+    EXPECT_EQ(names("DCGM_FI_DEV_POWER_USAGE"), display ? 1 : 0);
+    EXPECT_EQ(names("DCGM_FI_DEV_FB_FREE"), 1);
+    EXPECT_EQ(names("DCGM_FI_DEV_XID_ERRORS"), 1);
+  }
 }
 
 }  // namespace

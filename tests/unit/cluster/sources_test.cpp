@@ -171,6 +171,9 @@ TEST(PrometheusQuery, QueriesKeepOnlyTheLabelsUsed) {
   EXPECT_EQ(q[2], "max by (kubernetes_node, gpu, UUID, GPU_I_ID) (DCGM_FI_DEV_FB_FREE)");
   // per node; per GPU for the nodes that answer leaves undecided
   EXPECT_EQ(q[5], "count_values by (kubernetes_node) (\"gpufleet_sample_time\", timestamp(DCGM_FI_DEV_GPU_UTIL))");
+  // Without display metrics (cluster select): the same queries less temperature and power.
+  const auto ranked = prometheus_queries("kubernetes_node", false);
+  EXPECT_EQ(ranked, (std::vector<std::string>{q[0], q[1], q[2], q[5], q[6]}));
   EXPECT_EQ(gpu_sample_time_query("kubernetes_node", {}),
             "max by (kubernetes_node, gpu, UUID) (timestamp(DCGM_FI_DEV_GPU_UTIL))");
   EXPECT_TRUE(valid_label_name("Hostname"));
