@@ -4,31 +4,76 @@
 # dcgm-exporter's text format (bench/fleet_prometheus.sh: 10 pages, served by python3 -m http.server),
 # scraped by Debian's prometheus every 2 s (10 s above 2 000 nodes). Goal: under 1 s for 1 000 nodes,
 # 2 s for 10 000. HOLD=1 keeps the fleet up for profiling.
+# GF_BEFORE=OTHER/gpufleet: the same fleet also gets the three odd nodes of fleet_prometheus.sh (ODD=1: a
+# stale GPU, MIG instances, a GPU without utilization); both binaries must print the same `cluster select`
+# (text and --json, less the "collected" time) for a few option sets, and the runs alternate the two
+# binaries, each with its own wall times and Prometheus CPU.
 #
-#   GF_BINARY=build/gpufleet bench/cluster_bench.sh [NODES] [RUNS]
+#   GF_BINARY=build/gpufleet [GF_BEFORE=old/gpufleet] bench/cluster_bench.sh [NODES] [RUNS]
 set -euo pipefail
 GF_BINARY=${GF_BINARY:-build/gpufleet}
 NODES=${1:-1000}
 RUNS=${2:-10}
+# shellcheck disable=SC2034  # ODD is read by fleet_prometheus.sh
+[[ -n ${GF_BEFORE:-} ]] && ODD=1
 source "$(dirname "$0")/fleet_prometheus.sh"
 fleet_up
 want=$((NODES * 8))
 echo "== cluster select --gpus 4 through Prometheus: $NODES nodes × 8 GPUs ($want series per metric), $RUNS runs"
 "$GF_BINARY" cluster select --gpus 4 --prometheus "$P" | grep -E "Selected node|Idle GPUs" || true
-times=()
+if [[ -n ${GF_BEFORE:-} ]]; then
+  same=0
+  for opts in "--gpus 4" "--gpus 8 --max-age 60" "--gpus 8 --fallback least-loaded" "--gpus 1 --max-age 0" \
+    "--gpus 9" "--gpus 2 --gpu-resource amd.com/gpu" "--gpus 7 --utilization-threshold 95 --memory-threshold 99"; do
+    for json in "" --json; do
+      # shellcheck disable=SC2086  # the options are words
+      a=$("$GF_BEFORE" cluster select $opts $json --prometheus "$P" 2>&1 | grep -v '"collected"' || true)
+      # shellcheck disable=SC2086
+      b=$("$GF_BINARY" cluster select $opts $json --prometheus "$P" 2>&1 | grep -v '"collected"' || true)
+      if [[ $a != "$b" ]]; then
+        echo "DIFFERENT: cluster select $opts $json" >&2
+        diff <(echo "$a") <(echo "$b") | head -20 >&2
+        exit 1
+      fi
+      same=$((same + 1))
+    done
+  done
+  odd() {  # odd MAX_AGE: each odd node's health and idle GPUs
+    { "$GF_BINARY" cluster select --gpus 8 --json --max-age "$1" --prometheus "$P" 2>/dev/null || true; } |
+      python3 -c 'import json, sys; d = json.load(sys.stdin); print(" ".join("%s:%s:%s" % (c["node"], c["health"], c["idle_gpu_count"]) for c in d["candidates"] if c["node"].startswith("odd")))'
+  }
+  stale="--max-age 60: $(odd 60); --max-age 600: $(odd 600)"
+  echo "same output from $GF_BEFORE and $GF_BINARY: $same commands; odd nodes (health:idle GPUs) $stale"
+fi
 prom_cpu() { awk '{ print $14 + $15 }' "/proc/$PROM_PID/stat"; }  # clock ticks (1/100 s)
-c0=$(prom_cpu)
+summary() {  # summary LABEL CPU_TICKS MS…: the wall times' min, median, mean, max, and Prometheus' CPU per run
+  local label=$1 ticks=$2
+  shift 2
+  printf '%s\n' "$@" | sort -n | awk -v l="$label" -v c="$ticks" '{ a[NR] = $1; s += $1 } END {
+    printf "%s wall ms: min %d  median %d  mean %.0f  max %d; prometheus CPU per run %d ms\n", l, a[1],
+      a[int((NR + 1) / 2)], s / NR, a[NR], c * 10 / NR }'
+}
+times=() before=() ticks=0 before_ticks=0
 for _ in $(seq 1 "$RUNS"); do
-  s=$(date +%s%N)
-  "$GF_BINARY" cluster select --gpus 4 --prometheus "$P" >/dev/null 2>&1 || true
-  e=$(date +%s%N)
-  times+=($(((e - s) / 1000000)))
+  for bin in ${GF_BEFORE:+"$GF_BEFORE"} "$GF_BINARY"; do
+    c0=$(prom_cpu)
+    s=$(date +%s%N)
+    "$bin" cluster select --gpus 4 --prometheus "$P" >/dev/null 2>&1 || true
+    e=$(date +%s%N)
+    c1=$(prom_cpu)
+    if [[ $bin == "$GF_BINARY" ]]; then
+      times+=($(((e - s) / 1000000)))
+      ticks=$((ticks + c1 - c0))
+    else
+      before+=($(((e - s) / 1000000)))
+      before_ticks=$((before_ticks + c1 - c0))
+    fi
+  done
 done
-c1=$(prom_cpu)
-printf '%s\n' "${times[@]}" | sort -n | awk '{ a[NR] = $1; s += $1 } END {
-  printf "wall ms: min %d  median %d  mean %.0f  max %d\n", a[1], a[int((NR + 1) / 2)], s / NR, a[NR] }'
-# Prometheus' CPU per run (its queries, and the scrapes that fell in the runs: ~60 ms a second at 10 000 nodes).
-echo "prometheus CPU per run: $(((c1 - c0) * 10 / RUNS)) ms; load $(cut -d' ' -f1-3 /proc/loadavg)"
+# Prometheus' CPU per run: its queries, and the scrapes that fell in the runs (~60 ms a second at 10 000 nodes).
+[[ -n ${GF_BEFORE:-} ]] && summary "before ($GF_BEFORE)" "$before_ticks" "${before[@]}"
+summary "$GF_BINARY" "$ticks" "${times[@]}"
+echo "load $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/time -f 'one run: %e s wall, %U s user + %S s system (gpufleet)' "$GF_BINARY" cluster select --gpus 4 --prometheus "$P" >/dev/null
 
 # The agent's fleet view of the same fleet: /api/v1/cluster/nodes and /gpus served from its cache (the

@@ -7,7 +7,11 @@
 # Settings (variables, before fleet_up): NODES, PAGES (10), SCRAPE (2s; 10s above 2 000 nodes, so that
 # ingesting 80 000 series per metric leaves the machine quiet between scrapes), HEALTH=1 (every GPU also
 # exports DCGM_FI_DEV_XID_ERRORS, DCGM_FI_DEV_ROW_REMAP_FAILURE and gpufleet_gpu_health{state}; 1 % of the
-# GPUs with XID 79 or 13), HOLD=1 (print the URL and serve until killed, for profiling).
+# GPUs with XID 79 or 13), ODD=1 (three odd nodes more, on the last page: `odd.stale+"q"`, whose GPU 7's
+# utilization (0 %) carries its own time 70 s back, so it is stale at --max-age 60 and its name goes through the
+# per-GPU sample-time query's escaped regex; `odd-mig`, whose GPU 0 has no framebuffer series of its own but
+# two MIG instances'; `odd-noutil`, whose GPU 3 has memory but no utilization), HOLD=1 (print the URL and
+# serve until killed, for profiling).
 # shellcheck shell=bash
 
 T=$(mktemp -d /tmp/gf-fleet-bench.XXXXXX)
@@ -23,9 +27,9 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 
 # fleet_pages DIR: writes DIR/p0.txt … (the same values for the same NODES and PAGES, run after run).
 fleet_pages() {
-  python3 - "$1" "$NODES" "$PAGES" "${HEALTH:-}" <<'PY'
-import random, sys
-out, nodes, pages, health = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+  python3 - "$1" "$NODES" "$PAGES" "${HEALTH:-}" "${ODD:-}" <<'PY'
+import random, sys, time
+out, nodes, pages, health, odd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5] == "1"
 rnd = random.Random(7)
 per = (nodes + pages - 1) // pages
 metrics = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"]
@@ -48,6 +52,24 @@ for p in range(pages):
             for m, v in zip(metrics, values):
                 rows[m].append(f'{m}{{{labels},state="{state}"}} {v}' if m == "gpufleet_gpu_health"
                                else f"{m}{{{labels}}} {v}")
+    if odd and p == pages - 1:
+        past = int(time.time() * 1000) - 70000
+        for host, g in [('odd.stale+\\"q\\"', gg) for gg in range(8)] + [("odd-mig", gg) for gg in range(8)] + \
+                       [("odd-noutil", gg) for gg in range(8)]:
+            labels = (f'gpu="{g}",UUID="GPU-{host[:8]}-{g}",modelName="NVIDIA H100 80GB HBM3",Hostname="{host}"')
+            util, used = 10 * g, 1000 * (g + 1)
+            when = ""
+            if host.startswith("odd.stale") and g == 7:
+                util, when = 0, f" {past}"  # idle when fresh: --max-age 60 counts one idle GPU fewer
+            if not (host == "odd-noutil" and g == 3):
+                rows["DCGM_FI_DEV_GPU_UTIL"].append(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} {util}{when}")
+            if host == "odd-mig" and g == 0:
+                for i in (1, 2):
+                    rows["DCGM_FI_DEV_FB_USED"].append(f'DCGM_FI_DEV_FB_USED{{{labels},GPU_I_ID="{i}"}} {used * i}')
+                    rows["DCGM_FI_DEV_FB_FREE"].append(f'DCGM_FI_DEV_FB_FREE{{{labels},GPU_I_ID="{i}"}} {20000 * i}')
+            else:
+                rows["DCGM_FI_DEV_FB_USED"].append(f"DCGM_FI_DEV_FB_USED{{{labels}}} {used}")
+                rows["DCGM_FI_DEV_FB_FREE"].append(f"DCGM_FI_DEV_FB_FREE{{{labels}}} {81559 - used}")
     with open(f"{out}/p{p}.txt", "w") as f:
         for m in metrics:
             f.write(f"# HELP {m} {m}.\n# TYPE {m} gauge\n" + "\n".join(rows[m]) + "\n")
@@ -90,7 +112,9 @@ fleet_up() {
   PROM_PID=$!
   pids+=("$PROM_PID")
   P=http://127.0.0.1:$pp
-  wait_count 'timestamp(DCGM_FI_DEV_GPU_UTIL)' $((NODES * 8)) 180
+  local odd_util=0
+  [[ -n ${ODD:-} ]] && odd_util=23  # 8 + 8 + 7 utilization series
+  wait_count 'timestamp(DCGM_FI_DEV_GPU_UTIL)' $((NODES * 8 + odd_util)) 180
   if [[ -n ${HEALTH:-} ]]; then wait_count gpufleet_gpu_health $((NODES * 8)) 60; fi
   sleep "${SCRAPE%s}"  # every family scraped at least once more
   if [[ -n ${HOLD:-} ]]; then
