@@ -11,6 +11,7 @@ Modes (each prints JSON on stdout; stdlib only, except pynvml and torch where na
                          (/proc/PID/task/*/schedstat, ns; /proc/PID/stat's ticks beside it), divided by the
                          collections it counted (gpufleet_collections_total) over the same span; its RSS
   fetch URL PATH FILE    one GET, the body written to FILE
+  energy                 GPU 0's energy counter (mJ, nvmlDeviceGetTotalEnergyConsumption) and the time it was read
   burn SECONDS           a bf16 matrix-product loop on GPU 0 through torch: the load of a real job
 """
 
@@ -245,6 +246,13 @@ def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else ""
     if mode == "pynvml":
         out = pynvml_mode()
+    elif mode == "energy":
+        import pynvml  # noqa: PLC0415
+
+        pynvml.nvmlInit()
+        mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0))
+        out = {"energy_mj": mj, "time": time.time()}
+        pynvml.nvmlShutdown()
     elif mode == "costs":
         out = costs_mode()
     elif mode == "time" and len(argv) >= 4:
