@@ -4,11 +4,16 @@
 Modes (each prints JSON on stdout; stdlib only, except pynvml and torch where named):
   pynvml                 every field gpufleet reports, read through pynvml (nvidia-ml-py), per GPU, with the
                          mean cost of each NVML call (200 calls) on this driver
+  costs                  the wall and CPU time of each NVML call gpufleet makes in a reading (100 calls each,
+                         GPU 0), through pynvml: run it idle and under load
+  init                   what NVML's start-up calls cost (loading the library, nvmlInit, device discovery, GPM
+                         support, XID registration, NvLink states): where a CLI snapshot's time goes
   time N CMD...          runs a shell command N times (after 2 warm-ups): min, median, mean, max wall seconds
   agent URL PID SECONDS  the agent's CPU per collection over SECONDS: the sum of its threads' run time
                          (/proc/PID/task/*/schedstat, ns; /proc/PID/stat's ticks beside it), divided by the
                          collections it counted (gpufleet_collections_total) over the same span; its RSS
   fetch URL PATH FILE    one GET, the body written to FILE
+  energy                 GPU 0's energy counter (mJ, nvmlDeviceGetTotalEnergyConsumption) and the time it was read
   burn SECONDS           a bf16 matrix-product loop on GPU 0 through torch: the load of a real job
 """
 
@@ -115,6 +120,104 @@ def pynvml_mode() -> dict:
     return out
 
 
+def costs_mode() -> dict:
+    import pynvml as n  # noqa: PLC0415
+
+    n.nvmlInit()
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    energy_fi = getattr(n, "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 83)
+    calls = {
+        "nvmlDeviceGetTotalEnergyConsumption": (n.nvmlDeviceGetTotalEnergyConsumption, h),
+        "nvmlDeviceGetFieldValues(TOTAL_ENERGY)": (n.nvmlDeviceGetFieldValues, h, [energy_fi]),
+        "nvmlDeviceGetPowerUsage": (n.nvmlDeviceGetPowerUsage, h),
+        "nvmlDeviceGetMemoryInfo_v2": (n.nvmlDeviceGetMemoryInfo, h, getattr(n, "nvmlMemory_v2", 0)),
+        "nvmlDeviceGetUtilizationRates": (n.nvmlDeviceGetUtilizationRates, h),
+        "nvmlDeviceGetTemperature": (n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU),
+        "nvmlDeviceGetFanSpeed": (n.nvmlDeviceGetFanSpeed, h),
+        "nvmlDeviceGetClockInfo(GRAPHICS)": (n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_GRAPHICS),
+        "nvmlDeviceGetClockInfo(MEM)": (n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
+        "nvmlDeviceGetCurrentClocksEventReasons": (n.nvmlDeviceGetCurrentClocksEventReasons, h),
+        "nvmlDeviceGetPerformanceState": (n.nvmlDeviceGetPerformanceState, h),
+        "nvmlDeviceGetMigMode": (n.nvmlDeviceGetMigMode, h),
+        "nvmlDeviceGetViolationStatus(POWER)": (n.nvmlDeviceGetViolationStatus, h, 0),
+        "nvmlDeviceGetViolationStatus(THERMAL)": (n.nvmlDeviceGetViolationStatus, h, 1),
+        "nvmlDeviceGetEnforcedPowerLimit": (n.nvmlDeviceGetEnforcedPowerLimit, h),
+        "nvmlDeviceGetPersistenceMode": (n.nvmlDeviceGetPersistenceMode, h),
+        "nvmlDeviceGetTotalEccErrors": (
+            n.nvmlDeviceGetTotalEccErrors, h, n.NVML_MEMORY_ERROR_TYPE_CORRECTED, n.NVML_VOLATILE_ECC),
+        "nvmlDeviceGetRemappedRows": (n.nvmlDeviceGetRemappedRows, h),
+        "nvmlDeviceGetPcieReplayCounter": (n.nvmlDeviceGetPcieReplayCounter, h),
+        "nvmlDeviceGetRetiredPages": (
+            n.nvmlDeviceGetRetiredPages, h, n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+        "nvmlDeviceGetComputeRunningProcesses": (n.nvmlDeviceGetComputeRunningProcesses, h),
+        "nvmlDeviceGetGraphicsRunningProcesses": (n.nvmlDeviceGetGraphicsRunningProcesses, h),
+        "nvmlDeviceGetMPSComputeRunningProcesses": (n.nvmlDeviceGetMPSComputeRunningProcesses, h),
+        "nvmlDeviceGetUUID": (n.nvmlDeviceGetUUID, h),
+        "nvmlDeviceGetPciInfo": (n.nvmlDeviceGetPciInfo, h),
+    }
+    out = {}
+    for name, (fn, *args) in calls.items():
+        first = nvml_value(fn, *args)
+        w, c = time.perf_counter(), time.process_time()
+        for _ in range(100):
+            nvml_value(fn, *args)
+        out[name] = {"wall_us": (time.perf_counter() - w) / 100 * 1e6,
+                     "cpu_us": (time.process_time() - c) / 100 * 1e6,
+                     "answer": first if isinstance(first, dict) else None}
+    n.nvmlShutdown()
+    return out
+
+
+def timed(fn, *args, repeat: int = 1) -> dict:
+    w = time.perf_counter()
+    for _ in range(repeat):
+        answer = nvml_value(fn, *args)
+    return {"wall_us": (time.perf_counter() - w) / repeat * 1e6,
+            "answer": answer if isinstance(answer, dict | str | int) else None}
+
+
+def init_mode() -> dict:
+    import ctypes  # noqa: PLC0415
+
+    import pynvml as n  # noqa: PLC0415
+
+    out: dict = {}
+    w = time.perf_counter()
+    ctypes.CDLL("libnvidia-ml.so.1")
+    out["dlopen libnvidia-ml.so.1"] = {"wall_us": (time.perf_counter() - w) * 1e6}
+    pairs = []
+    for _ in range(5):
+        w = time.perf_counter()
+        n.nvmlInit()
+        t_init = time.perf_counter() - w
+        w = time.perf_counter()
+        n.nvmlShutdown()
+        pairs.append((t_init, time.perf_counter() - w))
+    out["nvmlInit"] = {"wall_us": statistics.median(p[0] for p in pairs) * 1e6}
+    out["nvmlShutdown"] = {"wall_us": statistics.median(p[1] for p in pairs) * 1e6}
+    n.nvmlInit()
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    out["nvmlDeviceGetCount"] = timed(n.nvmlDeviceGetCount, repeat=20)
+    out["nvmlDeviceGetHandleByIndex"] = timed(n.nvmlDeviceGetHandleByIndex, 0, repeat=20)
+    out["nvmlSystemGetDriverVersion"] = timed(n.nvmlSystemGetDriverVersion, repeat=20)
+    out["nvmlSystemGetCudaDriverVersion"] = timed(n.nvmlSystemGetCudaDriverVersion, repeat=20)
+    out["nvmlDeviceGetName"] = timed(n.nvmlDeviceGetName, h, repeat=20)
+    if hasattr(n, "nvmlGpmQueryDeviceSupport"):
+        out["nvmlGpmQueryDeviceSupport"] = timed(n.nvmlGpmQueryDeviceSupport, h, repeat=5)
+    out["nvmlDeviceGetSupportedEventTypes"] = timed(n.nvmlDeviceGetSupportedEventTypes, h, repeat=5)
+    w = time.perf_counter()
+    es = n.nvmlEventSetCreate()
+    out["nvmlEventSetCreate"] = {"wall_us": (time.perf_counter() - w) * 1e6}
+    out["nvmlDeviceRegisterEvents(Xid)"] = timed(n.nvmlDeviceRegisterEvents, h, n.nvmlEventTypeXidCriticalError)
+    out["nvmlEventSetFree"] = timed(n.nvmlEventSetFree, es)
+    links = [timed(n.nvmlDeviceGetNvLinkState, h, link) for link in range(18)]
+    out["nvmlDeviceGetNvLinkState x18"] = {"wall_us": sum(x["wall_us"] for x in links),
+                                           "answer": links[0]["answer"]}
+    out["nvmlDeviceGetMaxMigDeviceCount"] = timed(n.nvmlDeviceGetMaxMigDeviceCount, h, repeat=5)
+    n.nvmlShutdown()
+    return out
+
+
 def time_mode(n: int, cmd: str) -> dict:
     runs = []
     for k in range(n + 2):
@@ -195,6 +298,17 @@ def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else ""
     if mode == "pynvml":
         out = pynvml_mode()
+    elif mode == "energy":
+        import pynvml  # noqa: PLC0415
+
+        pynvml.nvmlInit()
+        mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0))
+        out = {"energy_mj": mj, "time": time.time()}
+        pynvml.nvmlShutdown()
+    elif mode == "costs":
+        out = costs_mode()
+    elif mode == "init":
+        out = init_mode()
     elif mode == "time" and len(argv) >= 4:
         out = time_mode(int(argv[2]), " ".join(argv[3:]))
     elif mode == "agent" and len(argv) == 5:
