@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # One `gpufleet cluster select` through a real Prometheus for a fleet of 1 000 nodes × 8 GPUs, end to end
-# (process start, the seven instant queries, parsing, joining, ranking). The fleet is static pages in
+# (process start, the five instant queries select asks, parsing, joining, ranking). The fleet is static pages in
 # dcgm-exporter's text format (bench/fleet_prometheus.sh: 10 pages, served by python3 -m http.server),
 # scraped by Debian's prometheus every 2 s (10 s above 2 000 nodes). Goal: under 1 s for 1 000 nodes,
 # 2 s for 10 000. HOLD=1 keeps the fleet up for profiling.
 # GF_BEFORE=OTHER/gpufleet: the same fleet also gets the three odd nodes of fleet_prometheus.sh (ODD=1: a
 # stale GPU, MIG instances, a GPU without utilization); both binaries must print the same `cluster select`
-# (text and --json, less the "collected" time) for a few option sets, and the runs alternate the two
-# binaries, each with its own wall times and Prometheus CPU.
+# (text and --json, less the "collected" time; --timeout 120, so that a loaded machine does not fail it) for
+# a few option sets, and the runs alternate the two binaries, each with its own wall times and Prometheus CPU.
 #
 #   GF_BINARY=build/gpufleet [GF_BEFORE=old/gpufleet] bench/cluster_bench.sh [NODES] [RUNS]
 set -euo pipefail
@@ -27,9 +27,9 @@ if [[ -n ${GF_BEFORE:-} ]]; then
     "--gpus 9" "--gpus 2 --gpu-resource amd.com/gpu" "--gpus 7 --utilization-threshold 95 --memory-threshold 99"; do
     for json in "" --json; do
       # shellcheck disable=SC2086  # the options are words
-      a=$("$GF_BEFORE" cluster select $opts $json --prometheus "$P" 2>&1 | grep -v '"collected"' || true)
+      a=$("$GF_BEFORE" cluster select $opts $json --timeout 120 --prometheus "$P" 2>&1 | grep -v '"collected"' || true)
       # shellcheck disable=SC2086
-      b=$("$GF_BINARY" cluster select $opts $json --prometheus "$P" 2>&1 | grep -v '"collected"' || true)
+      b=$("$GF_BINARY" cluster select $opts $json --timeout 120 --prometheus "$P" 2>&1 | grep -v '"collected"' || true)
       if [[ $a != "$b" ]]; then
         echo "DIFFERENT: cluster select $opts $json" >&2
         diff <(echo "$a") <(echo "$b") | head -20 >&2
