@@ -14,7 +14,8 @@
 # (% of one core) and VmRSS over a steady window, and a GET /api/v1/monitoring/gpu-metrics every 50 ms
 # during the window (p50/p99). The agent runs under `nice -n -15` when root. PERF=1 records
 # `perf record -g -p AGENT` over each window into $GF_LIVE_OUT (default /tmp/gf-live); DUMP=1 writes each update's
-# arrival there (NAME.arrivals: "client ms", ms after the window's start), for what spreads the gaps.
+# arrival there (NAME.arrivals: "client ms", ms after the window's start); bench/live_rounds.py FILE prints the
+# fan-out rounds from it (when each began, how long it took) and which rounds hold the gaps over 1 050 ms.
 #   bench/live_clients.sh                 # ~4 minutes: 20 s windows
 #   QUICK=1 bench/live_clients.sh         # ~1 minute: 1 000 / 1 000 / 200 clients, 5 s windows
 #   CASES="ws sio" bench/live_clients.sh  # only those cases
