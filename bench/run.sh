@@ -99,10 +99,16 @@ GF_BENCH_BUILD=$B CONTEND_ONLY=1 ROWS="256-0-10" PACE=10 bench/agent_bench.sh
 echo "== 24.2d live clients with permessage-deflate: 10 000 /ws, 10 000 Socket.IO (WebSocket), at 1 Hz"
 GF_BENCH_BUILD=$B CASES="ws-deflate sio-deflate" bench/live_clients.sh
 
+# ---- issue 24, goal 2, the plain /ws gap (helper "24c"): 10 000 /ws and 10 000 Socket.IO clients with every
+# update's arrival written down (DUMP=1), then the fan-out's rounds from it (~2 minutes: two fresh agents).
+echo "== 24.2s the fan-out's rounds: 10 000 /ws and 10 000 Socket.IO clients at 1 Hz, each arrival kept"
+GF_BENCH_BUILD=$B DUMP=1 CASES="ws sio" bench/live_clients.sh
+python3 bench/live_rounds.py "${GF_LIVE_OUT:-/tmp/gf-live}/ws.arrivals" | tail -2
+
 # ---- issue 24, goal 3 again (third session, helper h24c-b): `cluster select` no longer asks Prometheus for
 # temperature and power. With GF_BEFORE=an older gpufleet, the 10 000-node fleet gains three odd nodes (a
-# stale GPU, MIG instances, a GPU without utilization), both binaries must print the same select for 14
-# option sets, and their runs alternate (~4 minutes; 8b above runs the new binary alone).
+# stale GPU, MIG instances, a GPU without utilization), both binaries must print the same select for 7
+# option sets (text and JSON), and their runs alternate (~4 minutes; 8b above runs the new binary alone).
 if [[ -n ${GF_BEFORE:-} ]]; then
   echo "== 8e. 'cluster select', 10 000 nodes x 8 GPUs: $GF_BEFORE against this build, same output, alternated runs"
   GF_BINARY=$B/gpufleet GF_BEFORE=$GF_BEFORE NO_VIEW=1 bench/cluster_bench.sh 10000 5
