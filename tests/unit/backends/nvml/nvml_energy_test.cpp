@@ -1,7 +1,8 @@
 // The NVML backend's costly reads against the fake NVML (issue 24, goal 5): the energy counter (~4 ms of
 // CPU a call on an H100 with driver 580) is asked once per kEnergyReadInterval and carried, never going
 // backwards, in between; Backend::fresh_counters() brings it at the next snapshot; a failed read is asked
-// again at once. MIG mode (~0.14 ms) is a slow field; a fan that answered NOT_SUPPORTED is not asked again.
+// again at once; several GPUs' reads are spread over the period. MIG mode (~0.14 ms) is a slow field; a fan that
+// answered NOT_SUPPORTED is not asked again.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -54,6 +55,22 @@ TEST_F(NvmlEnergyTest, TheCounterIsAskedOncePerPeriodAndCarriedInBetween) {
   clock_.advance(nvml::kEnergyReadInterval - seconds(9));
   EXPECT_EQ(take(b).energy_mj, core::Reading<std::uint64_t>(2000));
   EXPECT_EQ(energy_calls(), 2u);
+}
+
+TEST_F(NvmlEnergyTest, EightGpusSpreadTheirReadsOverThePeriod) {
+  auto backend = open(fixture("eight_gpus.json"));
+  ASSERT_TRUE(backend) << backend.error().message;
+  auto& b = **backend;
+  ASSERT_TRUE(b.snapshot());
+  EXPECT_EQ(energy_calls(), 8u);  // the first reading reads every GPU's
+  // At 1 Hz after that: at most two GPUs' reads in one collection, eight in all per period.
+  for (int i = 0; i < 20; ++i) {
+    const auto before = energy_calls();
+    clock_.advance(seconds(1));
+    ASSERT_TRUE(b.snapshot());
+    EXPECT_LE(energy_calls() - before, 2u) << "at " << i + 1 << " s";
+  }
+  EXPECT_EQ(energy_calls(), 8u + 2u * 8u);
 }
 
 TEST_F(NvmlEnergyTest, FreshCountersBringItAtTheNextSnapshotOnly) {
