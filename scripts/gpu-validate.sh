@@ -95,10 +95,10 @@ step gpm-dmon.txt 20 nvidia-smi dmon --gpm-metrics 1,2,3,5,10,11,12,13 -c 10
 step gpu0-load-gpm.json 20 python3 $PY fetch "$U" /api/v1/gpus/0 "$D/gpu0-load-gpm.json"
 wait $BURN
 wait $AGENT_LOAD
-step energy-before.txt 10 nvidia-smi --query-gpu=total_energy_consumption --format=csv,noheader,nounits
+step energy-before.json 20 python3 $PY energy # nvidia-smi 580 has no query field for it
 step run.json 120 env GPUFLEET_SOCKET="$W/agent.sock" "$GFW" run --gpus 1 --wait 60 --max-utilization 100 -n 0.5 --name gpu-validate --json -- \
   env -u LD_LIBRARY_PATH sh -c "python3 $PY burn 15 > $D/burn-run.json"
-step energy-after.txt 10 nvidia-smi --query-gpu=total_energy_consumption --format=csv,noheader,nounits
+step energy-after.json 20 python3 $PY energy
 step metrics-after.txt 20 python3 $PY fetch "$U" /metrics "$D/metrics-after.txt"
 step jobs.json 20 env GPUFLEET_SOCKET="$W/agent.sock" "$GFW" jobs --json
 step usage.json 20 env GPUFLEET_SOCKET="$W/agent.sock" "$GFW" usage --json

@@ -4,11 +4,14 @@
 Modes (each prints JSON on stdout; stdlib only, except pynvml and torch where named):
   pynvml                 every field gpufleet reports, read through pynvml (nvidia-ml-py), per GPU, with the
                          mean cost of each NVML call (200 calls) on this driver
+  costs                  the wall and CPU time of each NVML call gpufleet makes in a reading (100 calls each,
+                         GPU 0), through pynvml: run it idle and under load
   time N CMD...          runs a shell command N times (after 2 warm-ups): min, median, mean, max wall seconds
   agent URL PID SECONDS  the agent's CPU per collection over SECONDS: the sum of its threads' run time
                          (/proc/PID/task/*/schedstat, ns; /proc/PID/stat's ticks beside it), divided by the
                          collections it counted (gpufleet_collections_total) over the same span; its RSS
   fetch URL PATH FILE    one GET, the body written to FILE
+  energy                 GPU 0's energy counter (mJ, nvmlDeviceGetTotalEnergyConsumption) and the time it was read
   burn SECONDS           a bf16 matrix-product loop on GPU 0 through torch: the load of a real job
 """
 
@@ -115,6 +118,54 @@ def pynvml_mode() -> dict:
     return out
 
 
+def costs_mode() -> dict:
+    import pynvml as n  # noqa: PLC0415
+
+    n.nvmlInit()
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    energy_fi = getattr(n, "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 83)
+    calls = {
+        "nvmlDeviceGetTotalEnergyConsumption": (n.nvmlDeviceGetTotalEnergyConsumption, h),
+        "nvmlDeviceGetFieldValues(TOTAL_ENERGY)": (n.nvmlDeviceGetFieldValues, h, [energy_fi]),
+        "nvmlDeviceGetPowerUsage": (n.nvmlDeviceGetPowerUsage, h),
+        "nvmlDeviceGetMemoryInfo_v2": (n.nvmlDeviceGetMemoryInfo, h, getattr(n, "nvmlMemory_v2", 0)),
+        "nvmlDeviceGetUtilizationRates": (n.nvmlDeviceGetUtilizationRates, h),
+        "nvmlDeviceGetTemperature": (n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU),
+        "nvmlDeviceGetFanSpeed": (n.nvmlDeviceGetFanSpeed, h),
+        "nvmlDeviceGetClockInfo(GRAPHICS)": (n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_GRAPHICS),
+        "nvmlDeviceGetClockInfo(MEM)": (n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM),
+        "nvmlDeviceGetCurrentClocksEventReasons": (n.nvmlDeviceGetCurrentClocksEventReasons, h),
+        "nvmlDeviceGetPerformanceState": (n.nvmlDeviceGetPerformanceState, h),
+        "nvmlDeviceGetMigMode": (n.nvmlDeviceGetMigMode, h),
+        "nvmlDeviceGetViolationStatus(POWER)": (n.nvmlDeviceGetViolationStatus, h, 0),
+        "nvmlDeviceGetViolationStatus(THERMAL)": (n.nvmlDeviceGetViolationStatus, h, 1),
+        "nvmlDeviceGetEnforcedPowerLimit": (n.nvmlDeviceGetEnforcedPowerLimit, h),
+        "nvmlDeviceGetPersistenceMode": (n.nvmlDeviceGetPersistenceMode, h),
+        "nvmlDeviceGetTotalEccErrors": (
+            n.nvmlDeviceGetTotalEccErrors, h, n.NVML_MEMORY_ERROR_TYPE_CORRECTED, n.NVML_VOLATILE_ECC),
+        "nvmlDeviceGetRemappedRows": (n.nvmlDeviceGetRemappedRows, h),
+        "nvmlDeviceGetPcieReplayCounter": (n.nvmlDeviceGetPcieReplayCounter, h),
+        "nvmlDeviceGetRetiredPages": (
+            n.nvmlDeviceGetRetiredPages, h, n.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+        "nvmlDeviceGetComputeRunningProcesses": (n.nvmlDeviceGetComputeRunningProcesses, h),
+        "nvmlDeviceGetGraphicsRunningProcesses": (n.nvmlDeviceGetGraphicsRunningProcesses, h),
+        "nvmlDeviceGetMPSComputeRunningProcesses": (n.nvmlDeviceGetMPSComputeRunningProcesses, h),
+        "nvmlDeviceGetUUID": (n.nvmlDeviceGetUUID, h),
+        "nvmlDeviceGetPciInfo": (n.nvmlDeviceGetPciInfo, h),
+    }
+    out = {}
+    for name, (fn, *args) in calls.items():
+        first = nvml_value(fn, *args)
+        w, c = time.perf_counter(), time.process_time()
+        for _ in range(100):
+            nvml_value(fn, *args)
+        out[name] = {"wall_us": (time.perf_counter() - w) / 100 * 1e6,
+                     "cpu_us": (time.process_time() - c) / 100 * 1e6,
+                     "answer": first if isinstance(first, dict) else None}
+    n.nvmlShutdown()
+    return out
+
+
 def time_mode(n: int, cmd: str) -> dict:
     runs = []
     for k in range(n + 2):
@@ -195,6 +246,15 @@ def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else ""
     if mode == "pynvml":
         out = pynvml_mode()
+    elif mode == "energy":
+        import pynvml  # noqa: PLC0415
+
+        pynvml.nvmlInit()
+        mj = pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0))
+        out = {"energy_mj": mj, "time": time.time()}
+        pynvml.nvmlShutdown()
+    elif mode == "costs":
+        out = costs_mode()
     elif mode == "time" and len(argv) >= 4:
         out = time_mode(int(argv[2]), " ".join(argv[3:]))
     elif mode == "agent" and len(argv) == 5:

@@ -65,6 +65,21 @@ TEST(RemappedRows, YesAndNoAsMinusQPrintsThem) {
   EXPECT_EQ((*rows)[0].uncorrectable, core::Reading<std::uint64_t>(2));
 }
 
+TEST(RemappedRows, TheRecordedH100PrintsNoAndNo) {
+  // Recorded on a real H100 80GB HBM3, driver 580.159.04 (scripts/gpu-validate.sh, 2026-11-27): this
+  // driver prints pending and failure as No/Yes, the -q form, not 0/1.
+  auto rows = parse_remapped_rows(health_fixture("remapped-rows-h100-580.csv"));
+  ASSERT_TRUE(rows) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u);
+  const auto& r = (*rows)[0];
+  EXPECT_EQ(r.bus_id, "00000000:00:06.0");
+  EXPECT_EQ(r.uuid, "GPU-d2e3189b-e80e-daf0-0285-50200cf85357");
+  EXPECT_EQ(r.correctable, core::Reading<std::uint64_t>(0));
+  EXPECT_EQ(r.uncorrectable, core::Reading<std::uint64_t>(0));
+  EXPECT_EQ(r.pending, core::Reading<bool>(false));
+  EXPECT_EQ(r.failure, core::Reading<bool>(false));
+}
+
 TEST(RemappedRows, GarbageIsOneClearError) {
   for (const char* bad : {"00000000:65:00.0, GPU-x, 0, 0, 0\n", "00000000:65:00.0, GPU-x, 0, 0, 0, 0, 7\n",
                           "00000000:65:00.0, GPU-x, -1, 0, 0, 0\n", "00000000:65:00.0, GPU-x, 0, 0, maybe, 0\n",
