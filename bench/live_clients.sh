@@ -13,10 +13,13 @@
 # For each: connected, dropped, the gap between a client's consecutive updates (p50/p99/max), the agent's CPU
 # (% of one core) and VmRSS over a steady window, and a GET /api/v1/monitoring/gpu-metrics every 50 ms
 # during the window (p50/p99). The agent runs under `nice -n -15` when root. PERF=1 records
-# `perf record -g -p AGENT` over each window into $GF_LIVE_OUT (default /tmp/gf-live).
+# `perf record -g -p AGENT` over each window into $GF_LIVE_OUT (default /tmp/gf-live); DUMP=1 writes each update's
+# arrival there (NAME.arrivals: "client ms", ms after the window's start); bench/live_rounds.py FILE prints the
+# fan-out rounds from it (when each began, how long it took) and which rounds hold the gaps over 1 050 ms.
 #   bench/live_clients.sh                 # ~4 minutes: 20 s windows
 #   QUICK=1 bench/live_clients.sh         # ~1 minute: 1 000 / 1 000 / 200 clients, 5 s windows
 #   CASES="ws sio" bench/live_clients.sh  # only those cases
+#   GF_LIVE_BINARY=/tmp/gpufleet.before   # another agent binary (a before/after comparison); the tool is $B's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,7 +65,7 @@ JSON
 
 start_agent() {
   rm -f "$T/port" "$T/db"
-  "${NICE[@]}" "$B/gpufleet" --backend sim --sim-gpus 8 serve --listen 127.0.0.1:0 --port-file "$T/port" \
+  "${NICE[@]}" "${GF_LIVE_BINARY:-$B/gpufleet}" --backend sim --sim-gpus 8 serve --listen 127.0.0.1:0 --port-file "$T/port" \
     --db "$T/db" --socket none --no-history --interval 1 --config "$T/config.json" 2>"$T/agent.log" &
   AGENT=$!
   for _ in $(seq 200); do [[ -s $T/port ]] && break; sleep 0.05; done
@@ -87,9 +90,11 @@ run() {
   echo
   echo "== $name: $n clients, --protocol $proto, ${WINDOW} s window (load average $(cut -d' ' -f1-3 /proc/loadavg))"
   rm -f "$T/ready"
+  local dump=()
+  [[ ${DUMP:-0} == 1 ]] && dump=(--dump "$OUT/$name.arrivals")
   "${LOAD_NICE[@]}" "$B/bench/gf_ws_fanout" --url "$scheme://127.0.0.1:$PORT$path" --protocol "$proto" --clients "$n" \
     --duration "$WINDOW" --connect-timeout 60 --threads "${LOAD_THREADS:-2}" --pid "$AGENT" --ready-file "$T/ready" \
-    --probe /api/v1/monitoring/gpu-metrics "$@" >"$OUT/$name.txt" 2>&1 &
+    --probe /api/v1/monitoring/gpu-metrics "${dump[@]}" "$@" >"$OUT/$name.txt" 2>&1 &
   local load=$!
   if [[ ${PERF:-0} == 1 ]]; then
     for _ in $(seq 1200); do [[ -e $T/ready ]] || ! kill -0 $load 2>/dev/null && break; sleep 0.05; done

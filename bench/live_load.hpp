@@ -44,7 +44,8 @@ struct Options {
   std::string ready_file;
   std::string probe_target;  // a GET timed every probe_interval_ms during the window ("" = none)
   int probe_interval_ms = 50;
-  bool deflate = false;  // /ws and Socket.IO over WebSocket: offer permessage-deflate
+  bool deflate = false;   // /ws and Socket.IO over WebSocket: offer permessage-deflate
+  std::string dump_file;  // each update in the window: "client ms" (ms after the window's start), for the gaps' causes
 };
 
 struct Shared {

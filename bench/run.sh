@@ -98,3 +98,9 @@ GF_BENCH_BUILD=$B CONTEND_ONLY=1 ROWS="256-0-10" PACE=10 bench/agent_bench.sh
 # beside the plain cases of 24.2 (~2 minutes: two fresh agents).
 echo "== 24.2d live clients with permessage-deflate: 10 000 /ws, 10 000 Socket.IO (WebSocket), at 1 Hz"
 GF_BENCH_BUILD=$B CASES="ws-deflate sio-deflate" bench/live_clients.sh
+
+# ---- issue 24, goal 2, the plain /ws gap (helper "24c"): 10 000 /ws and 10 000 Socket.IO clients with every
+# update's arrival written down (DUMP=1), then the fan-out's rounds from it (~2 minutes: two fresh agents).
+echo "== 24.2s the fan-out's rounds: 10 000 /ws and 10 000 Socket.IO clients at 1 Hz, each arrival kept"
+GF_BENCH_BUILD=$B DUMP=1 CASES="ws sio" bench/live_clients.sh
+python3 bench/live_rounds.py "${GF_LIVE_OUT:-/tmp/gf-live}/ws.arrivals" | tail -2

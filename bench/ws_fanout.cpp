@@ -110,7 +110,7 @@ double percentile(std::vector<double> v, double p) {
       << "gf_ws_fanout: " << why << "\n"
       << "usage: gf_ws_fanout --url ws://HOST:PORT/PATH [--protocol ws|sio|polling] [--clients N] [--duration S]\n"
          "                    [--threads T] [--connect-concurrency K] [--connect-timeout S] [--pid PID]\n"
-         "                    [--ready-file F] [--probe PATH] [--deflate]\n";
+         "                    [--ready-file F] [--probe PATH] [--deflate] [--dump F]\n";
   std::exit(2);
 }
 
@@ -174,6 +174,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--probe") {
       opt.probe_target = value();
       if (opt.probe_target.empty() || opt.probe_target[0] != '/') usage("--probe takes a path, e.g. /api/health");
+    } else if (arg == "--dump") {
+      opt.dump_file = value();
     } else if (arg == "--deflate") {
       opt.deflate = true;
     } else if (arg == "--protocol") {
@@ -274,7 +276,11 @@ int main(int argc, char** argv) {
   int initial = 0;
   std::vector<double> rates, gaps_ms;
   std::map<std::string, std::uint64_t> events;
+  std::ofstream dump;
+  if (!opt.dump_file.empty()) dump.open(opt.dump_file);
+  int index = -1;
   for (const auto& c : clients) {
+    ++index;
     if (!c->connected()) continue;
     messages += c->messages_in(t0, t1);
     bytes += c->bytes();
@@ -286,6 +292,7 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < u.size(); ++k) {
       if (u[k] < t0 || u[k] > t1) continue;
       ++n;
+      if (dump.is_open()) dump << index << ' ' << std::chrono::duration<double, std::milli>(u[k] - t0).count() << '\n';
       if (k > 0 && u[k - 1] >= t0)
         gaps_ms.push_back(std::chrono::duration<double, std::milli>(u[k] - u[k - 1]).count());
     }

@@ -26,6 +26,19 @@ sleep 8
 log "costs under load"
 timeout 60 python3 "$PY" costs >"$D/costs-load.json" 2>"$D/costs-load.err"
 wait $BURN
+log "init costs"
+timeout 60 python3 "$PY" init >"$D/init.json" 2>"$D/init.err"
+
+# where a CLI snapshot's time goes: process start, NVML start and discovery, a reading with and without GPM
+for spec in "$@"; do
+  IFS='|' read -r label bin opts <<<"$spec"
+  gf="env ${GF_LIB:+LD_LIBRARY_PATH=$GF_LIB} $bin"
+  for what in version:--version backends:"--backend nvml backends --json" \
+    status:"--backend nvml status --json" status-nogpm:"--backend nvml --gpm-interval 0 status --json"; do
+    log "time $label ${what%%:*}"
+    timeout 60 python3 "$PY" time 15 "$gf ${what#*:}" >"$D/time-$label-${what%%:*}.json" 2>&1
+  done
+done
 
 for round in $(seq "${ROUNDS:-2}"); do
   for spec in "$@"; do

@@ -6,6 +6,8 @@ Modes (each prints JSON on stdout; stdlib only, except pynvml and torch where na
                          mean cost of each NVML call (200 calls) on this driver
   costs                  the wall and CPU time of each NVML call gpufleet makes in a reading (100 calls each,
                          GPU 0), through pynvml: run it idle and under load
+  init                   what NVML's start-up calls cost (loading the library, nvmlInit, device discovery, GPM
+                         support, XID registration, NvLink states): where a CLI snapshot's time goes
   time N CMD...          runs a shell command N times (after 2 warm-ups): min, median, mean, max wall seconds
   agent URL PID SECONDS  the agent's CPU per collection over SECONDS: the sum of its threads' run time
                          (/proc/PID/task/*/schedstat, ns; /proc/PID/stat's ticks beside it), divided by the
@@ -166,6 +168,56 @@ def costs_mode() -> dict:
     return out
 
 
+def timed(fn, *args, repeat: int = 1) -> dict:
+    w = time.perf_counter()
+    for _ in range(repeat):
+        answer = nvml_value(fn, *args)
+    return {"wall_us": (time.perf_counter() - w) / repeat * 1e6,
+            "answer": answer if isinstance(answer, dict | str | int) else None}
+
+
+def init_mode() -> dict:
+    import ctypes  # noqa: PLC0415
+
+    import pynvml as n  # noqa: PLC0415
+
+    out: dict = {}
+    w = time.perf_counter()
+    ctypes.CDLL("libnvidia-ml.so.1")
+    out["dlopen libnvidia-ml.so.1"] = {"wall_us": (time.perf_counter() - w) * 1e6}
+    pairs = []
+    for _ in range(5):
+        w = time.perf_counter()
+        n.nvmlInit()
+        t_init = time.perf_counter() - w
+        w = time.perf_counter()
+        n.nvmlShutdown()
+        pairs.append((t_init, time.perf_counter() - w))
+    out["nvmlInit"] = {"wall_us": statistics.median(p[0] for p in pairs) * 1e6}
+    out["nvmlShutdown"] = {"wall_us": statistics.median(p[1] for p in pairs) * 1e6}
+    n.nvmlInit()
+    h = n.nvmlDeviceGetHandleByIndex(0)
+    out["nvmlDeviceGetCount"] = timed(n.nvmlDeviceGetCount, repeat=20)
+    out["nvmlDeviceGetHandleByIndex"] = timed(n.nvmlDeviceGetHandleByIndex, 0, repeat=20)
+    out["nvmlSystemGetDriverVersion"] = timed(n.nvmlSystemGetDriverVersion, repeat=20)
+    out["nvmlSystemGetCudaDriverVersion"] = timed(n.nvmlSystemGetCudaDriverVersion, repeat=20)
+    out["nvmlDeviceGetName"] = timed(n.nvmlDeviceGetName, h, repeat=20)
+    if hasattr(n, "nvmlGpmQueryDeviceSupport"):
+        out["nvmlGpmQueryDeviceSupport"] = timed(n.nvmlGpmQueryDeviceSupport, h, repeat=5)
+    out["nvmlDeviceGetSupportedEventTypes"] = timed(n.nvmlDeviceGetSupportedEventTypes, h, repeat=5)
+    w = time.perf_counter()
+    es = n.nvmlEventSetCreate()
+    out["nvmlEventSetCreate"] = {"wall_us": (time.perf_counter() - w) * 1e6}
+    out["nvmlDeviceRegisterEvents(Xid)"] = timed(n.nvmlDeviceRegisterEvents, h, n.nvmlEventTypeXidCriticalError)
+    out["nvmlEventSetFree"] = timed(n.nvmlEventSetFree, es)
+    links = [timed(n.nvmlDeviceGetNvLinkState, h, link) for link in range(18)]
+    out["nvmlDeviceGetNvLinkState x18"] = {"wall_us": sum(x["wall_us"] for x in links),
+                                           "answer": links[0]["answer"]}
+    out["nvmlDeviceGetMaxMigDeviceCount"] = timed(n.nvmlDeviceGetMaxMigDeviceCount, h, repeat=5)
+    n.nvmlShutdown()
+    return out
+
+
 def time_mode(n: int, cmd: str) -> dict:
     runs = []
     for k in range(n + 2):
@@ -255,6 +307,8 @@ def main(argv: list[str]) -> int:
         pynvml.nvmlShutdown()
     elif mode == "costs":
         out = costs_mode()
+    elif mode == "init":
+        out = init_mode()
     elif mode == "time" and len(argv) >= 4:
         out = time_mode(int(argv[2]), " ".join(argv[3:]))
     elif mode == "agent" and len(argv) == 5:

@@ -13,11 +13,6 @@ using nlohmann::json;
 // Doubles hold integers exactly up to 2^53: a throttling value beyond that names no reasons.
 constexpr double kMaxExactInteger = 9007199254740992.0;
 
-double round_to(double v, int decimals) {
-  const double f = std::pow(10.0, decimals);
-  return std::round(v * f) / f;
-}
-
 }  // namespace
 
 json alert_json(const core::Alert& a) {

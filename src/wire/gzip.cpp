@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <stdexcept>
+
+#include <sys/mman.h>
 
 namespace gf::wire {
 namespace {
@@ -12,10 +15,32 @@ namespace {
 // The 10 bytes every member begins with: magic, deflate, no flags, no time, no extra flags, Unix.
 constexpr std::array<unsigned char, 10> kHeader{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
 
+// zlib's memory for a deflate stream (~270 KiB at windowBits 15, memLevel 8: window, hash chains,
+// pending buffer) in pages of its own, unmapped when the stream ends. From malloc, those blocks stayed
+// in the heap after deflateEnd, resident and counted in the agent's RSS (~0.17 MiB: a malloc_trim after
+// the first gzip gave that much back; bench/RESULTS.md, issue 24 goal 1). A stream is made once per
+// reading and kind, not per request; the mappings cost ~1 % of its deflate.
+constexpr std::size_t kMapHeader = alignof(std::max_align_t);  // the mapping's length, then the block
+
+voidpf map_alloc(voidpf, uInt items, uInt size) {
+  const std::size_t n = static_cast<std::size_t>(items) * size + kMapHeader;
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return Z_NULL;
+  *static_cast<std::size_t*>(p) = n;
+  return static_cast<char*>(p) + kMapHeader;
+}
+
+void map_free(voidpf, voidpf block) {
+  char* p = static_cast<char*>(block) - kMapHeader;
+  ::munmap(p, *reinterpret_cast<std::size_t*>(p));
+}
+
 // A deflate stream (raw when window_bits < 0) with its memory; ended on every path.
 class Deflater {
  public:
   Deflater(int level, int window_bits, int mem_level) {
+    z_.zalloc = map_alloc;
+    z_.zfree = map_free;
     if (deflateInit2(&z_, level, Z_DEFLATED, window_bits, mem_level, Z_DEFAULT_STRATEGY) != Z_OK)
       throw std::runtime_error("zlib: deflateInit2 failed");
   }

@@ -75,6 +75,14 @@ TEST(Json, SeedShapeOfGpuMetrics) {
     EXPECT_TRUE(g.contains(key)) << key;
 }
 
+TEST(Json, RoundToPlacesAsDocumentsWriteThem) {
+  EXPECT_DOUBLE_EQ(round_to(1.23456, 2), 1.23);
+  EXPECT_DOUBLE_EQ(round_to(1.2355, 3), 1.236);
+  EXPECT_DOUBLE_EQ(round_to(-2.5, 0), -3.0);  // half away from zero, as std::round
+  EXPECT_DOUBLE_EQ(round_to(698.1049, 1), 698.1);
+  EXPECT_DOUBLE_EQ(round_to(0.1234567891234, 12), 0.123456789);  // more than 9 places: 9
+}
+
 TEST(Json, AbsentIsNullNeverZero) {
   auto j = snapshot_json(sample());
   EXPECT_TRUE(j["gpus"][0]["fan_speed"].is_null());
