@@ -5,7 +5,7 @@
 # the window (every thread's run time from /proc/PID/task/*/schedstat, in ns; /proc/PID/stat's utime+stime
 # beside it as a check) divided by the collections made in it (gpufleet_collections_total), and its
 # context switches per second (wakeups).
-# Rows: 8 GPUs with free calls (gpufleet alone) and with the H100's costs; then with GPU processes that
+# Rows: 8 GPUs with free calls (gpufleet alone); 1 GPU (the lent H100's shape) and 8 GPUs with the H100's costs; then with GPU processes that
 # are real processes among a few hundred others in /proc; 16 GPUs (HGX/NVL); MIG (7 instances per GPU).
 # Usage: bench/collect_bench.sh [SECONDS per row, default 20]   QUICK=1: 8 s rows.
 #   PERF=1: also `perf record -g` (DWARF call graphs) the agent in one more row (8 GPUs, 16 GPU processes, free
@@ -116,12 +116,14 @@ row() {  # label, scenario, [perf] [leases]
 }
 
 free8=$(scenario free8 --gpus 8 --free)
+h1=$(scenario h1 --gpus 1)
 h8=$(scenario h8 --gpus 8)
 h8p=$(scenario h8p --gpus 8 --pids "$pids" --procs-per-gpu 2)
 h16p=$(scenario h16p --gpus 16 --pids "$pids" --procs-per-gpu 2)
 m8=$(scenario m8 --gpus 8 --pids "$pids" --procs-per-gpu 7 --mig 7)
 m16=$(scenario m16 --gpus 16 --pids "$pids" --procs-per-gpu 7 --mig 7)
 row "8 GPUs, free NVML calls (gpufleet alone)" "$free8"
+row "1 GPU, H100 call costs (the lent H100: 6.7 ms)" "$h1"
 row "8 GPUs, H100 call costs" "$h8"
 row "8 GPUs, costs, 16 GPU processes" "$h8p"
 row "  the same, 2 000 ended leases in the store" "$h8p" leases

@@ -13,23 +13,36 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE = os.path.join(HERE, "..", "tests", "fixtures", "nvml", "h100_580_health.json")
 
-# µs per call, measured on the H100 (driver 580.159) through pynvml: costs_on_this_machine in
-# readings.json. The functions gpufleet calls for each figure's query; "default" is for the calls the
-# capture did not time (clocks, P-state, MIG mode, persistence, power limit, energy, PCIe replays,
-# violation counters, handles, …): 3 µs, the capture's figure for the simplest reads (temperature 3.8,
-# clock-event reasons 3.2, remapped rows 2.3). GPM is left out (its own rate, bench/gpm_bench.sh).
+# µs per call on a real H100 80GB HBM3 (driver 580.159), through pynvml. Two sources:
+# - the capture ../shared/captures/h100-580/readings.json (costs_on_this_machine), where it has a figure;
+# - scripts/gpu-validate.sh on a lent H100 on 2026-11-27 (/work/gpu1/r/pynvml.json, call_cost_us: the mean
+#   of 200 calls) for the rest: above all the energy counter, ~4 ms of CPU per call, which the capture did
+#   not time and which made a 1-GPU collection cost 6.7 ms of CPU on that machine.
+# "default" is for the calls neither timed (violation counters, retired pages, handles, …): 3 µs, the
+# order of the simplest reads. GPM is left out (its own rate, bench/gpm_bench.sh).
 CALL_COST_US = {
-    "nvmlDeviceGetUtilizationRates": 13.5,           # call_us_util
-    "nvmlDeviceGetMemoryInfo_v2": 6.8,               # call_us_memory
+    "nvmlDeviceGetUtilizationRates": 13.5,           # capture: call_us_util (gpu-validate: 2.9)
+    "nvmlDeviceGetMemoryInfo_v2": 6.8,               # capture: call_us_memory (gpu-validate: 7.8)
     "nvmlDeviceGetMemoryInfo": 6.8,
-    "nvmlDeviceGetPowerUsage": 10.7,                 # call_us_power
-    "nvmlDeviceGetTemperature": 3.8,                 # call_us_temp
-    "nvmlDeviceGetComputeRunningProcesses_v3": 8.1,  # call_us_procs (each of the three lists)
+    "nvmlDeviceGetPowerUsage": 10.7,                 # capture: call_us_power (gpu-validate: 1.3)
+    "nvmlDeviceGetTemperature": 3.8,                 # capture: call_us_temp (gpu-validate: 1.5)
+    "nvmlDeviceGetComputeRunningProcesses_v3": 8.1,  # capture: call_us_procs (each of the three lists)
     "nvmlDeviceGetGraphicsRunningProcesses_v3": 8.1,
     "nvmlDeviceGetMPSComputeRunningProcesses_v3": 8.1,
-    "nvmlDeviceGetTotalEccErrors": 11.4,             # call_us_ecc_total
-    "nvmlDeviceGetRemappedRows": 2.3,                # call_us_remapped
-    "nvmlDeviceGetCurrentClocksEventReasons": 3.2,   # call_us_clock_reasons
+    "nvmlDeviceGetTotalEccErrors": 11.4,             # capture: call_us_ecc_total (gpu-validate: 1.9)
+    "nvmlDeviceGetRemappedRows": 2.3,                # capture: call_us_remapped (gpu-validate: 1.9)
+    "nvmlDeviceGetCurrentClocksEventReasons": 3.2,   # capture: call_us_clock_reasons (gpu-validate: 1.4)
+    "nvmlDeviceGetTotalEnergyConsumption": 3952.0,   # gpu-validate: energy_mj
+    "nvmlDeviceGetPcieReplayCounter": 150.0,         # gpu-validate: pcie_replay_counter
+    "nvmlDeviceGetFanSpeed": 142.7,                  # gpu-validate: fan_pct (NOT_SUPPORTED on the H100)
+    "nvmlDeviceGetMigMode": 139.7,                   # gpu-validate: mig_mode
+    "nvmlDeviceGetPersistenceMode": 4.1,             # gpu-validate: persistence_mode
+    "nvmlDeviceGetPciInfo_v3": 4.7,                  # gpu-validate: pci
+    "nvmlDeviceGetName": 2.1,                        # gpu-validate: name
+    "nvmlDeviceGetUUID": 2.0,                        # gpu-validate: uuid
+    "nvmlDeviceGetClockInfo": 1.4,                   # gpu-validate: clock_graphics_mhz, clock_mem_mhz
+    "nvmlDeviceGetPerformanceState": 1.2,            # gpu-validate: pstate
+    "nvmlDeviceGetEnforcedPowerLimit": 1.3,          # gpu-validate: power_limit_mw
     "default": 3.0,
 }
 
@@ -54,6 +67,9 @@ def main():
         g = dict(gpu)
         g["uuid"] = "GPU-a7c70913-7752-3821-b707-%012x" % i
         g["pci_bus_id"] = "00000000:%02X:00.0" % (0x18 + 0x10 * i)
+        # The real H100 answers the energy counter (the fixture leaves it out, so the fake would say
+        # NOT_SUPPORTED once and never be asked again): mJ since the driver loaded, as it read there.
+        g["energy_mj"] = 3071187 + 1000 * i
         take = pids[i * a.procs_per_gpu:(i + 1) * a.procs_per_gpu]
         procs = []
         for k, pid in enumerate(take):

@@ -54,6 +54,10 @@ class Backend {
   // reported in that GPU's health; an error result means no reading at all.
   // Thread-safety: not required to be re-entrant; the owner (sampler::Monitor) serialises calls.
   virtual Result<core::Snapshot> snapshot() = 0;
+  // The next snapshot() reads afresh every counter the backend otherwise reads on a slower cadence than
+  // its snapshots (NVML's energy counter: every 10 s, nvml_device.hpp), so that its values are exact at
+  // that moment: a job's first and last sample. The default: nothing to do (every value is read each time).
+  virtual void fresh_counters() {}
   // How the GPUs are connected, indexed by GPU index. The default: nothing known (every pair
   // Unknown), which the allocator treats as "no preference".
   virtual Result<core::Topology> topology() { return core::Topology{}; }

@@ -111,6 +111,23 @@ std::size_t SampleHub::step(TimePoint now) {
   return ids.size();
 }
 
+Result<core::SnapshotPtr> SampleHub::query_fresh(TimePoint& taken) {
+  // Without deliver_mu_: a caller may hold a lock of its own that a listener takes (as when it subscribes);
+  // the monitor serialises this query with the ticks'. So its failure is not logged here (last_logged_ is
+  // deliver_mu_'s): the caller counts it, and the next tick logs a backend that keeps failing.
+  std::string what;
+  try {
+    auto snap = monitor_.snapshot_with_fresh_counters();
+    taken = clock_.now();
+    return snap;
+  } catch (...) {
+    what = core::current_exception_message();
+  }
+  backend_exceptions_.fetch_add(1);
+  taken = clock_.now();
+  return make_error("the backend (" + monitor_.backend_name() + ") threw: " + what);
+}
+
 Result<core::SnapshotPtr> SampleHub::query() {
   // Called with deliver_mu_ held (it guards last_logged_).
   std::string what;

@@ -73,6 +73,12 @@ class SampleHub {
   std::uint64_t backend_exceptions() const noexcept { return backend_exceptions_.load(); }
   std::uint64_t listener_exceptions() const noexcept { return listener_exceptions_.load(); }
 
+  // A query outside the schedule, in which the backend reads every counter afresh (the energy counter
+  // exact now: Monitor::snapshot_with_fresh_counters), for a job sampler's first and last sample. Not a
+  // tick: no listener is called and query_count() does not count it. Never throws (a backend's exception
+  // becomes the error). `taken`: the steady time it was taken. Callable while holding a lock a listener
+  // takes (it does not wait for deliveries).
+  Result<core::SnapshotPtr> query_fresh(TimePoint& taken);
   // One tick at `now`: when a listener is due, queries the driver once and calls every listener due.
   // Returns how many listeners were due (0: nothing was due, no query made). Never throws.
   std::size_t step(TimePoint now);

@@ -37,6 +37,12 @@ Result<core::SnapshotPtr> Monitor::snapshot(bool use_cache) {
   return refresh_locked();
 }
 
+Result<core::SnapshotPtr> Monitor::snapshot_with_fresh_counters() {
+  std::lock_guard lock(query_mu_);
+  if (backend_) backend_->fresh_counters();
+  return refresh_locked();
+}
+
 Result<core::SnapshotPtr> Monitor::refresh_locked() {
   core::Snapshot s;
   if (!backend_) {

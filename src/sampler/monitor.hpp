@@ -40,6 +40,9 @@ class Monitor {
   // The latest snapshot: from the cache when younger than the TTL and use_cache, else a fresh query.
   // An error only when the backend failed; the cache keeps the last good snapshot.
   Result<core::SnapshotPtr> snapshot(bool use_cache = true);
+  // A fresh query in which the backend reads every counter afresh (Backend::fresh_counters): the
+  // energy counter exact at this moment. Cached like any query.
+  Result<core::SnapshotPtr> snapshot_with_fresh_counters();
   // Takes a reading made elsewhere (auto-detection's probe) as the current snapshot, processed
   // (processes resolved, scored) and cached as if just queried.
   void prime(core::Snapshot raw);

@@ -1,5 +1,7 @@
 #include "sampler/sampler.hpp"
 
+#include <utility>
+
 namespace gf::sampler {
 
 Result<std::unique_ptr<Sampler>> Sampler::create(SampleHub& hub, std::chrono::milliseconds interval,
@@ -15,15 +17,37 @@ Sampler::Sampler(SampleHub& hub, std::chrono::milliseconds interval, std::vector
   agg_.set_gpu_filter(std::move(gpus));
 }
 
+void Sampler::add_fresh() {
+  SampleHub::TimePoint at{};
+  auto s = hub_.query_fresh(at);
+  std::lock_guard l(mu_);
+  add_locked(s, at);
+}
+
+void Sampler::add_locked(const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at) {
+  if (s)
+    agg_.add(**s, at);
+  else
+    ++failed_;
+}
+
 void Sampler::start() {
+  // The first sample reads the energy counter afresh (the backend reads it every 10 s otherwise), so that
+  // the report's counter energy starts at the job's start; the subscription's own first call, which comes
+  // at once, is skipped.
+  add_fresh();
   // Subscribe and swap outside mu_: the listener takes mu_, and dropping an old subscription waits
   // for a delivery in flight.
+  {
+    std::lock_guard lock(mu_);
+    skip_next_ = true;
+    started_ = true;
+    stopped_ = false;
+  }
   auto sub = hub_.subscribe(interval_, [this](const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at) {
     std::lock_guard l(mu_);
-    if (s)
-      agg_.add(**s, at);
-    else
-      ++failed_;
+    if (std::exchange(skip_next_, false)) return;
+    add_locked(s, at);
   });
   SampleHub::Subscription old;
   std::lock_guard lock(mu_);
@@ -33,11 +57,15 @@ void Sampler::start() {
 
 core::RunReport Sampler::stop() {
   SampleHub::Subscription sub;
+  bool last = false;
   {
     std::lock_guard lock(mu_);
     sub = std::move(sub_);
+    last = started_ && !std::exchange(stopped_, true);
   }
   sub.reset();  // outside mu_: the listener takes mu_
+  // The last sample reads the energy counter afresh too: the counter energy ends at the job's end.
+  if (last) add_fresh();
   std::lock_guard lock(mu_);
   return agg_.report();
 }

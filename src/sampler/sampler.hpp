@@ -20,8 +20,10 @@ class Sampler {
                                                  std::vector<unsigned> gpus = {});
   ~Sampler() { stop(); }
 
+  // Takes the first sample at once, with fresh counters (SampleHub::query_fresh), then one every interval.
   void start();
-  // Stops sampling and returns the statistics (also when called twice: the same report).
+  // Stops sampling, takes a last sample with fresh counters (once, when started), and returns the
+  // statistics (also when called twice: the same report).
   core::RunReport stop();
   std::size_t sample_count() const;
   std::size_t failed_queries() const;
@@ -29,11 +31,17 @@ class Sampler {
  private:
   Sampler(SampleHub& hub, std::chrono::milliseconds interval, std::vector<unsigned> gpus);
 
+  void add_fresh();
+  void add_locked(const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at);
+
   SampleHub& hub_;
   std::chrono::milliseconds interval_;
   mutable std::mutex mu_;
   core::RunAggregator agg_;
   std::size_t failed_ = 0;
+  bool started_ = false;    // start() was called: stop() takes a last sample
+  bool stopped_ = false;    // stop() took it (a second stop() does not)
+  bool skip_next_ = false;  // the subscription's first call, which start()'s own sample stands for
   SampleHub::Subscription sub_;
 };
 

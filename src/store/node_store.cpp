@@ -211,14 +211,20 @@ Result<bool> NodeStore::reap_locked() {
   return *swept > 0;
 }
 
-Result<const std::vector<core::Lease>*> NodeStore::active_locked() {
-  // PRAGMA data_version moves when another connection (another process, the agent's history writer)
-  // commits; this connection's own changes to the leases update or drop the copy where they are made.
+Result<std::int64_t> NodeStore::data_version() {
   auto v = db_.prepare_cached("PRAGMA data_version");
   if (!v) return v.error();
   auto row = v->step();
   if (!row) return row.error();
-  const std::int64_t version = *row ? v->int64(0) : -1;
+  return *row ? v->int64(0) : std::int64_t{-1};
+}
+
+Result<const std::vector<core::Lease>*> NodeStore::active_locked() {
+  // PRAGMA data_version moves when another connection (another process, the agent's history writer)
+  // commits; this connection's own changes to the leases update or drop the copy where they are made.
+  auto got = data_version();
+  if (!got) return got.error();
+  const std::int64_t version = *got;
   if (!active_cache_ || version != active_version_) {
     auto loaded = load_leases(LeaseSet::Active, 1000000);
     if (!loaded) return loaded.error();
@@ -452,7 +458,25 @@ Result<bool> NodeStore::release(const std::string& lease_id, const std::string& 
   return found;
 }
 
+bool NodeStore::kept_list_current_and_owners_alive() {
+  if (!active_cache_) return false;
+  auto version = data_version();
+  if (!version || *version != active_version_) return false;
+  // The sweep's rule (reap_locked: every owner judged, pid 0 too), one look per owner.
+  std::map<std::pair<std::uint32_t, unsigned long long>, bool> seen;
+  for (const auto& l : *active_cache_) {
+    auto [it, fresh] = seen.try_emplace({l.owner.pid, l.owner.start_time}, true);
+    if (fresh) it->second = alive_(l.owner);
+    if (!it->second) return false;
+  }
+  return true;
+}
+
 Result<std::vector<core::Lease>> NodeStore::active() {
+  // Asked at every collection (the usage ledger). When no connection committed since the kept list was
+  // read (PRAGMA data_version) and every owner in it lives, the sweep would end nothing and the list is
+  // the file's: no write transaction. Otherwise the sweep, in one.
+  if (kept_list_current_and_owners_alive()) return *active_cache_;
   WriteTxn txn(db_);
   if (auto r = txn.begin(); !r) return r.error();
   auto reaped = reap_locked();

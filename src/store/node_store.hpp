@@ -114,6 +114,10 @@ class NodeStore final : public core::JobStore {
   // decision, outside it by gpus_held_by (a version read before the list it loads only reloads sooner);
   // this connection's writes change it after their commit, and a rolled-back sweep drops it.
   Result<const std::vector<core::Lease>*> active_locked();
+  Result<std::int64_t> data_version();  // PRAGMA data_version (-1 when it gives no row)
+  // active()'s way round the write transaction: the kept list is the file's (data_version unchanged)
+  // and none of its owners is gone, so a sweep would change nothing.
+  bool kept_list_current_and_owners_alive();
   std::optional<std::vector<core::Lease>> active_cache_;
   std::int64_t active_version_ = -1;
   // acquire()'s dead-owner sweep: due again at next_sweep_ (store clock), or before a "not now" when the

@@ -165,10 +165,6 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
                                       [&](unsigned& out) { return api.power_usage(device, &out); });
   g.power_draw_w = convert<double>(power_mw, [](unsigned mw) { return mw / 1000.0; });
 
-  auto energy_mj = asker.ask<unsigned long long>(Query::Energy, api.energy != nullptr,
-                                                 [&](unsigned long long& out) { return api.energy(device, &out); });
-  g.energy_mj = convert<std::uint64_t>(energy_mj, [](unsigned long long mj) { return std::uint64_t{mj}; });
-
   g.fan_pct = asker.ask<unsigned>(Query::FanSpeed, api.fan_speed != nullptr,
                                   [&](unsigned& out) { return api.fan_speed(device, &out); });
   g.clock_graphics_mhz = asker.ask<unsigned>(Query::ClockGraphics, api.clock != nullptr,
@@ -188,12 +184,6 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   else
     g.performance_state = convert<unsigned>(pstate, [](int p) { return static_cast<unsigned>(p); });
 
-  auto mig = asker.ask<unsigned>(Query::MigMode, api.mig_mode != nullptr, [&](unsigned& current) {
-    unsigned pending = 0;
-    return api.mig_mode(device, &current, &pending);
-  });
-  g.mig_enabled = convert<bool>(mig, [](unsigned current) { return current == kMigEnabled; });
-
   // NVML gives nanoseconds; the field is microseconds (dcgm-exporter's DCGM_FI_DEV_*_VIOLATION unit).
   // Counters of time that climb by the second while the clocks are held down: read every time.
   auto violation = [&](Query q, int policy) {
@@ -205,10 +195,10 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
   g.thermal_violation_us = violation(Query::ViolationThermal, kPerfPolicyThermal);
 }
 
-// The slow fields (kSlowReadInterval): the settings an operator changes (power limit, persistence mode)
-// and the health counters (ECC, retired pages, remapped rows, PCIe replays). Each is one query, probed
-// once: Hopper answers NOT_SUPPORTED to the retired-page queries (it remaps rows instead), so they stay
-// absent with that reason and are never asked again.
+// The slow fields (kSlowReadInterval): the settings an operator changes (power limit, persistence mode,
+// MIG mode: ~0.14 ms a call on an H100, and it changes at an operator's command) and the health counters (ECC, retired
+// pages, remapped rows, PCIe replays). Each is one query, probed once: Hopper answers NOT_SUPPORTED to the retired-page
+// queries (it remaps rows instead), so they stay absent with that reason and are never asked again.
 void read_slow_fields(const Api& api, Device device, Asker& asker, core::GpuReading& g) {
   auto limit_mw = asker.ask<unsigned>(Query::PowerLimit, api.power_limit != nullptr,
                                       [&](unsigned& out) { return api.power_limit(device, &out); });
@@ -216,7 +206,11 @@ void read_slow_fields(const Api& api, Device device, Asker& asker, core::GpuRead
   auto persistence = asker.ask<int>(Query::PersistenceMode, api.persistence_mode != nullptr,
                                     [&](int& out) { return api.persistence_mode(device, &out); });
   g.persistence_mode = convert<bool>(persistence, [](int mode) { return mode == kFeatureEnabled; });
-
+  auto mig = asker.ask<unsigned>(Query::MigMode, api.mig_mode != nullptr, [&](unsigned& current) {
+    unsigned pending = 0;
+    return api.mig_mode(device, &current, &pending);
+  });
+  g.mig_enabled = convert<bool>(mig, [](unsigned current) { return current == kMigEnabled; });
   auto counter = [](const Reading<unsigned long long>& r) {
     return convert<std::uint64_t>(r, [](unsigned long long n) { return std::uint64_t{n}; });
   };
@@ -271,6 +265,7 @@ void read_slow_fields(const Api& api, Device device, Asker& asker, core::GpuRead
 void copy_slow_fields(const core::GpuReading& from, core::GpuReading& to) {
   to.power_limit_w = from.power_limit_w;
   to.persistence_mode = from.persistence_mode;
+  to.mig_enabled = from.mig_enabled;
   for (auto member : {&core::GpuReading::ecc_uncorrected_volatile, &core::GpuReading::ecc_corrected_volatile,
                       &core::GpuReading::ecc_corrected_aggregate, &core::GpuReading::ecc_uncorrected_aggregate,
                       &core::GpuReading::retired_pages_sbe, &core::GpuReading::retired_pages_dbe,
@@ -409,9 +404,27 @@ void read_mig(const Api& api, Device device, unsigned index, DeviceState& state,
   for (auto& p : problems) result.mig_problems.push_back(fmt::format("GPU {}: {}", index, p));
 }
 
+// The energy counter (kEnergyReadInterval): asked when due or never read, else its last value. A failed
+// read leaves nothing kept, so the next reading asks again.
+void read_energy_counter(const Api& api, Device device, DeviceState& state, Asker& asker, bool due,
+                         core::GpuReading& g) {
+  if (!due && state.energy_mj) {
+    g.energy_mj = *state.energy_mj;
+    return;
+  }
+  auto mj = asker.ask<unsigned long long>(Query::Energy, api.energy != nullptr,
+                                          [&](unsigned long long& out) { return api.energy(device, &out); });
+  g.energy_mj = convert<std::uint64_t>(mj, [](unsigned long long v) { return std::uint64_t{v}; });
+  if (mj)
+    state.energy_mj = std::uint64_t{*mj};
+  else
+    state.energy_mj.reset();
+}
+
 }  // namespace
 
-DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow) {
+DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow,
+                         bool read_energy) {
   Asker asker(state);
   DeviceResult result;
   auto& g = result.reading;
@@ -421,6 +434,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   read_identity(api, device, state, asker);
   read_memory(api, device, asker, g);
   read_gauges(api, device, asker, g);
+  read_energy_counter(api, device, state, asker, read_energy, g);
   if (read_slow)
     read_slow_fields(api, device, asker, g);
   else
@@ -438,6 +452,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
     // The GPU went away mid-read: report it as a whole, not a half-filled reading. When it answers
     // again (a reset), its slow fields are asked afresh.
     state.slow.reset();
+    state.energy_mj.reset();
     DeviceResult gone;
     gone.reading = unreachable_device(api, index, asker.fatal());
     gone.reading.uuid = state.uuid.value_or("");

@@ -2,9 +2,10 @@
 // Reading one GPU through NVML: every GpuReading field, its processes, and what the device has told
 // us it lacks, so that later snapshots skip those queries (probe once, then skip).
 //
-// The slow fields (see kSlowReadInterval) are asked only when the caller says they are due; in between
-// the reading carries their last answer. They are 10 of the ~24 calls a reading makes, and the costliest
-// (each aggregate ECC count is ~11 µs on an H100 with driver 580, ../shared/captures/h100-580/).
+// The slow fields (see kSlowReadInterval) and the energy counter (kEnergyReadInterval) are asked only
+// when the caller says they are due; in between the reading carries their last answer. On an H100 with
+// driver 580 they are the costliest calls a reading makes: the energy counter ~4 ms of CPU, MIG mode and
+// the PCIe replay counter ~0.15 ms each, against 1–14 µs for the gauges (pynvml, scripts/gpu-validate.sh).
 //
 // Not thread-safe: the backend owns one DeviceState per handle and calls read_device() from one
 // thread at a time.
@@ -23,11 +24,18 @@
 namespace gf::backends::nvml {
 
 // How often the slow fields are read: the four ECC counts, retired pages (count and pending), remapped
-// rows, the PCIe replay counter, the enforced power limit and persistence mode. The counters move at a
-// memory or link error, the settings at an operator's command; a change shows within this period, and at
-// the next reading after an XID on the GPU (an uncorrectable ECC error or a row remap raises one: 48, 63,
-// 64, 94, 95). The nvidia-smi path reads remapped rows every 30 s. Identity (UUID, name, PCI) is read once.
+// rows, the PCIe replay counter, the enforced power limit, persistence mode and MIG mode. The counters
+// move at a memory or link error, the settings at an operator's command; a change shows within this
+// period, and at the next reading after an XID on the GPU (an uncorrectable ECC error or a row remap
+// raises one: 48, 63, 64, 94, 95). The nvidia-smi path reads remapped rows every 30 s. Identity (UUID,
+// name, PCI) is read once.
 inline constexpr std::chrono::seconds kSlowReadInterval{10};
+
+// How often the energy counter (nvmlDeviceGetTotalEnergyConsumption, ~4 ms of CPU per call on an H100
+// with driver 580) is read. In between, a reading carries the counter's last value as read: a true
+// counter value, at most this old (plus one collection period), never going backwards. A caller that
+// needs it exact at a moment (a job's first and last sample) asks for it (Backend::fresh_counters).
+inline constexpr std::chrono::seconds kEnergyReadInterval{10};
 
 // One NVML query per entry (a field group that one call answers).
 enum class Query : unsigned {
@@ -89,6 +97,10 @@ struct DeviceState {
   std::optional<core::GpuReading> slow;
   std::chrono::steady_clock::time_point slow_read_at{};
   std::uint64_t slow_xids = 0;
+  // The energy counter as last read (kEnergyReadInterval); unset until a read succeeds, and again after
+  // a failed one (then it is asked at the next reading). The backend keeps when it was read.
+  std::optional<std::uint64_t> energy_mj;
+  std::chrono::steady_clock::time_point energy_read_at{};
 };
 
 struct DeviceResult {
@@ -101,9 +113,11 @@ struct DeviceResult {
 
 // Reads every field of the device with handle `device` at NVML index `index`: the slow fields from
 // NVML when `read_slow` is true or none were read yet (then kept in state.slow), from state.slow
-// otherwise. Field errors blank that field; GPU_IS_LOST (or RESET_REQUIRED) from any call stops the
-// queries and marks the GPU Lost (Error), with the identity read earlier kept.
-DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow = true);
+// otherwise; the energy counter likewise with `read_energy` and state.energy_mj. Field errors blank that field;
+// GPU_IS_LOST (or RESET_REQUIRED) from any call stops the queries and marks the GPU Lost (Error), with the identity
+// read earlier kept.
+DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow = true,
+                         bool read_energy = true);
 
 // The reading of a GPU that cannot be read: Lost for GPU_IS_LOST (message: NVML's text, "GPU is
 // lost"), Error otherwise (message: `context` followed by NVML's text and code). Readings absent.

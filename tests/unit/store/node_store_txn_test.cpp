@@ -211,5 +211,37 @@ TEST(StoreTxnDeathTest, AStatementThatOutlivesItsConnectionIsCaught) {
 }
 #endif
 
+// Issue 24, goal 5: the usage ledger asks active() at every collection. With nothing committed since
+// and every owner alive it is answered from the kept list, without the write lock (here held by another
+// connection, as a long write elsewhere would: before, active() waited for it); a dead owner still ends
+// its lease at the next call, and a lease another connection ends shows at once.
+TEST_F(StoreTxnTest, ActiveWithNothingChangedTakesNoWriteLockAndStillEndsADeadOwnersLease) {
+  auto s = open_store();
+  ASSERT_TRUE(s);
+  auto a = s->acquire(owned_by(500, 1000), grant({{0, "GPU-0"}}));
+  auto b = s->acquire(owned_by(501, 1001), grant({{1, "GPU-1"}}));
+  ASSERT_TRUE(a && *a && b && *b);
+  ASSERT_EQ(s->active()->size(), 2u);
+
+  auto other = Db::open((tmp / "gf.db").string());
+  ASSERT_TRUE(other) << other.error().message;
+  ASSERT_TRUE(other->exec("BEGIN IMMEDIATE"));  // the write lock, held
+  auto held = s->active();
+  ASSERT_TRUE(held) << held.error().message;
+  EXPECT_EQ(held->size(), 2u);
+  ASSERT_TRUE(other->exec("COMMIT"));
+
+  dead.insert(500);  // its owner is gone: the sweep runs and ends it
+  auto after = s->active();
+  ASSERT_TRUE(after) << after.error().message;
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ(after->front().id, (*b)->id);
+
+  ASSERT_TRUE(other->exec("UPDATE leases SET released_ms = 1 WHERE released_ms IS NULL"));  // another process
+  auto none = s->active();
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_TRUE(none->empty());
+}
+
 }  // namespace
 }  // namespace gf::store

@@ -64,12 +64,13 @@ TEST_F(NvmlQueriesTest, UnsupportedFieldsAreAskedOnceThenSkipped) {
   // Later snapshots skip the unsupported fields, the identity (uuid, name, PCI) read once, and the GPM
   // support query (this GPU has no GPM): fan, MIG, four ECC counters, three retired-page queries,
   // remapped rows, PCIe replays, two violation policies, the three identity reads, and GPM support;
-  // and the supported slow fields, asked again only after kSlowReadInterval: power limit, persistence.
-  EXPECT_EQ(calls[0] - calls[1], 19u);
+  // and the supported slow fields, asked again only after kSlowReadInterval: power limit, persistence;
+  // and the energy counter, asked again only after kEnergyReadInterval.
+  EXPECT_EQ(calls[0] - calls[1], 20u);
   EXPECT_EQ(calls[1], calls[2]);
-  // What remains, per snapshot: count, handle, memory, utilization, temperature, power, energy, two
-  // clocks, clock reasons, P-state, and three process lists.
-  EXPECT_EQ(calls[1], 14u);
+  // What remains, per snapshot: count, handle, memory, utilization, temperature, power, two clocks,
+  // clock reasons, P-state, and three process lists.
+  EXPECT_EQ(calls[1], 13u);
 
   const auto& g = last.gpus.at(0);
   EXPECT_EQ(g.fan_pct.why(), Absent::NotSupported);  // still reported as not supported, not "not queried"
