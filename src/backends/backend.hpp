@@ -55,7 +55,7 @@ class Backend {
   // Thread-safety: not required to be re-entrant; the owner (sampler::Monitor) serialises calls.
   virtual Result<core::Snapshot> snapshot() = 0;
   // The next snapshot() reads afresh every counter the backend otherwise reads on a slower cadence than
-  // its snapshots (NVML's energy counter: every 10 s, nvml_device.hpp), so that its values are exact at
+  // its snapshots (NVML's energy and violation counters: every 30 s, nvml_device.hpp), so that its values are exact at
   // that moment: a job's first and last sample. The default: nothing to do (every value is read each time).
   virtual void fresh_counters() {}
   // How the GPUs are connected, indexed by GPU index. The default: nothing known (every pair

@@ -32,7 +32,7 @@ void Sampler::add_locked(const Result<core::SnapshotPtr>& s, SampleHub::TimePoin
 }
 
 void Sampler::start() {
-  // The first sample reads the energy counter afresh (the backend reads it every 10 s otherwise), so that
+  // The first sample reads the energy counter afresh (the NVML backend reads it every 30 s otherwise), so that
   // the report's counter energy starts at the job's start; the subscription's own first call, which comes
   // at once, is skipped.
   add_fresh();

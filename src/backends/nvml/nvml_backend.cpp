@@ -127,21 +127,21 @@ class NvmlBackend final : public Backend {
       const std::uint64_t xids = xid_events_ ? events_.count(device) : 0;
       const bool read_slow =
           !state.slow || now - state.slow_read_at >= nvml::kSlowReadInterval || xids != state.slow_xids;
-      // The energy counter every kEnergyReadInterval (~4 ms of CPU a call on an H100), and when a caller
-      // asked for exact counters now (a job's first and last sample).
-      const bool energy_due = !state.energy_mj || now - state.energy_read_at >= nvml::kEnergyReadInterval;
-      const bool had_energy = state.energy_mj.has_value();
-      auto result = nvml::read_device(api_, device, index, state, read_slow, fresh || energy_due);
+      // The costly counters (energy, violation times: ~5.6 ms of CPU on an H100) every
+      // kCounterReadInterval, and when a caller asked for exact counters now (a job's first and last sample).
+      const bool counters_due = !state.counters_read || now - state.counters_read_at >= nvml::kCounterReadInterval;
+      const bool had_counters = state.counters_read;
+      auto result = nvml::read_device(api_, device, index, state, read_slow, fresh || counters_due);
       if (read_slow && state.slow) {  // read (not lost mid-read): the period starts again
         state.slow_read_at = now;
         state.slow_xids = xids;
       }
-      if (energy_due && state.energy_mj) {
+      if (counters_due && state.counters_read) {
         // The GPUs' periods are staggered (GPU i of n starts i/n of a period early), so that 8 GPUs cost
-        // one ~4 ms read per collection rather than eight in one collection every 10 s. A fresh read
+        // one read at most per collection rather than eight in one collection every period. A fresh read
         // leaves the period as it was.
-        state.energy_read_at = now;
-        if (!had_energy && count > 1) state.energy_read_at -= nvml::kEnergyReadInterval * index / count;
+        state.counters_read_at = now;
+        if (!had_counters && count > 1) state.counters_read_at -= nvml::kCounterReadInterval * index / count;
       }
       if (xid_events_) events_.fill(device, result.reading);  // else last_xid stays "not queried"
       if (result.reading.health == core::Health::Ok) gpm_.read(device, now, result.reading);

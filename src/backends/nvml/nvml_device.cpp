@@ -183,16 +183,6 @@ void read_gauges(const Api& api, Device device, Asker& asker, core::GpuReading& 
     g.performance_state = Reading<unsigned>::absent(Absent::Unavailable);
   else
     g.performance_state = convert<unsigned>(pstate, [](int p) { return static_cast<unsigned>(p); });
-
-  // NVML gives nanoseconds; the field is microseconds (dcgm-exporter's DCGM_FI_DEV_*_VIOLATION unit).
-  // Counters of time that climb by the second while the clocks are held down: read every time.
-  auto violation = [&](Query q, int policy) {
-    auto v = asker.ask<ViolationTime>(q, api.violation_status != nullptr,
-                                      [&](ViolationTime& out) { return api.violation_status(device, policy, &out); });
-    return convert<std::uint64_t>(v, [](const ViolationTime& t) { return std::uint64_t{t.violation_time_ns / 1000}; });
-  };
-  g.power_violation_us = violation(Query::ViolationPower, kPerfPolicyPower);
-  g.thermal_violation_us = violation(Query::ViolationThermal, kPerfPolicyThermal);
 }
 
 // The slow fields (kSlowReadInterval): the settings an operator changes (power limit, persistence mode,
@@ -404,27 +394,39 @@ void read_mig(const Api& api, Device device, unsigned index, DeviceState& state,
   for (auto& p : problems) result.mig_problems.push_back(fmt::format("GPU {}: {}", index, p));
 }
 
-// The energy counter (kEnergyReadInterval): asked when due or never read, else its last value. A failed
-// read leaves nothing kept, so the next reading asks again.
-void read_energy_counter(const Api& api, Device device, DeviceState& state, Asker& asker, bool due,
-                         core::GpuReading& g) {
-  if (!due && state.energy_mj) {
-    g.energy_mj = *state.energy_mj;
+// The costly counters (kCounterReadInterval): the energy counter and the violation times, asked when due
+// or not yet read, else their last values. A read that failed leaves `counters_read` false, so the next
+// reading asks again; NOT_SUPPORTED is an answer (the asker does not ask it again anyway).
+void read_counters(const Api& api, Device device, DeviceState& state, Asker& asker, bool due, core::GpuReading& g) {
+  if (!due && state.counters_read) {
+    g.energy_mj = state.energy_mj;
+    g.power_violation_us = state.power_violation_us;
+    g.thermal_violation_us = state.thermal_violation_us;
     return;
   }
   auto mj = asker.ask<unsigned long long>(Query::Energy, api.energy != nullptr,
                                           [&](unsigned long long& out) { return api.energy(device, &out); });
   g.energy_mj = convert<std::uint64_t>(mj, [](unsigned long long v) { return std::uint64_t{v}; });
-  if (mj)
-    state.energy_mj = std::uint64_t{*mj};
-  else
-    state.energy_mj.reset();
+  // NVML gives nanoseconds; the field is microseconds (dcgm-exporter's DCGM_FI_DEV_*_VIOLATION unit):
+  // time the clocks were held down by the power cap or by heat, climbing by the second while they are.
+  auto violation = [&](Query q, int policy) {
+    auto v = asker.ask<ViolationTime>(q, api.violation_status != nullptr,
+                                      [&](ViolationTime& out) { return api.violation_status(device, policy, &out); });
+    return convert<std::uint64_t>(v, [](const ViolationTime& t) { return std::uint64_t{t.violation_time_ns / 1000}; });
+  };
+  g.power_violation_us = violation(Query::ViolationPower, kPerfPolicyPower);
+  g.thermal_violation_us = violation(Query::ViolationThermal, kPerfPolicyThermal);
+  state.energy_mj = g.energy_mj;
+  state.power_violation_us = g.power_violation_us;
+  state.thermal_violation_us = g.thermal_violation_us;
+  auto settled = [](const core::Reading<std::uint64_t>& r) { return r || r.why() == Absent::NotSupported; };
+  state.counters_read = settled(g.energy_mj) && settled(g.power_violation_us) && settled(g.thermal_violation_us);
 }
 
 }  // namespace
 
 DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow,
-                         bool read_energy) {
+                         bool read_counters_now) {
   Asker asker(state);
   DeviceResult result;
   auto& g = result.reading;
@@ -434,7 +436,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
   read_identity(api, device, state, asker);
   read_memory(api, device, asker, g);
   read_gauges(api, device, asker, g);
-  read_energy_counter(api, device, state, asker, read_energy, g);
+  read_counters(api, device, state, asker, read_counters_now, g);
   if (read_slow)
     read_slow_fields(api, device, asker, g);
   else
@@ -452,7 +454,7 @@ DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceSt
     // The GPU went away mid-read: report it as a whole, not a half-filled reading. When it answers
     // again (a reset), its slow fields are asked afresh.
     state.slow.reset();
-    state.energy_mj.reset();
+    state.counters_read = false;
     DeviceResult gone;
     gone.reading = unreachable_device(api, index, asker.fatal());
     gone.reading.uuid = state.uuid.value_or("");

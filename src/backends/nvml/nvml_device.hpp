@@ -2,10 +2,11 @@
 // Reading one GPU through NVML: every GpuReading field, its processes, and what the device has told
 // us it lacks, so that later snapshots skip those queries (probe once, then skip).
 //
-// The slow fields (see kSlowReadInterval) and the energy counter (kEnergyReadInterval) are asked only
+// The slow fields (see kSlowReadInterval) and the costly counters (kCounterReadInterval) are asked only
 // when the caller says they are due; in between the reading carries their last answer. On an H100 with
-// driver 580 they are the costliest calls a reading makes: the energy counter ~4 ms of CPU, MIG mode and
-// the PCIe replay counter ~0.15 ms each, against 1–14 µs for the gauges (pynvml, scripts/gpu-validate.sh).
+// driver 580 they are the costliest calls a reading makes: the energy counter ~4.1 ms of CPU, the power
+// and thermal violation times 0.8 and 0.7 ms, MIG mode and the PCIe replay counter ~0.15 ms each, against
+// 1–16 µs for the gauges (pynvml, scripts/gpu-collect-cost.sh; docs/validation.md).
 //
 // Not thread-safe: the backend owns one DeviceState per handle and calls read_device() from one
 // thread at a time.
@@ -31,11 +32,13 @@ namespace gf::backends::nvml {
 // name, PCI) is read once.
 inline constexpr std::chrono::seconds kSlowReadInterval{10};
 
-// How often the energy counter (nvmlDeviceGetTotalEnergyConsumption, ~4 ms of CPU per call on an H100
-// with driver 580) is read. In between, a reading carries the counter's last value as read: a true
-// counter value, at most this old (plus one collection period), never going backwards. A caller that
-// needs it exact at a moment (a job's first and last sample) asks for it (Backend::fresh_counters).
-inline constexpr std::chrono::seconds kEnergyReadInterval{10};
+// How often the costly counters are read: the energy counter (nvmlDeviceGetTotalEnergyConsumption, ~4.1
+// ms of CPU per call on an H100 with driver 580; nvmlDeviceGetFieldValues costs the same) and the power
+// and thermal violation times (nvmlDeviceGetViolationStatus, 0.8 and 0.7 ms). In between, a reading
+// carries their last values as read: true counter values, at most this old (plus one collection period),
+// never going backwards. 30 s is dcgm-exporter's default collection period for the same fields. A caller
+// that needs them exact at a moment (a job's first and last sample) asks for them (Backend::fresh_counters).
+inline constexpr std::chrono::seconds kCounterReadInterval{30};
 
 // One NVML query per entry (a field group that one call answers).
 enum class Query : unsigned {
@@ -97,10 +100,12 @@ struct DeviceState {
   std::optional<core::GpuReading> slow;
   std::chrono::steady_clock::time_point slow_read_at{};
   std::uint64_t slow_xids = 0;
-  // The energy counter as last read (kEnergyReadInterval); unset until a read succeeds, and again after
-  // a failed one (then it is asked at the next reading). The backend keeps when it was read.
-  std::optional<std::uint64_t> energy_mj;
-  std::chrono::steady_clock::time_point energy_read_at{};
+  // The costly counters as last read (kCounterReadInterval). `counters_read` is false until they were
+  // read, and again after a read that failed (an answer other than a value or NOT_SUPPORTED): then they
+  // are asked at the next reading. The backend keeps when they were read.
+  bool counters_read = false;
+  core::Reading<std::uint64_t> energy_mj, power_violation_us, thermal_violation_us;
+  std::chrono::steady_clock::time_point counters_read_at{};
 };
 
 struct DeviceResult {
@@ -113,11 +118,11 @@ struct DeviceResult {
 
 // Reads every field of the device with handle `device` at NVML index `index`: the slow fields from
 // NVML when `read_slow` is true or none were read yet (then kept in state.slow), from state.slow
-// otherwise; the energy counter likewise with `read_energy` and state.energy_mj. Field errors blank that field;
+// otherwise; the costly counters likewise with `read_counters` and state.counters_read. Field errors blank that field;
 // GPU_IS_LOST (or RESET_REQUIRED) from any call stops the queries and marks the GPU Lost (Error), with the identity
 // read earlier kept.
 DeviceResult read_device(const Api& api, Device device, unsigned index, DeviceState& state, bool read_slow = true,
-                         bool read_energy = true);
+                         bool read_counters = true);
 
 // The reading of a GPU that cannot be read: Lost for GPU_IS_LOST (message: NVML's text, "GPU is
 // lost"), Error otherwise (message: `context` followed by NVML's text and code). Readings absent.

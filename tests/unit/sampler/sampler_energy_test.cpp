@@ -1,5 +1,5 @@
 // A job sampler's counter energy is exact from the job's first sample to its last, although the backend
-// reads its energy counter only every 10 s (NVML: nvml_device.hpp's kEnergyReadInterval) and carries the
+// reads its energy counter only every 30 s (NVML: nvml_device.hpp's kCounterReadInterval) and carries the
 // last value in between: the sampler asks for fresh counters (Backend::fresh_counters) at both ends.
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // A GPU drawing 100 W steadily whose energy counter is read as the NVML backend reads it: at the first
-// snapshot, every 10 s, and at the snapshot after fresh_counters(); the last value in between.
+// snapshot, every period, and at the snapshot after fresh_counters(); the last value in between.
 class PacedCounterBackend final : public backends::Backend {
  public:
   static constexpr double kWatts = 100.0;

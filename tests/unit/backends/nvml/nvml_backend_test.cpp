@@ -128,7 +128,7 @@ TEST_F(NvmlBackendTest, ValuesChangeBetweenSnapshots) {
     auto s = (*backend)->snapshot();
     ASSERT_TRUE(s) << s.error().message;
     snaps.push_back(std::move(*s));
-    clock_.advance(nvml::kEnergyReadInterval);  // the energy counter is read once per period
+    clock_.advance(nvml::kCounterReadInterval);  // the energy counter is read once per period
   }
   auto util = [&](int s) { return *snaps[s].gpus[0].utilization_pct; };
   EXPECT_EQ(util(0), 35u);

@@ -1,8 +1,8 @@
 // The NVML backend's costly reads against the fake NVML (issue 24, goal 5): the energy counter (~4 ms of
-// CPU a call on an H100 with driver 580) is asked once per kEnergyReadInterval and carried, never going
-// backwards, in between; Backend::fresh_counters() brings it at the next snapshot; a failed read is asked
-// again at once; several GPUs' reads are spread over the period. MIG mode (~0.14 ms) is a slow field; a fan that
-// answered NOT_SUPPORTED is not asked again.
+// CPU a call on an H100 with driver 580) and the violation times (0.8 and 0.7 ms) are asked once per
+// kCounterReadInterval and carried, never going backwards, in between; Backend::fresh_counters() brings it at the next
+// snapshot; a failed read is asked again at once; several GPUs' reads are spread over the period. MIG mode (~0.14 ms)
+// is a slow field; a fan that answered NOT_SUPPORTED is not asked again.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,6 +23,8 @@ json counting_gpu() {
               {"memory_used_mib", 10},
               {"power_draw_w", 100},
               {"energy_mj", json::array({1000, 2000, 3000, 4000, 5000})},
+              {"power_violation_us", json::array({10, 20, 30, 40})},
+              {"thermal_violation_us", json::array({5, 6, 7, 8})},
               {"mig_mode", json::array({0, 1})},
               {"fan_pct", "not_supported"}};
 }
@@ -52,7 +54,7 @@ TEST_F(NvmlEnergyTest, TheCounterIsAskedOncePerPeriodAndCarriedInBetween) {
   }
   EXPECT_EQ(energy_calls(), 1u);
   // The period is over: read again.
-  clock_.advance(nvml::kEnergyReadInterval - seconds(9));
+  clock_.advance(nvml::kCounterReadInterval - seconds(9));
   EXPECT_EQ(take(b).energy_mj, core::Reading<std::uint64_t>(2000));
   EXPECT_EQ(energy_calls(), 2u);
 }
@@ -64,13 +66,37 @@ TEST_F(NvmlEnergyTest, EightGpusSpreadTheirReadsOverThePeriod) {
   ASSERT_TRUE(b.snapshot());
   EXPECT_EQ(energy_calls(), 8u);  // the first reading reads every GPU's
   // At 1 Hz after that: at most two GPUs' reads in one collection, eight in all per period.
-  for (int i = 0; i < 20; ++i) {
+  const int two_periods = 2 * static_cast<int>(nvml::kCounterReadInterval.count());
+  for (int i = 0; i < two_periods; ++i) {
     const auto before = energy_calls();
     clock_.advance(seconds(1));
     ASSERT_TRUE(b.snapshot());
     EXPECT_LE(energy_calls() - before, 2u) << "at " << i + 1 << " s";
   }
   EXPECT_EQ(energy_calls(), 8u + 2u * 8u);
+}
+
+TEST_F(NvmlEnergyTest, TheViolationTimesGoWithTheEnergyCounter) {
+  auto backend = open(one_gpu());
+  ASSERT_TRUE(backend) << backend.error().message;
+  auto& b = **backend;
+  auto first = take(b);
+  EXPECT_EQ(first.power_violation_us, core::Reading<std::uint64_t>(10));
+  EXPECT_EQ(first.thermal_violation_us, core::Reading<std::uint64_t>(5));
+  for (int i = 0; i < 5; ++i) {
+    clock_.advance(seconds(1));
+    const auto g = take(b);
+    EXPECT_EQ(g.power_violation_us, core::Reading<std::uint64_t>(10));  // carried
+    EXPECT_EQ(g.thermal_violation_us, core::Reading<std::uint64_t>(5));
+  }
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetViolationStatus"), 2u);  // power and thermal, once
+  b.fresh_counters();                                              // a job's first or last sample
+  EXPECT_EQ(take(b).power_violation_us, core::Reading<std::uint64_t>(20));
+  clock_.advance(nvml::kCounterReadInterval);
+  const auto later = take(b);
+  EXPECT_EQ(later.power_violation_us, core::Reading<std::uint64_t>(30));
+  EXPECT_EQ(later.thermal_violation_us, core::Reading<std::uint64_t>(7));
+  EXPECT_EQ(fake().calls_of("nvmlDeviceGetViolationStatus"), 6u);
 }
 
 TEST_F(NvmlEnergyTest, FreshCountersBringItAtTheNextSnapshotOnly) {
@@ -106,7 +132,7 @@ TEST_F(NvmlEnergyTest, AFailedReadIsAskedAgainAtTheNextReading) {
   ASSERT_TRUE(backend) << backend.error().message;
   auto& b = **backend;
   EXPECT_EQ(take(b).energy_mj, core::Reading<std::uint64_t>(1000));
-  clock_.advance(nvml::kEnergyReadInterval);
+  clock_.advance(nvml::kCounterReadInterval);
   const auto failed = take(b);
   EXPECT_FALSE(failed.energy_mj.has_value());
   EXPECT_EQ(failed.energy_mj.why(), core::Absent::Error);  // not the last value passed off as new

@@ -65,7 +65,7 @@ TEST_F(NvmlQueriesTest, UnsupportedFieldsAreAskedOnceThenSkipped) {
   // support query (this GPU has no GPM): fan, MIG, four ECC counters, three retired-page queries,
   // remapped rows, PCIe replays, two violation policies, the three identity reads, and GPM support;
   // and the supported slow fields, asked again only after kSlowReadInterval: power limit, persistence;
-  // and the energy counter, asked again only after kEnergyReadInterval.
+  // and the energy counter, asked again only after kCounterReadInterval.
   EXPECT_EQ(calls[0] - calls[1], 20u);
   EXPECT_EQ(calls[1], calls[2]);
   // What remains, per snapshot: count, handle, memory, utilization, temperature, power, two clocks,
