@@ -208,7 +208,7 @@ def init_mode() -> dict:
     w = time.perf_counter()
     es = n.nvmlEventSetCreate()
     out["nvmlEventSetCreate"] = {"wall_us": (time.perf_counter() - w) * 1e6}
-    out["nvmlDeviceRegisterEvents(Xid)"] = timed(n.nvmlDeviceRegisterEvents, h, n.nvmlEventTypeXidCriticalError)
+    out["nvmlDeviceRegisterEvents(Xid)"] = timed(n.nvmlDeviceRegisterEvents, h, n.nvmlEventTypeXidCriticalError, es)
     out["nvmlEventSetFree"] = timed(n.nvmlEventSetFree, es)
     links = [timed(n.nvmlDeviceGetNvLinkState, h, link) for link in range(18)]
     out["nvmlDeviceGetNvLinkState x18"] = {"wall_us": sum(x["wall_us"] for x in links),
