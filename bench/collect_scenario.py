@@ -17,8 +17,10 @@ BASE = os.path.join(HERE, "..", "tests", "fixtures", "nvml", "h100_580_health.js
 # - the capture ../shared/captures/h100-580/readings.json (costs_on_this_machine), where it has a figure;
 # - scripts/gpu-validate.sh on a lent H100 on 2026-11-27 (/work/gpu1/r/pynvml.json, call_cost_us: the mean
 #   of 200 calls) for the rest: above all the energy counter, ~4 ms of CPU per call, which the capture did
-#   not time and which made a 1-GPU collection cost 6.7 ms of CPU on that machine.
-# "default" is for the calls neither timed (violation counters, retired pages, handles, …): 3 µs, the
+#   not time and which made a 1-GPU collection cost 6.7 ms of CPU on that machine;
+# - scripts/gpu-collect-cost.sh on two more lent H100s the same day (docs/validation.md): the violation
+#   times, 0.64–0.87 ms a call (CPU), which the first run had not timed either.
+# "default" is for the calls none timed (retired pages, handles, …): 3 µs, the
 # order of the simplest reads. GPM is left out (its own rate, bench/gpm_bench.sh).
 CALL_COST_US = {
     "nvmlDeviceGetUtilizationRates": 13.5,           # capture: call_us_util (gpu-validate: 2.9)
@@ -33,6 +35,7 @@ CALL_COST_US = {
     "nvmlDeviceGetRemappedRows": 2.3,                # capture: call_us_remapped (gpu-validate: 1.9)
     "nvmlDeviceGetCurrentClocksEventReasons": 3.2,   # capture: call_us_clock_reasons (gpu-validate: 1.4)
     "nvmlDeviceGetTotalEnergyConsumption": 3952.0,   # gpu-validate: energy_mj
+    "nvmlDeviceGetViolationStatus": 700.0,           # gpu-collect-cost: power 665–873, thermal 639–713
     "nvmlDeviceGetPcieReplayCounter": 150.0,         # gpu-validate: pcie_replay_counter
     "nvmlDeviceGetFanSpeed": 142.7,                  # gpu-validate: fan_pct (NOT_SUPPORTED on the H100)
     "nvmlDeviceGetMigMode": 139.7,                   # gpu-validate: mig_mode
