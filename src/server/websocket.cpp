@@ -36,8 +36,7 @@ constexpr std::uint16_t kCloseTryAgainLater = 1013;
 // that thread's work, and an HTTP request that comes meanwhile waited behind all of them (a gpu-metrics
 // GET at p99 130-300 ms with 10 000 /ws clients). Off the I/O thread, a sender waits while this many
 // handlers are still queued (until half have run), so a request waits behind a few milliseconds of them at most; the
-// fan-out keeps its order, and its schedule (ws_hub.cpp: the i-th client ~25 µs × i after the round began) is
-// what keeps a client's updates a period apart; this pace only holds a sender back. Never on the I/O thread
+// fan-out takes as long as before, in the same order (a client's updates stay a period apart). Never on the I/O thread
 // itself, and never longer than kPaceWaitMax per message: the I/O thread may be stopping, or waiting for this very tick
 // (the last client of a period leaving unsubscribes its group, which waits for a tick in flight).
 // 256 queued handlers were ~8 ms of the I/O thread with 10 000 /ws clients (gpu-metrics GET p99 8.8 ms); 64 are

@@ -1,8 +1,6 @@
 #include "server/ws_hub.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -10,21 +8,6 @@
 #include "wire/ws_frame.hpp"
 
 namespace gf::server {
-namespace {
-
-// The fan-out's schedule. A round writes its group's clients in the same order every time (members by
-// id), the i-th at the earliest kFanoutSpacing × i after the round began, so that a client's updates stay
-// a period apart whatever else the I/O thread does meanwhile. Unscheduled, each round went out as fast as
-// the I/O thread took it, and its length (117–152 ms for 10 000 /ws clients) moved the last clients'
-// updates by as much from round to round: the gap between a client's updates at p99 was 1 026–1 068 ms
-// (bench/RESULTS.md, issue 24 goal 2). Spaced ~2× the I/O thread's cost of a write (~12 µs), a round
-// lasts ~N × 25 µs (250 ms for 10 000 clients; at most a quarter of the period), and the I/O thread
-// has time between the batches for requests. Never faster than the pace's backlog allows
-// (websocket.cpp's FanoutPace): where writes cost more, a round is as long as they take, as before.
-constexpr auto kFanoutSpacing = std::chrono::microseconds(25);
-constexpr std::size_t kFanoutBatch = 32;  // clients sent to between two waits
-
-}  // namespace
 
 bool OutboundQueue::push(Text text, bool droppable, bool charged) {
   const std::size_t size = text ? text->size() : 0;
@@ -232,15 +215,8 @@ void WsHub::broadcast_alerts(const std::vector<core::AlertEvent>& events) {
     broadcast(Message(std::string(core::event_name(e.alert.kind)), json_text(wire::alert_json(e.alert))));
 }
 
-bool WsHub::group_active(std::chrono::milliseconds period) const {
-  std::lock_guard lock(mu_);
-  auto g = groups_.find(period);
-  return g != groups_.end() && !g->second.members.empty();
-}
-
 void WsHub::on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s) {
   if (!s) return;  // the agent counts and reports collection errors; clients keep the last update
-  const auto began = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<WsClient>> targets;
   {
     std::lock_guard lock(mu_);
@@ -255,16 +231,7 @@ void WsHub::on_group_tick(std::chrono::milliseconds period, const Result<core::S
   // One update message per reading, shared by every group of the tick (and framed once per transport).
   const auto renderings = agent_.renderings_of(*s);
   const Message& update = *renderings->update_message();
-  const auto spacing = std::min<std::chrono::nanoseconds>(
-      kFanoutSpacing, std::chrono::nanoseconds(period) / 4 / static_cast<std::int64_t>(targets.size()));
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    if (i > 0 && i % kFanoutBatch == 0) {
-      std::this_thread::sleep_until(began + spacing * static_cast<std::int64_t>(i));
-      // A group left or closed meanwhile ends its round: remove() and close_all() wait for it.
-      if (!group_active(period)) return;
-    }
-    targets[i]->send(update);
-  }
+  for (auto& t : targets) t->send(update);
 }
 
 }  // namespace gf::server

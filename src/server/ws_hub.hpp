@@ -137,9 +137,7 @@ class WsHub {
                          std::vector<sampler::SampleHub::Subscription>& to_reset);
   void leave_group_locked(std::uint64_t id, std::chrono::milliseconds period,
                           std::vector<sampler::SampleHub::Subscription>& to_reset);
-  // One round of a group's fan-out, on the sample hub's thread, spread over up to a quarter of the period.
   void on_group_tick(std::chrono::milliseconds period, const Result<core::SnapshotPtr>& s);
-  bool group_active(std::chrono::milliseconds period) const;
 
   node::Agent& agent_;
   sampler::SampleHub& hub_;
