@@ -119,8 +119,9 @@ std::string gpu_sample_time_query(const std::string& l, const std::vector<std::s
 
 namespace {
 
-// The join, one answer at a time (query_prometheus drops each answer once joined: 80 000 samples of
-// each metric are never all held at once). Answers go in PromAnswers' order.
+// The join, one answer at a time, in PromAnswers' order (query_prometheus drops each answer once joined;
+// the answers are parsed on threads of their own, so up to all of them may be held, parsed, while they
+// wait for their turn: bench/RESULTS.md puts that peak at +30–40 MiB for 10 000 nodes).
 class PromJoin {
  public:
   explicit PromJoin(const std::string& node_label) : node_label_(node_label) {}

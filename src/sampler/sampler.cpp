@@ -17,11 +17,12 @@ Sampler::Sampler(SampleHub& hub, std::chrono::milliseconds interval, std::vector
   agg_.set_gpu_filter(std::move(gpus));
 }
 
-void Sampler::add_fresh() {
+bool Sampler::add_fresh() {
   SampleHub::TimePoint at{};
   auto s = hub_.query_fresh(at);
   std::lock_guard l(mu_);
   add_locked(s, at);
+  return s.has_value();
 }
 
 void Sampler::add_locked(const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at) {
@@ -34,13 +35,13 @@ void Sampler::add_locked(const Result<core::SnapshotPtr>& s, SampleHub::TimePoin
 void Sampler::start() {
   // The first sample reads the energy counter afresh (the NVML backend reads it every 30 s otherwise), so that
   // the report's counter energy starts at the job's start; the subscription's own first call, which comes
-  // at once, is skipped.
-  add_fresh();
+  // at once, is skipped — unless the fresh one failed: then that first call is the job's first sample.
+  const bool first_taken = add_fresh();
   // Subscribe and swap outside mu_: the listener takes mu_, and dropping an old subscription waits
   // for a delivery in flight.
   {
     std::lock_guard lock(mu_);
-    skip_next_ = true;
+    skip_next_ = first_taken;
     started_ = true;
     stopped_ = false;
   }

@@ -31,7 +31,7 @@ class Sampler {
  private:
   Sampler(SampleHub& hub, std::chrono::milliseconds interval, std::vector<unsigned> gpus);
 
-  void add_fresh();
+  bool add_fresh();  // true when the sample was taken (not a failed query)
   void add_locked(const Result<core::SnapshotPtr>& s, SampleHub::TimePoint at);
 
   SampleHub& hub_;

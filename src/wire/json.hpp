@@ -20,10 +20,11 @@ namespace gf::wire {
 // Each GPU's metrics are the rows of core::kFields, at their json_key; for every one that is null,
 // "missing_reasons" maps that json_key ("memory.used") to the reason's code (one of core::kAbsentReasons:
 // "not_supported", "no_permission", "gpu_lost", …); {} when none is.
-// v rounded to `decimals` places (0–9; more are rounded to 9) as JSON documents write it.
-double round_to(double v, int decimals);
-
 nlohmann::json snapshot_json(const core::Snapshot& s);
+
+// v rounded to `decimals` places (0–9; more are rounded to 9; 0 or fewer: a whole number) as JSON
+// documents write it.
+double round_to(double v, int decimals);
 
 // GET /api/v1/fields and `gpufleet fields --json`: the field table, for clients that list metrics —
 // {"fields": [{"key": "memory.used", "label", "unit" (null when unitless), "description",

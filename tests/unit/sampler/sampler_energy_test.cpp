@@ -25,6 +25,10 @@ class PacedCounterBackend final : public backends::Backend {
   std::string_view name() const noexcept override { return "paced-counter"; }
   void fresh_counters() override { fresh_ = true; }
   Result<core::Snapshot> snapshot() override {
+    if (fail_next > 0) {
+      --fail_next;
+      return make_error("the driver did not answer");
+    }
     const auto now = clock_.now();
     if (!read_at_ || fresh_ || now - *read_at_ >= 10s) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
@@ -40,6 +44,7 @@ class PacedCounterBackend final : public backends::Backend {
     return s;
   }
   int reads() const { return reads_; }
+  int fail_next = 0;  // snapshots still to fail
 
  private:
   const core::Clock& clock_;
@@ -104,6 +109,20 @@ TEST_F(SamplerEnergyTest, AJobShorterThanThePeriodStillSeesItsEnergy) {
   ASSERT_TRUE(report.gpus.at(0).energy_joules.has_value());
   EXPECT_DOUBLE_EQ(*report.gpus.at(0).energy_joules, PacedCounterBackend::kWatts * 4.0);  // not 0
   EXPECT_EQ(report.gpus.at(0).energy_source, core::EnergySource::Counter);
+}
+
+TEST_F(SamplerEnergyTest, AFailedFreshFirstSampleLeavesTheFirstTickToTheJob) {
+  SampleHub hub(*monitor, clock, SampleHub::Drive::Manual);
+  auto sampler = Sampler::create(hub, 1s);
+  ASSERT_TRUE(sampler);
+  backend->fail_next = 1;  // the fresh query at start() fails
+  (*sampler)->start();
+  hub.step(clock.now());  // the subscription's first call: now the job's first sample, not skipped
+  clock.advance(500ms);
+  const auto report = (*sampler)->stop();
+  EXPECT_EQ(report.sample_count, 2u);  // that tick and the fresh last sample
+  ASSERT_EQ(report.gpus.size(), 1u);
+  EXPECT_DOUBLE_EQ(report.duration_s, 0.5);
 }
 
 }  // namespace
