@@ -8,21 +8,17 @@
 
 #include "allocator/node_rank.hpp"
 #include "cluster/prometheus_source.hpp"
+#include "support/prom_answer.hpp"
 
 namespace gf::cluster {
 namespace {
+
+using test::parsed_prom_answer;
 
 // One series of node "n" as the health query answers it: the family's name, the GPU, more labels.
 std::string health_series(const std::string& name, int gpu, const std::string& value, const std::string& more = "") {
   return R"({"metric":{"__name__":")" + name + R"(","gpu":")" + std::to_string(gpu) + R"(","UUID":"GPU-)" +
          std::to_string(gpu) + R"(","Hostname":"n")" + more + R"(},"value":[1700000000,")" + value + "\"]}";
-}
-std::vector<PromSample> health_answer(const std::vector<std::string>& s) {
-  std::string r = R"({"status":"success","data":{"resultType":"vector","result":[)";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + s[i];
-  auto parsed = parse_instant_query(r + "]}}");
-  EXPECT_TRUE(parsed) << parsed.error().message;
-  return parsed ? *parsed : std::vector<PromSample>{};
 }
 
 // Node "n" with `gpus` idle GPUs (GPU-0 …), and the health answer given.
@@ -34,10 +30,10 @@ PromAnswers fleet_with_health(int gpus, std::vector<std::string> health) {
     used.push_back(health_series("DCGM_FI_DEV_FB_USED", i, "0"));
     free.push_back(health_series("DCGM_FI_DEV_FB_FREE", i, "81559"));
   }
-  a.utilization = health_answer(util);
-  a.fb_used = health_answer(used);
-  a.fb_free = health_answer(free);
-  a.health = health_answer(health);
+  a.utilization = parsed_prom_answer(util);
+  a.fb_used = parsed_prom_answer(used);
+  a.fb_free = parsed_prom_answer(free);
+  a.health = parsed_prom_answer(health);
   return a;
 }
 

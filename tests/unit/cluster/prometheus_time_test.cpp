@@ -7,17 +7,13 @@
 #include <vector>
 
 #include "cluster/prometheus_source.hpp"
+#include "support/prom_answer.hpp"
 
 namespace gf::cluster {
 namespace {
 
-std::vector<PromSample> time_answer(const std::vector<std::string>& results) {
-  std::string body = R"({"status":"success","data":{"resultType":"vector","result":[)";
-  for (std::size_t i = 0; i < results.size(); ++i) body += (i ? "," : "") + results[i];
-  auto parsed = parse_instant_query(body + "]}}");
-  EXPECT_TRUE(parsed) << parsed.error().message;
-  return parsed ? *parsed : std::vector<PromSample>{};
-}
+using test::parsed_prom_answer;
+
 // One GPU's series (utilization, framebuffer or its sample time), as `max by (Hostname, gpu, UUID)` answers.
 std::string gpu_series(const std::string& node, int gpu, const std::string& value) {
   return R"({"metric":{"Hostname":")" + node + R"(","gpu":")" + std::to_string(gpu) + R"(","UUID":"GPU-)" + node + "-" +
@@ -42,16 +38,16 @@ PromAnswers four_nodes() {
       fb.push_back(gpu_series(n, g, "100"));
     }
   fb.push_back(gpu_series("d", 3, "100"));
-  a.utilization = time_answer(util);
-  a.fb_used = time_answer(fb);
+  a.utilization = parsed_prom_answer(util);
+  a.fb_used = parsed_prom_answer(fb);
   return a;
 }
 
 TEST(PrometheusSampleTime, OneTimePerNodeIsEveryGpusTime) {
   auto a = four_nodes();
-  a.sample_time = time_answer({node_time("a", "1700000001.5", 3), node_time("d", "1700000004", 3)});
+  a.sample_time = parsed_prom_answer({node_time("a", "1700000001.5", 3), node_time("d", "1700000004", 3)});
   // A per-GPU answer does not override a decided node.
-  a.gpu_sample_time = time_answer({gpu_series("a", 0, "1600000000")});
+  a.gpu_sample_time = parsed_prom_answer({gpu_series("a", 0, "1600000000")});
   const auto f = join_answers(a, "Hostname");
   ASSERT_EQ(f.nodes.size(), 4u);
   const auto& na = f.nodes[0];
@@ -74,15 +70,15 @@ TEST(PrometheusSampleTime, OneTimePerNodeIsEveryGpusTime) {
 
 TEST(PrometheusSampleTime, SeveralTimesOrOtherCountsAreAskedPerGpu) {
   auto a = four_nodes();
-  a.sample_time = time_answer({
+  a.sample_time = parsed_prom_answer({
       node_time("a", "1700000010", 2), node_time("a", "1700000000", 1),  // two times
       node_time("b", "1700000020", 4),                                   // a GPU scraped twice
       node_time("c", "not a number", 3),                                 // unreadable
       node_time("d", "1700000040", 2),                                   // a NaN utilization sample
   });
-  a.gpu_sample_time = time_answer({gpu_series("a", 0, "1700000010"), gpu_series("a", 1, "1700000010"),
-                                   gpu_series("a", 2, "1700000000"), gpu_series("b", 0, "1700000020"),
-                                   gpu_series("b", 1, "1700000019"), gpu_series("c", 1, "1700000030")});
+  a.gpu_sample_time = parsed_prom_answer({gpu_series("a", 0, "1700000010"), gpu_series("a", 1, "1700000010"),
+                                          gpu_series("a", 2, "1700000000"), gpu_series("b", 0, "1700000020"),
+                                          gpu_series("b", 1, "1700000019"), gpu_series("c", 1, "1700000030")});
   const auto f = join_answers(a, "Hostname");
   ASSERT_EQ(f.nodes.size(), 4u);
   // a: the stale GPU is stale beside fresh ones, and the node has the newest.

@@ -6,10 +6,13 @@
 
 #include "cluster/agent_source.hpp"
 #include "cluster/prometheus_source.hpp"
+#include "support/prom_answer.hpp"
 #include "wire/time.hpp"
 
 namespace gf::cluster {
 namespace {
+
+using test::prom_answer_text;
 
 // One dcgm-exporter series as Prometheus answers it.
 std::string series(const std::string& host, int gpu, const std::string& uuid, const std::string& value,
@@ -18,14 +21,9 @@ std::string series(const std::string& host, int gpu, const std::string& uuid, co
          R"(","device":"nvidia)" + std::to_string(gpu) + R"(","modelName":"NVIDIA H100 80GB HBM3","Hostname":")" +
          host + "\"" + extra + R"(},"value":[1700000000.5,")" + value + "\"]}";
 }
-std::string answer(const std::vector<std::string>& s) {
-  std::string r = R"({"status":"success","data":{"resultType":"vector","result":[)";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + s[i];
-  return r + "]}}";
-}
 
 TEST(PrometheusParse, VectorAnswer) {
-  auto r = parse_instant_query(answer({series("n1", 0, "GPU-a", "37"), series("n1", 1, "GPU-b", "NaN")}));
+  auto r = parse_instant_query(prom_answer_text({series("n1", 0, "GPU-a", "37"), series("n1", 1, "GPU-b", "NaN")}));
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->size(), 1u);  // NaN dropped
   EXPECT_EQ((*r)[0].value, 37);
@@ -91,20 +89,20 @@ PromAnswers answers_for(const std::string& label_key) {
   PromAnswers a;
   const auto p = [](const std::string& body) { return *parse_instant_query(body); };
   const std::string extra = label_key == "Hostname" ? "" : ",\"" + label_key + "\":\"k8s-node-1\"";
-  a.utilization = p(answer(
+  a.utilization = p(prom_answer_text(
       {series("n1", 0, "GPU-a", "10", extra), series("n1", 1, "GPU-b", "90", extra), series("n2", 0, "GPU-c", "0")}));
-  a.fb_used = p(answer({series("n1", 0, "GPU-a", "1000", extra), series("n1", 1, "GPU-b", "70000", extra),
-                        series("n2", 0, "GPU-c", "5")}));
-  a.fb_free = p(answer({series("n1", 0, "GPU-a", "80000", extra), series("n1", 1, "GPU-b", "11000", extra),
-                        series("n2", 0, "GPU-c", "995")}));
-  a.temperature = p(answer({series("n1", 0, "GPU-a", "41", extra)}));
+  a.fb_used = p(prom_answer_text({series("n1", 0, "GPU-a", "1000", extra), series("n1", 1, "GPU-b", "70000", extra),
+                                  series("n2", 0, "GPU-c", "5")}));
+  a.fb_free = p(prom_answer_text({series("n1", 0, "GPU-a", "80000", extra), series("n1", 1, "GPU-b", "11000", extra),
+                                  series("n2", 0, "GPU-c", "995")}));
+  a.temperature = p(prom_answer_text({series("n1", 0, "GPU-a", "41", extra)}));
   // n1's GPUs were sampled at two times: the per-node answer (count_values) leaves it to the per-GPU one.
   const auto at = [&](const std::string& t) {
     return R"({"metric":{"Hostname":"n1","gpufleet_sample_time":")" + t + "\"" + extra + R"(},"value":[1,"1"]})";
   };
-  a.sample_time = p(answer({at("1700000000"), at("1700000010")}));
-  a.gpu_sample_time =
-      p(answer({series("n1", 0, "GPU-a", "1700000000", extra), series("n1", 1, "GPU-b", "1700000010", extra)}));
+  a.sample_time = p(prom_answer_text({at("1700000000"), at("1700000010")}));
+  a.gpu_sample_time = p(
+      prom_answer_text({series("n1", 0, "GPU-a", "1700000000", extra), series("n1", 1, "GPU-b", "1700000010", extra)}));
   return a;
 }
 
@@ -142,10 +140,10 @@ TEST(PrometheusJoin, FramebufferOwnSeriesElseTheSumOfMigInstances) {
   const auto p = [](const std::string& body) { return *parse_instant_query(body); };
   const auto mig = [](const char* id) { return std::string(R"(,"GPU_I_ID":")") + id + "\""; };
   PromAnswers a;
-  a.fb_used = p(answer({series("n1", 0, "GPU-a", "100", mig("1")), series("n1", 0, "GPU-a", "200", mig("2")),
-                        series("n1", 1, "GPU-b", "1000"), series("n1", 1, "GPU-b", "50", mig("1"))}));
-  a.fb_free = p(answer({series("n1", 0, "GPU-a", "300", mig("1")), series("n1", 0, "GPU-a", "400", mig("2")),
-                        series("n1", 1, "GPU-b", "9000")}));
+  a.fb_used = p(prom_answer_text({series("n1", 0, "GPU-a", "100", mig("1")), series("n1", 0, "GPU-a", "200", mig("2")),
+                                  series("n1", 1, "GPU-b", "1000"), series("n1", 1, "GPU-b", "50", mig("1"))}));
+  a.fb_free = p(prom_answer_text({series("n1", 0, "GPU-a", "300", mig("1")), series("n1", 0, "GPU-a", "400", mig("2")),
+                                  series("n1", 1, "GPU-b", "9000")}));
   const auto f = join_answers(a, "Hostname");
   ASSERT_EQ(f.nodes.size(), 1u);
   ASSERT_EQ(f.nodes[0].gpus.size(), 2u);
